@@ -1,0 +1,45 @@
+# Two entry points for a fresh clone: `make book` and `make test`.
+# Both create .venv when needed and install torch==2.13.0 before the package
+# (an unpinned torch would pull the CUDA build and gigabytes of packages).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TORCH  ?= torch==2.13.0
+# Files that change what the virtual environment must contain.
+SETUP_FILES := pyproject.toml
+
+.PHONY: venv book test lint student clean browser-deps
+
+venv: $(STAMP)
+
+$(STAMP): $(SETUP_FILES)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[book,test]"
+	touch $(STAMP)
+
+## Build the site into _build/html, executing every chapter in smoke mode on the CPU.
+book: venv
+	STABLERNN_STATIC_WIDGETS=1 $(BIN)/jupyter-book build . -W --keep-going
+
+## Headless Chromium for the browser test (Debian package; needs root or sudo).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q chromium >/dev/null || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get install -y -q chromium >/dev/null; \
+	  else echo "chromium is missing: install Debian's chromium package for the browser test"; fi; }
+
+## Run the whole test suite (unit tests, notebooks, book build, browser check).
+test: venv browser-deps
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: venv
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf _build _build_student

@@ -1,0 +1,186 @@
+"""Explicit constants of the course's bounds.
+
+Lemma 1 (outputs close): if ``phi_w`` is ``lambda``-contractive, ``L_x``-Lipschitz
+in ``x``, ``phi_w(0, 0) = 0`` and ``||x_t|| <= B_x``, then
+``||h_s|| <= L_x B_x / (1 - lambda)`` for every ``s`` and
+``||h_t - h^k_t|| <= lambda^k L_x B_x / (1 - lambda)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _check_contraction(lam: float) -> None:
+    if not 0 <= lam < 1:
+        raise ValueError(
+            f"the bound needs a contractive model, 0 <= lambda < 1, got lambda = {lam}; "
+            "project the weights onto the stable set first"
+        )
+
+
+def _check_nonnegative(**values: float) -> None:
+    for name, value in values.items():
+        if value < 0:
+            raise ValueError(f"{name} must be non-negative, got {value}")
+
+
+def state_norm_bound(lam: float, lx: float, bx: float) -> float:
+    """``sup_s ||h_s|| <= L_x B_x / (1 - lambda)`` (the geometric series of Lemma 1)."""
+    _check_contraction(lam)
+    _check_nonnegative(lx=lx, bx=bx)
+    return lx * bx / (1 - lam)
+
+
+def lemma1_truncation_bound(lam: float, lx: float, bx: float, k: int) -> float:
+    """``||h_t - h^k_t|| <= lambda^k L_x B_x / (1 - lambda)`` for every ``t``."""
+    if k < 0:
+        raise ValueError(f"the context k must be non-negative, got {k}")
+    return lam**k * state_norm_bound(lam, lx, bx)
+
+
+def lemma1_context(lam: float, lx: float, bx: float, eps: float) -> int:
+    """Smallest ``k`` with ``lambda^k L_x B_x / (1 - lambda) <= eps``.
+
+    Equals ``ceil(log(L_x B_x / ((1 - lambda) eps)) / log(1 / lambda))``, and 0
+    when the state bound is already below ``eps``.
+    """
+    if eps <= 0:
+        raise ValueError(f"eps must be positive, got {eps}")
+    radius = state_norm_bound(lam, lx, bx)
+    if radius <= eps:
+        return 0
+    if lam == 0:
+        return 1
+    k = math.ceil(math.log(radius / eps) / math.log(1 / lam))
+    # guard against rounding: the returned k must satisfy the bound
+    while lemma1_truncation_bound(lam, lx, bx, k) > eps:
+        k += 1
+    return k
+
+
+# Lemmas 2 and 3 for the vanilla RNN ``h_t = rho(W h_{t-1} + U x_t)``, ``h_0 = 0``,
+# with the loss ``p_T = l(h_T)`` of the last state, parameters ``w = (W, U)`` measured
+# in the Frobenius norm ``||w||^2 = ||W||_F^2 + ||U||_F^2``.  Assumptions (Chapter 6):
+# ``|rho'| <= L_rho``, ``|rho''| <= L2_rho``, ``rho(0) = 0``; ``L_rho ||W||_2 <= lambda < 1``;
+# ``L_rho ||U||_2 <= L_x``; ``||x_t|| <= B_x``; on the ball ``||h|| <= B_h`` the loss has
+# ``||grad l(h)|| <= L_p`` and ``grad l`` is ``S_p``-Lipschitz.  With
+# ``B_h = L_x B_x / (1 - lambda)`` and ``B_z = sqrt(B_h^2 + B_x^2)`` (the norm of the
+# pair ``(h_{t-1}, x_t)`` that multiplies the back-propagated error in the gradient):
+
+ACTIVATION_SECOND_DERIVATIVE: dict[str, float] = {
+    "tanh": 4 / (3 * math.sqrt(3)),  # max |tanh''| at tanh = 1/sqrt(3)
+    "sigmoid": 1 / (6 * math.sqrt(3)),  # max |sigma''| at sigma = 1/2 +- 1/sqrt(12)
+    "identity": 0.0,
+}
+
+
+def activation_smoothness(name: str) -> float:
+    """``L2_rho = sup |rho''|`` of a named smooth activation (ReLU is not smooth)."""
+    if name not in ACTIVATION_SECOND_DERIVATIVE:
+        raise ValueError(
+            f"Lemmas 2 and 3 need a smooth activation, got {name!r}; "
+            f"use one of {sorted(ACTIVATION_SECOND_DERIVATIVE)}"
+        )
+    return ACTIVATION_SECOND_DERIVATIVE[name]
+
+
+def _check_open_contraction(lam: float) -> None:
+    if not 0 < lam < 1:
+        raise ValueError(
+            f"Lemmas 2 and 3 need 0 < lambda < 1, got lambda = {lam}; project the weights "
+            "onto the stable set (any lambda >= L_rho ||W||_2 may be used, so take lambda > 0)"
+        )
+
+
+def _check_activation_constants(l_rho: float, l2_rho: float) -> None:
+    if not l_rho > 0:
+        raise ValueError(f"l_rho = sup |rho'| must be positive, got {l_rho}")
+    _check_nonnegative(l2_rho=l2_rho)
+
+
+def squared_loss_constants(state_bound: float, target_norm: float) -> tuple[float, float]:
+    """``(L_p, S_p)`` of ``l(h) = ||h - y||^2 / 2`` on the ball ``||h|| <= B_h``.
+
+    ``grad l(h) = h - y``, so ``||grad l|| <= B_h + ||y||`` and ``S_p = 1``.
+    """
+    _check_nonnegative(state_bound=state_bound, target_norm=target_norm)
+    return state_bound + target_norm, 1.0
+
+
+def gradient_input_bound(lam: float, lx: float, bx: float) -> float:
+    """``B_z = sqrt(B_h^2 + B_x^2)`` with ``B_h = L_x B_x / (1 - lambda)``."""
+    return math.hypot(state_norm_bound(lam, lx, bx), bx)
+
+
+def lemma2_gamma(
+    lam: float,
+    lx: float,
+    bx: float,
+    lp: float,
+    sp: float,
+    *,
+    l_rho: float = 1.0,
+    l2_rho: float = ACTIVATION_SECOND_DERIVATIVE["tanh"],
+) -> float:
+    """The constant of Lemma 2: ``||grad_w p_T - grad_w p^k_T|| <= gamma k lambda^k``.
+
+    Arguments: ``lam`` = lambda in (0, 1) with ``L_rho ||W||_2 <= lambda``; ``lx`` =
+    ``L_x >= L_rho ||U||_2``; ``bx`` = ``B_x >= ||x_t||``; ``lp`` = ``L_p``, ``sp`` = ``S_p``
+    (loss gradient bound and its Lipschitz constant on ``||h|| <= B_h``); ``l_rho``,
+    ``l2_rho`` = bounds on ``|rho'|``, ``|rho''|`` (defaults: tanh).  Exactly::
+
+        gamma = B_z * (L2_rho L_p B_h / (L_rho (1 - lambda)) + L_rho S_p B_h
+                       + L_rho L_p / (1 - lambda))
+                + L_rho L_p B_h / lambda
+
+    with ``B_h = L_x B_x / (1 - lambda)``, ``B_z = sqrt(B_h^2 + B_x^2)``.
+    """
+    _check_open_contraction(lam)
+    _check_nonnegative(lx=lx, bx=bx, lp=lp, sp=sp)
+    _check_activation_constants(l_rho, l2_rho)
+    bh = state_norm_bound(lam, lx, bx)
+    bz = math.hypot(bh, bx)
+    error_terms = l2_rho * lp * bh / (l_rho * (1 - lam)) + l_rho * sp * bh
+    tail = l_rho * lp / (1 - lam)
+    return bz * (error_terms + tail) + l_rho * lp * bh / lam
+
+
+def lemma3_beta(
+    lam: float,
+    lx: float,
+    bx: float,
+    lp: float,
+    sp: float,
+    *,
+    l_rho: float = 1.0,
+    l2_rho: float = ACTIVATION_SECOND_DERIVATIVE["tanh"],
+) -> float:
+    """The constant of Lemma 3: ``||grad p_T(w) - grad p_T(w')|| <= beta ||w - w'||``.
+
+    Holds for ``w, w'`` both in ``{L_rho ||W||_2 <= lambda, L_rho ||U||_2 <= L_x}``;
+    arguments as in :func:`lemma2_gamma` (here ``lambda = 0`` is allowed).  Exactly::
+
+        beta = (L2_rho L_p + L_rho^2 S_p) B_z^2 / (1 - lambda)^2
+               + lambda L2_rho L_p B_z^2 / (1 - lambda)^3
+               + 2 L_rho^2 L_p B_z / (1 - lambda)^2
+    """
+    _check_contraction(lam)
+    _check_nonnegative(lx=lx, bx=bx, lp=lp, sp=sp)
+    _check_activation_constants(l_rho, l2_rho)
+    bz = gradient_input_bound(lam, lx, bx)
+    gap = 1 - lam
+    return (
+        (l2_rho * lp + l_rho**2 * sp) * bz**2 / gap**2
+        + lam * l2_rho * lp * bz**2 / gap**3
+        + 2 * l_rho**2 * lp * bz / gap**2
+    )
+
+
+def lemma2_gradient_bound(gamma: float, k: int, lam: float) -> float:
+    """The right side ``gamma k lambda^k`` of Lemma 2 for context ``k >= 1``."""
+    _check_open_contraction(lam)
+    _check_nonnegative(gamma=gamma)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"the context k must be an int >= 1, got {k!r}")
+    return gamma * k * lam**k

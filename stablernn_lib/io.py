@@ -1,0 +1,87 @@
+"""Atomic writes and provenance for results and checkpoints.
+
+A file is written to a temporary name in the same folder and renamed into place,
+so an interrupted run never leaves a half-written result behind.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _atomic_replace(path: Path, write: Any, mode: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically."""
+    return _atomic_replace(Path(path), lambda handle: handle.write(text), "w")
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON to ``path`` atomically."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> Path:
+    """``torch.save`` to ``path`` atomically (a checkpoint is never half-written)."""
+    return _atomic_replace(Path(path), lambda handle: torch.save(obj, handle), "wb")
+
+
+def git_commit(cwd: str | Path | None = None) -> str:
+    """The current git commit (with ``-dirty`` when the tree has changes), or "unknown"."""
+    where = Path(cwd) if cwd is not None else Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+def device_name(device: torch.device | str | None = None) -> str:
+    """A readable name of the device that ran the computation."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def provenance(device: torch.device | str | None = None) -> dict[str, str]:
+    """Where a result came from: git commit, device, versions and time (UTC)."""
+    return {
+        "git_commit": git_commit(),
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }

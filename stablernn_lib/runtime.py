@@ -1,0 +1,41 @@
+"""Where the code runs: the mode (smoke or full) and the device."""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+import torch
+
+Mode = Literal["smoke", "full"]
+
+
+def check_mode(mode: str) -> Mode:
+    """Validate a mode name: ``"smoke"`` (CPU, minutes) or ``"full"`` (GPU, paper scale)."""
+    if mode not in get_args(Mode):
+        raise ValueError(
+            f"unknown mode {mode!r}: use 'smoke' (small, runs on a CPU in minutes) "
+            "or 'full' (paper scale, needs a GPU)"
+        )
+    return mode  # type: ignore[return-value]
+
+
+def default_device(mode: str = "smoke") -> torch.device:
+    """The GPU when one is present, else the CPU; ``full`` mode warns without a GPU."""
+    check_mode(mode)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if mode == "full":
+        print(
+            "warning: MODE = 'full' but no GPU is present; this will be very slow. "
+            "On Colab choose Runtime > Change runtime type > GPU."
+        )
+    return torch.device("cpu")
+
+
+def describe_runtime() -> str:
+    """One line saying which torch build runs and whether a GPU is present."""
+    if torch.cuda.is_available():
+        where = f"GPU: {torch.cuda.get_device_name(0)}"
+    else:
+        where = "no GPU: smoke mode runs on the CPU"
+    return f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {where}"

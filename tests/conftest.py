@@ -1,0 +1,29 @@
+"""Shared fixtures: seeded generators and the real-data location."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture
+def generator() -> torch.Generator:
+    """A seeded CPU generator, so every random instance is reproducible."""
+    return torch.Generator().manual_seed(20190506)
+
+
+@pytest.fixture
+def real_data_dir() -> Path:
+    """The directory of the real corpora (STABLERNN_DATA), or skip with the reason."""
+    value = os.environ.get("STABLERNN_DATA")
+    if not value:
+        pytest.skip(
+            "needs the real WikiText-2 corpus: set STABLERNN_DATA to the folder holding "
+            "wikitext-2/ (CI sets it to ../shared/data)"
+        )
+    return Path(value)

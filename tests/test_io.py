@@ -1,0 +1,35 @@
+"""Atomic writes never leave a partial file and provenance names its sources."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from stablernn_lib.io import atomic_torch_save, atomic_write_json, provenance
+
+
+def test_atomic_json_roundtrip(tmp_path):
+    path = atomic_write_json(tmp_path / "sub" / "result.json", {"b": 2, "a": [1.5]})
+    assert json.loads(path.read_text()) == {"a": [1.5], "b": 2}
+    assert [p.name for p in path.parent.iterdir()] == ["result.json"]
+
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
+    path = atomic_write_json(tmp_path / "result.json", {"ok": True})
+    with pytest.raises(TypeError):
+        atomic_write_json(path, {"bad": object()})
+    assert json.loads(path.read_text()) == {"ok": True}
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_atomic_torch_save_roundtrip(tmp_path):
+    path = atomic_torch_save({"w": torch.arange(3)}, tmp_path / "ckpt.pt")
+    assert torch.equal(torch.load(path)["w"], torch.arange(3))
+
+
+def test_provenance_has_the_fields_results_need():
+    info = provenance()
+    assert set(info) >= {"git_commit", "device", "torch", "python", "created_utc"}
+    assert info["device"].startswith("cpu")
