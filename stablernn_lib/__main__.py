@@ -10,7 +10,13 @@ import argparse
 import importlib
 from collections.abc import Sequence
 
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "stablernn_lib.homework.cli",
+    "stablernn_lib.weights_close",
+    "stablernn_lib.train",
+    "stablernn_lib.lm_analysis",
+    "stablernn_lib.benchmark",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

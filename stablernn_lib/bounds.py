@@ -9,6 +9,7 @@ in ``x``, ``phi_w(0, 0) = 0`` and ``||x_t|| <= B_x``, then
 from __future__ import annotations
 
 import math
+import numbers
 
 
 def _check_contraction(lam: float) -> None:
@@ -66,20 +67,22 @@ def lemma1_context(lam: float, lx: float, bx: float, eps: float) -> int:
 # ``L_rho ||U||_2 <= L_x``; ``||x_t|| <= B_x``; on the ball ``||h|| <= B_h`` the loss has
 # ``||grad l(h)|| <= L_p`` and ``grad l`` is ``S_p``-Lipschitz.  With
 # ``B_h = L_x B_x / (1 - lambda)`` and ``B_z = sqrt(B_h^2 + B_x^2)`` (the norm of the
-# pair ``(h_{t-1}, x_t)`` that multiplies the back-propagated error in the gradient):
+# pair ``(h_{t-1}, x_t)`` that multiplies the back-propagated error in the gradient).
 
 ACTIVATION_SECOND_DERIVATIVE: dict[str, float] = {
     "tanh": 4 / (3 * math.sqrt(3)),  # max |tanh''| at tanh = 1/sqrt(3)
-    "sigmoid": 1 / (6 * math.sqrt(3)),  # max |sigma''| at sigma = 1/2 +- 1/sqrt(12)
     "identity": 0.0,
 }
 
 
 def activation_smoothness(name: str) -> float:
-    """``L2_rho = sup |rho''|`` of a named smooth activation (ReLU is not smooth)."""
+    """``L2_rho = sup |rho''|`` of a smooth activation with ``rho(0) = 0``.
+
+    ReLU is not smooth and the sigmoid has ``sigma(0) = 1/2``, so neither is listed.
+    """
     if name not in ACTIVATION_SECOND_DERIVATIVE:
         raise ValueError(
-            f"Lemmas 2 and 3 need a smooth activation, got {name!r}; "
+            f"Lemmas 2 and 3 need a smooth activation with rho(0) = 0, got {name!r}; "
             f"use one of {sorted(ACTIVATION_SECOND_DERIVATIVE)}"
         )
     return ACTIVATION_SECOND_DERIVATIVE[name]
@@ -181,6 +184,6 @@ def lemma2_gradient_bound(gamma: float, k: int, lam: float) -> float:
     """The right side ``gamma k lambda^k`` of Lemma 2 for context ``k >= 1``."""
     _check_open_contraction(lam)
     _check_nonnegative(gamma=gamma)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"the context k must be an int >= 1, got {k!r}")
     return gamma * k * lam**k

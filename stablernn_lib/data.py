@@ -233,6 +233,34 @@ class Corpus:
     def vocab_size(self) -> int:
         return len(self.dictionary)
 
+    def restricted(self, vocab_size: int, train_tokens: int | None = None) -> Corpus:
+        """A copy keeping the ``vocab_size - 1`` most frequent training words plus ``<unk>``.
+
+        Every other word becomes ``<unk>`` (ids are re-numbered by frequency).
+        Frequencies are counted on the first ``train_tokens`` training tokens.
+        Used by the CPU smoke configuration to make the softmax cheaper.
+        """
+        if vocab_size < 2:
+            raise ValueError(f"vocab_size must be >= 2 (a word and <unk>), got {vocab_size}")
+        counts = torch.bincount(self.train[:train_tokens], minlength=self.vocab_size)
+        unk = self.dictionary.word_to_index.get("<unk>")
+        if unk is not None:
+            counts[unk] = -1  # <unk> gets its own slot at the end
+        kept = torch.argsort(counts, descending=True, stable=True)[: vocab_size - 1]
+        dictionary = Dictionary()
+        for index in kept.tolist():
+            dictionary.add(self.dictionary.index_to_word[index])
+        new_unk = dictionary.add("<unk>")
+        mapping = torch.full((self.vocab_size,), new_unk, dtype=torch.long)
+        mapping[kept] = torch.arange(kept.numel())
+        return Corpus(
+            dictionary,
+            mapping[self.train],
+            mapping[self.valid],
+            mapping[self.test],
+            f"{self.source} (vocabulary cut to {len(dictionary)} types)",
+        )
+
 
 def tokenize(path: str | Path, dictionary: Dictionary) -> Tensor:
     """Token ids of a text file: each line's words then ``<eos>``; extends ``dictionary``."""
@@ -281,3 +309,37 @@ def get_batch(source: Tensor, start: int, bptt: int) -> tuple[Tensor, Tensor]:
 def batch_starts(source: Tensor, bptt: int) -> Iterator[int]:
     """The row at which each BPTT window of ``source`` starts."""
     return iter(range(0, source.shape[0] - 1, bptt))
+
+
+def write_synthetic_corpus(
+    folder: str | Path,
+    vocab_size: int = 50,
+    lines: tuple[int, int, int] = (400, 60, 60),
+    seed: int = 0,
+) -> Path:
+    """Write a small WikiText-like corpus (``train/valid/test.txt``) to ``folder``.
+
+    Words ``w0 .. w{V-1}`` follow a sparse Markov chain (each word is followed by
+    one of three successors, most often the first), lines have 5 to 20 words.
+    A model can learn it fast, so tests and offline demos can train on it.
+    """
+    if vocab_size < 4:
+        raise ValueError(f"vocab_size must be >= 4, got {vocab_size}")
+    generator = torch.Generator().manual_seed(seed)
+    successors = torch.randint(vocab_size, (vocab_size, 3), generator=generator)
+    choice_weights = torch.tensor([0.7, 0.2, 0.1])
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, count in zip(SPLITS, lines, strict=True):
+        text_lines = []
+        for _ in range(count):
+            length = int(torch.randint(5, 21, (1,), generator=generator))
+            word = int(torch.randint(vocab_size, (1,), generator=generator))
+            words = []
+            for _ in range(length):
+                words.append(f"w{word}")
+                pick = int(torch.multinomial(choice_weights, 1, generator=generator))
+                word = int(successors[word, pick])
+            text_lines.append(" " + " ".join(words) + " \n")
+        (folder / f"{split}.txt").write_text("".join(text_lines), encoding="utf8")
+    return folder

@@ -14,10 +14,12 @@ the outer stack is indexed by ``a`` and each of its children is a stack of
 images indexed by ``b``; slider ``b`` is linked to every inner stack. Three
 sliders add one more level.
 
-Where precomputed frames cannot be shown (ipywidgets older than 8, which has
-no ``Stack``), or when the environment variable ``STABLERNN_WIDGETS=live`` is
-set, the helper falls back to redrawing on a kernel through
-``ipywidgets.interactive_output``.
+On Colab (whose widget front end may lag behind ipywidgets 8), with ipywidgets
+older than 8 (no ``Stack``), or when the environment variable
+``STABLERNN_WIDGETS=live`` is set, the helper instead redraws on the kernel
+through ``ipywidgets.interactive_output``. ``STABLERNN_WIDGETS=frames`` forces
+precomputed frames (the book build relies on them; it is also the default
+outside Colab).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import io
 import itertools
 import math
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -173,13 +176,19 @@ def _make_slider(name: str, grid: list[Any]) -> ipywidgets.SelectionSlider:
 
 
 def _live_mode() -> bool:
-    requested = os.environ.get(WIDGET_MODE_VARIABLE, "frames").strip().lower()
-    if requested not in ("frames", "live"):
+    """Redraw on the kernel when asked to, on Colab, or when ipywidgets has no Stack."""
+    requested = os.environ.get(WIDGET_MODE_VARIABLE, "").strip().lower()
+    if requested not in ("", "frames", "live"):
         raise ValueError(
             f"{WIDGET_MODE_VARIABLE}={requested!r} is not understood; set it to 'frames' "
-            "(precomputed images, default) or 'live' (redraw on a kernel)."
+            "(precomputed images, the default) or 'live' (redraw on a kernel)."
         )
-    return requested == "live" or not hasattr(ipywidgets, "Stack")
+    if not hasattr(ipywidgets, "Stack"):
+        return True
+    if requested:
+        return requested == "live"
+    # Colab's front end may lag behind ipywidgets 8 (Stack, jslink): redraw there.
+    return "google.colab" in sys.modules
 
 
 def _show_live(draw: Callable[..., Figure], values: dict[str, Any]) -> None:

@@ -1,0 +1,204 @@
+"""Timings of Chapter 8, measured in one run and printed as ratios.
+
+* projection overhead: a stable training step (SGD step + projection) against
+  an unconstrained one, for the RNN and the LSTM (targets: <= 10% on a GPU,
+  <= 25% on the CPU smoke config);
+* Figure 2: the batched gradient profile against the per-pair method;
+* tokens per second of training and of evaluation, per model, on this device.
+
+The models have the sizes of the chosen LM config and read random tokens (the
+cost does not depend on the text).  Stable and unconstrained steps alternate,
+so that a machine busy with other work slows both alike; each figure is the
+median over the timed repetitions.
+
+``python -m stablernn_lib benchmark --config smoke|full``; a full run writes
+``data/results/wikitext2/benchmark-<device>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stablernn_lib.data import WIKITEXT2_VOCAB_SIZE, batchify
+from stablernn_lib.io import atomic_write_json, provenance
+from stablernn_lib.language_model import (
+    WordLanguageModel,
+    detach_state,
+    evaluate_loss,
+    project_stable_,
+    sequence_loss,
+)
+from stablernn_lib.lm_analysis import gradient_by_distance, gradient_by_distance_naive
+from stablernn_lib.train import CONFIGS, RESULTS_DIR, build_model
+
+
+def _timer(device: torch.device) -> Callable[[], float]:
+    def now() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    return now
+
+
+def _training_step(model: WordLanguageModel, tokens: torch.Tensor, clip: float, lr: float):
+    """One SGD step of :func:`~stablernn_lib.train.train_language_model`, as a closure."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    carried: list[Any] = [None]
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        logits, state = model(tokens[:-1], detach_state(carried[0]))
+        loss = sequence_loss(logits, tokens[1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        if model.stable:
+            project_stable_(model)
+        carried[0] = state
+
+    return step
+
+
+def run_benchmark(
+    config: str = "smoke",
+    device: str | torch.device | None = None,
+    repeats: int = 10,
+    warmup: int = 2,
+    figure2_distance: int = 8,
+) -> dict[str, Any]:
+    """Measure everything listed in the module docstring; returns a JSON-ready dict."""
+    lm = CONFIGS[config]
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    now = _timer(device)
+    vocab = lm.vocab_size or WIKITEXT2_VOCAB_SIZE
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(vocab, (lm.bptt + 1, lm.batch_size), generator=generator).to(device)
+    result: dict[str, Any] = {
+        "config": config,
+        "vocab_size": vocab,
+        "batch_size": lm.batch_size,
+        "bptt": lm.bptt,
+        "repeats": repeats,
+        "provenance": provenance(device),
+        "models": {},
+    }
+    for cell in ("rnn", "lstm"):
+        models = {s: build_model(cell, s, lm, vocab).to(device).train() for s in (False, True)}
+        steps = {s: _training_step(models[s], tokens, lm.clip, lm.lr) for s in (False, True)}
+        times: dict[bool, list[float]] = {False: [], True: []}
+        projection: list[float] = []
+        for repeat in range(warmup + repeats):
+            for stable in (False, True):
+                start = now()
+                steps[stable]()
+                elapsed = now() - start
+                if repeat >= warmup:
+                    times[stable].append(elapsed)
+            start = now()
+            project_stable_(models[True])
+            if repeat >= warmup:
+                projection.append(now() - start)
+        plain, stable = statistics.median(times[False]), statistics.median(times[True])
+        eval_source = batchify(
+            torch.randint(vocab, (lm.eval_batch_size * 20 * lm.bptt,), generator=generator), lm.eval_batch_size
+        ).to(device)
+        evaluate_loss(models[False], eval_source, lm.bptt)  # warm-up
+        start = now()
+        evaluate_loss(models[False], eval_source, lm.bptt)
+        eval_seconds = now() - start
+        tokens_per_step = lm.bptt * lm.batch_size
+        result["models"][cell] = {
+            "step_seconds_unconstrained": plain,
+            "step_seconds_stable": stable,
+            "projection_seconds": statistics.median(projection),
+            "stable_overhead": stable / plain - 1,
+            "train_tokens_per_second": tokens_per_step / plain,
+            "train_tokens_per_second_stable": tokens_per_step / stable,
+            "eval_tokens_per_second": (eval_source.shape[0] - 1) * lm.eval_batch_size / eval_seconds,
+        }
+    result["figure2"] = _figure2_speed(lm, vocab, device, figure2_distance, generator)
+    return result
+
+
+def _figure2_speed(lm, vocab: int, device: torch.device, distance: int, generator) -> dict[str, Any]:
+    """Seconds of the batched and the per-pair gradient profile on one window of the test batch."""
+    now = _timer(device)
+    model = build_model("lstm", False, lm, vocab).to(device).eval()
+    source = batchify(
+        torch.randint(vocab, ((distance + 2) * lm.eval_batch_size,), generator=generator),
+        lm.eval_batch_size,
+    ).to(device)
+    gradient_by_distance(model, source, distance, max_windows=1)  # warm-up
+    start = now()
+    fast = gradient_by_distance(model, source, distance, max_windows=1)
+    fast_seconds = now() - start
+    start = now()
+    naive = gradient_by_distance_naive(model, source, distance, max_windows=1)
+    naive_seconds = now() - start
+    agree = max(
+        abs(a - b) / max(abs(b), 1e-12)
+        for a, b in zip(fast["mean_norm"], naive["mean_norm"], strict=True)
+    )
+    return {
+        "max_distance": distance,
+        "pairs": int(sum(fast["count"])),
+        "fast_seconds": fast_seconds,
+        "naive_seconds": naive_seconds,
+        "speedup": naive_seconds / fast_seconds,
+        "max_relative_difference": agree,
+    }
+
+
+def format_benchmark(result: dict[str, Any]) -> str:
+    """The ratios and rates as a few readable lines."""
+    lines = [f"benchmark ({result['config']} config) on {result['provenance']['device']}"]
+    for cell, m in result["models"].items():
+        lines.append(
+            f"  {cell:4s}: step {1000 * m['step_seconds_unconstrained']:.1f} ms, stable "
+            f"{1000 * m['step_seconds_stable']:.1f} ms (projection {1000 * m['projection_seconds']:.2f} ms)"
+            f" -> overhead {100 * m['stable_overhead']:+.1f}%; train {m['train_tokens_per_second']:,.0f}"
+            f" tok/s, eval {m['eval_tokens_per_second']:,.0f} tok/s"
+        )
+    f2 = result["figure2"]
+    lines.append(
+        f"  Figure 2 ({f2['pairs']} pairs, distance <= {f2['max_distance']}): batched "
+        f"{f2['fast_seconds']:.3f} s, per pair {f2['naive_seconds']:.3f} s -> "
+        f"{f2['speedup']:.0f}x faster (max rel. difference {f2['max_relative_difference']:.1e})"
+    )
+    return "\n".join(lines)
+
+
+def _command(args: argparse.Namespace) -> int:
+    result = run_benchmark(args.config, args.device, repeats=args.repeats)
+    print(format_benchmark(result))
+    if args.out is not None or args.config == "full":
+        kind = "gpu" if result["provenance"]["device"].lower().find("cpu") < 0 else "cpu"
+        path = Path(args.out) if args.out else RESULTS_DIR / f"benchmark-{kind}.json"
+        atomic_write_json(path, result)
+        print(f"written to {path}")
+    else:
+        print(json.dumps({c: m["stable_overhead"] for c, m in result["models"].items()}))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """``python -m stablernn_lib benchmark --config smoke|full``."""
+    parser = subparsers.add_parser(
+        "benchmark",
+        help="projection overhead, Figure-2 speed-up, tokens/s (WikiText-2 models)",
+        description="Timings of Chapter 8 measured in one run.",
+    )
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="smoke")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    parser.add_argument("--out", default=None, help="JSON file for the result")
+    parser.set_defaults(func=_command)

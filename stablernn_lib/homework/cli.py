@@ -1,0 +1,97 @@
+"""``python -m stablernn_lib homework student-edition|grade|questions``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from stablernn_lib.homework.grading import grade_submissions
+from stablernn_lib.homework.registry import homeworks
+from stablernn_lib.homework.student_edition import build_student_edition
+
+
+def questions_markdown() -> str:
+    """The instructor page's table: every homework, its time, its questions and what they test."""
+    lines = [
+        "| homework | question | points | graded | what it tests |",
+        "|---|---|---|---|---|",
+    ]
+    for homework in homeworks():
+        for question in homework.questions:
+            graded = "auto" if question.kind == "code" else "by hand (rubric)"
+            name = f" `{question.function}`:" if question.function else ""
+            lines.append(
+                f"| {homework.id} ({homework.minutes} min) | {question.id}{name} "
+                f"{question.title} | {question.points:g} | {graded} | {question.tests} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _student_edition(args: argparse.Namespace) -> int:
+    written = build_student_edition(
+        args.root,
+        args.out,
+        execute=args.execute,
+        repository_url=args.repository_url,
+        branch=args.branch,
+    )
+    print(f"wrote the student edition ({len(written)} files) to {args.out}")
+    print(f"build it with: jupyter-book build {args.out} -W")
+    if not args.repository_url:
+        print("note: no --repository-url, so the student site has no Colab launch buttons")
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    submissions = grade_submissions(
+        args.submissions,
+        args.out,
+        seed=args.seed,
+        timeout=args.timeout,
+        time_scale=args.time_scale,
+    )
+    for s in submissions:
+        print(f"{s.student:20s} {s.path.name:40s} {s.auto_points:6g}  {s.status}")
+    print(f"wrote {Path(args.out) / 'scores.csv'} and {len(submissions)} reports")
+    return 0
+
+
+def _questions(args: argparse.Namespace) -> int:
+    print(questions_markdown(), end="")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``homework`` and its subcommands to the ``python -m stablernn_lib`` parser."""
+    parser = subparsers.add_parser("homework", help="student editions and grading")
+    commands = parser.add_subparsers(dest="homework_command", required=True)
+
+    edition = commands.add_parser("student-edition", help="write the student edition of the book")
+    edition.add_argument("--out", type=Path, default=Path("student"), help="output folder")
+    edition.add_argument("--root", type=Path, default=Path("."), help="the book's source folder")
+    edition.add_argument(
+        "--execute",
+        choices=("config", "homework", "off"),
+        default="config",
+        help="config: execute as the book does; homework: only the homework notebooks; off",
+    )
+    edition.add_argument(
+        "--repository-url", help="where the student edition is published (for Colab buttons)"
+    )
+    edition.add_argument("--branch", help="the branch of --repository-url")
+    edition.set_defaults(func=_student_edition)
+
+    grade = commands.add_parser("grade", help="grade a folder of submitted notebooks")
+    grade.add_argument("submissions", type=Path, help="folder of STUDENT/*.ipynb or STUDENT.ipynb")
+    grade.add_argument("--out", type=Path, required=True, help="folder for scores.csv and reports")
+    grade.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds for each notebook's own cells"
+    )
+    grade.add_argument("--seed", type=int, help="seed of the hidden checks (default: random)")
+    grade.add_argument(
+        "--time-scale", type=float, default=1.0, help="multiply every check's time limit"
+    )
+    grade.set_defaults(func=_grade)
+
+    table = commands.add_parser("questions", help="print the table of questions (Markdown)")
+    table.set_defaults(func=_questions)

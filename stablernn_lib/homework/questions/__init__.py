@@ -1,0 +1,1 @@
+"""One module per chapter homework; each defines ``HOMEWORK`` (see ``registry``)."""

@@ -1,0 +1,238 @@
+"""Running a question's checks: time limits, crash capture, scores, readable reports.
+
+A check never raises out of :func:`run_check`: a wrong answer, an exception in the
+student's code, a stub that still raises ``NotImplementedError`` and a check that runs
+past its time limit each become a :class:`CheckOutcome` with a status and a message.
+
+Time limits use ``signal.setitimer`` (POSIX, main thread: Jupyter and Colab kernels
+run cells there); elsewhere checks run without a limit and the grader's per-cell
+time limit is the only guard.
+"""
+
+from __future__ import annotations
+
+import inspect
+import signal
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import torch
+
+from stablernn_lib.homework.registry import (
+    Check,
+    CheckContext,
+    CheckFailedError,
+    NotAttemptedError,
+    Question,
+    StudentError,
+    check_seed,
+    get_question,
+)
+
+Status = Literal["pass", "fail", "error", "timeout", "not attempted"]
+
+VISIBLE_SEED = 0
+
+
+class CheckTimeoutError(BaseException):
+    """Raised inside a check that ran past its time limit (a BaseException, so that a
+    student's ``except Exception`` cannot swallow it)."""
+
+
+@dataclass
+class CheckOutcome:
+    """What one check found."""
+
+    name: str
+    hidden: bool
+    status: Status
+    message: str
+    weight: float
+    required: bool
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+
+@dataclass
+class QuestionResult:
+    """All outcomes of one question and the points they earn."""
+
+    question_id: str
+    points: float
+    max_points: float
+    outcomes: list[CheckOutcome]
+
+    @property
+    def status(self) -> str:
+        """``complete``, ``partial``, ``not attempted`` or ``failed``."""
+        if all(o.passed for o in self.outcomes):
+            return "complete"
+        if all(o.status == "not attempted" for o in self.outcomes if not o.required):
+            return "not attempted"
+        return "partial" if self.points > 0 else "failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question_id": self.question_id,
+            "points": self.points,
+            "max_points": self.max_points,
+            "status": self.status,
+            "outcomes": [asdict(o) for o in self.outcomes],
+        }
+
+
+@contextmanager
+def time_limit(seconds: float):
+    """Raise :class:`CheckTimeoutError` after ``seconds`` (and every 0.5 s after that).
+
+    Does nothing where ``SIGALRM`` is unavailable or off the main thread.
+    """
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable or seconds <= 0:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise CheckTimeoutError(f"ran longer than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _context(question: Question, check: Check, seed: int, source: str | None) -> CheckContext:
+    value = check_seed(seed, question.id, check.name) if check.hidden else VISIBLE_SEED
+    return CheckContext(seed=value, generator=torch.Generator().manual_seed(value), source=source)
+
+
+def run_check(
+    question: Question,
+    check: Check,
+    answer: Any,
+    *,
+    seed: int = 0,
+    source: str | None = None,
+    time_scale: float = 1.0,
+) -> CheckOutcome:
+    """Run one check on ``answer``; never raises (except KeyboardInterrupt)."""
+    ctx = _context(question, check, seed, source)
+    start = time.perf_counter()
+    status: Status
+    try:
+        with time_limit(check.time_limit * time_scale):
+            message = check.run(answer, ctx)
+        status = "pass"
+    except CheckTimeoutError as error:
+        status = "timeout"
+        message = f"the check {error} (your function may loop forever or be slow)"
+    except (NotAttemptedError, NotImplementedError) as error:
+        status, message = "not attempted", f"still the stub: {error}"
+    except (CheckFailedError, StudentError) as error:
+        status, message = "fail", str(error)
+    except Exception as error:  # a bug in the check itself or an unexpected answer type
+        last = traceback.extract_tb(error.__traceback__)[-1]
+        status = "error"
+        message = f"{type(error).__name__}: {error} (at {last.name}, line {last.lineno})"
+    return CheckOutcome(
+        name=check.name,
+        hidden=check.hidden,
+        status=status,
+        message=str(message),
+        weight=check.weight,
+        required=check.required,
+        seconds=round(time.perf_counter() - start, 3),
+    )
+
+
+def score(question: Question, outcomes: list[CheckOutcome]) -> float:
+    """Points earned: ``points * passed weight / total weight``; 0 if a required check failed."""
+    if not outcomes or any(o.required and not o.passed for o in outcomes):
+        return 0.0
+    total = sum(o.weight for o in outcomes)
+    if total == 0:
+        return 0.0
+    earned = sum(o.weight for o in outcomes if o.passed)
+    return round(question.points * earned / total, 2)
+
+
+def run_question(
+    question: Question,
+    answer: Any,
+    *,
+    hidden: bool,
+    seed: int = 0,
+    source: str | None = None,
+    time_scale: float = 1.0,
+) -> QuestionResult:
+    """Run a question's visible checks (and its hidden ones when ``hidden``)."""
+    checks = question.all_checks if hidden else question.visible_checks
+    outcomes = [
+        run_check(question, c, answer, seed=seed, source=source, time_scale=time_scale)
+        for c in checks
+    ]
+    return QuestionResult(question.id, score(question, outcomes), question.points, outcomes)
+
+
+def format_result(question: Question, result: QuestionResult) -> str:
+    """A plain-text report: one line per check, with the reason for each failure."""
+    passed = sum(o.passed for o in result.outcomes)
+    lines = [
+        f"{question.id} {question.function}: {passed} of {len(result.outcomes)} checks passed "
+        f"({result.points:g} of {result.max_points:g} points)"
+    ]
+    for outcome in result.outcomes:
+        mark = {"pass": "PASS", "not attempted": "TODO", "timeout": "TIME"}.get(
+            outcome.status, "FAIL"
+        )
+        hidden = " [hidden]" if outcome.hidden else ""
+        lines.append(f"  {mark}  {outcome.name}{hidden}: {outcome.message}")
+    return "\n".join(lines)
+
+
+def _source_of(answer: Any) -> str | None:
+    try:
+        return inspect.getsource(answer)
+    except (OSError, TypeError):
+        return None
+
+
+def check(question_id: str, answer: Any) -> None:
+    """Run the visible checks of ``question_id`` on ``answer`` and print what passed and why.
+
+    Used in the check cell after each solution cell, e.g.
+    ``check("hw04.q1", spectral_projection)``.  Never raises for a wrong or crashing
+    answer; the hidden checks run only when the instructor grades.
+    """
+    question = get_question(question_id)
+    if question.kind != "code":
+        raise ValueError(f"{question_id} is a proof question: your instructor grades it by hand")
+    result = run_question(question, answer, hidden=False, source=_source_of(answer))
+    print(format_result(question, result))
+    print(
+        f"  (The grader also runs {len(question.hidden_checks)} hidden checks on other "
+        "random instances and edge cases.)"
+    )
+
+
+def rubric_markdown(question: Question) -> str:
+    """The rubric of a proof question as a Markdown checklist."""
+    items = "\n".join(f"- [ ] ({points:g} pt) {text}" for text, points in question.rubric)
+    return f"**Rubric for {question.id} ({question.points:g} points).**\n\n{items}"
+
+
+def show_rubric(question_id: str) -> Any:
+    """Display the rubric of a proof question (instructor edition only)."""
+    from IPython.display import Markdown
+
+    return Markdown(rubric_markdown(get_question(question_id)))

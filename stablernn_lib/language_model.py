@@ -1,0 +1,245 @@
+"""Word-level language models with RNN (tanh) or LSTM cells, unconstrained or stable.
+
+The model is the one of PyTorch's ``word_language_model`` example, on which the
+authors built their experiments::
+
+    x_t = E[w_t]                    embedding, (T, B) tokens -> (T, B, E)
+    h_t = phi_w(h_{t-1}, x_t)       nn.RNN(tanh) or nn.LSTM, L layers (fused cuDNN kernels)
+    logits_t = D h_t + d            decoder, (T, B, H) -> (T, B, V)
+
+with dropout on the embeddings, between layers and on the outputs.
+
+The *stable* variant is the same model projected after every optimizer step
+(:func:`project_stable_`): each RNN layer's ``W`` onto ``{||W||_2 <= 1}``; each
+LSTM layer's weights onto the constraint of Chapter 4, with the embedding
+clamped so that the inputs are bounded.
+
+A model of *context k* (the truncated model) predicts token ``t + 1`` from
+``h^k_t``: the same layers run from the zero state over the last ``k`` inputs
+only (:func:`truncated_outputs`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, get_args
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from stablernn_lib.stability import project_spectral_ball
+
+Cell = Literal["rnn", "lstm"]
+State = Tensor | tuple[Tensor, Tensor] | None
+
+
+def check_cell(cell: str) -> Cell:
+    if cell not in get_args(Cell):
+        raise ValueError(f"unknown cell {cell!r}; use 'rnn' (tanh) or 'lstm'")
+    return cell  # type: ignore[return-value]
+
+
+class WordLanguageModel(nn.Module):
+    """Embedding -> L recurrent layers -> linear decoder over the vocabulary.
+
+    Args:
+        cell: ``"rnn"`` (``nn.RNN`` with tanh) or ``"lstm"`` (``nn.LSTM``).
+        vocab_size: ``V``; embedding_size: ``E``; hidden_size: ``H``; num_layers: ``L``.
+        dropout: probability used on embeddings, between layers and on outputs.
+        stable: whether training projects the weights after every step.
+        input_bound: for a stable LSTM, embeddings are clamped to ``[-b, b]``.
+    """
+
+    def __init__(
+        self,
+        cell: str,
+        vocab_size: int,
+        embedding_size: int,
+        hidden_size: int,
+        num_layers: int = 2,
+        dropout: float = 0.2,
+        stable: bool = False,
+        input_bound: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.cell = check_cell(cell)
+        if min(vocab_size, embedding_size, hidden_size, num_layers) < 1:
+            raise ValueError("vocab, embedding and hidden sizes and num_layers must be >= 1")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.stable = stable
+        self.input_bound = input_bound
+        self.drop = nn.Dropout(dropout)
+        self.encoder = nn.Embedding(vocab_size, embedding_size)
+        between = dropout if num_layers > 1 else 0.0
+        if self.cell == "rnn":
+            self.rnn: nn.RNNBase = nn.RNN(
+                embedding_size, hidden_size, num_layers, nonlinearity="tanh", dropout=between
+            )
+        else:
+            self.rnn = nn.LSTM(embedding_size, hidden_size, num_layers, dropout=between)
+        self.decoder = nn.Linear(hidden_size, vocab_size)
+        nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
+        nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+
+    @property
+    def num_layers(self) -> int:
+        return self.rnn.num_layers
+
+    @property
+    def hidden_size(self) -> int:
+        return self.rnn.hidden_size
+
+    def embed(self, tokens: Tensor) -> Tensor:
+        """``(T, B)`` token ids -> ``(T, B, E)`` input vectors ``x_t``."""
+        return self.encoder(tokens)
+
+    def recur(self, inputs: Tensor, state: State = None) -> tuple[Tensor, State]:
+        """``(T, B, E)`` inputs -> top-layer outputs ``(T, B, H)`` and the final state."""
+        return self.rnn(self.drop(inputs), state)
+
+    def decode(self, outputs: Tensor) -> Tensor:
+        """``(..., H)`` outputs -> ``(..., V)`` logits."""
+        return self.decoder(self.drop(outputs))
+
+    def forward(self, tokens: Tensor, state: State = None) -> tuple[Tensor, State]:
+        """``(T, B)`` tokens -> ``(T, B, V)`` logits and the final state."""
+        outputs, state = self.recur(self.embed(tokens), state)
+        return self.decode(outputs), state
+
+
+def detach_state(state: State) -> State:
+    """Cut the graph between BPTT windows (the state's values are kept)."""
+    if state is None:
+        return None
+    if isinstance(state, Tensor):
+        return state.detach()
+    return tuple(part.detach() for part in state)
+
+
+@torch.no_grad()
+def project_stable_(model: WordLanguageModel) -> None:
+    """Project the model onto its stable set, in place (after every optimizer step).
+
+    RNN: every layer's ``weight_hh_l{n}`` onto ``{||W||_2 <= 1}`` (SVD clipping,
+    as the authors did; radius 1 with tanh gives ``lambda <= 1``).
+    LSTM: the embedding is clamped to ``[-b, b]`` (so ``||x_t||_inf <= b``); the
+    inputs of layers above are LSTM outputs, already in ``(-1, 1)``; then every
+    layer's weights and biases go through
+    :func:`stablernn_lib.lstm_stability.project_lstm_weights_` with that input bound
+    (its default set: the authors' constants read as row sums, forget bias <= 0,
+    which Chapter 4 certifies contractive).
+    """
+    rnn = model.rnn
+    if model.cell == "rnn":
+        for layer in range(rnn.num_layers):
+            weight = getattr(rnn, f"weight_hh_l{layer}")
+            weight.copy_(project_spectral_ball(weight, 1.0))
+        return
+    from stablernn_lib.lstm_stability import project_lstm_weights_
+
+    model.encoder.weight.clamp_(-model.input_bound, model.input_bound)
+    for layer in range(rnn.num_layers):
+        project_lstm_weights_(
+            getattr(rnn, f"weight_hh_l{layer}"),
+            getattr(rnn, f"weight_ih_l{layer}"),
+            input_bound=model.input_bound if layer == 0 else 1.0,
+            biases=[getattr(rnn, f"bias_ih_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")],
+        )
+
+
+def sequence_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross-entropy (nats per token) of ``(..., V)`` logits against ``(...)`` targets."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+@torch.no_grad()
+def evaluate_loss(model: WordLanguageModel, source: Tensor, bptt: int = 35) -> float:
+    """Mean loss per token of the full recurrent model on a batchified source ``(N, B)``.
+
+    The state starts at zero and is carried across windows, as in the authors'
+    evaluation; perplexity is ``exp`` of the result.
+    """
+    model.eval()
+    total, count, state = 0.0, 0, None
+    for start in range(0, source.shape[0] - 1, bptt):
+        length = min(bptt, source.shape[0] - 1 - start)
+        tokens = source[start : start + length]
+        targets = source[start + 1 : start + 1 + length]
+        logits, state = model(tokens, state)
+        total += float(F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
+        count += targets.numel()
+    return total / count
+
+
+def truncated_outputs(
+    model: WordLanguageModel,
+    source: Tensor,
+    start: int,
+    length: int,
+    k: int,
+    max_window_tokens: int = 1 << 18,
+) -> Tensor:
+    """Top-layer outputs of the context-``k`` model at rows ``start .. start+length-1``.
+
+    Row ``t`` of column ``b`` gets ``h^k_t``: the layers run from the zero state over
+    ``source[max(0, t-k+1) : t+1, b]``.  Rows ``t < k - 1`` see the whole prefix
+    (one run from row 0); the others are ``k``-token windows, all run at once as
+    one batch of ``k`` steps (in chunks of at most ``max_window_tokens`` tokens).
+    Returns ``(length, B, H)``; gradients flow when grad mode is on.
+    """
+    if k < 1:
+        raise ValueError(f"the context k must be >= 1, got {k}")
+    if start < 0 or length < 1 or start + length > source.shape[0]:
+        raise ValueError(
+            f"rows {start}..{start + length - 1} are outside a source of {source.shape[0]} rows"
+        )
+    batch = source.shape[1]
+    pieces = []
+    prefix_end = min(start + length, k - 1)
+    if start < prefix_end:
+        outputs, _ = model.recur(model.embed(source[:prefix_end]))
+        pieces.append(outputs[start:])
+    first = max(start, k - 1)
+    last = start + length  # exclusive
+    if first < last:
+        windows = source[first - k + 1 : last].unfold(0, k, 1)  # (P, B, k)
+        windows = windows.permute(2, 0, 1).reshape(k, -1)  # (k, P * B)
+        per_chunk = max(1, max_window_tokens // k)
+        tops = []
+        for column in range(0, windows.shape[1], per_chunk):
+            outputs, _ = model.recur(model.embed(windows[:, column : column + per_chunk]))
+            tops.append(outputs[-1])
+        pieces.append(torch.cat(tops).view(last - first, batch, -1))
+    return torch.cat(pieces)
+
+
+@torch.no_grad()
+def truncated_loss(
+    model: WordLanguageModel,
+    source: Tensor,
+    k: int,
+    rows_per_block: int = 512,
+    max_window_tokens: int = 1 << 18,
+) -> float:
+    """Mean loss per token of the trained model evaluated as a context-``k`` model.
+
+    Same targets as :func:`evaluate_loss`; with ``k >= N - 1`` the two agree.
+    """
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, source.shape[0] - 1, rows_per_block):
+        length = min(rows_per_block, source.shape[0] - 1 - start)
+        outputs = truncated_outputs(model, source, start, length, k, max_window_tokens)
+        targets = source[start + 1 : start + 1 + length]
+        logits = model.decode(outputs)
+        total += float(F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
+        count += targets.numel()
+    return total / count
+
+
+def perplexity(loss: float) -> float:
+    """``exp(loss)``, or inf when the loss is too large (or not a number)."""
+    return math.exp(loss) if loss < 700 else math.inf

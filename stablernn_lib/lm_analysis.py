@@ -1,0 +1,528 @@
+"""The paper's measurements on trained language models (Chapter 8).
+
+* :func:`gradient_by_distance` (Figure 2): ``||grad_{x_t} p_{t+i}||`` against the
+  distance ``i``, averaged over held-out windows, where ``x_t`` is the input
+  (embedding) vector at position ``t`` and ``p_s`` the loss at position ``s``.
+  :func:`gradient_by_distance_naive` is the per-pair reference.
+* :func:`truncated_eval_curve`: held-out perplexity of a trained model run as a
+  context-``k`` model, against ``k``.
+* :func:`state_jacobian_norms`: the spectral norms of ``d h_t / d h_{t-1}`` of
+  each layer along held-out trajectories (effective stability).
+* :func:`weights_close_experiment`: a recurrent model and truncated models of
+  context ``k`` trained from the same initialization on the same batches;
+  distance of their recurrent weight matrices during training.
+
+``python -m stablernn_lib lm-analysis --config smoke|full`` runs all of them on
+the models trained by ``python -m stablernn_lib train`` and writes
+``data/results/wikitext2/analysis.json`` (full) or the run folder (smoke).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from matplotlib.figure import Figure
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from stablernn_lib.data import Corpus, batchify, get_batch
+from stablernn_lib.io import atomic_write_json, provenance
+from stablernn_lib.language_model import (
+    State,
+    WordLanguageModel,
+    detach_state,
+    evaluate_loss,
+    perplexity,
+    sequence_loss,
+    truncated_loss,
+    truncated_outputs,
+)
+from stablernn_lib.models import LSTMMap, RecurrentMap, VanillaRNN
+from stablernn_lib.stability import jacobian_norms
+from stablernn_lib.train import (
+    CONFIGS,
+    RESULTS_DIR,
+    RUNS_DIR,
+    LMConfig,
+    build_model,
+    load_trained_model,
+    prepare_corpus,
+    run_name,
+)
+
+# ---------------------------------------------------------------------------
+# Figure 2: gradient of the loss with respect to earlier inputs
+# ---------------------------------------------------------------------------
+
+
+def _repeat_state(state: State, copies: int) -> State:
+    """Repeat a ``(L, B, H)`` state (or an LSTM pair) along the batch: ``(L, copies * B, H)``."""
+    if state is None:
+        return None
+    if isinstance(state, Tensor):
+        return state.repeat(1, copies, 1)
+    return tuple(part.repeat(1, copies, 1) for part in state)
+
+
+def _windows(source: Tensor, length: int, max_windows: int | None) -> list[int]:
+    starts = list(range(0, source.shape[0] - 1, length))
+    return starts if max_windows is None else starts[:max_windows]
+
+
+def gradient_by_distance(
+    model: WordLanguageModel,
+    source: Tensor,
+    max_distance: int,
+    max_windows: int | None = None,
+    progress: bool = False,
+) -> dict[str, list[float]]:
+    """Mean ``||grad_{x_t} p_{t+i}||_2`` for ``i = 0..max_distance`` over held-out windows.
+
+    ``source (N, B)`` is batchified held-out data, read in windows of
+    ``W = max_distance + 1`` rows; each window starts from the state carried
+    along the stream (so ``x_t`` is seen in its real context).  In a window,
+    the pairs ``(t, s)`` with ``t <= s`` give the distances ``i = s - t``.
+
+    Efficiency: the ``B`` columns do not interact, and neither do copies of a
+    column.  The window is copied ``W`` times along the batch, copy ``j`` keeps
+    only its loss at row ``j``, and ONE backward pass of the summed loss gives
+    ``grad_{x_t} p_j`` for every ``t``, ``j`` and column at once (instead of one
+    backward pass per pair).  Returns ``distance``, ``mean_norm`` and ``count``.
+    """
+    model.eval()
+    length_max = max_distance + 1
+    sums = torch.zeros(length_max, dtype=torch.float64)
+    counts = torch.zeros(length_max, dtype=torch.float64)
+    state: State = None
+    for start in tqdm(_windows(source, length_max, max_windows), disable=not progress):
+        tokens, targets = get_batch(source, start, length_max)
+        length, batch = tokens.shape
+        inputs = model.embed(tokens.repeat(1, length)).detach().requires_grad_(True)
+        outputs, _ = model.recur(inputs, _repeat_state(state, length))
+        rows = torch.arange(length, device=source.device)
+        picked = outputs.view(length, length, batch, -1)[rows, rows]  # (j, B, H): row j of copy j
+        loss = F.cross_entropy(
+            model.decode(picked).flatten(0, 1), targets.flatten(), reduction="sum"
+        )
+        (grad,) = torch.autograd.grad(loss, inputs)
+        norms = grad.view(length, length, batch, -1).norm(dim=-1).double().cpu()  # [t, j, b]
+        for distance in range(length):
+            pairs = torch.diagonal(norms, offset=distance, dim1=0, dim2=1)  # t = j - distance
+            sums[distance] += pairs.sum()
+            counts[distance] += pairs.numel()
+        with torch.no_grad():
+            _, state = model(tokens, state)
+    return _profile(sums, counts)
+
+
+def gradient_by_distance_naive(
+    model: WordLanguageModel, source: Tensor, max_distance: int, max_windows: int | None = None
+) -> dict[str, list[float]]:
+    """The same average as :func:`gradient_by_distance`, one forward/backward per pair ``(t, s)``."""
+    model.eval()
+    length_max = max_distance + 1
+    sums = torch.zeros(length_max, dtype=torch.float64)
+    counts = torch.zeros(length_max, dtype=torch.float64)
+    state: State = None
+    for start in _windows(source, length_max, max_windows):
+        tokens, targets = get_batch(source, start, length_max)
+        for s in range(tokens.shape[0]):
+            for t in range(s + 1):
+                inputs = model.embed(tokens).detach().requires_grad_(True)
+                outputs, _ = model.recur(inputs, state)
+                loss = F.cross_entropy(model.decode(outputs[s]), targets[s], reduction="sum")
+                (grad,) = torch.autograd.grad(loss, inputs)
+                norms = grad[t].norm(dim=-1).double().cpu()
+                sums[s - t] += norms.sum()
+                counts[s - t] += norms.numel()
+        with torch.no_grad():
+            _, state = model(tokens, state)
+    return _profile(sums, counts)
+
+
+def _profile(sums: Tensor, counts: Tensor) -> dict[str, list[float]]:
+    return {
+        "distance": list(range(len(sums))),
+        "mean_norm": (sums / counts.clamp(min=1)).tolist(),
+        "count": counts.tolist(),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Truncated evaluation and effective stability
+# ---------------------------------------------------------------------------
+
+
+def truncated_eval_curve(
+    model: WordLanguageModel, source: Tensor, ks: list[int], bptt: int = 35, progress: bool = False
+) -> dict[str, Any]:
+    """Held-out perplexity of the model run with context ``k``, for each ``k``, and of the
+    recurrent model itself (state carried over the whole stream)."""
+    losses = [truncated_loss(model, source, k) for k in tqdm(ks, disable=not progress)]
+    full = evaluate_loss(model, source, bptt)
+    return {
+        "k": list(ks),
+        "ppl": [perplexity(loss) for loss in losses],
+        "recurrent_ppl": perplexity(full),
+    }
+
+
+def layer_map(model: WordLanguageModel, layer: int) -> RecurrentMap:
+    """Layer ``layer`` of the model's recurrent stack as a state map of the core library."""
+    rnn = model.rnn
+    weights = {name: getattr(rnn, f"{name}_l{layer}") for name in ("weight_hh", "weight_ih")}
+    bias = getattr(rnn, f"bias_ih_l{layer}") + getattr(rnn, f"bias_hh_l{layer}")
+    input_size, hidden = weights["weight_ih"].shape[1], rnn.hidden_size
+    factory = {"dtype": bias.dtype, "device": bias.device}
+    if model.cell == "rnn":
+        step_map: RecurrentMap = VanillaRNN(input_size, hidden, "tanh", bias=True, **factory)
+    else:
+        step_map = LSTMMap(input_size, hidden, bias=True, **factory)
+    with torch.no_grad():
+        step_map.weight_hh.copy_(weights["weight_hh"])
+        step_map.weight_ih.copy_(weights["weight_ih"])
+        step_map.bias.copy_(bias)
+    return step_map
+
+
+def state_jacobian_norms(
+    model: WordLanguageModel,
+    source: Tensor,
+    positions: int,
+    burn_in: int = 50,
+    chunk: int = 64,
+) -> list[list[float]]:
+    """Per layer, ``||d phi / d h||_2`` at the states the held-out data visits.
+
+    The stack runs from the zero state over the first ``burn_in + positions / B``
+    rows of ``source (N, B)``; after the burn-in, every (row, column) gives one
+    point ``(h_{t-1}, x_t)`` per layer (for the LSTM the state is ``(c, h)``).
+    Norms below 1 mean the layer is locally contractive there.
+    """
+    model.eval()
+    rows = min(source.shape[0], burn_in + math.ceil(positions / source.shape[1]))
+    if rows <= burn_in:
+        raise ValueError(
+            f"source has {source.shape[0]} rows, not more than burn_in = {burn_in}; "
+            "use more held-out data or a smaller burn_in"
+        )
+    with torch.no_grad():
+        inputs = model.embed(source[:rows])
+    per_layer = []
+    for layer in range(model.num_layers):
+        step_map = layer_map(model, layer)
+        with torch.no_grad():
+            states = step_map.run(inputs)  # (rows, B, S)
+        previous = torch.cat([step_map.zero_state(inputs.shape[1])[None], states[:-1]])
+        points_h = previous[burn_in:].flatten(0, 1)[:positions]
+        points_x = inputs[burn_in:].flatten(0, 1)[:positions]
+        norms = [
+            jacobian_norms(step_map, points_h[i : i + chunk], points_x[i : i + chunk])
+            for i in range(0, points_h.shape[0], chunk)
+        ]
+        per_layer.append(torch.cat(norms).cpu().tolist())
+        inputs = step_map.output(states)
+    return per_layer
+
+
+# ---------------------------------------------------------------------------
+# Weights close in practice
+# ---------------------------------------------------------------------------
+
+
+def recurrent_weights(model: WordLanguageModel) -> Tensor:
+    """All ``weight_hh_l{n}`` of the stack, flattened into one vector."""
+    rnn = model.rnn
+    return torch.cat(
+        [getattr(rnn, f"weight_hh_l{n}").detach().flatten() for n in range(rnn.num_layers)]
+    )
+
+
+def weights_close_experiment(
+    cell: str,
+    config: LMConfig,
+    corpus: Corpus,
+    ks: list[int],
+    steps: int,
+    record_every: int,
+    device: str | torch.device = "cpu",
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Train a recurrent model and context-``k`` models in lockstep; record weight distances.
+
+    All models start from the same initialization (``config.seed``) and see the
+    same batches in the same order, with the same constant learning rate
+    ``config.lr`` and clipping (dropout off, so nothing random differs).  The
+    recurrent model carries its state across BPTT windows (as in training);
+    the context-``k`` model predicts every token from the ``k`` tokens up to it,
+    starting from the zero state.  Every ``record_every`` steps we record
+    ``||W_rec - W_k||_F / ||W_rec||_F`` over all recurrent matrices ``W_hh``.
+    """
+    config = replace(config, dropout=0.0)
+    device = torch.device(device)
+    source = batchify(corpus.train, config.batch_size).to(device)
+    reference = build_model(cell, False, config, corpus.vocab_size).to(device)
+    models = {"recurrent": reference} | {f"k={k}": copy.deepcopy(reference) for k in ks}
+    optimizers = {
+        name: torch.optim.SGD(model.parameters(), lr=config.lr) for name, model in models.items()
+    }
+    starts = list(range(0, source.shape[0] - 1, config.bptt))
+    record: dict[str, Any] = {"step": [], "relative_distance": {f"k={k}": [] for k in ks}}
+    state: State = None
+    for step in tqdm(range(1, steps + 1), disable=not progress):
+        start = starts[(step - 1) % len(starts)]
+        if start == 0:
+            state = None
+        tokens, targets = get_batch(source, start, config.bptt)
+        for name, model in models.items():
+            model.train()
+            if name == "recurrent":
+                logits, state = model(tokens, detach_state(state))
+            else:
+                k = int(name.removeprefix("k="))
+                logits = model.decode(truncated_outputs(model, source, start, tokens.shape[0], k))
+            loss = sequence_loss(logits, targets)
+            optimizers[name].zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+            optimizers[name].step()
+        if step % record_every == 0 or step == steps:
+            w_rec = recurrent_weights(reference)
+            record["step"].append(step)
+            for k in ks:
+                gap = (recurrent_weights(models[f"k={k}"]) - w_rec).norm() / w_rec.norm()
+                record["relative_distance"][f"k={k}"].append(float(gap))
+    return {"cell": cell, "ks": list(ks), "steps": steps, **record}
+
+
+# ---------------------------------------------------------------------------
+# Configurations and the whole analysis
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Sizes of the measurements (``smoke``: CPU seconds; ``full``: GPU, whole held-out set)."""
+
+    name: str
+    max_distance: int
+    gradient_windows: int | None
+    truncation_ks: tuple[int, ...]
+    jacobian_positions: int
+    weights_ks: tuple[int, ...]
+    weights_steps: int
+    weights_record_every: int
+
+
+ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
+    "smoke": AnalysisConfig(
+        name="smoke",
+        max_distance=20,
+        gradient_windows=20,
+        truncation_ks=(1, 2, 5, 10, 20),
+        jacobian_positions=300,
+        weights_ks=(2, 5, 10),
+        weights_steps=60,
+        weights_record_every=10,
+    ),
+    # Figure 2 over the whole test set up to distance 50; truncated evaluation
+    # up to k = 200 (far beyond where it should saturate); 2,000 Jacobians per
+    # layer; weights-close runs for one epoch of the full config (2,983 steps).
+    "full": AnalysisConfig(
+        name="full",
+        max_distance=50,
+        gradient_windows=None,
+        truncation_ks=(1, 2, 3, 5, 10, 15, 20, 35, 50, 100, 200),
+        jacobian_positions=2000,
+        weights_ks=(5, 10, 20, 35),
+        weights_steps=2983,
+        weights_record_every=100,
+    ),
+}
+
+
+def run_analysis(
+    config: str = "smoke",
+    *,
+    corpus: Corpus | None = None,
+    data_dir: str | Path | None = None,
+    runs_dir: str | Path | None = None,
+    results_path: str | Path | None = None,
+    parts: tuple[str, ...] = ("figure2", "truncated", "jacobians", "weights_close"),
+    device: str | torch.device | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """All measurements on the models trained with the LM config of the same name.
+
+    Reads ``<runs_dir>/<model>-<variant>-<config>/model.pt`` (train them first),
+    evaluates on the test split; writes the result to ``results_path`` (default:
+    ``data/results/wikitext2/analysis.json`` for full, the runs folder for smoke).
+    """
+    analysis = ANALYSIS_CONFIGS[config]
+    lm_config = CONFIGS[config]
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    runs = Path(runs_dir) if runs_dir is not None else RUNS_DIR
+    data = prepare_corpus(lm_config, corpus, data_dir)
+    test = batchify(data.test, lm_config.eval_batch_size).to(device)
+    result: dict[str, Any] = {
+        "config": asdict(analysis),
+        "lm_config": asdict(lm_config),
+        "provenance": provenance(device),
+    }
+    for cell in ("rnn", "lstm"):
+        for stable in (False, True):
+            variant = "stable" if stable else "unconstrained"
+            folder = runs / run_name(cell, stable, lm_config)
+            model = load_trained_model(folder, device)
+            entry: dict[str, Any] = {}
+            if "truncated" in parts:
+                entry["truncated_eval"] = truncated_eval_curve(
+                    model, test, list(analysis.truncation_ks), lm_config.bptt, progress
+                )
+            if not stable and "figure2" in parts:
+                entry["figure2"] = gradient_by_distance(
+                    model, test, analysis.max_distance, analysis.gradient_windows, progress
+                )
+            if "jacobians" in parts:
+                entry["jacobian_norms"] = state_jacobian_norms(
+                    model, test, analysis.jacobian_positions
+                )
+            result[f"{cell}-{variant}"] = entry
+        if "weights_close" in parts:
+            result[f"weights_close-{cell}"] = weights_close_experiment(
+                cell,
+                lm_config,
+                data,
+                list(analysis.weights_ks),
+                analysis.weights_steps,
+                analysis.weights_record_every,
+                device,
+                progress,
+            )
+    if results_path is None:
+        results_path = (
+            RESULTS_DIR / "analysis.json" if config == "full" else runs / f"analysis-{config}.json"
+        )
+    atomic_write_json(results_path, result)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------
+
+MODEL_LABELS = {"rnn": "RNN (tanh)", "lstm": "LSTM"}
+
+
+def plot_figure2(analysis: dict[str, Any], title: str = "") -> Figure:
+    """``||grad_{x_t} p_{t+i}||`` against ``i`` for the unconstrained RNN and LSTM (log scale)."""
+    figure, axis = plt.subplots(figsize=(6, 3.6))
+    for cell in ("rnn", "lstm"):
+        profile = analysis.get(f"{cell}-unconstrained", {}).get("figure2")
+        if profile:
+            axis.semilogy(
+                profile["distance"], profile["mean_norm"], "o-", ms=3, label=MODEL_LABELS[cell]
+            )
+    axis.set_xlabel("distance i between input and loss")
+    axis.set_ylabel(r"mean $\|\nabla_{x_t} p_{t+i}\|$")
+    axis.set_title(title)
+    axis.legend()
+    figure.tight_layout()
+    return figure
+
+
+def plot_truncated_eval(analysis: dict[str, Any], title: str = "") -> Figure:
+    """Perplexity of the context-``k`` model against ``k``; dashed: the recurrent model."""
+    figure, axis = plt.subplots(figsize=(6, 3.6))
+    for index, (name, entry) in enumerate(
+        (n, e) for n, e in analysis.items() if isinstance(e, dict) and "truncated_eval" in e
+    ):
+        curve = entry["truncated_eval"]
+        color = f"C{index}"
+        axis.semilogx(curve["k"], curve["ppl"], "o-", ms=3, color=color, label=name)
+        axis.axhline(curve["recurrent_ppl"], ls="--", lw=0.8, color=color)
+    axis.set_xlabel("context k")
+    axis.set_ylabel("test perplexity")
+    axis.set_title(title)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def plot_jacobian_norms(analysis: dict[str, Any], title: str = "") -> Figure:
+    """Histograms of the per-step state-Jacobian norms, per model and layer."""
+    names = [n for n, e in analysis.items() if isinstance(e, dict) and "jacobian_norms" in e]
+    figure, axes = plt.subplots(1, len(names), figsize=(3 * len(names), 3), squeeze=False)
+    for axis, name in zip(axes[0], names, strict=True):
+        for layer, norms in enumerate(analysis[name]["jacobian_norms"]):
+            axis.hist(norms, bins=30, alpha=0.6, label=f"layer {layer + 1}")
+        axis.axvline(1.0, color="k", lw=0.8)
+        axis.set_title(name, fontsize=9)
+        axis.set_xlabel(r"$\|\partial h_t / \partial h_{t-1}\|_2$")
+    axes[0][0].legend(fontsize=8)
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def plot_weights_close(analysis: dict[str, Any], title: str = "") -> Figure:
+    """Relative distance of recurrent weights, recurrent vs context-``k`` training, RNN and LSTM."""
+    figure, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    for axis, cell in zip(axes, ("rnn", "lstm"), strict=True):
+        record = analysis.get(f"weights_close-{cell}")
+        if record:
+            for name, values in record["relative_distance"].items():
+                axis.semilogy(record["step"], values, "o-", ms=3, label=name)
+            axis.legend(fontsize=8)
+        axis.set_title(MODEL_LABELS[cell])
+        axis.set_xlabel("SGD step")
+    axes[0].set_ylabel(r"$\|W_{rec} - W_k\|_F / \|W_{rec}\|_F$")
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def _command(args: argparse.Namespace) -> int:
+    result = run_analysis(
+        args.config,
+        data_dir=args.data,
+        runs_dir=args.runs,
+        results_path=args.out,
+        parts=tuple(args.parts),
+        device=args.device,
+    )
+    print(f"analysis written ({', '.join(k for k in result if '-' in k)})")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """``python -m stablernn_lib lm-analysis --config smoke|full``."""
+    parser = subparsers.add_parser(
+        "lm-analysis",
+        help="Figure 2, truncated evaluation, Jacobians, weights close (WikiText-2)",
+        description="Measurements of Chapter 8 on the models trained by `train`.",
+    )
+    parser.add_argument("--config", choices=sorted(ANALYSIS_CONFIGS), default="smoke")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=["figure2", "truncated", "jacobians", "weights_close"],
+        default=["figure2", "truncated", "jacobians", "weights_close"],
+    )
+    parser.add_argument("--data", default=None, help="WikiText-2 folder (default $STABLERNN_DATA)")
+    parser.add_argument(
+        "--runs", default=None, help="folder of trained runs (default data/runs/wikitext2)"
+    )
+    parser.add_argument(
+        "--out", default=None, help="result JSON (default data/results/wikitext2/analysis.json)"
+    )
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    parser.set_defaults(func=_command)

@@ -1,0 +1,107 @@
+"""Shared by the notebook, book and browser tests: run every notebook once, build once.
+
+``execute_book_notebooks()`` executes each notebook listed in ``_toc.yml`` with
+nbclient (fresh, so a library change cannot hide behind stale outputs), measures
+the kernel's CPU time and the wall time, writes them to ``_build/notebook_times.json``
+and stores the executed notebooks in the book's jupyter-cache. ``build_book()``
+then runs ``jupyter-book build . -W --keep-going``, which finds every notebook in
+the cache and executes nothing again. Both are cached for the pytest session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import nbformat
+
+from stablernn_lib.book import toc_files
+from stablernn_lib.io import atomic_write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_DIR = ROOT / "_build"
+HTML_DIR = BUILD_DIR / "html"
+CACHE_DIR = BUILD_DIR / ".jupyter_cache"
+TIMES_PATH = BUILD_DIR / "notebook_times.json"
+CELL_TIMEOUT_S = 600
+DEFAULT_BUDGET_S = 60.0
+BUDGETS_S = {"chapters/08_wikitext2_experiments.ipynb": 180.0}
+
+
+def book_notebooks() -> list[str]:
+    """Notebooks of the book (paths relative to the repository root), in toc order."""
+    names = [f"{name}.ipynb" for name in toc_files(ROOT / "_toc.yml")]
+    return [name for name in names if (ROOT / name).is_file()]
+
+
+def budget_s(notebook: str) -> float:
+    """Smoke-mode time budget of a notebook, in seconds."""
+    return BUDGETS_S.get(notebook, DEFAULT_BUDGET_S)
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _execute(path: Path) -> tuple[nbformat.NotebookNode, dict]:
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    notebook = nbformat.read(path, as_version=4)
+    cpu_before, wall_before = _children_cpu_s(), time.perf_counter()
+    result = single_nb_execution(
+        notebook, cwd=str(path.parent), timeout=CELL_TIMEOUT_S, allow_errors=False
+    )
+    record = {
+        "cpu_s": round(_children_cpu_s() - cpu_before, 2),
+        "wall_s": round(time.perf_counter() - wall_before, 2),
+        "budget_s": budget_s(path.relative_to(ROOT).as_posix()),
+        "error": None if result.err is None else result.exc_string[-4000:],
+    }
+    return notebook, record
+
+
+@lru_cache(maxsize=1)
+def execute_book_notebooks() -> dict[str, dict]:
+    """Execute every book notebook once; returns ``{path: {cpu_s, wall_s, budget_s, error}}``."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    os.environ.pop("STABLERNN_WIDGETS", None)  # the site needs precomputed frames
+    cache = get_cache(str(CACHE_DIR))
+    times: dict[str, dict] = {}
+    for name in book_notebooks():
+        notebook, record = _execute(ROOT / name)
+        times[name] = record
+        if record["error"] is None:
+            data = {"execution_seconds": record["wall_s"]}
+            bundle = CacheBundleIn(notebook, str(ROOT / name), data=data)
+            cache.cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
+        status = "ok" if record["error"] is None else "FAILED"
+        print(f"{name}: cpu {record['cpu_s']:.1f} s, wall {record['wall_s']:.1f} s, {status}")
+    atomic_write_json(TIMES_PATH, times)
+    return times
+
+
+@lru_cache(maxsize=1)
+def build_book() -> subprocess.CompletedProcess:
+    """Run the notebooks (timed, cached), then ``jupyter-book build . -W --keep-going``."""
+    execute_book_notebooks()
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    return subprocess.run(
+        [str(jupyter_book), "build", str(ROOT), "-W", "--keep-going"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+
+
+def read_times() -> dict[str, dict]:
+    return json.loads(TIMES_PATH.read_text())

@@ -1,0 +1,204 @@
+"""The book: configuration, table of contents, bibliography, and the full -W build."""
+
+import re
+
+import nbformat
+import pytest
+import yaml
+from book_support import HTML_DIR, ROOT, build_book
+
+from stablernn_lib.book import (
+    COLAB_SETUP_TAG,
+    chapter_layout_problems,
+    colab_setup_source,
+    fix_layout,
+    read_book_config,
+    repository,
+    strip_notebook,
+    stripping_problems,
+    toc_files,
+    toc_problems,
+)
+from stablernn_lib.book import main as book_main
+
+CONTRACT_KEYS = {
+    "miller2019stable", "pascanu2013difficulty", "hochreiter1997lstm", "elman1990finding",
+    "werbos1990bptt", "bengio1994learning", "dauphin2017gated", "oord2016wavenet",
+    "bai2018empirical", "vaswani2017attention", "merity2016pointer", "zaremba2014recurrent",
+    "williams1990efficient", "bottou2018optimization", "hardt2016train", "boyd2004convex",
+    "jozefowicz2015empirical", "laurent2017recurrent", "strogatz2015nonlinear",
+}
+VENDORED = (
+    "vendor/require.js",
+    "vendor/jupyter-widgets/embed-amd.js",
+    "vendor/mathjax/tex-mml-chtml.js",
+    "vendor/mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff",
+)
+
+
+def bib_entries() -> list[tuple[str, str]]:
+    text = (ROOT / "references.bib").read_text(encoding="utf-8")
+    return re.findall(r"@(\w+)\s*\{\s*([^,\s]+)\s*,", text)
+
+
+def test_config_has_what_the_course_needs():
+    config = read_book_config()
+    assert config["execute"]["execute_notebooks"] == "cache"
+    assert config["execute"]["allow_errors"] is False and config["execute"]["timeout"] > 0
+    assert {"sphinx_proof", "sphinx_exercise"} <= set(config["sphinx"]["extra_extensions"])
+    assert config["bibtex_bibfiles"] == ["references.bib"]
+    macros = config["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"]
+    assert {"R", "norm", "ip", "E"} <= set(macros)
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert {".venv", "_build"} <= set(config["exclude_patterns"])
+
+
+def test_config_serves_math_and_widgets_from_the_site():
+    sphinx = read_book_config()["sphinx"]["config"]
+    assert not sphinx["mathjax_path"].startswith(("http:", "https:", "//"))
+    assert all(not url.startswith(("http:", "https:", "//")) for url in sphinx["nb_ipywidgets_js"])
+    static = [ROOT / path for path in sphinx["html_static_path"]]
+    for asset in VENDORED:
+        assert any((folder / asset).is_file() for folder in static), f"missing {asset}"
+    assert not (ROOT / "_static").exists(), "a _static/ folder injects every .js into every page"
+    size = sum(f.stat().st_size for f in (ROOT / "book" / "vendor").rglob("*") if f.is_file())
+    assert size < 8_000_000
+
+
+def test_toc_lists_existing_files_and_every_notebook():
+    problems = toc_problems(ROOT)
+    assert not problems, "\n".join(problems)
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    assert toc["root"] == "intro"
+
+
+def test_references_cover_the_contract_keys_once():
+    keys = [key for _, key in bib_entries()]
+    assert len(keys) == len(set(keys)), "duplicate keys in references.bib"
+    assert set(keys) >= CONTRACT_KEYS
+
+
+def test_every_cited_key_exists():
+    keys = {key for _, key in bib_entries()}
+    sources = [*ROOT.glob("*.md"), *ROOT.glob("chapters/**/*.ipynb")]
+    cited = set()
+    for path in sources:
+        for group in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", path.read_text(encoding="utf-8")):
+            cited |= {key.strip() for key in group.split(",")}
+    assert cited, "no citations found"
+    assert cited <= keys, f"cited but not in references.bib: {sorted(cited - keys)}"
+
+
+@pytest.mark.book
+@pytest.mark.slow
+def test_book_builds_with_warnings_as_errors():
+    result = build_book()
+    log = result.stdout + result.stderr
+    # Sphinx reports "path:line: WARNING: ..."; a kernel's "WARNING |" log line is not one
+    warnings = [line for line in log.splitlines() if re.search(r"(WARNING|ERROR|CRITICAL):", line)]
+    details = "\n".join(warnings) or log[-5000:]
+    assert result.returncode == 0, f"book build failed:\n{details}"
+    assert not warnings, "\n".join(warnings)
+    assert (HTML_DIR / "intro.html").is_file()
+    chapter = (HTML_DIR / "chapters" / "01_recurrent_models.html").read_text(encoding="utf-8")
+    assert "application/vnd.jupyter.widget-state+json" in chapter
+    colab = "colab.research.google.com/github/stable-rnn-course/stable-rnn-course/blob/main/"
+    assert colab + "chapters/01_recurrent_models.ipynb" in chapter
+    assert "cdn.jsdelivr" not in chapter and "cdnjs" not in chapter
+
+
+# --- stablernn_lib.book: notebook tools ---------------------------------------------------
+
+
+def make_notebook(*cells):
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = list(cells)
+    return notebook
+
+
+def executed_code_cell(source):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.execution_count = 3
+    cell.outputs = [nbformat.v4.new_output("stream", text="hi\n")]
+    cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01"}
+    return cell
+
+
+def test_strip_removes_outputs_counts_and_widget_state():
+    title = nbformat.v4.new_markdown_cell("# T")
+    notebook = make_notebook(executed_code_cell("print('hi')"), title)
+    notebook.metadata["widgets"] = {"state": {}}
+    assert stripping_problems(notebook)
+    assert strip_notebook(notebook) is True
+    assert stripping_problems(notebook) == []
+    assert notebook.cells[0].outputs == [] and notebook.cells[0].execution_count is None
+    assert strip_notebook(notebook) is False
+
+
+def test_strip_and_check_commands(tmp_path, capsys):
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(make_notebook(executed_code_cell("1 + 1")), path)
+    assert book_main(["check-stripped", str(path)]) == 1
+    assert "cell 0 has outputs" in capsys.readouterr().out
+    assert book_main(["strip", str(path)]) == 0
+    assert book_main(["check-stripped", str(path)]) == 0
+    with pytest.raises(FileNotFoundError, match="no such notebook"):
+        book_main(["strip", str(tmp_path / "missing.ipynb")])
+
+
+def test_fix_layout_puts_colab_then_parameters_first():
+    title = nbformat.v4.new_markdown_cell("# Chapter")
+    old_colab = nbformat.v4.new_code_cell("# old colab cell")
+    old_colab.metadata["tags"] = [COLAB_SETUP_TAG]
+    parameters = nbformat.v4.new_code_cell('MODE = "smoke"  # "smoke": CPU')
+    parameters.metadata["tags"] = ["parameters"]
+    body = nbformat.v4.new_code_cell("x = 1")
+    notebook = make_notebook(title, old_colab, parameters, body)
+    assert chapter_layout_problems(notebook, colab_setup_source())
+    assert fix_layout(notebook) is True
+    assert chapter_layout_problems(notebook, colab_setup_source()) == []
+    assert [cell.source for cell in notebook.cells[2:]] == ["# Chapter", "x = 1"]
+    assert "remove-cell" in notebook.cells[1].metadata["tags"]
+    assert fix_layout(notebook) is False
+    with pytest.raises(ValueError, match="tagged 'parameters'"):
+        fix_layout(make_notebook(title, body))
+
+
+def test_colab_cell_text_follows_the_config(tmp_path):
+    config = tmp_path / "_config.yml"
+    config.write_text("repository:\n  url: https://github.com/someone/fork/\n  branch: dev\n")
+    assert repository(config) == ("https://github.com/someone/fork", "dev")
+    source = colab_setup_source("https://github.com/someone/fork", "dev")
+    assert "git+https://github.com/someone/fork@dev" in source
+    assert "describe_runtime()" in source
+    compile(source, "colab-cell", "exec")
+    config.write_text("title: x\n")
+    with pytest.raises(ValueError, match="repository.url"):
+        repository(config)
+
+
+def test_toc_problems_report_missing_and_unlisted_files(tmp_path):
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n  - file: chapters/01_a\n"
+        "    sections:\n      - file: chapters/homework/hw01_a\n"
+    )
+    (tmp_path / "intro.md").write_text("# Intro\n")
+    (tmp_path / "chapters" / "homework").mkdir(parents=True)
+    nbformat.write(make_notebook(), tmp_path / "chapters" / "01_a.ipynb")
+    nbformat.write(make_notebook(), tmp_path / "chapters" / "02_b.ipynb")
+    expected = ["intro", "chapters/01_a", "chapters/homework/hw01_a"]
+    assert toc_files(tmp_path / "_toc.yml") == expected
+    problems = toc_problems(tmp_path)
+    assert any("hw01_a" in p and "exists" in p for p in problems)
+    assert any("02_b.ipynb is not listed" in p for p in problems)
+
+
+def test_sphinx_extension_removes_duplicate_scripts():
+    from sphinx.builders.html._assets import _JavaScript
+
+    from stablernn_lib.book import _deduplicate_scripts
+
+    inline = [_JavaScript(None, body="const A = 1"), _JavaScript("", body="const A = 1")]
+    context = {"script_files": [*inline, _JavaScript("a.js"), _JavaScript("a.js", defer="defer")]}
+    _deduplicate_scripts(None, "page", "page.html", context, None)
+    assert len(context["script_files"]) == 3

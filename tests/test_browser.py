@@ -1,0 +1,156 @@
+"""Open the built Chapter 1 page in headless Chromium with no network.
+
+Every request that does not go to the local server is aborted (and recorded), so
+the checks prove that the site works offline: math is typeset by the vendored
+MathJax, every image loads, and moving a slider of the widget plot swaps the
+image shown, with no Python kernel. Screenshots go to _build/screenshots/.
+"""
+
+import functools
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+from book_support import BUILD_DIR, HTML_DIR, build_book
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [  # BOOK-TOOLING.md; Playwright adds --headless itself
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+CHAPTER_PAGE = "chapters/01_recurrent_models.html"
+SCREENSHOTS = BUILD_DIR / "screenshots"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make browser-deps)"),
+]
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 (signature of the base class)
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    result = build_book()
+    assert result.returncode == 0, "the book build failed; see tests/test_book.py"
+    handler = functools.partial(QuietHandler, directory=str(HTML_DIR))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    # Playwright gives the browser a fresh temporary profile (the --user-data-dir flag).
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def chapter_page(browser, site_url):
+    """The Chapter 1 page, loaded with every non-local request blocked."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    blocked: list[str] = []
+    errors: list[str] = []
+
+    def route(request_route):
+        url = request_route.request.url
+        if url.startswith(site_url) or url.startswith(("data:", "blob:")):
+            request_route.continue_()
+        else:
+            blocked.append(url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(site_url + CHAPTER_PAGE, wait_until="load")
+    page.wait_for_selector("mjx-container", state="attached", timeout=60_000)
+    page.wait_for_selector(".jupyter-widgets img >> visible=true", timeout=60_000)
+    page.wait_for_timeout(1000)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "chapter01_top.png"))
+    yield page, blocked, errors
+    context.close()
+
+
+def visible_widget_images(page) -> list[str]:
+    """The src of every widget image that is currently displayed."""
+    return page.eval_on_selector_all(
+        ".jupyter-widgets img",
+        "images => images.filter(i => i.offsetParent !== null && i.offsetWidth > 0)"
+        ".map(i => i.currentSrc || i.src)",
+    )
+
+
+def test_math_is_typeset_offline(chapter_page):
+    page, blocked, errors = chapter_page
+    assert page.locator("mjx-container").count() > 20
+    # no formula is left as raw TeX in the text of the page
+    text = page.inner_text("main")
+    assert "\\phi_w" not in text and "$$" not in text
+    assert not errors, f"JavaScript errors: {errors}"
+    assert not blocked, f"the page tried to reach the network: {blocked}"
+
+
+def test_every_image_loads(chapter_page):
+    page, _, _ = chapter_page
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    page.wait_for_timeout(500)
+    sizes = page.eval_on_selector_all(
+        "img", "images => images.map(i => [i.currentSrc || i.src, i.complete, i.naturalWidth])"
+    )
+    assert sizes, "the page has no images"
+    broken = [src for src, complete, width in sizes if not complete or width == 0]
+    # hidden frames of the widget stack may not be decoded yet; visible ones must be
+    visible = set(visible_widget_images(page))
+    broken = [src for src in broken if not src.startswith("blob:") or src in visible]
+    assert not broken, f"images that did not load: {broken}"
+
+
+def test_moving_the_slider_changes_the_plot(chapter_page):
+    page, _, errors = chapter_page
+    widget = page.locator(".jupyter-widgets.widget-vbox").first
+    widget.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    widget.screenshot(path=str(SCREENSHOTS / "chapter01_widget_before.png"))
+    before_src = visible_widget_images(page)
+    before_pixels = widget.screenshot()
+    assert len(before_src) == 1, f"expected one visible frame, got {before_src}"
+
+    handles = page.locator(".jupyter-widgets .noUi-handle, .jupyter-widgets .ui-slider-handle")
+    assert handles.count() >= 2, "the widget should have two sliders (lam and k)"
+    handles.nth(1).focus()
+    for _ in range(2):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_timeout(800)
+    after_src = visible_widget_images(page)
+    after_pixels = widget.screenshot(path=str(SCREENSHOTS / "chapter01_widget_after.png"))
+    assert len(after_src) == 1 and after_src != before_src, "the visible frame did not change"
+    assert after_pixels != before_pixels
+
+    handles.nth(0).focus()
+    page.keyboard.press("End")
+    page.wait_for_timeout(800)
+    last_src = visible_widget_images(page)
+    widget.screenshot(path=str(SCREENSHOTS / "chapter01_widget_lam_max.png"))
+    assert last_src not in (before_src, after_src)
+    assert not errors, f"JavaScript errors: {errors}"

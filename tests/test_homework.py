@@ -1,0 +1,290 @@
+"""Homework: registry and notebooks agree, checks pass on solutions and fail on wrong answers,
+student editions keep no solution, and the grader scores made-up submissions correctly."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+import torch
+
+from stablernn_lib.homework import homeworks
+from stablernn_lib.homework.notebooks import (
+    is_answer_cell,
+    is_check_cell,
+    is_solution_cell,
+    question_of,
+    remove_solution_directives,
+    stub_source,
+    student_notebook,
+)
+from stablernn_lib.homework.registry import Check, Question, get_question
+from stablernn_lib.homework.runner import run_check, run_question
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE_QUESTIONS = [q for h in homeworks() for q in h.questions if q.kind == "code"]
+
+
+def notebook(question: Question) -> nbformat.NotebookNode:
+    homework = next(h for h in homeworks() if question in h.questions)
+    return nbformat.read(ROOT / homework.notebook, as_version=4)
+
+
+def solution_source(question: Question) -> str:
+    cells = [c for c in notebook(question).cells if is_solution_cell(c)]
+    return next(c.source for c in cells if question_of(c) == question.id)
+
+
+def define(source: str, name: str) -> Any:
+    """Execute a solution cell's source as the notebook would and return the function."""
+    namespace: dict[str, Any] = {"torch": torch}
+    for other in CODE_QUESTIONS:  # later questions may use earlier functions
+        if other.function != name and other.id.split(".")[0] == name_to_homework[name]:
+            exec(solution_source(other), namespace)
+    exec(source, namespace)
+    return namespace[name]
+
+
+name_to_homework = {q.function: q.id.split(".")[0] for q in CODE_QUESTIONS}
+
+
+def test_every_homework_matches_its_notebook() -> None:
+    for homework in homeworks():
+        path = ROOT / homework.notebook
+        assert path.exists(), f"{homework.notebook} is missing"
+        nb = nbformat.read(path, as_version=4)
+        assert nb.metadata["homework"]["id"] == homework.id
+        assert "colab-setup" in nb.cells[0].metadata.get("tags", [])
+        assert 2 <= len(homework.questions) <= 4
+        for cell in nb.cells:
+            assert cell.get("outputs", []) == [], f"{path.name} is stored with outputs"
+        for question in homework.questions:
+            cells = [c for c in nb.cells if question_of(c) == question.id]
+            if question.kind == "code":
+                assert question.visible_checks and question.hidden_checks, question.id
+                assert sum(is_solution_cell(c) for c in cells) == 1, question.id
+                assert sum(is_check_cell(c) for c in cells) == 1, question.id
+            else:
+                assert sum(is_answer_cell(c) for c in cells) == 1, question.id
+                assert question.rubric, question.id
+
+
+def test_colab_cells_match_chapter_one() -> None:
+    chapter = nbformat.read(ROOT / "chapters/01_recurrent_models.ipynb", as_version=4)
+    expected = next(c.source for c in chapter.cells if "colab-setup" in c.metadata.get("tags", []))
+    for homework in homeworks():
+        nb = nbformat.read(ROOT / homework.notebook, as_version=4)
+        assert nb.cells[0].source == expected, f"{homework.notebook}: copy chapter 1's Colab cell"
+
+
+@pytest.mark.parametrize("question", CODE_QUESTIONS, ids=lambda q: q.id)
+def test_solutions_pass_every_check(question: Question) -> None:
+    answer = define(solution_source(question), question.function)
+    for seed in (1, 2):
+        result = run_question(
+            question, answer, hidden=True, seed=seed, source=solution_source(question)
+        )
+        failed = [o for o in result.outcomes if not o.passed]
+        assert not failed, failed
+        assert result.points == question.points
+
+
+def _perturbed(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value + 0.01 * (1 + value.abs()) if value.is_floating_point() else value + 1
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, tuple):
+        return (_perturbed(value[0]), *value[1:])
+    return value
+
+
+@pytest.mark.parametrize("question", CODE_QUESTIONS, ids=lambda q: q.id)
+def test_wrong_answers_fail(question: Question) -> None:
+    correct = define(solution_source(question), question.function)
+
+    def wrong(*args: Any, **kwargs: Any) -> Any:
+        result = correct(*args, **kwargs)
+        if result is None:  # an in-place answer: undo its work
+            raise ValueError("deliberately wrong")
+        return _perturbed(result)
+
+    result = run_question(question, wrong, hidden=True, seed=3)
+    assert any(o.status == "fail" for o in result.outcomes), result.outcomes
+    assert result.points < question.points
+
+
+@pytest.mark.parametrize("question", CODE_QUESTIONS, ids=lambda q: q.id)
+def test_replaying_the_visible_answers_fails_a_hidden_check(question: Question) -> None:
+    correct = define(solution_source(question), question.function)
+    recorded: list[Any] = []
+
+    def recorder(*args: Any, **kwargs: Any) -> Any:
+        recorded.append(correct(*copy.deepcopy(args), **kwargs))
+        return correct(*args, **kwargs)
+
+    run_question(question, recorder, hidden=False)
+    replies = itertools.cycle(recorded)
+
+    def hard_coded(*args: Any, **kwargs: Any) -> Any:
+        return copy.deepcopy(next(replies))
+
+    visible = run_question(question, hard_coded, hidden=False)
+    if all(o.passed for o in visible.outcomes):
+        full = run_question(question, hard_coded, hidden=True, seed=4)
+        assert any(not o.passed for o in full.outcomes if o.hidden), question.id
+        assert full.points < question.points
+
+
+def test_stubs_are_not_attempted_and_score_zero() -> None:
+    for question in CODE_QUESTIONS:
+        stub = stub_source(solution_source(question), question)
+        assert "NotImplementedError" in stub and question.task.split()[0] in stub
+        answer = define(stub, question.function)
+        result = run_question(question, answer, hidden=True, seed=5)
+        assert result.points == 0 and result.status == "not attempted", question.id
+
+
+def test_calling_the_library_scores_zero() -> None:
+    question = get_question("hw04.q1")
+    source = (
+        "from stablernn_lib.stability import project_spectral_ball\n"
+        "def spectral_projection(W, radius):\n    return project_spectral_ball(W, radius)\n"
+    )
+    answer = define(source, "spectral_projection")
+    result = run_question(question, answer, hidden=True, seed=0, source=source)
+    assert result.points == 0
+    assert "project_spectral_ball" in result.outcomes[0].message
+
+
+def test_a_slow_check_times_out_with_a_message() -> None:
+    def forever(*args: Any) -> None:
+        while True:
+            try:  # noqa: SIM105 (written as a student might)
+                time.sleep(0.01)
+            except Exception:  # a student's broad except must not stop the limit
+                pass
+
+    question = get_question("hw04.q2")
+    start = time.perf_counter()
+    outcome = run_check(question, question.checks[0], forever, time_scale=0.05)
+    assert outcome.status == "timeout" and "longer than" in outcome.message
+    assert time.perf_counter() - start < 5
+
+
+def test_check_explains_failures(capsys: pytest.CaptureFixture[str]) -> None:
+    from stablernn_lib.homework import check
+
+    check("hw03.q3", lambda layers, kernel, base: 1000)
+    printed = capsys.readouterr().out
+    assert "FAIL" in printed and "expected 1024" in printed and "got 1000" in printed
+    assert "WaveNet" in printed  # the input used
+
+
+def test_remove_solution_directives() -> None:
+    text = "\n".join(
+        [
+            "Intro",
+            "````{solution} ex-a",
+            ":class: dropdown",
+            "```python",
+            "secret_code = 1",
+            "```",
+            "````",
+            "middle",
+            ":::{solution-start} ex-b",
+            ":::",
+            "gated secret",
+            ":::{solution-end}",
+            ":::",
+            "```{exercise} keep",
+            "Exercise text",
+            "```",
+        ]
+    )
+    kept, removed = remove_solution_directives(text)
+    assert removed and "secret" not in kept
+    assert "Intro" in kept and "middle" in kept and "Exercise text" in kept
+
+
+def test_student_notebooks_keep_no_solution() -> None:
+    for path in sorted((ROOT / "chapters").rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        student = nbformat.writes(student_notebook(nb))
+        for secret in solution_lines(nb):
+            assert secret not in student, f"{path.name} leaks {secret!r}"
+        assert "{solution" not in student
+
+
+def solution_lines(nb: nbformat.NotebookNode) -> set[str]:
+    """Distinctive lines of every solution body, model answer and rubric in ``nb``."""
+    public = {
+        line.strip()
+        for cell in nb.cells
+        if not is_solution_cell(cell) and not is_answer_cell(cell)
+        for line in cell.source.split("\n")
+    }
+    secrets: set[str] = set()
+    for cell in nb.cells:
+        if is_solution_cell(cell):
+            question = get_question(question_of(cell))
+            kept = stub_source(cell.source, question)
+            lines = [line.strip() for line in cell.source.split("\n")]
+            secrets |= {line for line in lines if len(line) > 12 and line not in kept}
+        elif is_answer_cell(cell) or "rubric" in cell.metadata.get("tags", []):
+            secrets |= {line.strip() for line in cell.source.split("\n") if len(line) > 12}
+        elif cell.cell_type == "markdown":
+            text, removed = remove_solution_directives(cell.source)
+            if removed:
+                secrets |= {
+                    line.strip()
+                    for line in cell.source.split("\n")
+                    if len(line.strip()) > 12 and line not in text and "{solution" not in line
+                }
+    return secrets - public
+
+
+def test_secret_lines_are_found() -> None:
+    """The leak search is not vacuous: the instructor notebooks hold many secret lines."""
+    count = sum(
+        len(solution_lines(nbformat.read(ROOT / h.notebook, as_version=4))) for h in homeworks()
+    )
+    assert count > 100
+
+
+def test_questions_table_is_current_in_instructor_page() -> None:
+    from stablernn_lib.homework.cli import questions_markdown
+
+    page = (ROOT / "instructor.md").read_text()
+    assert questions_markdown() in page, (
+        "instructor.md is out of date: paste `python -m stablernn_lib homework questions`"
+    )
+
+
+def test_unknown_question_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="known homeworks"):
+        get_question("hw99.q1")
+    with pytest.raises(ValueError, match="hw04 has"):
+        get_question("hw04.q9")
+
+
+def test_code_question_needs_checks() -> None:
+    with pytest.raises(ValueError, match="needs a function name and checks"):
+        Question(id="hw00.q1", title="t", points=1, task="t", tests="t", function="f")
+    with pytest.raises(ValueError, match="add up"):
+        Question(
+            id="hw00.q2", title="t", points=2, task="t", tests="t", kind="proof", rubric=(("a", 1),)
+        )
+    assert Check("c", lambda a, c: "").weight == 1.0
+
+
+def test_json_of_result_round_trips() -> None:
+    question = get_question("hw03.q3")
+    result = run_question(question, lambda a, b, c: 0, hidden=False)
+    assert json.loads(json.dumps(result.to_dict()))["points"] == 0

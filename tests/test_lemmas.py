@@ -1,0 +1,343 @@
+"""The experiments of Chapters 5 and 6 (stablernn_lib.lemmas), their figures and the
+symbolic steps (stablernn_lib.lemma_algebra)."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import sympy as sp  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from stablernn_lib import bounds, lemma_algebra, lemma_plots  # noqa: E402
+from stablernn_lib.lemmas import (  # noqa: E402
+    RegressionInstance,
+    cube_inputs,
+    flat_parameters,
+    gradient_gap_experiment,
+    hessian_top_direction,
+    lipschitz_ratio,
+    lstm_state_bound,
+    parameter_gradient,
+    random_regression_instance,
+    random_rnn_with_inputs,
+    regression_loss,
+    single_threaded,
+    smoothness_experiment,
+    truncation_experiment,
+    truncation_gaps,
+)
+from stablernn_lib.lstm_stability import lstm_certificate, random_stable_lstm, weighted_state_norm  # noqa: E402
+from stablernn_lib.models import random_vanilla_rnn  # noqa: E402
+from stablernn_lib.truncation import truncated_states_reference  # noqa: E402
+
+torch.set_num_threads(1)  # tiny tensors: threads only add overhead
+
+
+# ----------------------------------------------------------------------------- Lemma 1
+
+
+def test_truncation_gaps_match_the_reference_truncation(generator):
+    model, inputs = random_rnn_with_inputs(0.8, seq_len=20, batch=2, generator=generator)
+    gaps = truncation_gaps(model, inputs, [1, 4, 25])
+    with torch.no_grad():
+        full = model.run(inputs)
+        expected = [
+            float((full - truncated_states_reference(model, inputs, k)).norm(dim=-1).max())
+            for k in (1, 4, 25)
+        ]
+    np.testing.assert_allclose(gaps, expected, rtol=1e-10, atol=1e-14)
+    assert gaps[-1] == 0.0  # k >= T: the truncated model is the full one
+
+
+@pytest.mark.parametrize("model", ["tanh", "identity", "lstm"])
+def test_truncation_experiment_bound_holds(model):
+    result = truncation_experiment(
+        [0.4, 0.8, 0.95],
+        [1, 2, 5, 10, 20, 40],
+        model=model,
+        num_instances=4,
+        seed=3,
+        progress=False,
+    )
+    assert result.measured.shape == (3, 4, 6) and result.bound.shape == (3, 4, 6)
+    assert result.holds()
+    tightness = result.tightness()
+    assert np.all(tightness <= 1.0 + 1e-8) and np.all(tightness > 0)
+    assert np.all(np.diff(result.measured.max(axis=1)[:, :4], axis=-1) <= 0)  # gaps shrink in k
+
+
+def test_aligned_linear_rnn_attains_lemma1():
+    result = truncation_experiment(
+        [0.5, 0.9], [1, 4, 8], model="identity", family="aligned", seq_len=300, progress=False
+    )
+    assert result.holds()
+    assert np.all(result.tightness() > 0.99)
+
+
+def test_truncation_experiment_without_stability_has_no_bound():
+    result = truncation_experiment([3.0], [1, 10, 40], num_instances=2, progress=False)
+    assert np.all(np.isnan(result.bound)) and np.all(np.isnan(result.tightness()))
+    assert result.holds()  # nothing is claimed ...
+    assert result.measured[0, :, -1].min() > 1e-2  # ... and the gap does not vanish
+
+
+def test_holds_detects_a_violation():
+    result = truncation_experiment([0.5], [1, 5], num_instances=1, progress=False)
+    result.measured[0, 0, 1] = 2 * result.bound[0, 0, 1]
+    assert not result.holds()
+
+
+def test_lstm_state_bound_holds_along_trajectories(generator):
+    model = random_stable_lstm(3, 6, 0.9, 1.0, generator=generator)
+    certificate = lstm_certificate(model, 1.0)
+    inputs = cube_inputs(200, 8, 3, 1.0, generator)
+    with torch.no_grad():
+        states = model.run(inputs)
+    norms = weighted_state_norm(states, 6, certificate.weights, certificate.p)
+    assert float(norms.max()) <= lstm_state_bound(certificate) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: truncation_experiment([0.5], [], progress=False), ValueError, "ks"),
+        (lambda: truncation_experiment([0.5], [0, 1], progress=False), ValueError, "ks"),
+        (
+            lambda: truncation_experiment([0.5], [1], model="gru", progress=False),
+            ValueError,
+            "model",
+        ),
+        (
+            lambda: truncation_experiment([1.2], [1], model="lstm", progress=False),
+            ValueError,
+            "0 < lam < 1",
+        ),
+        (lambda: random_rnn_with_inputs(0.5, family="worst"), ValueError, "family"),
+        (lambda: random_rnn_with_inputs(0.5, input_bound=-1.0), ValueError, "input_bound"),
+    ],
+)
+def test_lemma1_experiment_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_single_threaded_restores_the_thread_count():
+    before = torch.get_num_threads()
+    assert single_threaded(torch.get_num_threads)() == 1
+    assert torch.get_num_threads() == before
+
+
+# ----------------------------------------------------------------------------- gradients
+
+
+def _finite_difference_gradient(instance: RegressionInstance, k: int | None, step: float = 1e-6):
+    """Central differences of ``p_T`` (or ``p^k_T``) in every coordinate of ``w = (W, U)``."""
+    model = instance.model
+    grads = []
+    with torch.no_grad():
+        for param in (model.weight_hh, model.weight_ih):
+            flat = param.view(-1)
+            for index in range(flat.numel()):
+                original = float(flat[index])
+                flat[index] = original + step
+                plus = float(regression_loss(model, instance.inputs, instance.target, k))
+                flat[index] = original - step
+                minus = float(regression_loss(model, instance.inputs, instance.target, k))
+                flat[index] = original
+                grads.append((plus - minus) / (2 * step))
+    return torch.tensor(grads, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "identity"])
+@pytest.mark.parametrize("k", [None, 1, 4])
+def test_autograd_gradient_matches_finite_differences(activation, k, generator):
+    instance = random_regression_instance(
+        0.8, input_size=2, hidden_size=3, seq_len=12, activation=activation, generator=generator
+    )
+    autograd = parameter_gradient(instance.model, instance.inputs, instance.target, k)
+    numeric = _finite_difference_gradient(instance, k)
+    assert autograd.shape == (3 * 3 + 3 * 2,)
+    torch.testing.assert_close(autograd, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_truncated_loss_uses_only_the_last_k_inputs(generator):
+    instance = random_regression_instance(0.7, seq_len=10, generator=generator)
+    model, inputs, target = instance.model, instance.inputs, instance.target
+    changed = inputs.clone()
+    changed[:6] = 0.0
+    with torch.no_grad():
+        assert float(regression_loss(model, inputs, target, 4)) == float(
+            regression_loss(model, changed, target, 4)
+        )
+        assert float(regression_loss(model, inputs, target)) == float(
+            regression_loss(model, inputs, target, 10)
+        )
+        assert float(regression_loss(model, inputs, target)) != float(
+            regression_loss(model, changed, target)
+        )
+
+
+def test_regression_loss_bad_input(generator):
+    instance = random_regression_instance(0.5, generator=generator)
+    with pytest.raises(ValueError, match="k"):
+        regression_loss(instance.model, instance.inputs, instance.target, 0)
+    biased = random_vanilla_rnn(4, 8, 0.5, bias=True, generator=generator)
+    with pytest.raises(ValueError, match="bias=False"):
+        regression_loss(biased, instance.inputs, instance.target)
+    with pytest.raises(TypeError, match="VanillaRNN"):
+        regression_loss(random_stable_lstm(4, 8, 0.5), instance.inputs, instance.target)
+    relu = random_regression_instance(0.5, activation="relu", generator=generator)
+    with pytest.raises(ValueError, match="smooth"):
+        relu.constants()
+
+
+def test_gradient_gap_experiment_holds_and_feeds_figure_1a():
+    result = gradient_gap_experiment(
+        [0.5, 0.9], [1, 3, 8, 20], num_instances=3, seq_len=40, progress=False
+    )
+    assert result.measured.shape == (2, 3, 4)
+    assert result.holds()
+    assert np.all(result.tightness() <= 1.0)
+    figure = lemma_plots.gradient_gap_figure(result)
+    assert isinstance(figure, Figure) and len(figure.axes) == 2
+
+
+def test_gradient_gap_holds_detects_a_violation():
+    result = gradient_gap_experiment([0.5], [2], num_instances=1, progress=False)
+    result.measured[...] = 1.01 * result.bound
+    assert not result.holds()
+
+
+def test_hessian_power_iteration_finds_the_top_eigenvalue(generator):
+    instance = random_regression_instance(
+        0.8, input_size=2, hidden_size=3, seq_len=10, generator=generator
+    )
+    model = instance.model
+
+    def loss_of(w):
+        size = model.weight_hh.numel()
+        with torch.no_grad():
+            saved = (model.weight_hh.clone(), model.weight_ih.clone())
+        try:
+            state = torch.zeros(1, 3, dtype=torch.float64)
+            W, U = w[:size].reshape(3, 3), w[size:].reshape(3, 2)
+            for x in instance.inputs:
+                state = torch.tanh(state @ W.T + x @ U.T)
+            return 0.5 * ((state[0] - instance.target) ** 2).sum()
+        finally:
+            model.weight_hh.data, model.weight_ih.data = saved
+
+    hessian = torch.autograd.functional.hessian(loss_of, flat_parameters(model))
+    expected = float(torch.linalg.eigvalsh(hessian).abs().max())
+    norm, direction = hessian_top_direction(instance, iterations=200, generator=generator)
+    assert norm == pytest.approx(expected, rel=1e-6)
+    assert float(direction.norm()) == pytest.approx(1.0)
+
+
+def test_lipschitz_ratio_stays_in_omega_and_below_beta(generator):
+    instance = random_regression_instance(0.9, family="aligned", generator=generator)
+    beta = bounds.lemma3_beta(**instance.constants())
+    _, top = hessian_top_direction(instance, generator=generator)
+    for radius in (1e-4, 1e-1, 10.0):
+        ratio = lipschitz_ratio(instance, top, radius)
+        assert 0 < ratio <= beta
+    with pytest.raises(ValueError, match="radius"):
+        lipschitz_ratio(instance, top, 0.0)
+
+
+def test_smoothness_experiment_holds_and_grows():
+    result = smoothness_experiment(
+        [0.5, 0.8, 0.9],
+        family="aligned",
+        activation="identity",
+        num_instances=2,
+        progress=False,
+    )
+    assert result.holds()
+    assert np.all(result.tightness() <= 1.0)
+    # the aligned linear RNN shows the polynomial blow-up in 1 / (1 - lambda)
+    assert result.growth_exponent() > 2.5
+    assert result.growth_exponent(result.betas) >= result.growth_exponent() - 0.5
+    figure = lemma_plots.smoothness_figure([result], ["linear, aligned"])
+    assert isinstance(figure, Figure)
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def test_truncation_figures_and_widget_frame():
+    stable = truncation_experiment([0.5, 0.9], [1, 4, 8], num_instances=2, progress=False)
+    assert len(lemma_plots.truncation_figure(stable).axes) == 2
+    unstable = truncation_experiment([0.9, 3.0], [1, 4, 8], num_instances=2, progress=False)
+    assert isinstance(lemma_plots.unstable_truncation_figure(unstable), Figure)
+    frame = lemma_plots.truncation_frame(0.8, 0.5, ks=[1, 2, 4], num_instances=1)
+    assert isinstance(frame, Figure)
+
+
+# ----------------------------------------------------------------------------- sympy
+
+
+def test_geometric_series_behind_the_state_bound():
+    series, closed, limit = lemma_algebra.state_norm_series()
+    lam, s = lemma_algebra.lam, lemma_algebra.s
+    values = {lam: sp.Rational(3, 5), s: 7, lemma_algebra.Lx: 2, lemma_algebra.Bx: 3}
+    assert sp.simplify(series.subs(values).doit() - closed.subs(values)) == 0
+    assert float(limit.subs(values)) == pytest.approx(bounds.state_norm_bound(0.6, 2.0, 3.0))
+
+
+def test_solving_lemma1_for_k():
+    solution = lemma_algebra.lemma1_context_solution()
+    assert lemma_algebra.same_expression(solution, lemma_algebra.lemma1_context_closed_form())
+    assert not lemma_algebra.same_expression(
+        solution, 2 * lemma_algebra.lemma1_context_closed_form()
+    )
+    values = {
+        lemma_algebra.lam: 0.9,
+        lemma_algebra.Lx: 1.5,
+        lemma_algebra.Bx: 2.0,
+        lemma_algebra.eps: 1e-3,
+    }
+    assert math.ceil(float(solution.subs(values))) == bounds.lemma1_context(0.9, 1.5, 2.0, 1e-3)
+
+
+def test_geometric_identities():
+    for total, closed in lemma_algebra.geometric_identities().values():
+        assert sp.simplify(lemma_algebra.evaluate_sum(total) - closed) == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_symbolic_constants_match_the_float_functions(seed):
+    rng = np.random.default_rng(seed)
+    lam, lx, bx, lp, sp_, l_rho, l2_rho = rng.uniform(0.05, 0.95), *rng.uniform(0.1, 3.0, 6)
+    values = {
+        lemma_algebra.lam: lam,
+        lemma_algebra.Lx: lx,
+        lemma_algebra.Bx: bx,
+        lemma_algebra.Lp: lp,
+        lemma_algebra.Sp: sp_,
+        lemma_algebra.L_rho: l_rho,
+        lemma_algebra.L2_rho: l2_rho,
+    }
+    kwargs = {"l_rho": l_rho, "l2_rho": l2_rho}
+    gamma = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma2_gamma_expression())
+    beta = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma3_beta_expression())
+    assert float(gamma.subs(values)) == pytest.approx(
+        bounds.lemma2_gamma(lam, lx, bx, lp, sp_, **kwargs), rel=1e-12
+    )
+    assert float(beta.subs(values)) == pytest.approx(
+        bounds.lemma3_beta(lam, lx, bx, lp, sp_, **kwargs), rel=1e-12
+    )
+
+
+def test_growth_orders_match_the_paper_in_its_convention():
+    gamma = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma2_gamma_expression(), True)
+    beta = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma3_beta_expression(), True)
+    assert lemma_algebra.growth_exponent(gamma) == 2
+    assert lemma_algebra.growth_exponent(beta) == 3

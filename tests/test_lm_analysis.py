@@ -1,0 +1,95 @@
+"""Figure 2 gradients, layer maps, Jacobian norms, weights close, truncated evaluation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from stablernn_lib.data import Corpus, batchify, write_synthetic_corpus
+from stablernn_lib.language_model import WordLanguageModel, project_stable_
+from stablernn_lib.lm_analysis import (
+    gradient_by_distance,
+    gradient_by_distance_naive,
+    layer_map,
+    state_jacobian_norms,
+    truncated_eval_curve,
+    weights_close_experiment,
+)
+from stablernn_lib.train import CONFIGS
+
+
+def tiny(cell: str, layers: int = 2) -> WordLanguageModel:
+    torch.manual_seed(3)
+    model = WordLanguageModel(cell, 25, 5, 7, layers, dropout=0.0)
+    with torch.no_grad():  # larger recurrent weights: gradients reach further back
+        for n in range(layers):
+            getattr(model.rnn, f"weight_hh_l{n}").mul_(3)
+    return model.eval()
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_fast_gradient_profile_matches_per_pair_reference(cell: str) -> None:
+    model = tiny(cell)
+    source = batchify(torch.randint(25, (3 * 14,)), 3)  # 14 rows: windows of 5, 5, 3
+    fast = gradient_by_distance(model, source, max_distance=4)
+    naive = gradient_by_distance_naive(model, source, max_distance=4)
+    assert fast["count"] == naive["count"] == [3.0 * c for c in (13, 10, 7, 4, 2)]
+    torch.testing.assert_close(
+        torch.tensor(fast["mean_norm"]), torch.tensor(naive["mean_norm"]), rtol=1e-4, atol=1e-7
+    )
+    assert min(fast["mean_norm"]) > 0
+
+
+def test_gradient_profile_is_zero_beyond_distance_zero_without_recurrence() -> None:
+    model = tiny("rnn")
+    with torch.no_grad():
+        model.rnn.weight_hh_l0.zero_()
+        model.rnn.weight_hh_l1.zero_()
+    source = batchify(torch.randint(25, (40,)), 2)
+    profile = gradient_by_distance(model, source, max_distance=3)
+    assert profile["mean_norm"][0] > 1e-3
+    assert max(profile["mean_norm"][1:]) == 0.0
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_layer_maps_reproduce_the_fused_stack(cell: str) -> None:
+    model = tiny(cell, layers=3)
+    tokens = torch.randint(25, (9, 2))
+    expected, _ = model.recur(model.embed(tokens))
+    inputs = model.embed(tokens)
+    for layer in range(3):
+        step_map = layer_map(model, layer)
+        inputs = step_map.output(step_map.run(inputs))
+    torch.testing.assert_close(inputs, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_jacobian_norms_of_a_stable_rnn_are_at_most_one() -> None:
+    model = tiny("rnn")
+    source = batchify(torch.randint(25, (200,)), 4)
+    before = state_jacobian_norms(model, source, positions=40, burn_in=5)
+    assert len(before) == 2 and len(before[0]) == 40
+    assert max(max(norms) for norms in before) > 1  # weights were scaled up
+    project_stable_(model)
+    after = state_jacobian_norms(model, source, positions=40, burn_in=5)
+    assert max(max(norms) for norms in after) <= 1 + 1e-5
+
+
+def test_truncated_eval_curve_approaches_the_recurrent_model() -> None:
+    model = tiny("lstm")
+    source = batchify(torch.randint(25, (120,)), 4)
+    curve = truncated_eval_curve(model, source, [1, 5, 40])
+    assert curve["ppl"][-1] == pytest.approx(curve["recurrent_ppl"], rel=1e-5)
+    assert curve["ppl"][0] != pytest.approx(curve["recurrent_ppl"], rel=1e-5)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_weights_close_full_context_equals_recurrent_training(cell: str, tmp_path) -> None:
+    corpus = Corpus.from_folder(write_synthetic_corpus(tmp_path, lines=(60, 5, 5)))
+    rows = corpus.train.numel() // 20
+    config = replace(CONFIGS["smoke"], embedding_size=8, hidden_size=8, bptt=rows)  # one window
+    record = weights_close_experiment(cell, config, corpus, [2, rows], steps=3, record_every=1)
+    assert record["step"] == [1, 2, 3]
+    assert max(record["relative_distance"][f"k={rows}"]) < 1e-5  # same model, same gradients
+    assert min(record["relative_distance"]["k=2"]) > 1e-4

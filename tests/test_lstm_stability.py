@@ -1,0 +1,408 @@
+"""Tests of the LSTM contraction certificate, its projection and the authors' rescaling."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sympy as sp
+import torch
+from torch import nn
+
+from stablernn_lib import lstm_stability as ls
+from stablernn_lib import stability_symbolic as ss
+from stablernn_lib.models import LSTMMap, random_lstm
+from stablernn_lib.stability import ACTIVATION_LIPSCHITZ, state_jacobians
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These tests run many tiny float64 ops; one thread avoids contention on a busy machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+# ----------------------------------------------------------------------------
+# The l1-ball projection
+# ----------------------------------------------------------------------------
+
+
+def _random_points_in_l1_ball(n: int, dim: int, radius: float, generator) -> torch.Tensor:
+    """Points of the ball: random directions scaled to a random l1-norm in [0, radius],
+    half of them on the boundary, some sparse."""
+    points = torch.randn(n, dim, generator=generator, dtype=torch.float64)
+    points[: n // 4] *= (torch.rand(n // 4, dim, generator=generator) < 0.3).double()
+    points[: n // 4, 0] += 1.0
+    scale = torch.rand(n, 1, generator=generator, dtype=torch.float64)
+    scale[n // 2 :] = 1.0
+    return radius * scale * points / points.abs().sum(dim=1, keepdim=True)
+
+
+@pytest.mark.parametrize("radius", [0.0, 0.3, 1.0, 5.0])
+def test_l1_projection_lands_in_ball_and_is_idempotent(radius, generator):
+    vectors = 3 * torch.randn(200, 7, generator=generator, dtype=torch.float64)
+    projected = ls.project_l1_ball(vectors, radius)
+    assert (projected.abs().sum(dim=1) <= radius + 1e-12).all()
+    torch.testing.assert_close(ls.project_l1_ball(projected, radius), projected)
+    outside = vectors.abs().sum(dim=1) > radius
+    torch.testing.assert_close(
+        projected[outside].abs().sum(dim=1), torch.full_like(projected[outside, 0], radius)
+    )
+
+
+def test_l1_projection_leaves_points_of_the_ball_unchanged(generator):
+    points = _random_points_in_l1_ball(100, 5, 2.0, generator)
+    torch.testing.assert_close(ls.project_l1_ball(points, 2.0), points)
+
+
+def test_l1_projection_is_the_nearest_point_of_the_ball(generator):
+    vectors = 2 * torch.randn(50, 6, generator=generator, dtype=torch.float64)
+    projected = ls.project_l1_ball(vectors, 1.0)
+    candidates = _random_points_in_l1_ball(2000, 6, 1.0, generator)
+    distance_to_projection = (vectors - projected).norm(dim=1)
+    distances = torch.cdist(vectors, candidates)
+    assert (distance_to_projection[:, None] <= distances + 1e-12).all()
+    # the obtuse-angle characterisation <v - P v, a - P v> <= 0 for every a in the ball
+    inner = ((vectors - projected)[:, None, :] * (candidates[None] - projected[:, None])).sum(-1)
+    assert inner.max() <= 1e-12
+
+
+def test_l1_projection_matches_a_bisection_on_the_threshold(generator):
+    v = torch.randn(9, generator=generator, dtype=torch.float64) * 3
+    low, high = 0.0, float(v.abs().max())
+    for _ in range(200):
+        theta = 0.5 * (low + high)
+        if float((v.abs() - theta).clamp(min=0).sum()) > 1.5:
+            low = theta
+        else:
+            high = theta
+    expected = v.sign() * (v.abs() - high).clamp(min=0)
+    torch.testing.assert_close(ls.project_l1_ball(v, 1.5), expected)
+
+
+def test_l1_projection_rejects_bad_input():
+    with pytest.raises(ValueError, match="radius"):
+        ls.project_l1_ball(torch.ones(3), -1.0)
+    with pytest.raises(TypeError, match="floating"):
+        ls.project_l1_ball(torch.ones(3, dtype=torch.int64), 1.0)
+
+
+def test_row_projection_is_the_frobenius_projection_onto_the_inf_norm_ball(generator):
+    matrix = torch.randn(6, 4, generator=generator, dtype=torch.float64)
+    projected = ls.project_rows_l1_(matrix.clone(), 0.8)
+    assert ls.induced_norm(projected, math.inf) <= 0.8 + 1e-12
+    for _ in range(300):
+        rows = _random_points_in_l1_ball(6, 4, 0.8, generator)
+        assert (matrix - projected).norm() <= (matrix - rows).norm() + 1e-12
+
+
+def test_bias_sum_projection_is_the_halfspace_projection(generator):
+    first = torch.randn(10, generator=generator, dtype=torch.float64)
+    second = torch.randn(10, generator=generator, dtype=torch.float64)
+    before = torch.stack([first, second])
+    ls.project_bias_sum_([first, second], upper=0.0)
+    after = torch.stack([first, second])
+    assert ((first + second) <= 1e-12).all()
+    for _ in range(200):
+        candidate = torch.randn(2, 10, generator=generator, dtype=torch.float64)
+        candidate[1] = torch.minimum(candidate[1], -candidate[0])  # sum <= 0
+        assert float(((before - after) * (candidate - after)).sum()) <= 1e-12
+
+
+# ----------------------------------------------------------------------------
+# The certificate
+# ----------------------------------------------------------------------------
+
+
+def _differences_obey_the_entrywise_inequalities(model, input_bound, generator) -> None:
+    certificate = ls.lstm_certificate(model, input_bound)
+    states, x = ls.sample_box_states(model, input_bound, 300, generator)
+    others, _ = ls.sample_box_states(model, input_bound, 300, generator)
+    n = min(len(states), len(others))
+    states, others, x = states[:n], others[:n], x[:n]
+    H = model.hidden_size
+    with torch.no_grad():
+        gap_next = (model.step(states, x) - model.step(others, x)).abs()
+    gap = (states - others).abs()
+    A, G = certificate.cell_coupling, certificate.hidden_coupling
+    f, o = certificate.forget_max, certificate.output_max
+    cell_bound = f * gap[:, :H] + gap[:, H:] @ A.T
+    hidden_bound = o * f * gap[:, :H] + gap[:, H:] @ G.T
+    assert (gap_next[:, :H] <= cell_bound + 1e-10).all()
+    assert (gap_next[:, H:] <= hidden_bound + 1e-10).all()
+
+
+def _instances(generator):
+    """Random LSTMs of several kinds and sizes, with an input bound each."""
+    for hidden, inputs, bound in [(3, 2, 1.0), (8, 3, 0.5), (12, 4, 2.0)]:
+        for lam in (0.5, 0.9, 0.99):
+            yield ls.random_stable_lstm(inputs, hidden, lam, bound, generator=generator), bound
+        for scale in (0.3, 1.0, 3.0):
+            model = random_lstm(inputs, hidden, scale, generator=generator)
+            yield model, bound
+            projected = random_lstm(inputs, hidden, scale, generator=generator)
+            ls.project_lstm_(projected, input_bound=bound, lam=0.9)
+            yield projected, bound
+
+
+def test_closed_form_jacobians_match_autograd(generator):
+    model = random_lstm(3, 5, 1.0, generator=generator)
+    states, x = ls.sample_box_states(model, 1.0, 30, generator)
+    torch.testing.assert_close(
+        ls.lstm_state_jacobians(model, states, x), state_jacobians(model, states, x).detach()
+    )
+    inputs = torch.rand(4, len(states), 3, generator=generator, dtype=torch.float64)
+
+    def four_steps(state):
+        for step_input in inputs:
+            state = model.step(state, step_input)
+        return state
+
+    full = torch.autograd.functional.jacobian(four_steps, states)  # (N, S, N, S)
+    blocks = torch.stack([full[n, :, n, :] for n in range(len(states))])
+    torch.testing.assert_close(
+        ls.iterated_jacobian_norms(model, states, inputs),
+        torch.linalg.matrix_norm(blocks, ord=2),
+    )
+
+
+def test_the_box_is_invariant(generator):
+    for model, bound in _instances(generator):
+        certificate = ls.lstm_certificate(model, bound)
+        if not torch.isfinite(certificate.cell_bound).all():
+            continue
+        states, x = ls.sample_box_states(model, bound, 300, generator, horizon=math.inf)
+        with torch.no_grad():
+            c, h = model.split_state(model.step(states, x))
+        assert (c.abs() <= certificate.cell_bound * (1 + 1e-12)).all()
+        assert (h.abs() <= 1).all()
+
+
+def test_entrywise_difference_inequalities_hold(generator):
+    for model, bound in _instances(generator):
+        if math.isfinite(ls.lstm_contraction_bound(model, bound)):
+            _differences_obey_the_entrywise_inequalities(model, bound, generator)
+
+
+def test_measured_lipschitz_constant_never_exceeds_the_proved_bound(generator):
+    checked = 0
+    for model, bound in _instances(generator):
+        lam = ls.lstm_contraction_bound(model, bound)
+        if not math.isfinite(lam):
+            continue
+        states, x = ls.sample_box_states(model, bound, 150, generator)
+        jacobian = float(ls.jacobian_certificate_norms(model, states, x, bound).max())
+        assert jacobian <= lam + 1e-9
+        for p in (1, 2, math.inf):
+            lam_p = ls.lstm_contraction_bound(model, bound, p=p)
+            assert ls.pair_lipschitz(model, bound, 300, generator, p=p) <= lam_p + 1e-9
+        checked += 1
+    assert checked >= 20
+
+
+def test_the_measurement_can_exceed_a_wrong_bound(generator):
+    """The forget gate alone (m11) is NOT a bound: the measurement finds the coupling."""
+    model = ls.random_stable_lstm(3, 8, 0.95, 1.0, generator=generator)
+    certificate = ls.lstm_certificate(model, 1.0)
+    states, x = ls.sample_box_states(model, 1.0, 300, generator)
+    measured = float(ls.jacobian_certificate_norms(model, states, x, 1.0).max())
+    assert measured > float(certificate.matrix[0, 0])
+
+
+def test_unconstrained_random_lstms_are_measured_expansive(generator):
+    model = random_lstm(4, 16, 1.0, generator=generator)
+    states, x = ls.sample_box_states(model, 1.0, 300, generator)
+    assert float(ls.jacobian_certificate_norms(model, states, x, 1.0).max()) > 1.0
+    assert ls.lstm_contraction_bound(model, 1.0) > 1.0
+
+
+@pytest.mark.parametrize("lam", [0.55, 0.8, 0.95, 0.999])
+@pytest.mark.parametrize("input_bound", [0.0, 1.0, 3.0])
+def test_random_stable_lstm_attains_its_lambda(lam, input_bound, generator):
+    model = ls.random_stable_lstm(3, 10, lam, input_bound, generator=generator)
+    assert isinstance(model, LSTMMap)
+    assert ls.lstm_contraction_bound(model, input_bound) == pytest.approx(lam, rel=1e-9)
+    assert ls.lstm_contraction_bound(model, input_bound) <= lam
+
+
+def test_certificate_is_the_perron_root_and_the_norm_matches_it(generator):
+    model = ls.random_stable_lstm(2, 5, 0.9, 1.0, generator=generator)
+    certificate = ls.lstm_certificate(model, 1.0)
+    v = torch.tensor(certificate.weights, dtype=torch.float64)
+    torch.testing.assert_close(certificate.matrix @ v, certificate.lam * v)
+    assert max(certificate.weights) == pytest.approx(1.0)
+    state = torch.randn(4, 10, generator=generator, dtype=torch.float64)
+    expected = torch.maximum(state[:, :5].abs().amax(1) / v[0], state[:, 5:].abs().amax(1) / v[1])
+    torch.testing.assert_close(ls.state_norm(model, state), expected)
+
+
+def test_saturated_forget_gate_gives_no_bound():
+    model = LSTMMap(2, 3, dtype=torch.float64)
+    with torch.no_grad():
+        ls.gate_blocks(model.bias)["f"].fill_(60.0)
+    assert ls.lstm_contraction_bound(model, 1.0) == math.inf
+
+
+# ----------------------------------------------------------------------------
+# The constraint and its projection
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lam", [0.7, 0.9, 0.99])
+def test_stable_constraint_attains_lambda_and_bounds_every_member(lam, generator):
+    constraint = ls.stable_lstm_constraint(lam, 1.0)
+    assert constraint.contraction_bound(1.0) == pytest.approx(lam, rel=1e-9)
+    for scale in (0.2, 1.0, 5.0):
+        model = random_lstm(3, 9, scale, generator=generator)
+        certified = ls.project_lstm_(model, constraint=constraint)
+        assert ls.lstm_contraction_bound(model, 1.0) <= certified + 1e-12
+
+
+def test_projection_on_torch_lstm_tensors(generator):
+    torch.manual_seed(0)
+    lstm = nn.LSTM(5, 7).double()
+    with torch.no_grad():
+        for param in lstm.parameters():
+            param.mul_(10)
+    certified = ls.project_lstm_weights_(
+        lstm.weight_hh_l0,
+        lstm.weight_ih_l0,
+        input_bound=1.0,
+        lam=0.9,
+        biases=[lstm.bias_ih_l0, lstm.bias_hh_l0],
+    )
+    assert certified == pytest.approx(0.9)
+    constraint = ls.stable_lstm_constraint(0.9, 1.0)
+    W = ls.gate_blocks(lstm.weight_hh_l0)
+    for g in ls.GATES:
+        assert ls.induced_norm(W[g], math.inf) <= constraint.recurrent_radius[g] + 1e-12
+    assert ls.induced_norm(ls.gate_blocks(lstm.weight_ih_l0)["f"], math.inf) <= 0.25 + 1e-12
+    forget = ls.gate_blocks(lstm.bias_ih_l0 + lstm.bias_hh_l0)["f"]
+    assert (forget <= 1e-12).all()
+    model = LSTMMap.from_torch(lstm)
+    assert ls.lstm_contraction_bound(model, 1.0) <= 0.9 + 1e-12
+    # the projection is idempotent
+    before = [p.detach().clone() for p in lstm.parameters()]
+    ls.project_lstm_weights_(
+        lstm.weight_hh_l0, lstm.weight_ih_l0, lam=0.9, biases=[lstm.bias_ih_l0, lstm.bias_hh_l0]
+    )
+    for old, new in zip(before, lstm.parameters(), strict=True):
+        torch.testing.assert_close(old, new.detach())
+
+
+def test_default_constraint_is_the_authors_constants_as_row_sums():
+    constraint = ls.authors_constants_constraint()
+    assert constraint.recurrent_radius == ls.AUTHORS_RECURRENT_SCALES
+    lam = constraint.contraction_bound(1.0)
+    assert 0.9 < lam < 0.95
+    weight_hh, weight_ih = torch.ones(8, 2, dtype=torch.float64), torch.ones(8, 3)
+    assert ls.project_lstm_weights_(weight_hh, weight_ih.double(), biases=()) == lam
+
+
+def test_projection_rejects_bad_input():
+    weight_hh, weight_ih = torch.zeros(8, 2), torch.zeros(8, 3)
+    with pytest.raises(ValueError, match="biases="):
+        ls.project_lstm_weights_(weight_hh, weight_ih)
+    with pytest.raises(ValueError, match=r"\(4H, n\)"):
+        ls.project_lstm_weights_(torch.zeros(7, 2), weight_ih, biases=())
+    with pytest.raises(ValueError, match="same layer"):
+        ls.project_lstm_weights_(weight_hh, torch.zeros(12, 3), biases=())
+    with pytest.raises(ValueError, match="input_bound"):
+        ls.project_lstm_weights_(weight_hh, weight_ih, input_bound=-1.0, biases=())
+    with pytest.raises(ValueError, match="lam"):
+        ls.project_lstm_weights_(weight_hh, weight_ih, lam=1.5, biases=())
+    with pytest.raises(ValueError, match="forget"):
+        ls.stable_lstm_constraint(0.3, 1.0)
+    with pytest.raises(TypeError, match="LSTMMap"):
+        ls.lstm_contraction_bound(nn.LSTM(2, 3), 1.0)
+    with pytest.raises(ValueError, match="p must be"):
+        ls.lstm_contraction_bound(LSTMMap(2, 3), 1.0, p=3)
+    with pytest.raises(ValueError, match="per gate"):
+        ls.LSTMConstraint({"i": 1.0}, {}, {})
+
+
+# ----------------------------------------------------------------------------
+# The authors' rescaling
+# ----------------------------------------------------------------------------
+
+
+def test_authors_rescaling_sets_the_column_sums(generator):
+    weight_hh = torch.randn(4 * 6, 6, generator=generator, dtype=torch.float64)
+    weight_ih = torch.randn(4 * 6, 3, generator=generator, dtype=torch.float64)
+    embedding = 3 * torch.randn(10, 3, generator=generator, dtype=torch.float64)
+    untouched = {g: block.clone() for g, block in ls.gate_blocks(weight_ih).items() if g != "f"}
+    ls.authors_lstm_rescaling_(weight_hh, weight_ih, embedding)
+    for g, c in ls.AUTHORS_RECURRENT_SCALES.items():
+        column_sums = ls.gate_blocks(weight_hh)[g].abs().sum(dim=0)
+        torch.testing.assert_close(column_sums, torch.full((6,), c, dtype=torch.float64))
+        assert ls.induced_norm(ls.gate_blocks(weight_hh)[g], 1) == pytest.approx(c)
+    forget_columns = ls.gate_blocks(weight_ih)["f"].abs().sum(dim=0)
+    torch.testing.assert_close(forget_columns, torch.full((3,), 0.25, dtype=torch.float64))
+    for g, block in untouched.items():
+        torch.testing.assert_close(ls.gate_blocks(weight_ih)[g], block)
+    assert embedding.abs().max() <= 1.0
+
+
+def test_authors_rescaling_is_not_a_projection(generator):
+    """It moves a matrix whose column sums are already below c (a projection would not)."""
+    weight_hh = 1e-3 * torch.randn(8, 2, generator=generator, dtype=torch.float64)
+    weight_ih = 1e-3 * torch.randn(8, 2, generator=generator, dtype=torch.float64)
+    before = weight_hh.clone()
+    ls.authors_lstm_rescaling_(weight_hh, weight_ih)
+    assert not torch.allclose(before, weight_hh)
+
+
+def test_concentrated_example_satisfies_the_authors_constraint_and_expands(generator):
+    model = ls.concentrated_authors_lstm(4, 12)
+    weight_hh, weight_ih = model.weight_hh.detach().clone(), model.weight_ih.detach().clone()
+    ls.authors_lstm_rescaling_(weight_hh, weight_ih)
+    torch.testing.assert_close(weight_hh, model.weight_hh.detach())
+    torch.testing.assert_close(weight_ih, model.weight_ih.detach())
+    states, x = ls.sample_box_states(model, 1.0, 200, generator)
+    assert float(ls.jacobian_certificate_norms(model, states, x, 1.0).max()) > 1.0
+
+
+def test_authors_rescaling_rejects_zero_columns():
+    with pytest.raises(ValueError, match="zero column"):
+        ls.authors_lstm_rescaling_(torch.zeros(8, 2), torch.ones(8, 3))
+
+
+def test_forget_gate_threshold_is_where_the_bound_reaches_one():
+    threshold = ls.forget_gate_threshold(ls.AUTHORS_RECURRENT_SCALES)
+    assert 0.5 < threshold < 1
+    radius = dict(ls.AUTHORS_RECURRENT_SCALES)
+    # a set whose forget gate is bounded by exactly `threshold` (other gates free)
+    forget_bias = math.log(threshold / (1 - threshold)) - radius["f"]
+    at_threshold = ls.LSTMConstraint(
+        recurrent_radius=radius,
+        input_radius={g: 0.0 for g in ls.GATES},
+        bias_max={"i": math.inf, "f": forget_bias, "z": math.inf, "o": math.inf},
+    )
+    assert at_threshold.contraction_bound(1.0) == pytest.approx(1.0, abs=1e-6)
+
+
+# ----------------------------------------------------------------------------
+# The sympy derivations
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "relu", "identity"])
+def test_symbolic_lipschitz_constants_match_the_library(name):
+    _, supremum = ss.activation_lipschitz_symbolic(name)
+    assert float(supremum) == ACTIVATION_LIPSCHITZ[name]
+
+
+def test_symbolic_identities_vanish():
+    for value in ss.sigmoid_slope_facts().values():
+        assert sp.simplify(value) == 0
+    for value in ss.lstm_difference_identities().values():
+        assert sp.simplify(value) == 0
+    perron = ss.perron_2x2()
+    assert perron["eigen_residual"] == sp.zeros(2, 1)
+
+
+def test_symbolic_rejects_unknown_activation():
+    with pytest.raises(ValueError, match="activation"):
+        ss.activation_lipschitz_symbolic("swish")

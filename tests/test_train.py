@@ -1,0 +1,137 @@
+"""Training: the smoke config learns, resume is exact, divergence is caught, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from stablernn_lib import data
+from stablernn_lib.__main__ import main
+from stablernn_lib.data import Corpus, write_synthetic_corpus
+from stablernn_lib.train import CONFIGS, TrainingDiverged, load_trained_model, train_language_model
+
+TINY = replace(CONFIGS["smoke"], name="tiny", embedding_size=16, hidden_size=16, epochs=3)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Corpus:
+    return Corpus.from_folder(write_synthetic_corpus(tmp_path_factory.mktemp("synthetic")))
+
+
+def test_smoke_config_lowers_validation_perplexity(corpus: Corpus, tmp_path: Path) -> None:
+    result = train_language_model(
+        "lstm", stable=True, config="smoke", corpus=corpus, out_dir=tmp_path, progress=False
+    )
+    history = result["epochs"]
+    assert len(history) == CONFIGS["smoke"].epochs
+    assert history[-1]["val_ppl"] < 0.8 * history[0]["val_ppl"]
+    assert history[0]["val_ppl"] < corpus.vocab_size  # better than uniform guessing
+    assert result["status"] == "completed" and math.isfinite(result["test_ppl"])
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3, 4]
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["config"]["name"] == "smoke" and saved["seed"] == 1111
+    assert {"git_commit", "device"} <= set(saved["provenance"])
+    model = load_trained_model(tmp_path)
+    assert model.stable and model.encoder.weight.abs().max() <= 1.0
+
+
+def _final(result: dict) -> tuple:
+    return (
+        [(e["train_loss"], e["val_loss"], e["lr"]) for e in result["epochs"]],
+        result["test_loss"],
+    )
+
+
+@pytest.mark.parametrize("cell", ["rnn"])
+def test_killed_and_interrupted_runs_resume_to_the_same_result(
+    cell: str, corpus: Corpus, tmp_path: Path
+) -> None:
+    config = replace(TINY, dropout=0.3)  # dropout: the random state must be restored too
+    reference = train_language_model(
+        cell, True, config, corpus=corpus, out_dir=tmp_path / "ref", progress=False
+    )
+
+    def kill(step: int, model) -> None:
+        if step == 11:  # mid-way through epoch 2: no checkpoint of this moment
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        train_language_model(
+            cell, True, config, corpus=corpus, out_dir=tmp_path / "kill", progress=False, on_step=kill
+        )
+    saved = torch.load(tmp_path / "kill" / "checkpoint.pt", weights_only=False)
+    assert saved["progress"]["epoch"] == 1
+    resumed = train_language_model(
+        cell, True, config, corpus=corpus, out_dir=tmp_path / "kill", resume=True, progress=False
+    )
+    assert _final(resumed) == _final(reference)
+
+    def interrupt(step: int, model) -> None:
+        if step == 13:
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C or a notebook's stop does
+
+    stopped = train_language_model(
+        cell, True, config, corpus=corpus, out_dir=tmp_path / "int", progress=False, on_step=interrupt
+    )
+    assert stopped["status"] == "interrupted" and "test_ppl" not in stopped
+    assert torch.load(tmp_path / "int" / "checkpoint.pt", weights_only=False)["progress"][
+        "next_batch"
+    ] > 0
+    resumed = train_language_model(
+        cell, True, config, corpus=corpus, out_dir=tmp_path / "int", resume=True, progress=False
+    )
+    assert _final(resumed) == _final(reference)
+    log = (tmp_path / "int" / "metrics.jsonl").read_text().splitlines()
+    assert len(log) == config.epochs
+
+
+def test_existing_run_is_not_overwritten_without_resume(corpus: Corpus, tmp_path: Path) -> None:
+    config = replace(TINY, epochs=1)
+    train_language_model("rnn", False, config, corpus=corpus, out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="resume=True"):
+        train_language_model("rnn", False, config, corpus=corpus, out_dir=tmp_path, progress=False)
+    again = train_language_model(
+        "rnn", False, config, corpus=corpus, out_dir=tmp_path, resume=True, progress=False
+    )
+    assert again["status"] == "completed"
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(corpus: Corpus, tmp_path: Path) -> None:
+    def sabotage(step: int, model) -> None:
+        if step == 10:  # in epoch 2 (8 steps per epoch)
+            with torch.no_grad():
+                model.rnn.weight_hh_l0.fill_(math.nan)
+
+    with pytest.raises(TrainingDiverged, match=r"loss nan.*after epoch 1\) was kept.*lower lr"):
+        train_language_model(
+            "lstm", False, TINY, corpus=corpus, out_dir=tmp_path, progress=False, on_step=sabotage
+        )
+    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert saved["progress"]["epoch"] == 1
+    assert all(torch.isfinite(v).all() for v in saved["model_state"].values())
+
+
+def test_exploding_loss_stops_before_any_checkpoint(corpus: Corpus, tmp_path: Path) -> None:
+    config = replace(TINY, divergence_factor=0.5)  # even the first loss (~log V) is "exploding"
+    with pytest.raises(TrainingDiverged, match="No epoch had finished"):
+        train_language_model("rnn", False, config, corpus=corpus, out_dir=tmp_path, progress=False)
+
+
+def test_cli_trains_from_a_data_folder(tmp_path: Path, monkeypatch, capsys) -> None:
+    folder = write_synthetic_corpus(tmp_path / "wikitext-2")
+    sums = {name: data.sha256_of(folder / name) for name in data.WIKITEXT2_SHA256}
+    monkeypatch.setattr(data, "WIKITEXT2_SHA256", sums)  # accept the synthetic files
+    argv = ["train", "--task", "wikitext2", "--model", "rnn", "--stable", "--config", "smoke"]
+    argv += ["--epochs", "1", "--data", str(tmp_path), "--out", str(tmp_path / "run"), "--device", "cpu"]
+    assert main(argv) == 0
+    assert '"status": "completed"' in capsys.readouterr().out
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["stable"] and result["config"]["epochs"] == 1

@@ -1,0 +1,154 @@
+"""Tests of stablernn_lib.widgets.interactive_plot (precomputed frames and live mode)."""
+
+import sys
+import types
+
+import ipywidgets
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pytest
+
+from stablernn_lib.widgets import MAX_FRAMES, InteractivePlot, interactive_plot
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def line_figure(**values):
+    """A tiny figure whose pixels depend on every value."""
+    fig, ax = plt.subplots(figsize=(2, 1.5))
+    ax.plot([0, 1], [0, sum(float(v) for v in values.values())])
+    ax.set_ylim(-1, 30)
+    ax.set_title(",".join(f"{k}={v}" for k, v in values.items()))
+    return fig
+
+
+@pytest.fixture(autouse=True)
+def frames_mode(monkeypatch):
+    monkeypatch.delenv("STABLERNN_WIDGETS", raising=False)
+
+
+def leaf_images(widget):
+    if isinstance(widget, ipywidgets.Image):
+        return [widget]
+    return [image for child in widget.children for image in leaf_images(child)]
+
+
+def test_one_slider_gives_one_stack_of_distinct_png_frames():
+    calls = []
+
+    def draw(k):
+        calls.append(k)
+        return line_figure(k=k)
+
+    plot = interactive_plot(draw, {"k": [1, 2, 4, 8]}, description="Context k")
+    assert isinstance(plot, InteractivePlot)
+    assert calls == [1, 2, 4, 8]
+    assert plot.num_frames == 4
+    html, slider, stack = plot.children
+    assert "Context k" in html.value
+    assert isinstance(slider, ipywidgets.SelectionSlider)
+    assert list(slider._options_labels) == ["1", "2", "4", "8"]
+    assert slider.index == 0 and slider.value == 1
+    assert isinstance(stack, ipywidgets.Stack) and stack.selected_index == 0
+    frames = [bytes(image.value) for image in stack.children]
+    assert all(frame.startswith(PNG_SIGNATURE) for frame in frames)
+    assert len(set(frames)) == 4
+    (link,) = plot.links
+    assert link.source == (slider, "index")
+    assert link.target == (stack, "selected_index")
+    assert plt.get_fignums() == []
+
+
+def test_two_sliders_nest_stacks_and_link_every_inner_stack():
+    plot = interactive_plot(line_figure, {"a": [0.5, 1.0, 2.0], "b": range(4)})
+    slider_a, slider_b, outer = plot.children
+    assert plot.num_frames == 12
+    assert list(slider_a._options_labels) == ["0.5", "1", "2"]
+    assert len(outer.children) == 3
+    assert all(isinstance(inner, ipywidgets.Stack) for inner in outer.children)
+    assert all(len(inner.children) == 4 for inner in outer.children)
+    assert len(plot.links) == 1 + 3
+    targets_of_b = [link.target[0] for link in plot.links if link.source[0] is slider_b]
+    assert set(map(id, targets_of_b)) == set(map(id, outer.children))
+    targets_of_a = [link.target[0] for link in plot.links if link.source[0] is slider_a]
+    assert targets_of_a == [outer]
+    # frame (a index 2, b index 1) is the figure for a=2.0, b=1
+    expected = interactive_plot(line_figure, {"a": [2.0], "b": [1]}).children[-1].children[0]
+    assert bytes(outer.children[2].children[1].value) == bytes(expected.children[0].value)
+
+
+def test_three_sliders_make_three_levels():
+    plot = interactive_plot(line_figure, {"a": [1, 2], "b": [1, 2, 3], "c": [0, 1]})
+    assert plot.num_frames == 12
+    assert len(leaf_images(plot.children[-1])) == 12
+    assert len(plot.links) == 1 + 2 + 2 * 3
+    assert set(plot.sliders) == {"a", "b", "c"}
+
+
+@pytest.mark.parametrize(
+    ("sliders", "message"),
+    [
+        ({}, "1 to 3 sliders"),
+        ({"a": [1], "b": [1], "c": [1], "d": [1]}, "1 to 3 sliders"),
+        ({"k": []}, "has no values"),
+        ({"k": [1, 1]}, "repeated values"),
+        ({"not a name": [1]}, "not a valid keyword"),
+        ({"a": range(8), "b": range(8)}, f"more than {MAX_FRAMES}"),
+    ],
+)
+def test_bad_sliders_raise_value_errors_naming_the_fix(sliders, message):
+    with pytest.raises(ValueError, match=message):
+        interactive_plot(line_figure, sliders)
+
+
+def test_type_errors():
+    with pytest.raises(TypeError, match="list of values"):
+        interactive_plot(line_figure, {"k": "abc"})
+    with pytest.raises(TypeError, match="dict name"):
+        interactive_plot(line_figure, [("k", [1, 2])])
+    with pytest.raises(TypeError, match="draw must be a function"):
+        interactive_plot("not callable", {"k": [1]})
+    with pytest.raises(TypeError, match="description"):
+        interactive_plot(line_figure, {"k": [1]}, description=3)
+
+
+def test_draw_that_returns_no_figure_is_rejected():
+    def draw(k):
+        plt.plot([0, k])
+        return None
+
+    with pytest.raises(TypeError, match=r"draw\(k=1\) returned NoneType, not a matplotlib Figure"):
+        interactive_plot(draw, {"k": [1, 2]})
+    assert plt.get_fignums() == []
+
+
+def test_live_mode_redraws_through_an_output_widget(monkeypatch):
+    monkeypatch.setenv("STABLERNN_WIDGETS", "live")
+    calls = []
+
+    def draw(k):
+        calls.append(k)
+        return line_figure(k=k)
+
+    plot = interactive_plot(draw, {"k": [1, 2, 3]})
+    assert plot.num_frames == 0 and plot.links == []
+    assert isinstance(plot.children[-1], ipywidgets.Output)
+    plot.sliders["k"].value = 3
+    assert calls[-1] == 3
+
+
+def test_colab_redraws_live_unless_frames_are_forced(monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    plot = interactive_plot(line_figure, {"k": [1, 2]})
+    assert isinstance(plot.children[-1], ipywidgets.Output) and plot.num_frames == 0
+    monkeypatch.setenv("STABLERNN_WIDGETS", "frames")
+    assert interactive_plot(line_figure, {"k": [1, 2]}).num_frames == 2
+
+
+def test_unknown_widget_mode_is_an_error(monkeypatch):
+    monkeypatch.setenv("STABLERNN_WIDGETS", "fast")
+    with pytest.raises(ValueError, match="'frames'"):
+        interactive_plot(line_figure, {"k": [1]})
