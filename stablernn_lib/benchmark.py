@@ -109,7 +109,8 @@ def run_benchmark(
                 projection.append(now() - start)
         plain, stable = statistics.median(times[False]), statistics.median(times[True])
         eval_source = batchify(
-            torch.randint(vocab, (lm.eval_batch_size * 20 * lm.bptt,), generator=generator), lm.eval_batch_size
+            torch.randint(vocab, (lm.eval_batch_size * 20 * lm.bptt,), generator=generator),
+            lm.eval_batch_size,
         ).to(device)
         evaluate_loss(models[False], eval_source, lm.bptt)  # warm-up
         start = now()
@@ -123,13 +124,17 @@ def run_benchmark(
             "stable_overhead": stable / plain - 1,
             "train_tokens_per_second": tokens_per_step / plain,
             "train_tokens_per_second_stable": tokens_per_step / stable,
-            "eval_tokens_per_second": (eval_source.shape[0] - 1) * lm.eval_batch_size / eval_seconds,
+            "eval_tokens_per_second": (eval_source.shape[0] - 1)
+            * lm.eval_batch_size
+            / eval_seconds,
         }
     result["figure2"] = _figure2_speed(lm, vocab, device, figure2_distance, generator)
     return result
 
 
-def _figure2_speed(lm, vocab: int, device: torch.device, distance: int, generator) -> dict[str, Any]:
+def _figure2_speed(
+    lm, vocab: int, device: torch.device, distance: int, generator
+) -> dict[str, Any]:
     """Seconds of the batched and the per-pair gradient profile on one window of the test batch."""
     now = _timer(device)
     model = build_model("lstm", False, lm, vocab).to(device).eval()
@@ -163,10 +168,11 @@ def format_benchmark(result: dict[str, Any]) -> str:
     lines = [f"benchmark ({result['config']} config) on {result['provenance']['device']}"]
     for cell, m in result["models"].items():
         lines.append(
-            f"  {cell:4s}: step {1000 * m['step_seconds_unconstrained']:.1f} ms, stable "
-            f"{1000 * m['step_seconds_stable']:.1f} ms (projection {1000 * m['projection_seconds']:.2f} ms)"
-            f" -> overhead {100 * m['stable_overhead']:+.1f}%; train {m['train_tokens_per_second']:,.0f}"
-            f" tok/s, eval {m['eval_tokens_per_second']:,.0f} tok/s"
+            f"  {cell:4s}: step {1000 * m['step_seconds_unconstrained']:.1f} ms, "
+            f"stable {1000 * m['step_seconds_stable']:.1f} ms "
+            f"(projection {1000 * m['projection_seconds']:.2f} ms) -> overhead "
+            f"{100 * m['stable_overhead']:+.1f}%; train {m['train_tokens_per_second']:,.0f} tok/s, "
+            f"eval {m['eval_tokens_per_second']:,.0f} tok/s"
         )
     f2 = result["figure2"]
     lines.append(

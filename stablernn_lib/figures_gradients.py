@@ -7,6 +7,7 @@ of them in :func:`stablernn_lib.widgets.interactive_plot`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import matplotlib.pyplot as plt
 import torch
@@ -32,12 +33,16 @@ def lag_norm_figure(weight_norm: float, activation: str, steps: int = 40) -> Fig
     fig, ax = plt.subplots(figsize=(7.0, 3.4))
     lags = torch.arange(steps + 1)
     for kind in MATRIX_KINDS:
-        curve = lag_norm_curve(kind, weight_norm, activation, hidden_size=16, steps=steps,
-                               batch=16)
+        curve = lag_norm_curve(kind, weight_norm, activation, hidden_size=16, steps=steps, batch=16)
         ax.semilogy(lags, curve.clamp_min(FLOOR), color=KIND_COLORS[kind], label=KIND_LABELS[kind])
     bound = lag_bound(weight_norm, activation, steps)
-    ax.semilogy(lags, bound.clamp(FLOOR, 1e30), "--", color=BOUND_COLOR,
-                label=r"bound $(\gamma\,\|W\|_2)^{\mathrm{lag}}$")
+    ax.semilogy(
+        lags,
+        bound.clamp(FLOOR, 1e30),
+        "--",
+        color=BOUND_COLOR,
+        label=r"bound $(\gamma\,\|W\|_2)^{\mathrm{lag}}$",
+    )
     ax.set_ylim(1e-16, 1e16)
     ax.set_xlabel("lag T - s")
     ax.set_ylabel(r"$\|\partial h_T / \partial h_s\|_2$")
@@ -66,14 +71,35 @@ def nilpotent_figure(results: dict[str, dict]) -> Figure:
         norms = result["norms"]
         ax.semilogy(torch.arange(len(norms)), norms.clamp_min(FLOOR), marker=".", label=name)
     lags = torch.arange(len(next(iter(results.values()))["norms"]))
-    ax.semilogy(lags, (16.0 ** lags.double()).clamp_max(1e60), "--", color=BOUND_COLOR,
-                label=r"bound $\|W\|_2^{\mathrm{lag}} = 16^{\mathrm{lag}}$")
+    ax.semilogy(
+        lags,
+        (16.0 ** lags.double()).clamp_max(1e60),
+        "--",
+        color=BOUND_COLOR,
+        label=r"bound $\|W\|_2^{\mathrm{lag}} = 16^{\mathrm{lag}}$",
+    )
     ax.set_ylim(1e-17, 1e60)
     ax.set_xlabel("lag T - s")
     ax.set_ylabel(r"$\|\partial h_T / \partial h_s\|_2$")
     ax.set_title("tanh RNN with W = [[8, 8], [-8, -8]] (both eigenvalues 0)")
     ax.legend(loc="upper left", fontsize=8)
     return fig
+
+
+@lru_cache(maxsize=16)
+def _sweep(w: float, b_range: tuple[float, float], x0: float) -> tuple[torch.Tensor, ...]:
+    """The hysteresis sweep of one value of ``w`` (shared by all frames with that ``w``)."""
+    sweep_b = torch.linspace(*b_range, 41)
+    return (sweep_b, *one_unit.hysteresis_sweep(w, sweep_b, x0=x0))
+
+
+@lru_cache(maxsize=16)
+def _final_gradient(
+    w: float, b_range: tuple[float, float], x0: float, steps: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``b`` grid and ``d x_T / d b`` on it for one value of ``w``."""
+    b_grid = torch.linspace(*b_range, 801)
+    return b_grid, one_unit.final_state_gradient(w, b_grid, x0, steps)[1]
 
 
 def one_unit_figure(w: float, b: float, x0: float = -5.0, steps: int = 50) -> Figure:
@@ -85,10 +111,14 @@ def one_unit_figure(w: float, b: float, x0: float = -5.0, steps: int = 50) -> Fi
     curve = one_unit.fixed_point_curve(w, torch.linspace(-w - 3.0, w + 3.0, 2001))
     for stable, style in ((True, "-"), (False, ":")):
         x = torch.where(curve["stable"] == stable, curve["x"], torch.nan)
-        left.plot(curve["b"], x, style, color=FULL_COLOR,
-                  label="stable fixed points" if stable else "unstable")
-    sweep_b = torch.linspace(*b_range, 41)
-    up, down = one_unit.hysteresis_sweep(w, sweep_b, x0=x0)
+        left.plot(
+            curve["b"],
+            x,
+            style,
+            color=FULL_COLOR,
+            label="stable fixed points" if stable else "unstable",
+        )
+    sweep_b, up, down = _sweep(w, b_range, x0)
     left.plot(sweep_b, up, ">", ms=3, color=TRUNCATED_COLOR, label="sweep up")
     left.plot(sweep_b, down, "<", ms=3, color="#2a9d8f", label="sweep down")
     left.axvline(b, color=BOUND_COLOR, lw=1)
@@ -104,8 +134,7 @@ def one_unit_figure(w: float, b: float, x0: float = -5.0, steps: int = 50) -> Fi
     middle.set_ylabel("$x_t$")
     middle.set_ylim(-w - 2.0, w + 2.0)
     middle.set_title(f"trajectory, b = {b:g}, $x_0$ = {x0:g}")
-    b_grid = torch.linspace(*b_range, 801)
-    _, gradient = one_unit.final_state_gradient(w, b_grid, x0, steps)
+    b_grid, gradient = _final_gradient(w, b_range, x0, steps)
     right.semilogy(b_grid, gradient.abs().clamp_min(FLOOR), color=FULL_COLOR)
     right.axvline(b, color=BOUND_COLOR, lw=1)
     right.set_xlabel("b")
@@ -116,7 +145,8 @@ def one_unit_figure(w: float, b: float, x0: float = -5.0, steps: int = 50) -> Fi
 
 
 def one_unit_widget(
-    ws: Sequence[float] = (3.0, 5.0, 8.0), bs: Sequence[float] = (-6.0, -4.0, -3.0, -2.5, -2.0, -1.0)
+    ws: Sequence[float] = (3.0, 5.0, 8.0),
+    bs: Sequence[float] = (-6.0, -4.0, -3.0, -2.5, -2.0, -1.0),
 ):
     """Sliders over ``w`` and ``b`` for :func:`one_unit_figure`."""
     return interactive_plot(
@@ -126,8 +156,9 @@ def one_unit_widget(
     )
 
 
-def gradient_spike_figure(w: float = 5.0, steps: Sequence[int] = (10, 30, 100),
-                          x0: float = -5.0) -> Figure:
+def gradient_spike_figure(
+    w: float = 5.0, steps: Sequence[int] = (10, 30, 100), x0: float = -5.0
+) -> Figure:
     """``|d x_T / d b|`` versus ``b`` for several horizons ``T``, with the two folds."""
     apply_style()
     fig, ax = plt.subplots(figsize=(7.0, 3.2))

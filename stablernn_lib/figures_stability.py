@@ -59,7 +59,6 @@ def _trajectory_pair(
 
 def trajectories_figure(
     lam: float,
-    activation: str = "tanh",
     matrix: str = "scaled orthogonal",
     steps: int = 60,
     hidden_size: int = 32,
@@ -67,28 +66,42 @@ def trajectories_figure(
 ) -> Figure:
     """Two runs of ``h' = rho(W h + U x)`` (same inputs, different ``h_0``) with ``||W||_2 = lam``.
 
-    Left: unit 0 of both runs.  Right: ``||h_t - h'_t||_2`` on a log scale, with
-    the contraction bound ``lam^t ||h_0 - h'_0||_2``.
+    Left: unit 0 of both runs of the tanh RNN.  Right: ``||h_t - h'_t||_2`` on a log
+    scale for the tanh and the linear RNN, with the bound ``lam^t ||h_0 - h'_0||_2``.
     """
     apply_style()
-    first, second = _trajectory_pair(lam, activation, matrix, steps, hidden_size, seed)
+    first, second = _trajectory_pair(lam, "tanh", matrix, steps, hidden_size, seed)
     t = np.arange(first.shape[0])
-    gap = np.linalg.norm(first - second, axis=1)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.2))
     left.plot(t, first[:, 0], color=FULL_COLOR, label="run from $h_0$")
     left.plot(t, second[:, 0], color=TRUNCATED_COLOR, ls="--", label="run from $h_0'$")
-    left.set(xlabel="time $t$", ylabel="unit 0 of $h_t$", title=f"{activation}, {matrix} W")
-    left.legend(loc="upper right")
-    right.semilogy(t, np.maximum(gap, 1e-300), color=FULL_COLOR, label=r"$\|h_t - h_t'\|_2$")
+    left.set(xlabel="time $t$", ylabel="unit 0 of $h_t$ (tanh)", title=f"{matrix} W")
+    both = np.concatenate([first[:, 0], second[:, 0]])
+    spread = both.max() - both.min()
+    left.set_ylim(both.min() - 0.35 * spread, both.max() + 0.05 * spread)
+    left.legend(loc="lower center", ncol=2)
+    gaps = {}
+    for activation, color in (("tanh", FULL_COLOR), ("identity", TRUNCATED_COLOR)):
+        a, b = _trajectory_pair(lam, activation, matrix, steps, hidden_size, seed)
+        gaps[activation] = np.linalg.norm(a - b, axis=1)
+        right.semilogy(
+            t,
+            np.maximum(gaps[activation], 1e-300),
+            color=color,
+            label=rf"$\|h_t - h_t'\|_2$, {activation}",
+        )
+    start = gaps["tanh"][0]
     right.semilogy(
         t,
-        gap[0] * lam ** t.astype(float),
+        start * lam ** t.astype(float),
         color=BOUND_COLOR,
         ls=":",
         label=r"$\lambda^t \|h_0 - h_0'\|_2$",
     )
+    low = min(min(gap.min() for gap in gaps.values()), start * lam**steps)
+    high = max(max(gap.max() for gap in gaps.values()), start * lam**steps)
+    right.set_ylim(max(1e-16, low / 10), high * 10)
     right.set(xlabel="time $t$", title=rf"$\lambda = L_\rho \|W\|_2 = {lam:g}$")
-    right.set_ylim(max(1e-16, min(gap.min(), 1.0) / 10), max(gap.max(), gap[0] * lam**steps) * 10)
     right.legend(loc="best")
     fig.tight_layout()
     return fig
@@ -125,12 +138,17 @@ def projected_point(family: str, a: float, b: float, radius: float = 1.0) -> tup
 
 
 @lru_cache(maxsize=8)
-def _spectral_norm_grid(family: str, limit: float, size: int) -> tuple[np.ndarray, np.ndarray]:
-    axis = np.linspace(-limit, limit, size)
-    mats = torch.stack(
-        [family_matrix(family, float(a), float(b)) for b in axis for a in axis]
-    ).reshape(size, size, 2, 2)
-    return axis, torch.linalg.matrix_norm(mats, ord=2).numpy()
+def _unit_ball_boundary(family: str, radius: float, points: int = 721) -> np.ndarray:
+    """Boundary of ``{||W(a, b)||_2 <= radius}``: ``radius * d / ||W(d)||_2`` for unit ``d``.
+
+    ``W(a, b)`` is linear in ``(a, b)`` and the norm is homogeneous, so each direction
+    meets the boundary once.
+    """
+    angles = np.linspace(0, 2 * np.pi, points)
+    directions = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    mats = torch.stack([family_matrix(family, float(a), float(b)) for a, b in directions])
+    norms = torch.linalg.matrix_norm(mats, ord=2).numpy()
+    return radius * directions / norms[:, None]
 
 
 def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.0) -> Figure:
@@ -141,17 +159,14 @@ def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.
     """
     apply_style()
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6))
+    names = {"diagonal": "[[a,0],[0,b]]", "symmetric": "[[a,b],[b,a]]"}
     for axis, family in zip(axes, FAMILIES, strict=True):
-        grid, norms = _spectral_norm_grid(family, limit, 161)
-        axis.contourf(grid, grid, norms, levels=[0, radius], colors=["#cfe0f1"])
-        axis.contour(grid, grid, norms, levels=[radius], colors=[FULL_COLOR], linewidths=1.2)
+        boundary = _unit_ball_boundary(family, radius)
+        axis.fill(boundary[:, 0], boundary[:, 1], color="#cfe0f1", ec=FULL_COLOR, lw=1.2)
         pa, pb = projected_point(family, a, b, radius)
         axis.plot([a, pa], [b, pb], color=BOUND_COLOR, ls="--", lw=1)
         axis.plot(a, b, "o", color=TRUNCATED_COLOR, label="$W$")
         axis.plot(pa, pb, "s", color=FULL_COLOR, label=r"$P(W)$")
-        name = {"diagonal": "[[a,0],[0,b]]", "symmetric": "[[a,b],[b,a]]"}.get(
-            family, "[[a,-b],[b,a]]"
-        )
         norm = spectral_norm(family_matrix(family, a, b))
         axis.set(
             xlim=(-limit, limit),
@@ -159,9 +174,10 @@ def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.
             aspect="equal",
             xlabel="a",
             ylabel="b",
-            title=f"{family} {name}\n$\\|W\\|_2$ = {norm:.2f}",
+            title=f"{family} {names.get(family, '[[a,-b],[b,a]]')}\n$\\|W\\|_2$ = {norm:.2f}",
         )
-        axis.legend(loc="upper right")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.1))
     fig.tight_layout()
     return fig
 

@@ -76,6 +76,41 @@ def state_jacobians_autograd(model: nn.Module, inputs: Tensor) -> Tensor:
     return flat.reshape(T, B, model.state_size, model.state_size).detach()
 
 
+def bptt_gradients(model: VanillaRNN, inputs: Tensor, state_grads: Tensor) -> dict[str, Tensor]:
+    """Backpropagation through time written out, for ``L`` with ``dL/dh_t = state_grads[t]``
+    through its direct dependence on ``h_t`` (shapes ``(T, B, H)``).
+
+    Backwards from ``t = T``: ``delta_t = state_grads[t] + J_{t+1}^T delta_{t+1}`` is the total
+    ``dL/dh_t``; with ``g_t = rho'(a_t) * delta_t`` (``= dL/da_t``), the gradients are
+    ``dL/dW = sum_t g_t h_{t-1}^T``, ``dL/dU = sum_t g_t x_t^T``, ``dL/db = sum_t g_t``
+    (summed over the batch too).  Returns ``{"weight_hh", "weight_ih", "bias"}``.
+    """
+    _check_vanilla(model)
+    if state_grads.shape != (*inputs.shape[:2], model.hidden_size):
+        raise ValueError(
+            f"state_grads must have shape (T, B, H) = {(*inputs.shape[:2], model.hidden_size)}, "
+            f"got {tuple(state_grads.shape)}"
+        )
+    with torch.no_grad():
+        states = model.run(inputs)
+        previous = torch.cat([model.zero_state(inputs.shape[1]).unsqueeze(0), states[:-1]])
+        slopes = activation_derivative(model.activation, model.preactivation(previous, inputs))
+        delta = torch.zeros_like(state_grads[0])
+        grads = {
+            "weight_hh": torch.zeros_like(model.weight_hh),
+            "weight_ih": torch.zeros_like(model.weight_ih),
+            "bias": torch.zeros_like(model.weight_hh[0]),
+        }
+        for t in reversed(range(inputs.shape[0])):
+            delta = delta + state_grads[t]
+            g = slopes[t] * delta  # dL/da_t, (B, H)
+            grads["weight_hh"] += g.T @ previous[t]
+            grads["weight_ih"] += g.T @ inputs[t]
+            grads["bias"] += g.sum(0)
+            delta = g @ model.weight_hh  # J_t^T delta as rows: dL/dh_{t-1} from the future
+    return grads
+
+
 def jacobian_products(jacobians: Tensor) -> Tensor:
     """``P_s = d h_T / d h_s = J_T ... J_{s+1}`` for ``s = 0..T`` (``P_T = I``).
 
@@ -237,11 +272,41 @@ def steering_inputs(model: VanillaRNN, steps: int, saturation: float = 10.0) -> 
     return torch.stack(inputs)
 
 
+def constant_input_growth(inputs: Tensor, steps: int = 600, burn_in: int = 100) -> Tensor:
+    """Average ``log(8 |rho'(a_1) - rho'(a_2)|)`` along the orbit of the nilpotent tanh RNN
+    driven by a constant input, for each row of ``inputs (N, 2)``; shape ``(N,)``.
+
+    By ``W D W = 8 (d_1 - d_2) W`` this is the exponential growth rate per step of
+    ``||d h_T / d h_s||`` (a Lyapunov exponent): positive means the products grow.
+    The first ``burn_in`` steps are discarded.
+    """
+    if inputs.dim() != 2 or inputs.shape[1] != 2:
+        raise ValueError(f"inputs must have shape (N, 2), got {tuple(inputs.shape)}")
+    if not 0 <= burn_in < steps:
+        raise ValueError("need 0 <= burn_in < steps")
+    weight = nilpotent_weight(inputs.dtype)
+    state = torch.zeros_like(inputs)
+    total = torch.zeros(inputs.shape[0], dtype=inputs.dtype)
+    for t in range(steps):
+        slopes = activation_derivative("tanh", state @ weight.T + inputs)
+        if t >= burn_in:
+            total += torch.log((8 * (slopes[:, 0] - slopes[:, 1]).abs()).clamp_min(1e-300))
+        state = torch.tanh(state @ weight.T + inputs)
+    return total / (steps - burn_in)
+
+
+def _growth_rate(long: Tensor, short: Tensor, extra_steps: int) -> float:
+    """Median of ``(long / short)^(1 / extra_steps)``, with ``0/0`` read as 0."""
+    ratio = torch.where(short > 0, long / short.clamp_min(1e-300), torch.zeros_like(long))
+    return float(ratio.median() ** (1.0 / extra_steps))
+
+
 def nilpotent_check(steps: int = 60, batch: int = 256, seed: int = 0) -> dict[str, dict]:
     """Jacobian products of the tanh RNN with the nilpotent ``W`` under four input regimes.
 
     Returns, per regime, ``norms`` (``(steps + 1,)`` median ``||d h_T/d h_{T-lag}||_2`` by lag)
-    and ``rate`` (the median of ``||d h_T / d h_0||^(1/T)``, the growth factor per step):
+    and ``rate``, the median growth factor per step over the second half of the lags,
+    ``(||d h_T / d h_0|| / ||d h_T / d h_{T/2}||)^(2/T)`` (0 when the products are 0):
 
     - ``"zero input"``: ``h_t = 0``, equal slopes, so the product is 0 from lag 2 on;
     - ``"gaussian input"``: i.i.d. ``N(0, 1)`` inputs;
@@ -261,7 +326,7 @@ def nilpotent_check(steps: int = 60, batch: int = 256, seed: int = 0) -> dict[st
         norms = jacobian_product_norms(model, inputs.contiguous())
         results[name] = {
             "norms": norms.median(dim=1).values.flip(0),
-            "rate": float(norms[0].median() ** (1.0 / steps)),
+            "rate": _growth_rate(norms[0], norms[steps - steps // 2], steps // 2),
         }
     return results
 

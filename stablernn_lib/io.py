@@ -27,6 +27,7 @@ def _atomic_replace(path: Path, write: Any, mode: str) -> Path:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes the file private; results are for everyone
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -22,11 +22,13 @@ only (:func:`truncated_outputs`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal, get_args
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.functional import cross_entropy
 
 from stablernn_lib.stability import project_spectral_ball
 
@@ -110,6 +112,24 @@ class WordLanguageModel(nn.Module):
         return self.decode(outputs), state
 
 
+@contextmanager
+def dropout_off(model: WordLanguageModel) -> Iterator[WordLanguageModel]:
+    """Train mode with every dropout set to 0, restored on exit.
+
+    The model then computes the same function as in eval mode, and gradients
+    can flow through the fused cuDNN kernels (whose backward pass refuses to
+    run in eval mode).
+    """
+    saved = (model.training, model.drop.p, model.rnn.dropout)
+    model.drop.p, model.rnn.dropout = 0.0, 0.0
+    model.train()
+    try:
+        yield model
+    finally:
+        model.drop.p, model.rnn.dropout = saved[1], saved[2]
+        model.train(saved[0])
+
+
 def detach_state(state: State) -> State:
     """Cut the graph between BPTT windows (the state's values are kept)."""
     if state is None:
@@ -152,7 +172,7 @@ def project_stable_(model: WordLanguageModel) -> None:
 
 def sequence_loss(logits: Tensor, targets: Tensor) -> Tensor:
     """Mean cross-entropy (nats per token) of ``(..., V)`` logits against ``(...)`` targets."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    return cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 @torch.no_grad()
@@ -169,7 +189,7 @@ def evaluate_loss(model: WordLanguageModel, source: Tensor, bptt: int = 35) -> f
         tokens = source[start : start + length]
         targets = source[start + 1 : start + 1 + length]
         logits, state = model(tokens, state)
-        total += float(F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
+        total += float(cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
         count += targets.numel()
     return total / count
 
@@ -235,7 +255,7 @@ def truncated_loss(
         outputs = truncated_outputs(model, source, start, length, k, max_window_tokens)
         targets = source[start + 1 : start + 1 + length]
         logits = model.decode(outputs)
-        total += float(F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
+        total += float(cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
         count += targets.numel()
     return total / count
 

@@ -11,7 +11,7 @@ import sympy as sp
 lam, eps = sp.symbols("lambda epsilon", positive=True)
 k, s, i, j = sp.symbols("k s i j", positive=True, integer=True)
 Lx, Bx, Bh, Bz = sp.symbols("L_x B_x B_h B_z", positive=True)
-L_rho, L2_rho, Lp, Sp = sp.symbols("L_rho L2_rho L_p S_p", nonnegative=True)
+L_rho, L2_rho, Lp, Sp = sp.symbols(r"L_rho L^{(2)}_{\rho} L_p S_p", nonnegative=True)
 
 
 def evaluate_sum(expression: sp.Expr) -> sp.Expr:
@@ -36,8 +36,13 @@ def state_norm_series() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     limit drops ``lambda^s``, which tends to 0 when ``lambda < 1``.
     """
     series = sp.Sum(lam**j * Lx * Bx, (j, 0, s - 1))
-    closed = evaluate_sum(series)
-    return series, closed, sp.simplify(closed.subs(lam**s, 0))
+    closed = Lx * Bx * (1 - lam**s) / (1 - lam)
+    limit = Lx * Bx / (1 - lam)
+    if sp.simplify(evaluate_sum(series) - closed) != 0:
+        raise ArithmeticError("sympy's sum differs from the closed form")
+    if sp.simplify(closed.subs(lam**s, 0) - limit) != 0:
+        raise ArithmeticError("the limit of the closed form is not L_x B_x / (1 - lambda)")
+    return series, closed, limit
 
 
 def lemma1_context_solution() -> sp.Expr:

@@ -6,8 +6,8 @@ versus ``k`` for random vanilla RNNs with the regression loss
 ``p_T = ||h_T - y||^2 / 2``.  Lemma 3 (Chapter 6): the Lipschitz ratio
 ``||grad p_T(w) - grad p_T(w')|| / ||w - w'||`` versus ``lambda``.
 
-Every experiment returns a small dataclass of arrays; the ``plot_*`` functions in
-:mod:`stablernn_lib.lemma_figures` draw them.
+Every experiment returns a small dataclass of arrays; the ``*_figure`` functions in
+:mod:`stablernn_lib.lemma_plots` draw them.
 """
 
 from __future__ import annotations
@@ -487,6 +487,31 @@ def parameter_gradient(
     return torch.cat([g.reshape(-1) for g in grads])
 
 
+def finite_difference_gradient(
+    instance: RegressionInstance, k: int | None = None, step: float = 1e-6
+) -> Tensor:
+    """Central differences ``(p(w + s e_i) - p(w - s e_i)) / 2s`` for every coordinate of ``w``.
+
+    The independent check of :func:`parameter_gradient`: same order ``(W, U)``, float64.
+    """
+    if not step > 0:
+        raise ValueError(f"the step must be positive, got {step}")
+    model, inputs, target = instance.model, instance.inputs, instance.target
+    values = []
+    with torch.no_grad():
+        for param in (model.weight_hh, model.weight_ih):
+            flat = param.view(-1)
+            for index in range(flat.numel()):
+                original = float(flat[index])
+                flat[index] = original + step
+                plus = float(regression_loss(model, inputs, target, k))
+                flat[index] = original - step
+                minus = float(regression_loss(model, inputs, target, k))
+                flat[index] = original
+                values.append((plus - minus) / (2 * step))
+    return torch.tensor(values, dtype=torch.float64)
+
+
 def gradient_gaps(instance: RegressionInstance, ks: Sequence[int]) -> np.ndarray:
     """``||grad_w p_T - grad_w p^k_T||`` for each ``k`` in ``ks``: shape ``(len(ks),)``."""
     ks = _check_contexts(ks)
@@ -527,6 +552,19 @@ class GradientGapResult:
     def tightness(self) -> np.ndarray:
         """The largest ``measured / bound`` for each ``lambda``."""
         return _rowwise_nanmax(self.ratios())
+
+    def summary(self) -> str:
+        """One line per ``lambda``: gamma, whether the bound holds, how tight it is."""
+        lines = []
+        for i, lam in enumerate(self.lams):
+            holds = bool(
+                np.all(self.measured[i] <= self.bound[i] + ROUNDOFF_SLACK * self.gammas[i, :, None])
+            )
+            lines.append(
+                f"lambda = {lam:<5g} gamma = {self.gammas[i].max():9.3g}; bound holds in every "
+                f"run: {holds}; largest measured/bound = {self.tightness()[i]:.3g}"
+            )
+        return "\n".join(lines)
 
 
 @single_threaded
@@ -674,6 +712,19 @@ class SmoothnessResult:
     def tightness(self) -> np.ndarray:
         """The largest ``ratio / beta`` for each ``lambda``."""
         return (self.ratios / self.betas).max(axis=1)
+
+    def summary(self) -> str:
+        """One line per ``lambda``, then the fitted growth exponents of ratios and ``beta``."""
+        lines = [
+            f"lambda = {lam:<5g} largest ratio = {self.ratios[i].max():9.3g}; beta = "
+            f"{self.betas[i].max():9.3g}; largest ratio/beta = {self.tightness()[i]:.3g}"
+            for i, lam in enumerate(self.lams)
+        ]
+        lines.append(
+            f"growth in 1/(1 - lambda): measured exponent {self.growth_exponent():.2f}, "
+            f"beta's exponent {self.growth_exponent(self.betas):.2f}; bound holds: {self.holds()}"
+        )
+        return "\n".join(lines)
 
     def growth_exponent(self, values: np.ndarray | None = None) -> float:
         """Least-squares slope of ``log(mean values)`` against ``log(1 / (1 - lambda))``.

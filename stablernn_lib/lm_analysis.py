@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -28,9 +29,9 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import Tensor
+from torch.nn.functional import cross_entropy
 from tqdm.auto import tqdm
 
 from stablernn_lib.data import Corpus, batchify, get_batch
@@ -39,6 +40,7 @@ from stablernn_lib.language_model import (
     State,
     WordLanguageModel,
     detach_state,
+    dropout_off,
     evaluate_loss,
     perplexity,
     sequence_loss,
@@ -95,9 +97,22 @@ def gradient_by_distance(
     column.  The window is copied ``W`` times along the batch, copy ``j`` keeps
     only its loss at row ``j``, and ONE backward pass of the summed loss gives
     ``grad_{x_t} p_j`` for every ``t``, ``j`` and column at once (instead of one
-    backward pass per pair).  Returns ``distance``, ``mean_norm`` and ``count``.
+    backward pass per pair).  The model runs in train mode with every dropout
+    off (:func:`~stablernn_lib.language_model.dropout_off`): the function of
+    eval mode, with a cuDNN backward pass.  Returns ``distance``, ``mean_norm``
+    and ``count``.
     """
-    model.eval()
+    with dropout_off(model):
+        return _gradient_by_distance(model, source, max_distance, max_windows, progress)
+
+
+def _gradient_by_distance(
+    model: WordLanguageModel,
+    source: Tensor,
+    max_distance: int,
+    max_windows: int | None,
+    progress: bool,
+) -> dict[str, list[float]]:
     length_max = max_distance + 1
     sums = torch.zeros(length_max, dtype=torch.float64)
     counts = torch.zeros(length_max, dtype=torch.float64)
@@ -109,9 +124,7 @@ def gradient_by_distance(
         outputs, _ = model.recur(inputs, _repeat_state(state, length))
         rows = torch.arange(length, device=source.device)
         picked = outputs.view(length, length, batch, -1)[rows, rows]  # (j, B, H): row j of copy j
-        loss = F.cross_entropy(
-            model.decode(picked).flatten(0, 1), targets.flatten(), reduction="sum"
-        )
+        loss = cross_entropy(model.decode(picked).flatten(0, 1), targets.flatten(), reduction="sum")
         (grad,) = torch.autograd.grad(loss, inputs)
         norms = grad.view(length, length, batch, -1).norm(dim=-1).double().cpu()  # [t, j, b]
         for distance in range(length):
@@ -126,8 +139,14 @@ def gradient_by_distance(
 def gradient_by_distance_naive(
     model: WordLanguageModel, source: Tensor, max_distance: int, max_windows: int | None = None
 ) -> dict[str, list[float]]:
-    """The same average as :func:`gradient_by_distance`, one forward/backward per pair ``(t, s)``."""
-    model.eval()
+    """The average of :func:`gradient_by_distance`, one forward/backward pass per pair."""
+    with dropout_off(model):
+        return _gradient_by_distance_naive(model, source, max_distance, max_windows)
+
+
+def _gradient_by_distance_naive(
+    model: WordLanguageModel, source: Tensor, max_distance: int, max_windows: int | None
+) -> dict[str, list[float]]:
     length_max = max_distance + 1
     sums = torch.zeros(length_max, dtype=torch.float64)
     counts = torch.zeros(length_max, dtype=torch.float64)
@@ -138,7 +157,7 @@ def gradient_by_distance_naive(
             for t in range(s + 1):
                 inputs = model.embed(tokens).detach().requires_grad_(True)
                 outputs, _ = model.recur(inputs, state)
-                loss = F.cross_entropy(model.decode(outputs[s]), targets[s], reduction="sum")
+                loss = cross_entropy(model.decode(outputs[s]), targets[s], reduction="sum")
                 (grad,) = torch.autograd.grad(loss, inputs)
                 norms = grad[t].norm(dim=-1).double().cpu()
                 sums[s - t] += norms.sum()
@@ -271,6 +290,8 @@ def weights_close_experiment(
     source = batchify(corpus.train, config.batch_size).to(device)
     reference = build_model(cell, False, config, corpus.vocab_size).to(device)
     models = {"recurrent": reference} | {f"k={k}": copy.deepcopy(reference) for k in ks}
+    for model in models.values():
+        model.rnn.flatten_parameters()  # copies need one contiguous weight buffer for cuDNN
     optimizers = {
         name: torch.optim.SGD(model.parameters(), lr=config.lr) for name, model in models.items()
     }
@@ -313,6 +334,7 @@ class AnalysisConfig:
     """Sizes of the measurements (``smoke``: CPU seconds; ``full``: GPU, whole held-out set)."""
 
     name: str
+    test_tokens: int | None
     max_distance: int
     gradient_windows: int | None
     truncation_ks: tuple[int, ...]
@@ -325,19 +347,21 @@ class AnalysisConfig:
 ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
     "smoke": AnalysisConfig(
         name="smoke",
-        max_distance=20,
-        gradient_windows=20,
+        test_tokens=2_000,
+        max_distance=15,
+        gradient_windows=8,
         truncation_ks=(1, 2, 5, 10, 20),
-        jacobian_positions=300,
-        weights_ks=(2, 5, 10),
-        weights_steps=60,
-        weights_record_every=10,
+        jacobian_positions=200,
+        weights_ks=(2, 8),
+        weights_steps=20,
+        weights_record_every=4,
     ),
     # Figure 2 over the whole test set up to distance 50; truncated evaluation
     # up to k = 200 (far beyond where it should saturate); 2,000 Jacobians per
     # layer; weights-close runs for one epoch of the full config (2,983 steps).
     "full": AnalysisConfig(
         name="full",
+        test_tokens=None,
         max_distance=50,
         gradient_windows=None,
         truncation_ks=(1, 2, 3, 5, 10, 15, 20, 35, 50, 100, 200),
@@ -371,7 +395,7 @@ def run_analysis(
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     runs = Path(runs_dir) if runs_dir is not None else RUNS_DIR
     data = prepare_corpus(lm_config, corpus, data_dir)
-    test = batchify(data.test, lm_config.eval_batch_size).to(device)
+    test = batchify(data.test[: analysis.test_tokens], lm_config.eval_batch_size).to(device)
     result: dict[str, Any] = {
         "config": asdict(analysis),
         "lm_config": asdict(lm_config),
@@ -393,7 +417,7 @@ def run_analysis(
                 )
             if "jacobians" in parts:
                 entry["jacobian_norms"] = state_jacobian_norms(
-                    model, test, analysis.jacobian_positions
+                    model, test, analysis.jacobian_positions, burn_in=30
                 )
             result[f"{cell}-{variant}"] = entry
         if "weights_close" in parts:
@@ -526,3 +550,202 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     parser.set_defaults(func=_command)
+
+
+# ---------------------------------------------------------------------------
+# Results for the chapter: the paper's numbers, ours, and how to produce ours
+# ---------------------------------------------------------------------------
+
+# Test perplexities reported by the paper (Miller & Hardt, ICLR 2019), WikiText-2.
+PAPER_TEST_PPL: dict[str, float] = {
+    "rnn-unconstrained": 146.7,
+    "rnn-stable": 143.5,
+    "lstm-unconstrained": 92.3,
+    "lstm-stable": 94.6,
+}
+MODEL_VARIANTS: tuple[tuple[str, bool], ...] = (
+    ("rnn", False),
+    ("rnn", True),
+    ("lstm", False),
+    ("lstm", True),
+)
+
+
+def variant_name(cell: str, stable: bool) -> str:
+    return f"{cell}-{'stable' if stable else 'unconstrained'}"
+
+
+def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
+    """The committed full-run results found in ``data/results/wikitext2`` (may be empty).
+
+    Keys: ``"<cell>-<variant>"`` (training results), ``"analysis"``, ``"benchmark-<kind>"``.
+    """
+    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    found: dict[str, Any] = {}
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("*.json")):
+        with open(path, encoding="utf8") as handle:
+            found[path.stem] = json.load(handle)
+    return found
+
+
+def results_table(results: dict[str, Any], label: str = "ours (full config)") -> str:
+    """Markdown table: test perplexity reported by the paper next to ours (or "not run yet")."""
+    header = "| model | paper, unconstrained | paper, stable "
+    header += f"| {label}, unconstrained | {label}, stable |"
+    lines = [header, "| --- | ---: | ---: | ---: | ---: |"]
+    for cell in ("rnn", "lstm"):
+        ours = []
+        for stable in (False, True):
+            entry = results.get(variant_name(cell, stable))
+            ours.append(
+                f"{entry['test_ppl']:.1f}" if entry and "test_ppl" in entry else "not run yet"
+            )
+        paper = [PAPER_TEST_PPL[variant_name(cell, s)] for s in (False, True)]
+        lines.append(f"| {MODEL_LABELS[cell]} | {paper[0]} | {paper[1]} | {ours[0]} | {ours[1]} |")
+    return "\n".join(lines)
+
+
+def runs_summary(results: dict[str, Any]) -> str:
+    """Markdown table of where and how long each run ran (device, commit, epochs, time)."""
+    lines = [
+        "| run | device | git commit | epochs | best val ppl | test ppl | wall time |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for cell, stable in MODEL_VARIANTS:
+        entry = results.get(variant_name(cell, stable))
+        if not entry:
+            continue
+        lines.append(
+            f"| {variant_name(cell, stable)} | {entry['provenance']['device']} | "
+            f"{entry['provenance']['git_commit'][:12]} | {len(entry['epochs'])} | "
+            f"{entry['best_val_ppl']:.1f} | {entry.get('test_ppl', math.nan):.1f} | "
+            f"{entry['wall_seconds'] / 60:.1f} min |"
+        )
+    return "\n".join(lines)
+
+
+def config_table(configs: dict[str, LMConfig] | None = None) -> str:
+    """Markdown table of every hyperparameter of the LM configs, side by side."""
+    configs = configs if configs is not None else CONFIGS
+    names = list(configs)
+    fields = [f for f in asdict(configs[names[0]]) if f != "name"]
+    lines = ["| hyperparameter | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
+    for field in fields:
+        values = []
+        for name in names:
+            value = getattr(configs[name], field)
+            values.append(
+                "all" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+            )
+        lines.append(f"| `{field}` | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def reproduction_commands() -> str:
+    """The shell commands that produce every full result of Chapter 8 on a GPU."""
+    train = [
+        f"python -m stablernn_lib train --task wikitext2 --model {cell}"
+        f"{' --stable' if stable else ''} --config full"
+        for cell, stable in MODEL_VARIANTS
+    ]
+    return "\n".join(
+        [
+            "# on a machine with a CUDA GPU, from the root of the course repository",
+            "# (add --resume to continue a run that was stopped)",
+            *train,
+            "python -m stablernn_lib lm-analysis --config full",
+            "python -m stablernn_lib benchmark --config full",
+            "# results: data/results/wikitext2/*.json (commit them)",
+        ]
+    )
+
+
+def smoke_table(results: dict[str, dict[str, Any]]) -> str:
+    """Markdown table of smoke runs: validation perplexity per epoch, test perplexity, time."""
+    lines = [
+        "| smoke run | vocabulary | val ppl per epoch | test ppl | wall time |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
+    for name, entry in results.items():
+        epochs = ", ".join(f"{e['val_ppl']:.0f}" for e in entry["epochs"])
+        lines.append(
+            f"| {name} | {entry['vocab_size']:,} | {epochs} | {entry['test_ppl']:.1f} | "
+            f"{entry['wall_seconds']:.0f} s |"
+        )
+    return "\n".join(lines)
+
+
+def analyses_to_show(
+    full: dict[str, Any], smoke: dict[str, Any] | None
+) -> list[tuple[dict[str, Any], str]]:
+    """The analyses to draw, each with a title saying what it is: full results first."""
+    shown = []
+    if "analysis" in full:
+        device = full["analysis"]["provenance"]["device"]
+        shown.append((full["analysis"], f"full config ({device})"))
+    if smoke is not None:
+        shown.append((smoke, "SMOKE run: tiny model, 1,000-word vocabulary (checks the code only)"))
+    return shown
+
+
+def describe_figure2(analysis: dict[str, Any], distance: int = 10) -> str:
+    """One line per unconstrained model: gradient norm at ``distance`` relative to distance 0."""
+    lines = []
+    for cell in ("rnn", "lstm"):
+        profile = analysis.get(f"{cell}-unconstrained", {}).get("figure2")
+        if profile and distance < len(profile["mean_norm"]):
+            ratio = profile["mean_norm"][distance] / profile["mean_norm"][0]
+            lines.append(
+                f"{MODEL_LABELS[cell]}: mean gradient norm at distance {distance} is "
+                f"{ratio:.2e} times the one at distance 0"
+            )
+    return "\n".join(lines)
+
+
+def describe_truncation(analysis: dict[str, Any], tolerance: float = 0.01) -> str:
+    """Per model: the smallest measured ``k`` whose perplexity is within ``tolerance`` of the
+    recurrent model's."""
+    lines = []
+    for name, entry in analysis.items():
+        if not isinstance(entry, dict) or "truncated_eval" not in entry:
+            continue
+        curve = entry["truncated_eval"]
+        target = curve["recurrent_ppl"] * (1 + tolerance)
+        close = [k for k, ppl in zip(curve["k"], curve["ppl"], strict=True) if ppl <= target]
+        within = f"k = {close[0]}" if close else f"no k up to {curve['k'][-1]}"
+        lines.append(
+            f"{name}: recurrent ppl {curve['recurrent_ppl']:.1f}; k = 1 gives "
+            f"{curve['ppl'][0]:.1f}; {within} is within {100 * tolerance:.0f}%"
+        )
+    return "\n".join(lines)
+
+
+def describe_jacobians(analysis: dict[str, Any]) -> str:
+    """Per model and layer: median, 99th percentile and share of state-Jacobian norms below 1."""
+    lines = []
+    for name, entry in analysis.items():
+        if not isinstance(entry, dict) or "jacobian_norms" not in entry:
+            continue
+        for layer, norms in enumerate(entry["jacobian_norms"]):
+            values = torch.tensor(norms)
+            lines.append(
+                f"{name} layer {layer + 1}: median {values.median():.3f}, "
+                f"99th percentile {values.quantile(0.99):.3f}, "
+                f"{100 * (values < 1).double().mean():.1f}% below 1"
+            )
+    return "\n".join(lines)
+
+
+def describe_weights_close(analysis: dict[str, Any]) -> str:
+    """Per cell and ``k``: the relative weight distance at the last recorded step."""
+    lines = []
+    for cell in ("rnn", "lstm"):
+        record = analysis.get(f"weights_close-{cell}")
+        if record:
+            finals = ", ".join(
+                f"{name}: {values[-1]:.3f}" for name, values in record["relative_distance"].items()
+            )
+            lines.append(f"{MODEL_LABELS[cell]} after {record['step'][-1]} steps: {finals}")
+    return "\n".join(lines)

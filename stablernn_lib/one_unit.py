@@ -59,7 +59,9 @@ def saddle_nodes(w: float) -> list[tuple[float, float]]:
     return points
 
 
-def fixed_points(w: float, b: float, lo: float | None = None, hi: float | None = None) -> list[float]:
+def fixed_points(
+    w: float, b: float, lo: float | None = None, hi: float | None = None
+) -> list[float]:
     """All fixed points of ``x -> w sigmoid(x) + b``, by bisection on sign changes.
 
     Every fixed point lies between ``b`` and ``b + w`` (the range of the map), which
@@ -93,16 +95,15 @@ def hysteresis_sweep(
     during the upward sweep; ``down[i]`` the same for the downward sweep (same order as
     ``b_values``).  In the bistable range the two sweeps sit on different branches.
     """
-    b_values = torch.as_tensor(b_values, dtype=torch.float64)
-    x = torch.tensor(x0, dtype=torch.float64)
+    levels = torch.as_tensor(b_values, dtype=torch.float64).tolist()
+    x = float(x0)
     up, down = [], []
-    for b in b_values:
-        x = iterate(w, b, x, steps_per_value)[-1]
-        up.append(x)
-    for b in b_values.flip(0):
-        x = iterate(w, b, x, steps_per_value)[-1]
-        down.append(x)
-    return torch.stack(up), torch.stack(down).flip(0)
+    for sweep, record in ((levels, up), (levels[::-1], down)):
+        for b in sweep:
+            for _ in range(steps_per_value):  # a scalar recursion: plain floats are fastest
+                x = w / (1.0 + math.exp(-x)) + b
+            record.append(x)
+    return torch.tensor(up, dtype=torch.float64), torch.tensor(down[::-1], dtype=torch.float64)
 
 
 def final_state_gradient(

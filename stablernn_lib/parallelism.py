@@ -78,12 +78,14 @@ def time_truncated_evaluation(
         inputs = torch.randn(length, batch, 8, generator=generator).to(device)
         row = {"device": device.type, "T": length, "k": k}
         row["sequential_s"] = best_time(lambda x=inputs: model.run(x), repeats, device)
-        row["parallel_s"] = best_time(lambda x=inputs: truncated_states(model, x, k), repeats, device)
+        row["parallel_s"] = best_time(
+            lambda x=inputs: truncated_states(model, x, k), repeats, device
+        )
         row["per_window_s"] = None
         row["max_difference"] = None
         if length <= per_window_max_length:
             row["per_window_s"] = best_time(
-                lambda x=inputs: truncated_states_reference(model, x, k), 1, device
+                lambda x=inputs: truncated_states_reference(model, x, k), 2, device
             )
             difference = truncated_states(model, inputs, k) - truncated_states_reference(
                 model, inputs, k
@@ -99,12 +101,15 @@ def time_truncated_evaluation(
 
 def format_timings(rows: Sequence[dict]) -> str:
     """A plain-text table of :func:`time_truncated_evaluation` rows."""
-    lines = [f"{'device':>6} {'T':>6} {'k':>4} {'sequential':>11} {'parallel':>10} "
-             f"{'per-window':>11} {'seq/par':>8} {'win/par':>8}"]
+    lines = [
+        f"{'device':>6} {'T':>6} {'k':>4} {'sequential':>11} {'parallel':>10} "
+        f"{'per-window':>11} {'seq/par':>8} {'win/par':>8}"
+    ]
     for row in rows:
         window = "-" if row["per_window_s"] is None else f"{row['per_window_s'] * 1e3:9.2f}ms"
         window_ratio = (
-            "-" if row["per_window_over_parallel"] is None
+            "-"
+            if row["per_window_over_parallel"] is None
             else f"{row['per_window_over_parallel']:8.1f}"
         )
         lines.append(
@@ -124,12 +129,20 @@ def timing_figure(rows: Sequence[dict]) -> Figure:
     for device in devices:
         subset = [row for row in rows if row["device"] == device]
         for method, color in METHOD_COLORS.items():
-            points = [(row["T"], row[f"{method}_s"]) for row in subset
-                      if row[f"{method}_s"] is not None]
+            points = [
+                (row["T"], row[f"{method}_s"]) for row in subset if row[f"{method}_s"] is not None
+            ]
             if points:
                 lengths, seconds = zip(*points, strict=True)
-                ax.loglog(lengths, seconds, styles[device], marker="o", ms=4, color=color,
-                          label=f"{method.replace('_', '-')} ({device})")
+                ax.loglog(
+                    lengths,
+                    seconds,
+                    styles[device],
+                    marker="o",
+                    ms=4,
+                    color=color,
+                    label=f"{method.replace('_', '-')} ({device})",
+                )
     k = rows[0]["k"] if rows else "?"
     ax.set_xlabel("sequence length T")
     ax.set_ylabel("seconds (best of repeats)")
@@ -137,3 +150,25 @@ def timing_figure(rows: Sequence[dict]) -> Figure:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def summarize_timings(rows: Sequence[dict]) -> str:
+    """One sentence per device on the longest sequence timed, with the measured ratios."""
+    lines = []
+    for device in sorted({row["device"] for row in rows}):
+        longest = max((row for row in rows if row["device"] == device), key=lambda r: r["T"])
+        ratio = longest["sequential_over_parallel"]
+        faster = f"{ratio:.1f} times faster" if ratio >= 1 else f"{1 / ratio:.1f} times slower"
+        lines.append(
+            f"{device}: at T = {longest['T']} and k = {longest['k']}, the parallel truncated "
+            f"evaluation took {longest['parallel_s'] * 1e3:.2f} ms against "
+            f"{longest['sequential_s'] * 1e3:.2f} ms for the sequential run ({faster})."
+        )
+        timed = [row for row in rows if row["device"] == device and row["per_window_s"]]
+        if timed:
+            last = max(timed, key=lambda r: r["T"])
+            lines.append(
+                f"{device}: the per-window loop at T = {last['T']} took "
+                f"{last['per_window_over_parallel']:.0f} times as long as the parallel version."
+            )
+    return "\n".join(lines)

@@ -13,7 +13,11 @@ from stablernn_lib.models import VanillaRNN
 
 @dataclass(frozen=True)
 class SymbolicRNN:
-    """``h' = tanh(W h + U x + b)`` with symbolic ``W (n, n)``, ``U (n, d)``, ``b``, ``h``, ``x``."""
+    """``h' = tanh(W h + U x + b)`` with symbolic ``W (n, n)``, ``U (n, d)``, ``b``, ``h``.
+
+    The input is ``x (d,)``; ``preactivation`` is ``a = W h + U x + b`` and
+    ``next_state`` is ``tanh(a)``.
+    """
 
     W: sp.Matrix
     U: sp.Matrix
@@ -43,8 +47,9 @@ def jacobian_minus_formula(rnn: SymbolicRNN) -> sp.Matrix:
     return sp.simplify(jacobian - formula)
 
 
-def numeric_jacobian_gap(rnn: SymbolicRNN, model: VanillaRNN, state: torch.Tensor,
-                         x: torch.Tensor) -> float:
+def numeric_jacobian_gap(
+    rnn: SymbolicRNN, model: VanillaRNN, state: torch.Tensor, x: torch.Tensor
+) -> float:
     """Largest ``|sympy Jacobian - autograd Jacobian|`` at one point (float64 tanh model).
 
     ``state``: ``(n,)``, ``x``: ``(d,)``; ``model`` must be a tanh :class:`VanillaRNN`
@@ -53,8 +58,12 @@ def numeric_jacobian_gap(rnn: SymbolicRNN, model: VanillaRNN, state: torch.Tenso
     if model.activation != "tanh":
         raise ValueError("the symbolic RNN uses tanh; build the model with activation='tanh'")
     values = {}
-    for symbols, tensor in ((rnn.W, model.weight_hh), (rnn.U, model.weight_ih),
-                            (rnn.h, state.reshape(-1, 1)), (rnn.x, x.reshape(-1, 1))):
+    for symbols, tensor in (
+        (rnn.W, model.weight_hh),
+        (rnn.U, model.weight_ih),
+        (rnn.h, state.reshape(-1, 1)),
+        (rnn.x, x.reshape(-1, 1)),
+    ):
         values.update(zip(symbols, tensor.detach().reshape(-1).tolist(), strict=True))
     bias = model.bias if model.bias is not None else torch.zeros(model.hidden_size)
     values.update(zip(rnn.b, bias.detach().tolist(), strict=True))

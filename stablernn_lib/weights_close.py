@@ -26,6 +26,7 @@ import dataclasses
 import io
 import json
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -382,6 +383,18 @@ def theory_constants(instance: Figure1Instance) -> dict[str, float]:
 # ----------------------------------------------------------------------------- the two runs
 
 
+@contextlib.contextmanager
+def single_thread() -> Iterator[None]:
+    """Run torch on one thread: these matrices are tiny, and on a busy CPU extra
+    threads only wait for each other (a step takes milliseconds instead of microseconds)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @dataclass
 class RecurrentTrajectory:
     """Projected GD on ``p_T``: ``weights (N+1, H, H)`` = ``w_1..w_{N+1}``.
@@ -400,6 +413,7 @@ def _projected_step_(model: VanillaRNN, gradient: Tensor, step: float, lam: floa
     project_to_stable_(model, lam)
 
 
+@single_thread()
 def recurrent_trajectory(instance: Figure1Instance, steps: np.ndarray) -> RecurrentTrajectory:
     """Run projected GD on the recurrent loss (it does not depend on ``k``, so run it once)."""
     model = copy.deepcopy(instance.start)
@@ -431,6 +445,7 @@ class TruncatedRun:
     losses: np.ndarray
 
 
+@single_thread()
 def truncated_run(
     instance: Figure1Instance, k: int, steps: np.ndarray, recurrent: RecurrentTrajectory
 ) -> TruncatedRun:
@@ -444,7 +459,7 @@ def truncated_run(
         _, full_gradient = recurrent_weight_gradient(model, *data)
         moved = float((recurrent.gradients[t] - full_gradient).norm())
         distance.append(gap)
-        smoothness.append(0.3 * moved / gap if gap > 0 else 0.0)
+        smoothness.append(moved / gap if gap > 0 else 0.0)
         gradient_gap.append(float((full_gradient - truncated_gradient).norm()))
         losses.append(loss)
         _projected_step_(model, truncated_gradient, float(step), instance.lam)
@@ -589,18 +604,6 @@ def _config_values(config: Figure1Config) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """Run torch on one thread: these matrices are tiny, and on a busy CPU extra
-    threads only wait for each other (a step takes milliseconds instead of microseconds)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def run_group(
     config: Figure1Config,
     activation: str,
@@ -615,14 +618,13 @@ def run_group(
     instance = make_instance(config, activation, seed, lam)
     steps = step_sizes(schedule, config.alpha, config.num_steps)
     started = time.perf_counter()
-    with single_thread():
-        recurrent = recurrent_trajectory(instance, steps)
+    recurrent = recurrent_trajectory(instance, steps)
     shared_time = time.perf_counter() - started
     units = []
     for k in ks:
         started = time.perf_counter()
+        run = truncated_run(instance, k, steps, recurrent)
         with single_thread():
-            run = truncated_run(instance, k, steps, recurrent)
             unit = summarize_unit(config, instance, schedule, k, steps, recurrent, run)
         unit.update(
             seed=seed,
@@ -707,11 +709,17 @@ def run_figure1(
         folder = Path(out_dir) / config.name
         atomic_write_json(folder / "summary.json", summary)
         atomic_write_text(folder / "figure1.csv", table_csv(summary["table"]))
-        figure = plot_figure1(results)
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-        (folder / "figure1.png").write_bytes(buffer.getvalue())
+        save_figure1_png(results, folder / "figure1.png")
     return results
+
+
+def save_figure1_png(results: dict[str, Any], path: str | Path) -> Path:
+    """Write :func:`plot_figure1` (every activation, one row each) to a PNG, atomically."""
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.partial.png")
+    plot_figure1(results).savefig(partial, dpi=80)
+    os.replace(partial, path)
+    return path
 
 
 def load_results(out_dir: str | Path, config_name: str = "full") -> dict[str, Any]:
@@ -941,26 +949,26 @@ def draw_distance_panel(axis: Any, units: Sequence[dict[str, Any]], ks: Sequence
         axis.loglog(steps, distance, color=color, label=f"k = {k}")
         axis.loglog(steps, 10 ** _mean_curve(chosen, "prop2_empirical_log10"), "--", color=color)
         axis.loglog(steps, 10 ** _mean_curve(chosen, "stepwise_log10"), ":", color=color)
+    measured = [d for u in units if u["k"] in ks for d in u["distance"] if d]
+    if measured:  # keep the measurements readable; exploding bounds leave the top
+        axis.set_ylim(min(measured) / 10, max(measured) * 1e3)
     axis.set_xlabel("gradient steps n")
     axis.set_ylabel(r"$\|w_{\mathrm{recurr}} - w_{\mathrm{trunc}}\|$")
     axis.grid(True, which="major", alpha=0.3)
 
 
-def plot_figure1(results: dict[str, Any], activation: str | None = None) -> Figure:
-    """Figure 1b: distance versus steps for each ``k``, with ``alpha/t`` and constant steps,
-    and the final distance and prediction gap versus ``k`` (Theorem 1)."""
-    units = results["units"]
-    activation = activation or units[-1]["activation"]
-    units = _select(units, activation=activation)
+def _draw_figure1_row(axes: Sequence[Any], units: Sequence[dict[str, Any]]) -> None:
+    """One row of Figure 1 for one activation: two schedules and the summary over ``k``."""
+    activation = units[0]["activation"]
     ks = sorted({u["k"] for u in units})
-    figure = Figure(figsize=(13, 3.8), layout="constrained")
-    axes = figure.subplots(1, 3)
     for axis, schedule in zip(axes[:2], SCHEDULES, strict=True):
         draw_distance_panel(axis, _select(units, schedule=schedule), ks)
         step = r"$\alpha_t = \alpha / t$" if schedule == "decay" else r"$\alpha_t = \alpha$"
         axis.set_title(f"{activation} RNN, {step}")
     axes[0].legend(
-        fontsize=8, title="solid: measured\ndashed: Prop. 2\ndotted: recurrence", title_fontsize=7
+        fontsize=8,
+        title="solid: measured\ndashed: Prop. 2\ndotted: recurrence",
+        title_fontsize=7,
     )
     lam = units[0]["lam"]
     for schedule, marker in zip(SCHEDULES, "os", strict=True):
@@ -979,6 +987,20 @@ def plot_figure1(results: dict[str, Any], activation: str | None = None) -> Figu
     axes[2].set_xlabel("context k")
     axes[2].set_title(f"after N = {units[0]['num_steps']} steps")
     axes[2].legend(fontsize=7)
+
+
+def plot_figure1(results: dict[str, Any], activation: str | None = None) -> Figure:
+    """Figure 1b: distance versus steps for each ``k``, with ``alpha/t`` and constant steps,
+    and the final distance and prediction gap versus ``k`` (Theorem 1).
+
+    One row per activation (only ``activation`` when given).
+    """
+    units = results["units"]
+    activations = [activation] if activation else sorted({u["activation"] for u in units})
+    figure = Figure(figsize=(13, 3.8 * len(activations)), layout="constrained")
+    axes = figure.subplots(len(activations), 3, squeeze=False)
+    for row, name in zip(axes, activations, strict=True):
+        _draw_figure1_row(row, _select(units, activation=name))
     return figure
 
 

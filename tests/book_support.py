@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -32,6 +33,7 @@ TIMES_PATH = BUILD_DIR / "notebook_times.json"
 CELL_TIMEOUT_S = 600
 DEFAULT_BUDGET_S = 60.0
 BUDGETS_S = {"chapters/08_wikitext2_experiments.ipynb": 180.0}
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def book_notebooks() -> list[str]:
@@ -62,7 +64,7 @@ def _execute(path: Path) -> tuple[nbformat.NotebookNode, dict]:
         "cpu_s": round(_children_cpu_s() - cpu_before, 2),
         "wall_s": round(time.perf_counter() - wall_before, 2),
         "budget_s": budget_s(path.relative_to(ROOT).as_posix()),
-        "error": None if result.err is None else result.exc_string[-4000:],
+        "error": None if result.err is None else ANSI_ESCAPE.sub("", result.exc_string)[-4000:],
     }
     return notebook, record
 

@@ -31,6 +31,7 @@ CONTRACT_KEYS = {
 VENDORED = (
     "vendor/require.js",
     "vendor/jupyter-widgets/embed-amd.js",
+    "vendor/jupyter-widgets/require-paths.js",
     "vendor/mathjax/tex-mml-chtml.js",
     "vendor/mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff",
 )
@@ -99,6 +100,8 @@ def test_book_builds_with_warnings_as_errors():
     details = "\n".join(warnings) or log[-5000:]
     assert result.returncode == 0, f"book build failed:\n{details}"
     assert not warnings, "\n".join(warnings)
+    # the session already ran every notebook (book_support): the build must reuse them
+    assert "Executing notebook" not in log, "the build executed a notebook a second time"
     assert (HTML_DIR / "intro.html").is_file()
     chapter = (HTML_DIR / "chapters" / "01_recurrent_models.html").read_text(encoding="utf-8")
     assert "application/vnd.jupyter.widget-state+json" in chapter

@@ -41,8 +41,8 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def site_url():
-    result = build_book()
-    assert result.returncode == 0, "the book build failed; see tests/test_book.py"
+    build_book()  # warnings elsewhere fail tests/test_book.py; this test needs Chapter 1 only
+    assert (HTML_DIR / CHAPTER_PAGE).is_file(), f"the build wrote no {CHAPTER_PAGE}"
     handler = functools.partial(QuietHandler, directory=str(HTML_DIR))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -71,6 +71,7 @@ def chapter_page(browser, site_url):
     page = context.new_page()
     blocked: list[str] = []
     errors: list[str] = []
+    missing: list[str] = []
 
     def route(request_route):
         url = request_route.request.url
@@ -82,13 +83,19 @@ def chapter_page(browser, site_url):
 
     page.route("**/*", route)
     page.on("pageerror", lambda error: errors.append(str(error)))
+
+    def response(answer):
+        if answer.status >= 400:
+            missing.append(f"{answer.status} {answer.url}")
+
+    page.on("response", response)
     page.goto(site_url + CHAPTER_PAGE, wait_until="load")
     page.wait_for_selector("mjx-container", state="attached", timeout=60_000)
     page.wait_for_selector(".jupyter-widgets img >> visible=true", timeout=60_000)
     page.wait_for_timeout(1000)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "chapter01_top.png"))
-    yield page, blocked, errors
+    yield page, blocked, errors + [f"HTTP {line}" for line in missing]
     context.close()
 
 
@@ -107,7 +114,7 @@ def test_math_is_typeset_offline(chapter_page):
     # no formula is left as raw TeX in the text of the page
     text = page.inner_text("main")
     assert "\\phi_w" not in text and "$$" not in text
-    assert not errors, f"JavaScript errors: {errors}"
+    assert not errors, f"JavaScript errors or missing files: {errors}"
     assert not blocked, f"the page tried to reach the network: {blocked}"
 
 
@@ -154,3 +161,48 @@ def test_moving_the_slider_changes_the_plot(chapter_page):
     widget.screenshot(path=str(SCREENSHOTS / "chapter01_widget_lam_max.png"))
     assert last_src not in (before_src, after_src)
     assert not errors, f"JavaScript errors: {errors}"
+
+
+def book_pages() -> list[str]:
+    from stablernn_lib.book import toc_files
+
+    return [f"{name}.html" for name in toc_files(HTML_DIR.parents[1] / "_toc.yml")]
+
+
+RAW_TEX_SCRIPT = """() => {
+  const main = document.querySelector("main").cloneNode(true);
+  main.querySelectorAll("pre, code, .cell_input, .cell_output, mjx-container, script")
+      .forEach(node => node.remove());
+  return (main.textContent.match(/\\$[^$\\n]{1,80}\\$|\\\\(frac|mathbb|norm|lambda)\\b/g) || []);
+}"""
+
+
+@pytest.mark.parametrize("page_name", book_pages())
+def test_every_page_renders_offline(browser, site_url, page_name):
+    """No JavaScript error, no network request, no missing file, no formula left as raw TeX."""
+    if not (HTML_DIR / page_name).is_file():
+        pytest.fail(f"the build wrote no {page_name}")
+    page = browser.new_page()
+    problems: list[str] = []
+
+    def route(request_route):
+        if request_route.request.url.startswith((site_url, "data:", "blob:")):
+            request_route.continue_()
+        else:
+            problems.append(f"network request {request_route.request.url}")
+            request_route.abort()
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda error: problems.append(f"JavaScript error {error}"))
+    page.on(
+        "response",
+        lambda answer: problems.append(f"HTTP {answer.status} {answer.url}")
+        if answer.status >= 400
+        else None,
+    )
+    page.goto(site_url + page_name, wait_until="load")
+    page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    raw = page.evaluate(RAW_TEX_SCRIPT)
+    page.close()
+    assert not raw, f"{page_name}: math left as raw TeX: {raw[:5]}"
+    assert not problems, f"{page_name}: {problems}"

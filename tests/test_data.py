@@ -47,7 +47,15 @@ def test_synthetic_corpus_counts_and_eos(tmp_path: Path) -> None:
     words = corpus.dictionary.index_to_word
     # train: 6 + 6 + 0 + 3 words, one <eos> per line (4 lines)
     assert corpus.train.numel() == 15 + 4
-    assert [words[i] for i in corpus.train[:7]] == "the cat sat on the mat <eos>".split()
+    assert [words[i] for i in corpus.train[:7]] == [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "the",
+        "mat",
+        "<eos>",
+    ]
     assert [words[i] for i in corpus.train[14:16]] == ["<eos>", "a"]  # the empty line
     assert len(corpus.dictionary) == 10  # 9 words + <eos>; valid/test add none
     assert corpus.valid.tolist()[-1] == corpus.dictionary.word_to_index["<eos>"]
@@ -114,7 +122,9 @@ def test_interrupted_download_leaves_nothing(tmp_path: Path) -> None:
     assert list(target.parent.iterdir()) == []
 
 
-def test_ensure_downloads_into_cache_with_monkeypatched_urlopen(tmp_path: Path, monkeypatch) -> None:
+def test_ensure_downloads_into_cache_with_monkeypatched_urlopen(
+    tmp_path: Path, monkeypatch
+) -> None:
     remote = tmp_path / "remote"
     sums = write_corpus(remote)
     monkeypatch.setattr(data, "WIKITEXT2_SHA256", sums)

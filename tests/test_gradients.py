@@ -27,6 +27,19 @@ def test_jacobian_formula_matches_autograd(activation, generator):
     torch.testing.assert_close(formula, automatic, atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize("activation", ("tanh", "relu"))
+def test_bptt_written_out_matches_autograd(activation, generator):
+    model = random_vanilla_rnn(3, 5, 1.2, activation=activation, bias=True, generator=generator)
+    inputs = torch.randn(12, 4, 3, generator=generator, dtype=torch.float64)
+    targets = torch.randn(12, 4, 5, generator=generator, dtype=torch.float64)
+    states = model.run(inputs)
+    loss = ((states - targets) ** 2).sum()
+    loss.backward()
+    manual = gradients.bptt_gradients(model, inputs, 2 * (states - targets).detach())
+    for name in ("weight_hh", "weight_ih", "bias"):
+        torch.testing.assert_close(manual[name], getattr(model, name).grad)
+
+
 def test_products_chain_the_jacobians(generator):
     model = random_vanilla_rnn(2, 4, 0.9, generator=generator)
     inputs = torch.randn(6, 3, 2, generator=generator, dtype=torch.float64)
@@ -106,13 +119,25 @@ def test_nilpotent_weight_has_zero_eigenvalues_but_products_grow():
     assert 7.5 < results["steered input"]["rate"] < 8.0 * 1.1
 
 
+def test_constant_input_growth_matches_the_products():
+    grid = torch.tensor([[1.8, -2.2], [0.0, 0.0], [3.0, 3.0]], dtype=torch.float64)
+    exponents = gradients.constant_input_growth(grid)
+    assert exponents[0] > 0.3  # chaotic orbit: products grow
+    assert exponents[1] < -100 and exponents[2] < 0  # symmetric or saturated: they vanish
+    rate = gradients.nilpotent_check(steps=200, batch=1)["constant input"]["rate"]
+    assert math.log(rate) == pytest.approx(float(exponents[0]), abs=0.15)
+
+
 def test_sympy_rank_one_sandwich_and_jacobian():
     sandwich, square = symbolic_gradients.nilpotent_sandwich()
     assert sandwich.is_zero_matrix and square.is_zero_matrix
     rnn = symbolic_gradients.symbolic_rnn(2, 1)
     assert symbolic_gradients.jacobian_minus_formula(rnn).is_zero_matrix
     model = random_vanilla_rnn(1, 2, 1.5, bias=True, generator=torch.Generator().manual_seed(1))
-    state, x = torch.tensor([0.3, -0.7], dtype=torch.float64), torch.tensor([0.9], dtype=torch.float64)
+    state, x = (
+        torch.tensor([0.3, -0.7], dtype=torch.float64),
+        torch.tensor([0.9], dtype=torch.float64),
+    )
     assert symbolic_gradients.numeric_jacobian_gap(rnn, model, state, x) < 1e-12
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -75,12 +76,16 @@ def test_every_homework_matches_its_notebook() -> None:
                 assert question.rubric, question.id
 
 
-def test_colab_cells_match_chapter_one() -> None:
-    chapter = nbformat.read(ROOT / "chapters/01_recurrent_models.ipynb", as_version=4)
-    expected = next(c.source for c in chapter.cells if "colab-setup" in c.metadata.get("tags", []))
+def test_homework_starts_with_the_colab_cell() -> None:
+    from stablernn_lib.book import colab_setup_cell
+
+    expected = colab_setup_cell()
     for homework in homeworks():
-        nb = nbformat.read(ROOT / homework.notebook, as_version=4)
-        assert nb.cells[0].source == expected, f"{homework.notebook}: copy chapter 1's Colab cell"
+        first = nbformat.read(ROOT / homework.notebook, as_version=4).cells[0]
+        assert (first.source, first.metadata["tags"]) == (
+            expected.source,
+            expected.metadata.tags,
+        ), f"{homework.notebook}: run `python -m stablernn_lib homework sync-colab`"
 
 
 @pytest.mark.parametrize("question", CODE_QUESTIONS, ids=lambda q: q.id)
@@ -163,6 +168,20 @@ def test_calling_the_library_scores_zero() -> None:
     assert "project_spectral_ball" in result.outcomes[0].message
 
 
+def test_the_source_gate_reads_calls_not_variable_names() -> None:
+    from stablernn_lib.homework.registry import names_used
+
+    assert "grad" not in names_used("grad = torch.zeros(3)\nreturn_value = grad + 1")
+    assert "grad" in names_used("g = torch.autograd.grad(y, x)")
+    assert "grad" in names_used("from torch.autograd import grad as g")
+    assert "backward" in names_used("loss.backward()")
+    question = get_question("hw06.q1")
+    source = re.sub(r"\bgradient\b", "grad", solution_source(question))
+    assert "grad = " in source
+    answer = define(source, question.function)
+    assert run_question(question, answer, hidden=False, source=source).points == question.points
+
+
 def test_a_slow_check_times_out_with_a_message() -> None:
     def forever(*args: Any) -> None:
         while True:
@@ -213,6 +232,19 @@ def test_remove_solution_directives() -> None:
     assert "Intro" in kept and "middle" in kept and "Exercise text" in kept
 
 
+def test_chapter_solution_code_becomes_a_placeholder() -> None:
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("```{exercise} Go\n:label: ex-go\nDo it.\n```"),
+            nbformat.v4.new_markdown_cell("```{solution} ex-go\nThe secret answer.\n```"),
+            nbformat.v4.new_code_cell("secret_value = 42", metadata={"tags": ["solution"]}),
+        ]
+    )
+    student = nbformat.writes(student_notebook(nb))
+    assert "secret" not in student and "Do it." in student
+    assert len(student_notebook(nb).cells) == 2
+
+
 def test_student_notebooks_keep_no_solution() -> None:
     for path in sorted((ROOT / "chapters").rglob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
@@ -222,14 +254,19 @@ def test_student_notebooks_keep_no_solution() -> None:
         assert "{solution" not in student
 
 
-def solution_lines(nb: nbformat.NotebookNode) -> set[str]:
-    """Distinctive lines of every solution body, model answer and rubric in ``nb``."""
-    public = {
+def public_lines(nb: nbformat.NotebookNode) -> set[str]:
+    """The lines of ``nb`` outside solution and answer cells (they may appear anywhere)."""
+    return {
         line.strip()
         for cell in nb.cells
         if not is_solution_cell(cell) and not is_answer_cell(cell)
         for line in cell.source.split("\n")
     }
+
+
+def solution_lines(nb: nbformat.NotebookNode) -> set[str]:
+    """Distinctive lines of every solution body, model answer and rubric in ``nb``."""
+    public = public_lines(nb)
     secrets: set[str] = set()
     for cell in nb.cells:
         if is_solution_cell(cell):

@@ -82,6 +82,8 @@ def test_truncated_loss_with_long_context_is_the_recurrent_loss(cell: str) -> No
     model = tiny(cell)
     source = batchify(torch.randint(30, (200,)), 4)  # 50 rows
     recurrent = evaluate_loss(model, source, bptt=7)
-    assert truncated_loss(model, source, k=60, rows_per_block=13) == pytest.approx(recurrent, rel=1e-5)
+    assert truncated_loss(model, source, k=60, rows_per_block=13) == pytest.approx(
+        recurrent, rel=1e-5
+    )
     assert abs(truncated_loss(model, source, k=1) - recurrent) > 1e-5
     assert math.isfinite(truncated_loss(model, source, k=3))

@@ -17,8 +17,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from stablernn_lib import bounds, lemma_algebra, lemma_plots  # noqa: E402
 from stablernn_lib.lemmas import (  # noqa: E402
-    RegressionInstance,
     cube_inputs,
+    finite_difference_gradient,
     flat_parameters,
     gradient_gap_experiment,
     hessian_top_direction,
@@ -137,24 +137,6 @@ def test_single_threaded_restores_the_thread_count():
 # ----------------------------------------------------------------------------- gradients
 
 
-def _finite_difference_gradient(instance: RegressionInstance, k: int | None, step: float = 1e-6):
-    """Central differences of ``p_T`` (or ``p^k_T``) in every coordinate of ``w = (W, U)``."""
-    model = instance.model
-    grads = []
-    with torch.no_grad():
-        for param in (model.weight_hh, model.weight_ih):
-            flat = param.view(-1)
-            for index in range(flat.numel()):
-                original = float(flat[index])
-                flat[index] = original + step
-                plus = float(regression_loss(model, instance.inputs, instance.target, k))
-                flat[index] = original - step
-                minus = float(regression_loss(model, instance.inputs, instance.target, k))
-                flat[index] = original
-                grads.append((plus - minus) / (2 * step))
-    return torch.tensor(grads, dtype=torch.float64)
-
-
 @pytest.mark.parametrize("activation", ["tanh", "identity"])
 @pytest.mark.parametrize("k", [None, 1, 4])
 def test_autograd_gradient_matches_finite_differences(activation, k, generator):
@@ -162,7 +144,7 @@ def test_autograd_gradient_matches_finite_differences(activation, k, generator):
         0.8, input_size=2, hidden_size=3, seq_len=12, activation=activation, generator=generator
     )
     autograd = parameter_gradient(instance.model, instance.inputs, instance.target, k)
-    numeric = _finite_difference_gradient(instance, k)
+    numeric = finite_difference_gradient(instance, k)
     assert autograd.shape == (3 * 3 + 3 * 2,)
     torch.testing.assert_close(autograd, numeric, rtol=1e-6, atol=1e-8)
 
@@ -186,6 +168,8 @@ def test_truncated_loss_uses_only_the_last_k_inputs(generator):
 
 def test_regression_loss_bad_input(generator):
     instance = random_regression_instance(0.5, generator=generator)
+    with pytest.raises(ValueError, match="step"):
+        finite_difference_gradient(instance, step=0.0)
     with pytest.raises(ValueError, match="k"):
         regression_loss(instance.model, instance.inputs, instance.target, 0)
     biased = random_vanilla_rnn(4, 8, 0.5, bias=True, generator=generator)

@@ -93,3 +93,14 @@ def test_weights_close_full_context_equals_recurrent_training(cell: str, tmp_pat
     assert record["step"] == [1, 2, 3]
     assert max(record["relative_distance"][f"k={rows}"]) < 1e-5  # same model, same gradients
     assert min(record["relative_distance"]["k=2"]) > 1e-4
+
+
+def test_gradient_profile_ignores_dropout_and_restores_it() -> None:
+    model = tiny("lstm")
+    source = batchify(torch.randint(25, (30,)), 2)
+    expected = gradient_by_distance(model, source, max_distance=3)
+    model.drop.p, model.rnn.dropout = 0.5, 0.5
+    model.train()
+    profile = gradient_by_distance(model, source, max_distance=3)
+    assert profile["mean_norm"] == pytest.approx(expected["mean_norm"], rel=1e-6)
+    assert model.training and model.drop.p == 0.5 and model.rnn.dropout == 0.5

@@ -238,6 +238,21 @@ def test_certificate_is_the_perron_root_and_the_norm_matches_it(generator):
     torch.testing.assert_close(ls.state_norm(model, state), expected)
 
 
+def test_without_recurrent_weights_the_bound_is_the_forget_gate(generator):
+    """Exercise ex-ch04-no-recurrence: lambda = max fbar, and the measurement reaches it."""
+    model = random_lstm(3, 6, 1.0, generator=generator)
+    with torch.no_grad():
+        model.weight_hh.zero_()
+    certificate = ls.lstm_certificate(model, 1.0)
+    forget = float(certificate.forget_max.max())
+    assert certificate.lam == pytest.approx(forget, abs=1e-9)
+    unit = int(certificate.forget_max.argmax())
+    x = torch.sign(ls.gate_blocks(model.weight_ih.detach())["f"][unit]).unsqueeze(0)
+    state = torch.zeros(1, 12, dtype=torch.float64)
+    jacobian = ls.jacobian_certificate_norms(model, state, x, 1.0)
+    assert float(jacobian) == pytest.approx(forget, rel=1e-6)
+
+
 def test_saturated_forget_gate_gives_no_bound():
     model = LSTMMap(2, 3, dtype=torch.float64)
     with torch.no_grad():

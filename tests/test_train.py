@@ -15,7 +15,12 @@ import torch
 from stablernn_lib import data
 from stablernn_lib.__main__ import main
 from stablernn_lib.data import Corpus, write_synthetic_corpus
-from stablernn_lib.train import CONFIGS, TrainingDiverged, load_trained_model, train_language_model
+from stablernn_lib.train import (
+    CONFIGS,
+    TrainingDivergedError,
+    load_trained_model,
+    train_language_model,
+)
 
 TINY = replace(CONFIGS["smoke"], name="tiny", embedding_size=16, hidden_size=16, epochs=3)
 
@@ -65,7 +70,13 @@ def test_killed_and_interrupted_runs_resume_to_the_same_result(
 
     with pytest.raises(RuntimeError, match="killed"):
         train_language_model(
-            cell, True, config, corpus=corpus, out_dir=tmp_path / "kill", progress=False, on_step=kill
+            cell,
+            True,
+            config,
+            corpus=corpus,
+            out_dir=tmp_path / "kill",
+            progress=False,
+            on_step=kill,
         )
     saved = torch.load(tmp_path / "kill" / "checkpoint.pt", weights_only=False)
     assert saved["progress"]["epoch"] == 1
@@ -79,12 +90,19 @@ def test_killed_and_interrupted_runs_resume_to_the_same_result(
             os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C or a notebook's stop does
 
     stopped = train_language_model(
-        cell, True, config, corpus=corpus, out_dir=tmp_path / "int", progress=False, on_step=interrupt
+        cell,
+        True,
+        config,
+        corpus=corpus,
+        out_dir=tmp_path / "int",
+        progress=False,
+        on_step=interrupt,
     )
     assert stopped["status"] == "interrupted" and "test_ppl" not in stopped
-    assert torch.load(tmp_path / "int" / "checkpoint.pt", weights_only=False)["progress"][
-        "next_batch"
-    ] > 0
+    assert (
+        torch.load(tmp_path / "int" / "checkpoint.pt", weights_only=False)["progress"]["next_batch"]
+        > 0
+    )
     resumed = train_language_model(
         cell, True, config, corpus=corpus, out_dir=tmp_path / "int", resume=True, progress=False
     )
@@ -110,7 +128,9 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(corpus: Corpus, tmp_path:
             with torch.no_grad():
                 model.rnn.weight_hh_l0.fill_(math.nan)
 
-    with pytest.raises(TrainingDiverged, match=r"loss nan.*after epoch 1\) was kept.*lower lr"):
+    with pytest.raises(
+        TrainingDivergedError, match=r"loss nan.*after epoch 1\) was kept.*lower lr"
+    ):
         train_language_model(
             "lstm", False, TINY, corpus=corpus, out_dir=tmp_path, progress=False, on_step=sabotage
         )
@@ -121,7 +141,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(corpus: Corpus, tmp_path:
 
 def test_exploding_loss_stops_before_any_checkpoint(corpus: Corpus, tmp_path: Path) -> None:
     config = replace(TINY, divergence_factor=0.5)  # even the first loss (~log V) is "exploding"
-    with pytest.raises(TrainingDiverged, match="No epoch had finished"):
+    with pytest.raises(TrainingDivergedError, match="No epoch had finished"):
         train_language_model("rnn", False, config, corpus=corpus, out_dir=tmp_path, progress=False)
 
 
@@ -130,7 +150,16 @@ def test_cli_trains_from_a_data_folder(tmp_path: Path, monkeypatch, capsys) -> N
     sums = {name: data.sha256_of(folder / name) for name in data.WIKITEXT2_SHA256}
     monkeypatch.setattr(data, "WIKITEXT2_SHA256", sums)  # accept the synthetic files
     argv = ["train", "--task", "wikitext2", "--model", "rnn", "--stable", "--config", "smoke"]
-    argv += ["--epochs", "1", "--data", str(tmp_path), "--out", str(tmp_path / "run"), "--device", "cpu"]
+    argv += [
+        "--epochs",
+        "1",
+        "--data",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "run"),
+        "--device",
+        "cpu",
+    ]
     assert main(argv) == 0
     assert '"status": "completed"' in capsys.readouterr().out
     result = json.loads((tmp_path / "run" / "result.json").read_text())

@@ -139,6 +139,25 @@ def _below(distance: list[float], log10_bound: list[float | None]) -> bool:
         return bool(np.all(np.log10(np.array(distance)) <= bound + 1e-4))
 
 
+def test_recorded_ratios_are_the_quantities_of_the_proof():
+    instance = wc.make_instance(SMOKE, "tanh", seed=4)
+    data = (instance.train_inputs, instance.train_targets)
+    steps = wc.step_sizes("decay", 1.0, 6)
+    recurrent = wc.recurrent_trajectory(instance, steps)
+    longer = wc.truncated_run(instance, 3, steps, recurrent)
+    shorter = wc.truncated_run(
+        instance, 3, steps[:-1], wc.recurrent_trajectory(instance, steps[:-1])
+    )
+    # at step t = 6 the longer run measures at w_6 and w^k_6, the end of the shorter run
+    _, at_truncated = wc.recurrent_weight_gradient(shorter.model, *data)
+    _, truncated = wc.recurrent_weight_gradient(shorter.model, *data, k=3)
+    distance = shorter.distance[-1]
+    assert longer.distance[5] == pytest.approx(distance)
+    moved = (recurrent.gradients[5] - at_truncated).norm()
+    assert longer.smoothness[5] == pytest.approx(float(moved) / distance)
+    assert longer.gradient_gap[5] == pytest.approx(float((at_truncated - truncated).norm()))
+
+
 def test_smoke_distance_never_exceeds_the_proved_bounds(smoke_units):
     decay = [u for u in smoke_units if u["schedule"] == "decay"]
     assert len(decay) == len(SMOKE.ks) * len(SMOKE.seeds) * len(SMOKE.activations)

@@ -1,13 +1,15 @@
-"""``python -m stablernn_lib homework student-edition|grade|questions``."""
+"""``python -m stablernn_lib homework student-edition|grade|questions|sync-colab``.
+
+The commands import nbclient, nbformat and PyYAML (the ``book`` extra) only when they
+run, so that the other commands of ``python -m stablernn_lib`` work without them.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from stablernn_lib.homework.grading import grade_submissions
 from stablernn_lib.homework.registry import homeworks
-from stablernn_lib.homework.student_edition import build_student_edition
 
 
 def questions_markdown() -> str:
@@ -28,6 +30,8 @@ def questions_markdown() -> str:
 
 
 def _student_edition(args: argparse.Namespace) -> int:
+    from stablernn_lib.homework.student_edition import build_student_edition
+
     written = build_student_edition(
         args.root,
         args.out,
@@ -43,6 +47,8 @@ def _student_edition(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    from stablernn_lib.homework.grading import grade_submissions
+
     submissions = grade_submissions(
         args.submissions,
         args.out,
@@ -58,6 +64,14 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _questions(args: argparse.Namespace) -> int:
     print(questions_markdown(), end="")
+    return 0
+
+
+def _sync_colab(args: argparse.Namespace) -> int:
+    from stablernn_lib.homework.notebooks import sync_colab_cells
+
+    changed = sync_colab_cells(args.root)
+    print(f"updated the Colab cell of {len(changed)} homework notebooks")
     return 0
 
 
@@ -95,3 +109,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     table = commands.add_parser("questions", help="print the table of questions (Markdown)")
     table.set_defaults(func=_questions)
+
+    sync = commands.add_parser(
+        "sync-colab", help="copy Chapter 1's Colab setup cell into every homework notebook"
+    )
+    sync.add_argument("--root", type=Path, default=Path("."), help="the book's source folder")
+    sync.set_defaults(func=_sync_colab)

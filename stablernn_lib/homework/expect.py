@@ -52,12 +52,17 @@ def expect_close(
     got = expect_tensor(got, tuple(expected.shape), what, given)
     got = got.detach().to(expected.dtype)
     if not torch.allclose(got, expected, atol=atol, rtol=rtol):
-        gap = float((got - expected).abs().max())
+        if expected.numel() <= 6:
+            raise CheckFailedError(
+                f"{what}: expected {show(expected)}, got {show(got)} for {given}"
+            )
+        gaps = (got - expected).abs()
+        worst = tuple(int(i) for i in torch.unravel_index(gaps.argmax(), gaps.shape))
         raise CheckFailedError(
-            f"{what}: expected {show(expected)}, got {show(got)} "
-            f"(largest difference {gap:.3g}) for {given}"
+            f"{what}: wrong at index {worst} (the largest difference): expected "
+            f"{float(expected[worst]):.6g}, got {float(got[worst]):.6g}, for {given}"
         )
-    return f"{what} matches for {given}"
+    return f"{what}: correct for {given}"
 
 
 def expect_number(

@@ -127,16 +127,19 @@ def find_submissions(folder: Path) -> list[tuple[str, Path]]:
 
 def _grading_notebook(
     nb: nbformat.NotebookNode, homework: Homework, seed: int, results: Path, time_scale: float
-) -> tuple[nbformat.NotebookNode, int]:
-    """The cells to run: the student's code cells, then one grading cell per code question."""
-    cells = [
-        nbformat.v4.new_code_cell(cell.source)
-        for cell in nb.cells
-        if cell.cell_type == "code"
-        and not is_check_cell(cell)
-        and not SKIPPED_TAGS & set(tags(cell))
-    ]
-    student_cells = len(cells)
+) -> tuple[nbformat.NotebookNode, list[str]]:
+    """The cells to run and a label for each: the student's code cells (labelled by their
+    place in the submitted notebook), then one grading cell per code question."""
+    cells, labels = [], []
+    for number, cell in enumerate(nb.cells, start=1):
+        if (
+            cell.cell_type == "code"
+            and not is_check_cell(cell)
+            and not SKIPPED_TAGS & set(tags(cell))
+        ):
+            first_line = (cell.source.strip().split("\n") or [""])[0][:60]
+            cells.append(nbformat.v4.new_code_cell(cell.source))
+            labels.append(f"cell {number} (`{first_line}`)")
     for question in homework.questions:
         if question.kind != "code":
             continue
@@ -153,29 +156,37 @@ def _grading_notebook(
                 f"cell_source={cell_source!r}, time_scale={time_scale})"
             )
         )
+        labels.append(f"the grading of {question.id}")
     graded = nbformat.v4.new_notebook(cells=cells)
     graded.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    return graded, student_cells
+    return graded, labels
 
 
-def _errors(cell: nbformat.NotebookNode, index: int) -> list[str]:
-    first_line = (cell.source.strip().split("\n") or [""])[0][:60]
-    return [
-        f"code cell {index + 1} (`{first_line}`): {o.get('ename')}: {str(o.get('evalue'))[:300]}"
-        for o in cell.get("outputs", [])
-        if o.get("output_type") == "error"
-    ]
+def _errors(cell: nbformat.NotebookNode, label: str) -> list[str]:
+    """The errors a cell raised; an interrupt is the grader stopping it at its time limit."""
+    found = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") != "error":
+            continue
+        name, value = output.get("ename"), str(output.get("evalue"))[:300]
+        if name == "KeyboardInterrupt":
+            value = "stopped by the grader at the time limit"
+        found.append(f"{label}: {name}: {value}")
+    return found
 
 
 def _execute(
     graded: nbformat.NotebookNode,
-    student_cells: int,
+    labels: list[str],
     *,
     timeout: float,
     check_budget: float,
     workdir: Path,
 ) -> tuple[str, list[str]]:
-    """Run the cells; returns the notebook status and the errors raised in student cells."""
+    """Run the cells; returns the notebook status and the errors raised.
+
+    The student's cells share ``timeout`` seconds; each grading cell has ``check_budget``.
+    """
     client = NotebookClient(
         graded,
         kernel_name="python3",
@@ -187,8 +198,8 @@ def _execute(
     status, errors = "graded", []
     deadline = time.monotonic() + timeout
     with client.setup_kernel():
-        for index, cell in enumerate(graded.cells):
-            if index < student_cells:
+        for index, (cell, label) in enumerate(zip(graded.cells, labels, strict=True)):
+            if not label.startswith("the grading"):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     status = f"ran past its {timeout:g} s limit; later cells were not run"
@@ -199,10 +210,8 @@ def _execute(
             try:
                 client.execute_cell(cell, index)
             except DeadKernelError:
-                where = f"code cell {index + 1}" if index < student_cells else "a grading cell"
-                return f"the kernel died in {where}", errors
-            if index < student_cells:
-                errors += _errors(cell, index)
+                return f"the kernel died in {label}", errors
+            errors += _errors(cell, label)
     return status, errors
 
 
@@ -237,13 +246,13 @@ def grade_notebook(
     with tempfile.TemporaryDirectory(prefix="grading-") as tmp:
         results = Path(tmp) / secrets.token_hex(8)
         results.mkdir()
-        graded, student_cells = _grading_notebook(nb, homework, seed, results, time_scale)
+        graded, labels = _grading_notebook(nb, homework, seed, results, time_scale)
         budget = 60 + 1.5 * time_scale * max(
             sum(c.time_limit for c in q.all_checks) for q in homework.questions
         )
         try:
             submission.status, submission.cell_errors = _execute(
-                graded, student_cells, timeout=timeout, check_budget=budget, workdir=Path(tmp)
+                graded, labels, timeout=timeout, check_budget=budget, workdir=Path(tmp)
             )
         except Exception as error:  # a kernel that cannot start, a broken notebook...
             submission.status = f"could not be run ({type(error).__name__}: {error})"

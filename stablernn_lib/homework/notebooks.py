@@ -5,6 +5,8 @@ Cell conventions (the instructor edition is the single source):
 - code cell tagged ``solution`` with metadata ``{"homework": {"question": "hw04.q1"}}``:
   defines the question's function; the student edition keeps its imports, signature
   and docstring and replaces the body by ``raise NotImplementedError(<task>)``;
+- code cell tagged ``solution`` without that metadata (an exercise's code in a chapter):
+  replaced by a placeholder comment, so later cells must not depend on it;
 - code cell tagged ``check``: ``check("hw04.q1", spectral_projection)``; kept;
 - markdown cell tagged ``answer`` (same metadata): the model answer of a proof
   question; the student edition replaces it by a placeholder for the student's proof;
@@ -21,20 +23,25 @@ import io
 import re
 import textwrap
 import tokenize
+from pathlib import Path
 from typing import Any
 
 import nbformat
 
-from stablernn_lib.homework.registry import Question, get_question
+from stablernn_lib.homework.registry import Question, get_question, homeworks
+from stablernn_lib.io import atomic_write_text
 
 SOLUTION_TAG = "solution"
 CHECK_TAG = "check"
+COLAB_TAG = "colab-setup"
 ANSWER_TAG = "answer"
 REMOVED_TAGS = frozenset({"rubric", "instructor"})
 ANSWER_PLACEHOLDER = (
     "**Your answer.** _Replace this text with your proof (Markdown, with LaTeX between "
     "dollar signs)._"
 )
+
+EXERCISE_PLACEHOLDER = "# Your solution to the exercise here."
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})\{(?P<name>[\w-]+)\}")
 
@@ -190,9 +197,10 @@ def student_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
             cell.outputs = []
             cell.execution_count = None
             cell.metadata.pop("execution", None)
-            if is_solution_cell(cell):
-                question = get_question(question_of(cell) or "")
-                cell.source = stub_source(cell.source, question)
+            if is_solution_cell(cell) and question_of(cell):
+                cell.source = stub_source(cell.source, get_question(question_of(cell)))
+            elif is_solution_cell(cell):  # an exercise's code in a chapter
+                cell.source = EXERCISE_PLACEHOLDER
         elif is_answer_cell(cell):
             cell.source = ANSWER_PLACEHOLDER
         elif cell["cell_type"] == "markdown":
@@ -210,3 +218,28 @@ def student_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     edition.cells = student_cells(nb)
     edition.metadata.pop("widgets", None)
     return edition
+
+
+def sync_colab_cells(root: Path) -> list[Path]:
+    """Make the first cell of every homework notebook the book's Colab setup cell.
+
+    The cell comes from :func:`stablernn_lib.book.colab_setup_cell` (built from
+    ``_config.yml``'s repository), as in the chapters.  Returns the notebooks changed.
+    """
+    from stablernn_lib.book import colab_setup_cell
+
+    colab = colab_setup_cell()
+    changed = []
+    for homework in homeworks():
+        path = root / homework.notebook
+        nb = nbformat.read(path, as_version=4)
+        first = nb.cells[0] if nb.cells else None
+        if first is not None and COLAB_TAG in tags(first):
+            if first.source == colab.source and tags(first) == tags(colab):
+                continue
+            first.source, first.metadata["tags"] = colab.source, tags(colab)
+        else:
+            nb.cells.insert(0, colab)
+        atomic_write_text(path, nbformat.writes(nb) + "\n")
+        changed.append(path)
+    return changed

@@ -204,19 +204,26 @@ def independence_check(forbidden: tuple[str, ...]) -> Check:
 
 
 def names_used(source: str) -> set[str]:
-    """Every name and attribute the code in ``source`` refers to (empty if it does not parse)."""
+    """Names that ``source`` imports, calls, or reads as attributes (empty if it does not parse).
+
+    A local variable that happens to share a forbidden name (``grad = ...``) is not
+    counted; ``torch.autograd.grad``, ``from torch.autograd import grad`` and ``grad(...)``
+    are.
+    """
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            names.add(node.func.id)
         elif isinstance(node, ast.Attribute):
             names.add(node.attr)
         elif isinstance(node, ast.alias):
             names.add(node.name.rsplit(".", 1)[-1])
+            if node.asname:
+                names.add(node.asname)
     return names
 
 

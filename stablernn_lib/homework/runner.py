@@ -136,8 +136,8 @@ def run_check(
     except CheckTimeoutError as error:
         status = "timeout"
         message = f"the check {error} (your function may loop forever or be slow)"
-    except (NotAttemptedError, NotImplementedError) as error:
-        status, message = "not attempted", f"still the stub: {error}"
+    except (NotAttemptedError, NotImplementedError):
+        status, message = "not attempted", "still the stub (it raises NotImplementedError)"
     except (CheckFailedError, StudentError) as error:
         status, message = "fail", str(error)
     except Exception as error:  # a bug in the check itself or an unexpected answer type
@@ -186,9 +186,10 @@ def run_question(
 
 def format_result(question: Question, result: QuestionResult) -> str:
     """A plain-text report: one line per check, with the reason for each failure."""
-    passed = sum(o.passed for o in result.outcomes)
+    scored = [o for o in result.outcomes if o.weight > 0]
+    passed = sum(o.passed for o in scored)
     lines = [
-        f"{question.id} {question.function}: {passed} of {len(result.outcomes)} checks passed "
+        f"{question.id} {question.function}: {passed} of {len(scored)} checks passed "
         f"({result.points:g} of {result.max_points:g} points)"
     ]
     for outcome in result.outcomes:
@@ -219,8 +220,9 @@ def check(question_id: str, answer: Any) -> None:
         raise ValueError(f"{question_id} is a proof question: your instructor grades it by hand")
     result = run_question(question, answer, hidden=False, source=_source_of(answer))
     print(format_result(question, result))
+    hidden = len(question.hidden_checks)
     print(
-        f"  (The grader also runs {len(question.hidden_checks)} hidden checks on other "
+        f"  (The grader also runs {hidden} hidden check{'s' if hidden != 1 else ''} on other "
         "random instances and edge cases.)"
     )
 

@@ -1,0 +1,145 @@
+"""Tests of the chapter 4 figures and small experiments, and of the claims the chapter makes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from stablernn_lib import figures_stability as figs
+from stablernn_lib import lstm_stability as ls
+from stablernn_lib.stability import project_spectral_ball, spectral_norm
+from stablernn_lib.widgets import interactive_plot
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny float64 models: one thread avoids contention on a busy machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _gaps(lam: float, activation: str, matrix: str) -> np.ndarray:
+    first, second = figs._trajectory_pair(lam, activation, matrix, 60, 32, 0)
+    return np.linalg.norm(first - second, axis=1)
+
+
+@pytest.mark.parametrize("matrix", figs.MATRIX_KINDS)
+@pytest.mark.parametrize("activation", ["tanh", "identity"])
+@pytest.mark.parametrize("lam", [0.5, 0.9])
+def test_contractive_trajectories_obey_the_geometric_bound(lam, activation, matrix):
+    gaps = _gaps(lam, activation, matrix)
+    bound = gaps[0] * lam ** np.arange(len(gaps))
+    assert (gaps <= bound * (1 + 1e-9) + 1e-12).all()  # 1e-12: floating-point floor
+
+
+@pytest.mark.parametrize("lam", [0.5, 1.1, 2.0])
+def test_linear_scaled_orthogonal_model_scales_distances_by_exactly_lambda(lam):
+    gaps = _gaps(lam, "identity", "scaled orthogonal")
+    np.testing.assert_allclose(gaps, gaps[0] * lam ** np.arange(len(gaps)), rtol=1e-8, atol=1e-12)
+
+
+def test_tanh_widget_claims():
+    """Gaussian W merges beyond lambda = 1; scaled orthogonal W stops forgetting at 1.5."""
+    assert _gaps(1.5, "tanh", "gaussian")[-1] < 1e-3 * _gaps(1.5, "tanh", "gaussian")[0]
+    orthogonal = _gaps(1.5, "tanh", "scaled orthogonal")
+    assert orthogonal[-1] > 0.1 * orthogonal[0]
+
+
+def test_trajectories_reject_unknown_matrix_kind():
+    with pytest.raises(ValueError, match="matrix must be one of"):
+        figs.trajectories_figure(0.9, matrix="diagonal")
+
+
+@pytest.mark.parametrize("family", sorted(figs.FAMILIES))
+def test_projection_stays_in_the_family(family):
+    for a, b in [(1.6, 1.8), (-1.6, 0.4), (0.3, -0.2), (0.0, 1.2)]:
+        projected = project_spectral_ball(figs.family_matrix(family, a, b), 1.0)
+        pa, pb = figs.projected_point(family, a, b)
+        torch.testing.assert_close(figs.family_matrix(family, pa, pb), projected)
+        if spectral_norm(figs.family_matrix(family, a, b)) <= 1:
+            assert (pa, pb) == pytest.approx((a, b))
+        else:
+            assert spectral_norm(projected) == pytest.approx(1.0)
+
+
+def test_family_rejects_unknown_name():
+    with pytest.raises(ValueError, match="family must be one of"):
+        figs.family_matrix("upper triangular", 1.0, 0.0)
+
+
+def test_spectral_projection_is_closer_than_every_candidate():
+    for seed in range(3):
+        check = figs.spectral_projection_check(num_candidates=4000, seed=seed)
+        assert check["distance_to_projection"] <= check["closest_candidate"] + 1e-12
+        assert check["projection_spectral_norm"] == pytest.approx(1.0)
+
+
+def test_projected_gradient_descent_stays_in_the_stable_set():
+    plain = figs.gradient_descent_rnn(project=False, steps=120)
+    projected = figs.gradient_descent_rnn(project=True, steps=120)
+    assert projected.spectral_norm.max() <= 1.0 + 1e-9
+    assert plain.spectral_norm.max() > 1.0
+    assert projected.loss[-1] < 0.1 * projected.loss[0]
+    assert projected.loss[-1] >= plain.loss[-1]
+
+
+def test_lstm_verification_rows_respect_the_certificate():
+    rows = figs.lstm_verification_rows(hidden_size=16, num_states=240, seed=0)
+    for row in rows:
+        if math.isfinite(row["certificate"]):
+            assert row["jacobian_certificate_norm"] <= row["certificate"] + 1e-9
+            assert row["pairs_certificate_norm"] <= row["certificate"] + 1e-9
+    by_name = {row["model"]: row for row in rows}
+    for scale in (0.5, 1.0):
+        assert by_name[f"random_lstm(scale={scale})"]["jacobian_certificate_norm"] > 1.0
+        assert by_name[f"random_lstm(scale={scale}), projected to 0.9"]["certificate"] <= 0.9
+    for bias in (0, 5):
+        row = by_name[f"authors' constraint, one unit reads all (bias {bias})"]
+        assert row["jacobian_certificate_norm"] > 1.0
+        assert row["jacobian_euclidean"] > 1.0
+    table = figs.format_rows(rows)
+    verdicts = ls.contraction_verdicts(rows)
+    for row in rows:
+        assert row["model"] in table and row["model"] in verdicts
+    assert isinstance(figs.lstm_verification_figure(rows), Figure)
+
+
+def test_iterated_map_claims(generator):
+    """Concentrated authors' model: zero biases contract after a few steps, open gates never."""
+
+    def largest(model, steps):
+        states, _ = ls.sample_box_states(model, 1.0, 90, generator)
+        inputs = (
+            2
+            * torch.rand(
+                steps, len(states), model.input_size, generator=generator, dtype=states.dtype
+            )
+            - 1
+        )
+        return float(ls.iterated_jacobian_norms(model, states, inputs).max())
+
+    closed = ls.concentrated_authors_lstm(4, 16, 0.0)
+    assert largest(closed, 1) > 1.0 > largest(closed, 10)
+    opened = ls.concentrated_authors_lstm(4, 16, 5.0)
+    assert largest(opened, 40) > largest(opened, 10) > 1.0
+
+
+def test_figures_are_figures_and_feed_the_widget():
+    runs = [figs.gradient_descent_rnn(project=flag, steps=5) for flag in (False, True)]
+    assert isinstance(figs.projected_descent_figure(runs), Figure)
+    assert isinstance(
+        figs.iterated_norms_figure(
+            {"stable": ls.random_stable_lstm(3, 6, 0.9, 1.0)}, max_steps=4, num_states=9
+        ),
+        Figure,
+    )
+    widget = interactive_plot(figs.projection_figure, {"a": [0.5, 1.5], "b": [0.0, 1.0]})
+    assert widget.num_frames == 4
+    widget = interactive_plot(figs.trajectories_figure, {"lam": [0.9, 1.5]})
+    assert widget.num_frames == 2
