@@ -38,8 +38,13 @@ test: venv browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
+## Write the student edition (no solutions) to student/ and build it into student/_build/html.
+student: venv
+	$(BIN)/python -m stablernn_lib homework student-edition --out student/
+	STABLERNN_STATIC_WIDGETS=1 $(BIN)/jupyter-book build student/ -W --keep-going
+
 lint: venv
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf _build _build_student
+	rm -rf _build student

@@ -357,7 +357,7 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
         weights_record_every=4,
     ),
     # Figure 2 over the whole test set up to distance 50; truncated evaluation
-    # up to k = 200 (far beyond where it should saturate); 2,000 Jacobians per
+    # up to k = 200 (far beyond where it should saturate); 1,000 Jacobians per
     # layer; weights-close runs for one epoch of the full config (2,983 steps).
     "full": AnalysisConfig(
         name="full",
@@ -365,7 +365,7 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
         max_distance=50,
         gradient_windows=None,
         truncation_ks=(1, 2, 3, 5, 10, 15, 20, 35, 50, 100, 200),
-        jacobian_positions=2000,
+        jacobian_positions=1000,
         weights_ks=(5, 10, 20, 35),
         weights_steps=2983,
         weights_record_every=100,

@@ -96,13 +96,17 @@ def build_book() -> subprocess.CompletedProcess:
     """Run the notebooks (timed, cached), then ``jupyter-book build . -W --keep-going``."""
     execute_book_notebooks()
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    return subprocess.run(
+    start = time.perf_counter()
+    result = subprocess.run(
         [str(jupyter_book), "build", str(ROOT), "-W", "--keep-going"],
         cwd=ROOT,
+        env={**os.environ, "STABLERNN_WIDGETS": "frames"},
         capture_output=True,
         text=True,
         timeout=3600,
     )
+    print(f"jupyter-book build: {time.perf_counter() - start:.0f} s, exit code {result.returncode}")
+    return result
 
 
 def read_times() -> dict[str, dict]:

@@ -77,6 +77,9 @@ def test_references_cover_the_contract_keys_once():
     keys = [key for _, key in bib_entries()]
     assert len(keys) == len(set(keys)), "duplicate keys in references.bib"
     assert set(keys) >= CONTRACT_KEYS
+    text = (ROOT / "references.bib").read_text(encoding="utf-8")
+    titles_with_math = [t for t in re.findall(r"title\s*=\s*\{(.*)\},", text) if "$" in t]
+    assert not titles_with_math, f"the bibliography shows $...$ as raw TeX: {titles_with_math}"
 
 
 def test_every_cited_key_exists():

@@ -173,7 +173,8 @@ RAW_TEX_SCRIPT = """() => {
   const main = document.querySelector("main").cloneNode(true);
   main.querySelectorAll("pre, code, .cell_input, .cell_output, mjx-container, script")
       .forEach(node => node.remove());
-  return (main.textContent.match(/\\$[^$\\n]{1,80}\\$|\\\\(frac|mathbb|norm|lambda)\\b/g) || []);
+  // a TeX command outside math (e.g. a formula broken by Markdown) or a $...$ pair
+  return (main.textContent.match(/\\\\[A-Za-z]{2,}|\\$[^$]{1,400}\\$/g) || []);
 }"""
 
 
