@@ -25,7 +25,7 @@ from torch.autograd.functional import jacobian
 
 from stablernn_lib.models import RecurrentMap, random_vanilla_rnn
 from stablernn_lib.plots import FLOOR, FULL_COLOR, TRUNCATED_COLOR, apply_style
-from stablernn_lib.widgets import interactive_plot
+from stablernn_lib.widgets import InteractivePlot, interactive_plot
 
 
 def input_influence(
@@ -89,10 +89,10 @@ def influence_figure(k: int, lam: float, steps: int = 40) -> Figure:
 
 def influence_widget(
     ks: Sequence[int] = (2, 5, 10, 20, 30), lams: Sequence[float] = (0.5, 0.9, 1.5)
-):
+) -> InteractivePlot:
     """Sliders over the context ``k`` and ``lambda`` for :func:`influence_figure`."""
     return interactive_plot(
-        lambda k, lam: influence_figure(k, lam),
+        influence_figure,
         {"k": list(ks), "lam": list(lams)},
         description="Which inputs the last state depends on, and how strongly.",
     )

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from stablernn_lib import one_unit
 from stablernn_lib.gradients import MATRIX_KINDS, lag_bound, lag_norm_curve
 from stablernn_lib.plots import BOUND_COLOR, FLOOR, FULL_COLOR, TRUNCATED_COLOR, apply_style
-from stablernn_lib.widgets import interactive_plot
+from stablernn_lib.widgets import InteractivePlot, interactive_plot
 
 KIND_COLORS = {"gaussian": FULL_COLOR, "orthogonal": TRUNCATED_COLOR, "low_rank": "#2a9d8f"}
 KIND_LABELS = {
@@ -54,10 +54,10 @@ def lag_norm_figure(weight_norm: float, activation: str, steps: int = 40) -> Fig
 def lag_norm_widget(
     weight_norms: Sequence[float] = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0),
     activations: Sequence[str] = ("identity", "tanh", "relu", "sigmoid"),
-):
+) -> InteractivePlot:
     """Slider over ``||W||_2`` and the activation for :func:`lag_norm_figure`."""
     return interactive_plot(
-        lambda weight_norm, activation: lag_norm_figure(weight_norm, activation),
+        lag_norm_figure,
         {"weight_norm": list(weight_norms), "activation": list(activations)},
         description="Jacobian-product norm versus lag; dashed: the bound.",
     )
@@ -147,10 +147,10 @@ def one_unit_figure(w: float, b: float, x0: float = -5.0, steps: int = 50) -> Fi
 def one_unit_widget(
     ws: Sequence[float] = (3.0, 5.0, 8.0),
     bs: Sequence[float] = (-6.0, -4.0, -3.0, -2.5, -2.0, -1.0),
-):
+) -> InteractivePlot:
     """Sliders over ``w`` and ``b`` for :func:`one_unit_figure`."""
     return interactive_plot(
-        lambda w, b: one_unit_figure(w, b),
+        one_unit_figure,
         {"w": list(ws), "b": list(bs)},
         description="x_t = w sigmoid(x_{t-1}) + b: fixed points, a trajectory, and d x_T / d b.",
     )
@@ -187,5 +187,23 @@ def clipping_figure(runs: dict[str, dict[str, list[float]]]) -> Figure:
     norm_ax.set_xlabel("iteration")
     norm_ax.set_ylabel("gradient norm before clipping")
     loss_ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def bias_training_figure(runs: dict[str, dict[str, list[float]]], w: float) -> Figure:
+    """``b`` and ``|dL/db|`` per iteration for runs of :func:`one_unit.train_bias`."""
+    apply_style()
+    fig, (b_ax, grad_ax) = plt.subplots(1, 2, figsize=(10.0, 3.2))
+    for name, history in runs.items():
+        b_ax.plot(history["b"], ".-", label=name)
+        grad_ax.semilogy(history["grad_norm"], ".-", label=name)
+    for _, b_fold in one_unit.saddle_nodes(w):
+        b_ax.axhline(b_fold, color=BOUND_COLOR, ls="--", lw=1)
+    b_ax.set_xlabel("iteration")
+    b_ax.set_ylabel("b (dashed: the folds)")
+    grad_ax.set_xlabel("iteration")
+    grad_ax.set_ylabel(r"$|dL/db|$ before clipping")
+    b_ax.legend()
     fig.tight_layout()
     return fig

@@ -15,6 +15,7 @@ from stablernn_lib.lemmas import (
     GradientGapResult,
     SmoothnessResult,
     TruncationResult,
+    gradient_gap_experiment,
     truncation_experiment,
 )
 from stablernn_lib.plots import STYLE
@@ -92,8 +93,15 @@ def truncation_frame(
     fig = truncation_figure(
         result, title=rf"{model} RNN, $\lambda = {lam:g}$, $B_x = {input_bound:g}$"
     )
-    fig.axes[0].set_ylim(1e-14, 1e3)
-    fig.axes[1].set_ylim(1e-8, 2.0)
+    return _fix_frame_limits(fig, (1e-14, 1e3), (1e-8, 2.0))
+
+
+def _fix_frame_limits(
+    fig: Figure, gap_limits: tuple[float, float], ratio_limits: tuple[float, float]
+) -> Figure:
+    """Fixed y-ranges for a two-panel widget frame, so that frames compare by eye."""
+    fig.axes[0].set_ylim(*gap_limits)
+    fig.axes[1].set_ylim(*ratio_limits)
     return fig
 
 
@@ -109,6 +117,38 @@ def gradient_gap_figure(result: GradientGapResult, title: str | None = None) -> 
     _ratios_panel(right, result.ks, result.lams, result.ratios())
     right.set_title("tightness of Lemma 2")
     return fig
+
+
+def gradient_gap_frame(
+    lam: float,
+    input_bound: float,
+    *,
+    activation: str = "tanh",
+    family: str = "gaussian",
+    ks: tuple[int, ...] = (1, 2, 3, 5, 8, 12, 20, 30, 45),
+    num_instances: int = 2,
+    **kwargs,
+) -> Figure:
+    """One widget frame: Lemma 2 for ``num_instances`` random RNNs at ``(lam, input_bound)``.
+
+    Left: ``||grad_w p_T - grad_w p^k_T||`` (solid) against ``gamma k lambda^k``
+    (dashed) versus ``k``; right: their ratio.  Other keyword arguments go to
+    :func:`stablernn_lib.lemmas.gradient_gap_experiment`.
+    """
+    result = gradient_gap_experiment(
+        [lam],
+        list(ks),
+        activation=activation,
+        family=family,
+        num_instances=num_instances,
+        input_bound=input_bound,
+        progress=False,
+        **kwargs,
+    )
+    fig = gradient_gap_figure(
+        result, title=rf"{activation} RNN, $\lambda = {lam:g}$, $B_x = {input_bound:g}$"
+    )
+    return _fix_frame_limits(fig, (1e-17, 1e10), (1e-12, 2.0))
 
 
 def smoothness_figure(results: list[SmoothnessResult], labels: list[str]) -> Figure:

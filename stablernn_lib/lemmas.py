@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -384,11 +384,13 @@ class RegressionInstance:
     The loss is ``p_T = ||h_T - y||^2 / 2``; the constants of Lemmas 2 and 3 are
     read off the instance: ``lam = L_rho ||W||_2``, ``lx = L_rho ||U||_2``,
     ``bx = max_t ||x_t||``, and ``(L_p, S_p)`` of the squared loss on ``||h|| <= B_h``.
+    ``family`` names how the instance was drawn (see :func:`random_rnn_with_inputs`).
     """
 
     model: VanillaRNN
     inputs: Tensor
     target: Tensor
+    family: str = "gaussian"
 
     @property
     def lam(self) -> float:
@@ -446,7 +448,7 @@ def random_regression_instance(
         generator=generator,
     )
     y = torch.randn(hidden_size, generator=generator, dtype=torch.float64)
-    return RegressionInstance(model, inputs, target_norm * y / y.norm())
+    return RegressionInstance(model, inputs, target_norm * y / y.norm(), family)
 
 
 def _check_regression_model(model: VanillaRNN) -> None:
@@ -567,57 +569,73 @@ class GradientGapResult:
         return "\n".join(lines)
 
 
+def _regression_instances(
+    lams: Sequence[float],
+    num_instances: int,
+    seed: int,
+    progress: bool,
+    description: str,
+    instance_options: dict,
+) -> Iterator[tuple[int, int, RegressionInstance, torch.Generator]]:
+    """Yield ``(i, j, instance, generator)``: instance ``j`` at ``lams[i]``, drawn in order.
+
+    One generator seeded with ``seed`` draws every instance; it is yielded too, so
+    that the caller's own random draws continue the same reproducible stream.
+    ``instance_options`` go to :func:`random_regression_instance`.
+    """
+    if len(lams) == 0 or num_instances < 1:
+        raise ValueError(
+            f"need at least one lambda and num_instances >= 1, got lams = {list(lams)} and "
+            f"num_instances = {num_instances}"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    cases = [(i, j) for i in range(len(lams)) for j in range(num_instances)]
+    for i, j in tqdm(cases, desc=description, disable=not progress):
+        instance = random_regression_instance(lams[i], generator=generator, **instance_options)
+        yield i, j, instance, generator
+
+
 @single_threaded
 def gradient_gap_experiment(
     lams: Sequence[float],
     ks: Sequence[int],
     *,
-    family: str = "gaussian",
     num_instances: int = 3,
-    input_size: int = 4,
-    hidden_size: int = 8,
-    seq_len: int = 60,
-    activation: str = "tanh",
-    input_bound: float = 1.0,
-    target_norm: float = 1.0,
     seed: int = 0,
     progress: bool = True,
+    **instance_options,
 ) -> GradientGapResult:
-    """Lemma 2 (the paper's Figure 1a): gradient gaps versus ``k`` against ``gamma k lambda^k``."""
+    """Lemma 2 (the paper's Figure 1a): gradient gaps versus ``k`` against ``gamma k lambda^k``.
+
+    ``instance_options`` (``family``, ``input_size``, ``hidden_size``, ``seq_len``,
+    ``activation``, ``input_bound``, ``target_norm``) go to
+    :func:`random_regression_instance`; its defaults apply to the rest.
+    """
     ks = _check_contexts(ks)
-    generator = torch.Generator().manual_seed(seed)
     shape = (len(lams), num_instances)
     measured = np.zeros((*shape, len(ks)))
     bound = np.zeros_like(measured)
     gammas = np.zeros(shape)
-    cases = [(i, j) for i in range(len(lams)) for j in range(num_instances)]
-    for i, j in tqdm(cases, desc="Lemma 2 instances", disable=not progress):
-        instance = random_regression_instance(
-            lams[i],
-            family=family,
-            input_size=input_size,
-            hidden_size=hidden_size,
-            seq_len=seq_len,
-            activation=activation,
-            input_bound=input_bound,
-            target_norm=target_norm,
-            generator=generator,
-        )
+    instances = _regression_instances(
+        lams, num_instances, seed, progress, "Lemma 2 instances", instance_options
+    )
+    for i, j, instance, _ in instances:
         constants = instance.constants()
         gammas[i, j] = bounds.lemma2_gamma(**constants)
         measured[i, j] = gradient_gaps(instance, ks)
         bound[i, j] = [bounds.lemma2_gradient_bound(gammas[i, j], k, constants["lam"]) for k in ks]
+    model = instance.model
     return GradientGapResult(
         np.asarray(lams, dtype=float),
         np.asarray(ks),
         measured,
         gammas,
         bound,
-        activation,
-        family,
-        hidden_size,
-        input_size,
-        seq_len,
+        model.activation,
+        instance.family,
+        model.hidden_size,
+        model.input_size,
+        instance.inputs.shape[0],
     )
 
 
@@ -740,36 +758,24 @@ class SmoothnessResult:
 def smoothness_experiment(
     lams: Sequence[float],
     *,
-    family: str = "gaussian",
     num_instances: int = 3,
     num_random_directions: int = 2,
     radii: Sequence[float] = (1e-3, 1e-1),
-    input_size: int = 4,
-    hidden_size: int = 8,
-    seq_len: int = 60,
-    activation: str = "tanh",
-    input_bound: float = 1.0,
-    target_norm: float = 1.0,
     seed: int = 0,
     progress: bool = True,
+    **instance_options,
 ) -> SmoothnessResult:
-    """Lemma 3: Lipschitz ratios of ``grad_w p_T`` versus ``lambda`` against ``beta``."""
-    generator = torch.Generator().manual_seed(seed)
+    """Lemma 3: Lipschitz ratios of ``grad_w p_T`` versus ``lambda`` against ``beta``.
+
+    ``instance_options`` go to :func:`random_regression_instance`, as in
+    :func:`gradient_gap_experiment`.
+    """
     shape = (len(lams), num_instances)
     ratios, hessian_norms, betas = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-    cases = [(i, j) for i in range(len(lams)) for j in range(num_instances)]
-    for i, j in tqdm(cases, desc="Lemma 3 instances", disable=not progress):
-        instance = random_regression_instance(
-            lams[i],
-            family=family,
-            input_size=input_size,
-            hidden_size=hidden_size,
-            seq_len=seq_len,
-            activation=activation,
-            input_bound=input_bound,
-            target_norm=target_norm,
-            generator=generator,
-        )
+    instances = _regression_instances(
+        lams, num_instances, seed, progress, "Lemma 3 instances", instance_options
+    )
+    for i, j, instance, generator in instances:
         betas[i, j] = bounds.lemma3_beta(**instance.constants())
         hessian_norms[i, j], top = hessian_top_direction(instance, generator=generator)
         directions = [top, -top] + [
@@ -778,5 +784,10 @@ def smoothness_experiment(
         ]
         ratios[i, j] = max(lipschitz_ratio(instance, d, r) for d in directions for r in radii)
     return SmoothnessResult(
-        np.asarray(lams, dtype=float), ratios, hessian_norms, betas, activation, family
+        np.asarray(lams, dtype=float),
+        ratios,
+        hessian_norms,
+        betas,
+        instance.model.activation,
+        instance.family,
     )

@@ -5,7 +5,8 @@ fixed points off this curve gives them all for every ``b`` at once.  A fixed poi
 stable when ``|w sigmoid'(x)| < 1``.  For ``w > 4`` the curve folds: two saddle-node
 bifurcations at ``sigmoid'(x) = 1/w`` bound an interval of ``b`` with two stable fixed
 points (bistability, hence hysteresis).  Near a fold, ``x_T`` changes abruptly with
-``b`` and its derivative ``d x_T / d b`` spikes.
+``b`` and its derivative ``d x_T / d b`` spikes; gradient descent on ``b`` that
+reaches the fold takes one huge step (:func:`train_bias`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import math
 
 import torch
 from torch import Tensor
+
+from stablernn_lib.gradients import clip_gradient_norm_
 
 
 def iterate(w: float | Tensor, b: float | Tensor, x0: float | Tensor, steps: int) -> Tensor:
@@ -114,3 +117,42 @@ def final_state_gradient(
     final = iterate(w, b, x0, steps)[-1]
     (gradient,) = torch.autograd.grad(final.sum(), b)
     return final.detach(), gradient
+
+
+def train_bias(
+    w: float,
+    b_init: float,
+    target: float,
+    *,
+    threshold: float | None = None,
+    x0: float = -5.0,
+    steps: int = 50,
+    learning_rate: float = 0.02,
+    iterations: int = 40,
+) -> dict[str, list[float]]:
+    """Gradient descent on ``b`` for the loss ``(x_T - target)^2 / 2``, clipped or not.
+
+    ``x_T`` is the state after ``steps`` iterations from ``x0``; the gradient is
+    ``(x_T - target) d x_T / d b`` (autograd), clipped at ``threshold`` by
+    :func:`stablernn_lib.gradients.clip_gradient_norm_` (``None``: no clipping).
+    Returns per iteration ``b`` (before the step), ``loss`` and ``grad_norm`` (``|dL/db|``
+    before clipping).
+    """
+    if iterations < 1 or learning_rate <= 0:
+        raise ValueError(
+            f"iterations must be >= 1 and learning_rate > 0, got {iterations} and "
+            f"{learning_rate}; pass e.g. iterations=40, learning_rate=0.02"
+        )
+    b = torch.tensor(float(b_init), dtype=torch.float64, requires_grad=True)
+    history: dict[str, list[float]] = {"b": [], "loss": [], "grad_norm": []}
+    for _ in range(iterations):
+        loss = 0.5 * (iterate(w, b, x0, steps)[-1] - target) ** 2
+        b.grad = None
+        loss.backward()
+        norm = clip_gradient_norm_(b, math.inf if threshold is None else threshold)
+        history["b"].append(float(b.detach()))
+        history["loss"].append(float(loss.detach()))
+        history["grad_norm"].append(norm)
+        with torch.no_grad():
+            b.sub_(learning_rate * b.grad)
+    return history

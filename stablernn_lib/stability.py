@@ -111,7 +111,7 @@ def jacobian_norms(model: RecurrentMap, states: Tensor, inputs: Tensor) -> Tenso
     The largest of them is a lower bound on the Lipschitz constant of ``phi_w``
     in ``h`` (Euclidean norm), and equals it when the points include the worst case.
     """
-    return torch.linalg.matrix_norm(state_jacobians(model, states, inputs), ord=2)
+    return torch.linalg.matrix_norm(state_jacobians(model, states, inputs), ord=2).detach()
 
 
 @torch.no_grad()

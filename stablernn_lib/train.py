@@ -57,9 +57,12 @@ from stablernn_lib.language_model import (
     sequence_loss,
 )
 
-_REPO_ROOT = Path(__file__).resolve().parent.parent
-RUNS_DIR = _REPO_ROOT / "data" / "runs" / "wikitext2"
-RESULTS_DIR = _REPO_ROOT / "data" / "results" / "wikitext2"
+_CHECKOUT = Path(__file__).resolve().parent.parent
+# In a checkout of the course, data/ of the repository; for an installed
+# library (e.g. on Colab), data/ of the working directory.
+_DATA_ROOT = (_CHECKOUT if (_CHECKOUT / "pyproject.toml").exists() else Path.cwd()) / "data"
+RUNS_DIR = _DATA_ROOT / "runs" / "wikitext2"
+RESULTS_DIR = _DATA_ROOT / "results" / "wikitext2"
 
 
 @dataclass(frozen=True)

@@ -44,20 +44,14 @@ def test_lemma1_context_is_the_smallest_sufficient_k(lam, eps):
     assert k == max(0, math.ceil(closed_form - 1e-12))
 
 
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (lambda: bounds.state_norm_bound(1.0, 1.0, 1.0), "lambda < 1"),
-        (lambda: bounds.state_norm_bound(1.5, 1.0, 1.0), "lambda < 1"),
-        (lambda: bounds.state_norm_bound(0.5, -1.0, 1.0), "lx"),
-        (lambda: bounds.lemma1_context(0.5, 1.0, 1.0, 0.0), "eps"),
-        (lambda: bounds.lemma1_context(0.5, 1.0, 1.0, -1e-3), "eps"),
-        (lambda: bounds.lemma1_truncation_bound(0.5, 1.0, 1.0, -1), "k"),
-    ],
-)
-def test_lemma1_bad_input(call, message):
-    with pytest.raises(ValueError, match=message):
-        call()
+LEMMA1_BAD_INPUT = [
+    (lambda: bounds.state_norm_bound(1.0, 1.0, 1.0), "lambda < 1"),
+    (lambda: bounds.state_norm_bound(1.5, 1.0, 1.0), "lambda < 1"),
+    (lambda: bounds.state_norm_bound(0.5, -1.0, 1.0), "lx"),
+    (lambda: bounds.lemma1_context(0.5, 1.0, 1.0, 0.0), "eps"),
+    (lambda: bounds.lemma1_context(0.5, 1.0, 1.0, -1e-3), "eps"),
+    (lambda: bounds.lemma1_truncation_bound(0.5, 1.0, 1.0, -1), "k"),
+]
 
 
 @pytest.mark.parametrize("activation", ["tanh", "identity"])
@@ -127,25 +121,25 @@ def test_constants_grow_as_lambda_approaches_one():
     assert gammas == sorted(gammas) and betas == sorted(betas)
 
 
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (lambda: bounds.lemma2_gamma(1.0, 1, 1, 1, 1), "0 < lambda < 1"),
-        (lambda: bounds.lemma2_gamma(0.0, 1, 1, 1, 1), "0 < lambda < 1"),
-        (lambda: bounds.lemma2_gamma(0.5, 1, 1, -1, 1), "lp"),
-        (lambda: bounds.lemma2_gamma(0.5, 1, 1, 1, 1, l_rho=0.0), "l_rho"),
-        (lambda: bounds.lemma3_beta(1.2, 1, 1, 1, 1), "lambda < 1"),
-        (lambda: bounds.lemma3_beta(0.5, 1, -2, 1, 1), "bx"),
-        (lambda: bounds.lemma3_beta(0.5, 1, 1, 1, 1, l2_rho=-1.0), "l2_rho"),
-        (lambda: bounds.lemma2_gradient_bound(1.0, 0, 0.5), "k"),
-        (lambda: bounds.lemma2_gradient_bound(1.0, 2.5, 0.5), "k"),
-        (lambda: bounds.lemma2_gradient_bound(1.0, True, 0.5), "k"),
-        (lambda: bounds.lemma2_gradient_bound(-1.0, 2, 0.5), "gamma"),
-        (lambda: bounds.lemma2_gradient_bound(1.0, 2, 1.0), "0 < lambda < 1"),
-        (lambda: bounds.squared_loss_constants(-1.0, 1.0), "state_bound"),
-    ],
-)
-def test_lemma2_lemma3_bad_input(call, message):
+LEMMA2_LEMMA3_BAD_INPUT = [
+    (lambda: bounds.lemma2_gamma(1.0, 1, 1, 1, 1), "0 < lambda < 1"),
+    (lambda: bounds.lemma2_gamma(0.0, 1, 1, 1, 1), "0 < lambda < 1"),
+    (lambda: bounds.lemma2_gamma(0.5, 1, 1, -1, 1), "lp"),
+    (lambda: bounds.lemma2_gamma(0.5, 1, 1, 1, 1, l_rho=0.0), "l_rho"),
+    (lambda: bounds.lemma3_beta(1.2, 1, 1, 1, 1), "lambda < 1"),
+    (lambda: bounds.lemma3_beta(0.5, 1, -2, 1, 1), "bx"),
+    (lambda: bounds.lemma3_beta(0.5, 1, 1, 1, 1, l2_rho=-1.0), "l2_rho"),
+    (lambda: bounds.lemma2_gradient_bound(1.0, 0, 0.5), "k"),
+    (lambda: bounds.lemma2_gradient_bound(1.0, 2.5, 0.5), "k"),
+    (lambda: bounds.lemma2_gradient_bound(1.0, True, 0.5), "k"),
+    (lambda: bounds.lemma2_gradient_bound(-1.0, 2, 0.5), "gamma"),
+    (lambda: bounds.lemma2_gradient_bound(1.0, 2, 1.0), "0 < lambda < 1"),
+    (lambda: bounds.squared_loss_constants(-1.0, 1.0), "state_bound"),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), LEMMA1_BAD_INPUT + LEMMA2_LEMMA3_BAD_INPUT)
+def test_bad_input_raises_a_value_error_naming_the_problem(call, message):
     with pytest.raises(ValueError, match=message):
         call()
 
@@ -177,6 +171,18 @@ def test_lemma2_is_within_a_small_factor_on_the_aligned_linear_rnn():
     gamma = bounds.lemma2_gamma(**constants)
     gap = gradient_gaps(instance, [3])[0]
     assert gap > bounds.lemma2_gradient_bound(gamma, 3, constants["lam"]) / 3
+
+
+def test_lemma2_needs_its_one_over_lambda_term():
+    """At k = 1 and small lambda, gamma without ``L_rho L_p B_h / lambda`` is too small."""
+    instance = random_regression_instance(0.01, seq_len=20, generator=torch.Generator())
+    constants = instance.constants()
+    gamma = bounds.lemma2_gamma(**constants)
+    state_bound = bounds.state_norm_bound(constants["lam"], constants["lx"], constants["bx"])
+    term = constants["l_rho"] * constants["lp"] * state_bound / constants["lam"]
+    gap = gradient_gaps(instance, [1])[0]
+    assert gap <= bounds.lemma2_gradient_bound(gamma, 1, constants["lam"])
+    assert gap > bounds.lemma2_gradient_bound(gamma - term, 1, constants["lam"])
 
 
 def _random_point_in_omega(instance, generator):

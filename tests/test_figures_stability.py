@@ -15,15 +15,6 @@ from stablernn_lib.stability import project_spectral_ball, spectral_norm
 from stablernn_lib.widgets import interactive_plot
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny float64 models: one thread avoids contention on a busy machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def _gaps(lam: float, activation: str, matrix: str) -> np.ndarray:
     first, second = figs._trajectory_pair(lam, activation, matrix, 60, 32, 0)
     return np.linalg.norm(first - second, axis=1)

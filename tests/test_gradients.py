@@ -216,6 +216,22 @@ def test_hysteresis_and_gradient_spike():
     assert far.abs().max() < 3
 
 
+def test_training_the_bias_across_the_fold_spikes_and_clipping_bounds_the_step():
+    w, b_plus = 5.0, one_unit.saddle_nodes(5.0)[0][1]
+    runs = {th: one_unit.train_bias(w, -3.0, 2.0, threshold=th) for th in (None, 10.0)}
+    for history in runs.values():
+        # gradient descent walks b up to the fold b_+, where x_T jumps to the upper branch
+        assert history["b"][0] < b_plus < max(history["b"])
+        assert max(history["grad_norm"]) > 10 * history["grad_norm"][0]  # the spike
+    plain, clipped = runs[None]["b"], runs[10.0]["b"]
+    plain_steps = [abs(a - b) for a, b in zip(plain[1:], plain[:-1], strict=True)]
+    clipped_steps = [abs(a - b) for a, b in zip(clipped[1:], clipped[:-1], strict=True)]
+    assert max(plain_steps) > 1.0  # one step on the cliff throws b far away
+    assert max(clipped_steps) <= 0.02 * 10.0 + 1e-12  # learning rate times threshold
+    assert runs[None]["loss"][-1] > 10 * runs[10.0]["loss"][-1]
+    assert figures_gradients.bias_training_figure({"plain": runs[None]}, w).axes
+
+
 def test_figures_and_widget_render():
     assert figures_gradients.lag_norm_figure(1.5, "tanh", steps=10).axes
     assert figures_gradients.one_unit_figure(5.0, -2.5, steps=20).axes
@@ -230,3 +246,5 @@ def test_bad_inputs_raise_clear_errors():
         gradients.state_jacobians(torch.nn.Linear(2, 2), torch.zeros(3, 1, 2))
     with pytest.raises(ValueError, match="steps"):
         one_unit.iterate(5.0, -2.0, 0.0, -1)
+    with pytest.raises(ValueError, match="iterations must be >= 1"):
+        one_unit.train_bias(5.0, -3.0, 2.0, iterations=0)

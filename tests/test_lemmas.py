@@ -265,6 +265,30 @@ def test_truncation_figures_and_widget_frame():
     assert isinstance(frame, Figure)
 
 
+def _plotted_curves(figure: Figure) -> list[np.ndarray]:
+    return [np.asarray(line.get_ydata()) for line in figure.axes[0].get_lines()]
+
+
+def test_gradient_gap_frame_follows_its_sliders():
+    ks = (1, 3, 8)
+    frame = lemma_plots.gradient_gap_frame(0.8, 1.0, ks=ks, seq_len=30)
+    assert isinstance(frame, Figure) and len(frame.axes) == 2
+    assert frame.axes[0].get_ylim() == (1e-17, 1e10)  # fixed, so that frames compare by eye
+    measured, bound = _plotted_curves(frame)[:2]  # first instance: solid gap, dashed bound
+    instance = random_regression_instance(
+        0.8, seq_len=30, generator=torch.Generator().manual_seed(0)
+    )
+    constants = instance.constants()
+    gamma = bounds.lemma2_gamma(**constants)
+    expected = [bounds.lemma2_gradient_bound(gamma, k, constants["lam"]) for k in ks]
+    np.testing.assert_allclose(bound, expected, rtol=1e-12)
+    assert np.all(measured <= bound)
+    for lam, input_bound in ((0.5, 1.0), (0.8, 3.0)):
+        other = lemma_plots.gradient_gap_frame(lam, input_bound, ks=ks, seq_len=30)
+        assert not np.allclose(_plotted_curves(other)[1], bound)  # the slider changes the bound
+        assert not np.allclose(_plotted_curves(other)[0], measured)  # and the measurement
+
+
 # ----------------------------------------------------------------------------- sympy
 
 

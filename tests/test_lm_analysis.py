@@ -7,12 +7,17 @@ from dataclasses import replace
 import pytest
 import torch
 
+from stablernn_lib.benchmark import format_benchmark, run_benchmark
 from stablernn_lib.data import Corpus, batchify, write_synthetic_corpus
+from stablernn_lib.io import atomic_write_json
 from stablernn_lib.language_model import WordLanguageModel, project_stable_
 from stablernn_lib.lm_analysis import (
     gradient_by_distance,
     gradient_by_distance_naive,
     layer_map,
+    load_full_results,
+    reproduction_commands,
+    results_table,
     state_jacobian_norms,
     truncated_eval_curve,
     weights_close_experiment,
@@ -104,3 +109,23 @@ def test_gradient_profile_ignores_dropout_and_restores_it() -> None:
     profile = gradient_by_distance(model, source, max_distance=3)
     assert profile["mean_norm"] == pytest.approx(expected["mean_norm"], rel=1e-6)
     assert model.training and model.drop.p == 0.5 and model.rnn.dropout == 0.5
+
+
+def test_results_table_shows_paper_numbers_and_ours_when_present(tmp_path) -> None:
+    assert load_full_results(tmp_path / "missing") == {}
+    table = results_table(load_full_results(tmp_path))
+    assert "146.7" in table and "94.6" in table and table.count("not run yet") == 4
+    atomic_write_json(tmp_path / "lstm-stable.json", {"test_ppl": 97.25})
+    table = results_table(load_full_results(tmp_path))
+    assert "97.2" in table and table.count("not run yet") == 3
+    assert "--model lstm --stable --config full" in reproduction_commands()
+
+
+def test_benchmark_measures_every_ratio() -> None:
+    result = run_benchmark("smoke", "cpu", repeats=2, warmup=1, figure2_distance=3)
+    for cell in ("rnn", "lstm"):
+        timings = result["models"][cell]
+        assert timings["projection_seconds"] > 0 and timings["train_tokens_per_second"] > 0
+        assert timings["projection_overhead"] > 0
+    assert result["figure2"]["max_relative_difference"] < 1e-4
+    assert "overhead" in format_benchmark(result)

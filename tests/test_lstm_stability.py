@@ -14,16 +14,6 @@ from stablernn_lib import stability_symbolic as ss
 from stablernn_lib.models import LSTMMap, random_lstm
 from stablernn_lib.stability import ACTIVATION_LIPSCHITZ, state_jacobians
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tests run many tiny float64 ops; one thread avoids contention on a busy machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 # ----------------------------------------------------------------------------
 # The l1-ball projection
 # ----------------------------------------------------------------------------

@@ -30,21 +30,23 @@ def corpus(tmp_path_factory) -> Corpus:
     return Corpus.from_folder(write_synthetic_corpus(tmp_path_factory.mktemp("synthetic")))
 
 
-def test_smoke_config_lowers_validation_perplexity(corpus: Corpus, tmp_path: Path) -> None:
+def test_smoke_config_lowers_validation_perplexity(tmp_path: Path) -> None:
+    folder = write_synthetic_corpus(tmp_path / "corpus", lines=(1500, 100, 100))
+    corpus = Corpus.from_folder(folder)  # ~19k training tokens: ~27 steps per epoch
     result = train_language_model(
-        "lstm", stable=True, config="smoke", corpus=corpus, out_dir=tmp_path, progress=False
+        "lstm", stable=True, config="smoke", corpus=corpus, out_dir=tmp_path / "run", progress=False
     )
     history = result["epochs"]
     assert len(history) == CONFIGS["smoke"].epochs
-    assert history[-1]["val_ppl"] < 0.8 * history[0]["val_ppl"]
+    assert history[-1]["val_ppl"] < 0.7 * history[0]["val_ppl"]
     assert history[0]["val_ppl"] < corpus.vocab_size  # better than uniform guessing
     assert result["status"] == "completed" and math.isfinite(result["test_ppl"])
-    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3, 4]
-    saved = json.loads((tmp_path / "result.json").read_text())
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3]
+    saved = json.loads((tmp_path / "run" / "result.json").read_text())
     assert saved["config"]["name"] == "smoke" and saved["seed"] == 1111
     assert {"git_commit", "device"} <= set(saved["provenance"])
-    model = load_trained_model(tmp_path)
+    model = load_trained_model(tmp_path / "run")
     assert model.stable and model.encoder.weight.abs().max() <= 1.0
 
 
