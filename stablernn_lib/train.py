@@ -69,9 +69,17 @@ RESULTS_DIR = _DATA_ROOT / "results" / "wikitext2"
 class LMConfig:
     """Every knob of a language-model run (see ``CONFIGS`` for the values and why).
 
-    ``train_tokens`` / ``eval_tokens``: use only the first that many tokens of the
-    training / validation and test splits (None: all).  ``vocab_size``: keep only
-    the most frequent words (None: the full vocabulary of 33,278 types).
+    Model: ``embedding_size`` E, ``hidden_size`` H, ``num_layers``, ``dropout``
+    (embeddings, between layers, outputs).  Optimization: ``epochs``; SGD at
+    ``lr``, divided by ``lr_decay`` after an epoch whose validation loss does not
+    improve; gradient norm clipped to ``clip``; ``batch_size`` streams read in
+    windows of ``bptt`` tokens; evaluation on ``eval_batch_size`` streams;
+    ``seed`` fixes the initialization and dropout masks.  Stable LSTM:
+    embeddings clamped to ``[-input_bound, input_bound]``.  A batch loss above
+    ``divergence_factor * log(V)`` stops the run.  Data: ``train_tokens`` /
+    ``eval_tokens`` keep only the first that many tokens of the training /
+    validation and test splits (None: all); ``vocab_size`` keeps only the most
+    frequent words, the rest become ``<unk>`` (None: all 33,278 types).
     """
 
     name: str
