@@ -22,7 +22,7 @@ only (:func:`truncated_outputs`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Literal, get_args
 
@@ -139,12 +139,68 @@ def detach_state(state: State) -> State:
     return tuple(part.detach() for part in state)
 
 
+# Relative slack added to the computed bound: it covers the float64 rounding of the
+# squarings (orders of magnitude smaller), so a skipped projection is always exact.
+_BOUND_SLACK = 1e-6
+
+
+def spectral_norm_upper_bounds(matrices: Tensor, squarings: int = 6) -> Tensor:
+    """Guaranteed upper bounds on ``||W||_2`` of matrices ``(..., m, n) -> (...)``.
+
+    With ``G = W^T W`` (``||G||_2 = ||W||_2^2``) and ``q = 2^squarings``,
+    ``||G||_2^q = ||G^q||_2 <= ||G^q||_F <= sqrt(n) ||G||_2^q``, so
+
+        ||W||_2  <=  ||G^q||_F^(1 / 2q)  <=  n^(1 / 4q) ||W||_2,
+
+    a bound within a factor ``650^(1/256) ~ 1.026`` for ``n = 650`` and the default 6
+    squarings.  ``G^q`` is formed by repeated squaring in float64, rescaled to unit
+    Frobenius norm before every squaring (the scales are kept as logarithms).  Matrix
+    products only: the result stays on the device, with no host synchronization.
+    """
+    gram = matrices.detach().double()
+    gram = gram.mT @ gram
+    log_scale = torch.zeros(gram.shape[:-2], dtype=gram.dtype, device=gram.device)
+    for _ in range(squarings):
+        norm = torch.linalg.matrix_norm(gram).clamp(min=torch.finfo(gram.dtype).tiny)
+        gram = gram / norm[..., None, None]
+        gram = gram @ gram
+        log_scale = 2 * (log_scale + norm.log())
+    log_norm = log_scale + torch.linalg.matrix_norm(gram).log()  # log ||G^q||_F
+    return (log_norm / 2 ** (squarings + 1)).exp() * (1 + _BOUND_SLACK)
+
+
+@torch.no_grad()
+def project_spectral_balls_(
+    weights: Sequence[Tensor], radius: float = 1.0, check_first: bool | None = None
+) -> None:
+    """Project every matrix in place onto ``{||W||_2 <= radius}`` (``weights``: same shape).
+
+    The exact projection is an SVD (:func:`~stablernn_lib.stability.project_spectral_ball`,
+    computed in the weights' dtype on their device).  With ``check_first`` the SVD is
+    skipped for a matrix whose guaranteed upper bound (:func:`spectral_norm_upper_bounds`)
+    is already ``<= radius``: that matrix is its own projection.  The check costs a few
+    matrix products and one host synchronization for all layers (an SVD on a GPU
+    synchronizes anyway), so it pays off on a GPU, where products are fast and an SVD is
+    slow; on a CPU both cost about the same.  ``None``: check on CUDA tensors only.
+    """
+    if check_first is None:
+        check_first = weights[0].is_cuda
+    inside = [False] * len(weights)
+    if check_first:
+        bounds = spectral_norm_upper_bounds(torch.stack([w.detach() for w in weights]))
+        inside = (bounds <= radius).tolist()
+    for weight, skip in zip(weights, inside, strict=True):
+        if not skip:
+            weight.copy_(project_spectral_ball(weight, radius))
+
+
 @torch.no_grad()
 def project_stable_(model: WordLanguageModel) -> None:
     """Project the model onto its stable set, in place (after every optimizer step).
 
     RNN: every layer's ``weight_hh_l{n}`` onto ``{||W||_2 <= 1}`` (SVD clipping,
-    as the authors did; radius 1 with tanh gives ``lambda <= 1``).
+    as the authors did; radius 1 with tanh gives ``lambda <= 1``); on a GPU the SVD of a
+    layer proved already inside is skipped (:func:`project_spectral_balls_`).
     LSTM: the embedding is clamped to ``[-b, b]`` (so ``||x_t||_inf <= b``); the
     inputs of layers above are LSTM outputs, already in ``(-1, 1)``; then every
     layer's weights and biases go through
@@ -154,9 +210,7 @@ def project_stable_(model: WordLanguageModel) -> None:
     """
     rnn = model.rnn
     if model.cell == "rnn":
-        for layer in range(rnn.num_layers):
-            weight = getattr(rnn, f"weight_hh_l{layer}")
-            weight.copy_(project_spectral_ball(weight, 1.0))
+        project_spectral_balls_([getattr(rnn, f"weight_hh_l{n}") for n in range(rnn.num_layers)])
         return
     from stablernn_lib.lstm_stability import project_lstm_weights_
 

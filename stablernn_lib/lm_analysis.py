@@ -592,7 +592,7 @@ def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
 
 def results_table(results: dict[str, Any], label: str = "ours (full config)") -> str:
     """Markdown table: test perplexity reported by the paper next to ours (or "not run yet")."""
-    header = "| model | paper, unconstrained | paper, stable "
+    header = "| model | reported by the paper, unconstrained | reported by the paper, stable "
     header += f"| {label}, unconstrained | {label}, stable |"
     lines = [header, "| --- | ---: | ---: | ---: | ---: |"]
     for cell in ("rnn", "lstm"):

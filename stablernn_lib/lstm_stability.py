@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import torch
 from torch import Tensor
@@ -128,18 +129,23 @@ def project_l1_ball(vectors: Tensor, radius: float | Tensor) -> Tensor:
     radius_t = torch.as_tensor(radius, dtype=vectors.dtype, device=vectors.device)
     if bool((radius_t < 0).any()) or not bool(torch.isfinite(radius_t).all()):
         raise ValueError(f"the l1 radius must be finite and >= 0, got {radius}")
-    radius_t = radius_t.expand(vectors.shape[:-1]).unsqueeze(-1)
+    return _project_rows_l1(vectors, radius_t.expand(vectors.shape[:-1]).unsqueeze(-1))
+
+
+def _project_rows_l1(vectors: Tensor, radius: Tensor) -> Tensor:
+    """:func:`project_l1_ball` without the checks: rows ``(..., n)``, radii ``(..., 1)``.
+
+    Only tensor operations, no host synchronization: the per-step path of the projection.
+    A radius of ``inf`` leaves its row unchanged.
+    """
     magnitudes = vectors.abs()
-    inside = magnitudes.sum(dim=-1, keepdim=True) <= radius_t
+    inside = magnitudes.sum(dim=-1, keepdim=True) <= radius
     sorted_desc = magnitudes.sort(dim=-1, descending=True).values
     cumulative = sorted_desc.cumsum(dim=-1)
-    ks = torch.arange(1, vectors.shape[-1] + 1, dtype=vectors.dtype, device=vectors.device)
-    active = sorted_desc > (cumulative - radius_t) / ks
-    k_star = active.to(torch.int64).mul(
-        torch.arange(1, vectors.shape[-1] + 1, device=vectors.device)
-    )
-    k_star = k_star.max(dim=-1, keepdim=True).values.clamp(min=1)
-    theta = (cumulative.gather(-1, k_star - 1) - radius_t) / k_star.to(vectors.dtype)
+    ranks = torch.arange(1, vectors.shape[-1] + 1, device=vectors.device)
+    active = sorted_desc > (cumulative - radius) / ranks.to(vectors.dtype)
+    k_star = active.to(torch.int64).mul(ranks).max(dim=-1, keepdim=True).values.clamp(min=1)
+    theta = (cumulative.gather(-1, k_star - 1) - radius) / k_star.to(vectors.dtype)
     projected = vectors.sign() * (magnitudes - theta).clamp(min=0)
     return torch.where(inside, vectors, projected)
 
@@ -482,6 +488,133 @@ def _check_lam(lam: float) -> None:
         raise ValueError(f"lam must be a number in (0, 1) (a contraction constant), got {lam!r}")
 
 
+@dataclass(frozen=True)
+class _ProjectionPlan:
+    """What :func:`project_lstm_weights_` needs per call, computed once per set.
+
+    Radii are per gate in the order ``(i, f, z, o)``; ``math.inf`` marks a free part.
+    """
+
+    certified: float
+    recurrent_radius: tuple[float, ...]
+    input_radius: tuple[float, ...]
+    bias_upper: tuple[float, ...]
+    bias_lower: tuple[float, ...]
+
+
+@lru_cache(maxsize=64)
+def _plan_from_key(key: tuple, input_bound: float) -> _ProjectionPlan:
+    """The plan of a set given by ``("lam", lam)`` or by its radii and bias bounds."""
+    if key[0] == "lam":
+        constraint = stable_lstm_constraint(key[1], input_bound)
+    else:
+        recurrent, inputs, bias_max = (dict(zip(GATES, values, strict=True)) for values in key[1:])
+        constraint = LSTMConstraint(recurrent, inputs, bias_max)
+    bias_max = [constraint.bias_max[g] for g in GATES]
+    return _ProjectionPlan(
+        certified=constraint.contraction_bound(input_bound),
+        recurrent_radius=tuple(constraint.recurrent_radius[g] for g in GATES),
+        input_radius=tuple(constraint.input_radius[g] for g in GATES),
+        bias_upper=tuple(bias_max),
+        bias_lower=tuple(
+            -b if g == "z" else -math.inf for g, b in zip(GATES, bias_max, strict=True)
+        ),
+    )
+
+
+def _projection_plan(
+    constraint: LSTMConstraint | None, lam: float | None, input_bound: float
+) -> _ProjectionPlan:
+    if constraint is not None and lam is not None:
+        raise ValueError("pass either lam or constraint, not both")
+    if constraint is None and lam is not None:
+        _check_lam(lam)
+        return _plan_from_key(("lam", float(lam)), input_bound)
+    constraint = constraint if constraint is not None else authors_constants_constraint()
+    key = ("set",) + tuple(
+        tuple(float(getattr(constraint, part)[g]) for g in GATES)
+        for part in ("recurrent_radius", "input_radius", "bias_max")
+    )
+    return _plan_from_key(key, input_bound)
+
+
+@lru_cache(maxsize=64)
+def _row_bounds(
+    per_gate: tuple[float, ...], hidden: int, dtype: torch.dtype, device: torch.device
+) -> Tensor:
+    """A per-gate bound repeated over the gate's rows: ``(4H, 1)`` on the weights' device."""
+    return torch.tensor(per_gate, dtype=dtype).repeat_interleave(hidden)[:, None].to(device)
+
+
+@lru_cache(maxsize=64)
+def _stacked_layout(
+    plan: _ProjectionPlan, hidden: int, dtype: torch.dtype, device: torch.device
+) -> tuple[tuple[tuple[int, int, int], ...], Tensor]:
+    """Which rows of ``(weight_hh, weight_ih)`` are constrained, and their radii.
+
+    Returns ``((matrix index, first row, end row), ...)`` (per matrix the contiguous range
+    covering its gates of finite radius) and the radii ``(rows, 1)`` of those rows stacked.
+    """
+    spans, bounds = [], []
+    for index, radius in enumerate((plan.recurrent_radius, plan.input_radius)):
+        gates = [n for n, r in enumerate(radius) if r != math.inf]
+        if gates:
+            first, end = gates[0] * hidden, (gates[-1] + 1) * hidden
+            spans.append((index, first, end))
+            bounds.append(_row_bounds(radius, hidden, dtype, device)[first:end])
+    stacked = torch.cat(bounds) if bounds else torch.empty(0, 1, dtype=dtype, device=device)
+    return tuple(spans), stacked
+
+
+def _project_rows_of_layer_(
+    weight_hh: Tensor, weight_ih: Tensor, plan: _ProjectionPlan, hidden: int
+) -> None:
+    """Every constrained row of ``weight_hh`` and ``weight_ih`` onto its l1 ball, in place.
+
+    The constrained rows of both matrices go through ONE batched projection with a
+    per-row radius; the shorter rows are padded with zeros, which the soft-threshold
+    keeps at zero.
+    """
+    matrices = (weight_hh, weight_ih)
+    if weight_hh.dtype != weight_ih.dtype or weight_hh.device != weight_ih.device:
+        for matrix, radius in zip(
+            matrices, (plan.recurrent_radius, plan.input_radius), strict=True
+        ):
+            if any(r != math.inf for r in radius):  # cannot stack: one call per matrix
+                bounds = _row_bounds(radius, hidden, matrix.dtype, matrix.device)
+                matrix.copy_(_project_rows_l1(matrix, bounds))
+        return
+    spans, bounds = _stacked_layout(plan, hidden, weight_hh.dtype, weight_hh.device)
+    if not spans:
+        return
+    width = max(matrices[index].shape[1] for index, _, _ in spans)
+    rows = torch.cat(
+        [
+            torch.nn.functional.pad(m, (0, width - m.shape[1])) if m.shape[1] < width else m
+            for m in (matrices[index][first:end] for index, first, end in spans)
+        ]
+    )
+    projected = _project_rows_l1(rows, bounds)
+    offset = 0
+    for index, first, end in spans:
+        matrix = matrices[index]
+        matrix[first:end].copy_(projected[offset : offset + end - first, : matrix.shape[1]])
+        offset += end - first
+
+
+def _project_bias_sums_(biases: Sequence[Tensor], plan: _ProjectionPlan, hidden: int) -> None:
+    """:func:`project_bias_sum_` for every gate at once, with per-row bounds ``(4H,)``."""
+    if not biases or all(b == math.inf for b in plan.bias_upper):
+        return
+    first = biases[0]
+    upper = _row_bounds(plan.bias_upper, hidden, first.dtype, first.device)[:, 0]
+    lower = _row_bounds(plan.bias_lower, hidden, first.dtype, first.device)[:, 0]
+    total = sum(b.detach() for b in biases)
+    excess = (total - total.clamp(min=lower, max=upper)) / len(biases)
+    for b in biases:
+        b.sub_(excess)
+
+
 @torch.no_grad()
 def project_lstm_weights_(
     weight_hh: Tensor,
@@ -502,6 +635,10 @@ def project_lstm_weights_(
     Each part is the exact Euclidean projection: rows onto l1 balls, bias sums onto
     half-spaces or slabs.  For layers above the first, the inputs are the ``h`` of the
     layer below, so ``input_bound = 1``.
+
+    Called after every optimizer step, so it is cheap: the set's radii and its lambda are
+    computed once per set (cached), all constrained rows are projected in one batched
+    call, and nothing waits for the device (no host synchronization).
     """
     hidden = _check_gate_matrix("weight_hh", weight_hh)
     _check_gate_matrix("weight_ih", weight_ih, hidden)
@@ -516,25 +653,10 @@ def project_lstm_weights_(
     for b in biases:
         if not isinstance(b, Tensor) or b.shape != (4 * hidden,):
             raise ValueError(f"each bias must be a tensor of shape (4H,) = ({4 * hidden},)")
-    if constraint is None:
-        constraint = (
-            authors_constants_constraint()
-            if lam is None
-            else stable_lstm_constraint(lam, input_bound)
-        )
-    elif lam is not None:
-        raise ValueError("pass either lam or constraint, not both")
-    certified = constraint.contraction_bound(input_bound)
-    W, U = gate_blocks(weight_hh), gate_blocks(weight_ih)
-    bias_blocks = [gate_blocks(b) for b in biases]
-    for g in GATES:
-        project_rows_l1_(W[g], constraint.recurrent_radius[g])
-        project_rows_l1_(U[g], constraint.input_radius[g])
-        bound = constraint.bias_max[g]
-        if math.isfinite(bound):
-            lower = -bound if g == "z" else -math.inf
-            project_bias_sum_([blocks[g] for blocks in bias_blocks], bound, lower)
-    return certified
+    plan = _projection_plan(constraint, lam, input_bound)
+    _project_rows_of_layer_(weight_hh, weight_ih, plan, hidden)
+    _project_bias_sums_(biases, plan, hidden)
+    return plan.certified
 
 
 def project_lstm_(model: LSTMMap, **kwargs) -> float:

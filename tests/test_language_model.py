@@ -11,13 +11,15 @@ from stablernn_lib.data import batchify
 from stablernn_lib.language_model import (
     WordLanguageModel,
     evaluate_loss,
+    project_spectral_balls_,
     project_stable_,
+    spectral_norm_upper_bounds,
     truncated_loss,
     truncated_outputs,
 )
 from stablernn_lib.lm_analysis import layer_map
 from stablernn_lib.lstm_stability import lstm_contraction_bound
-from stablernn_lib.stability import spectral_norm
+from stablernn_lib.stability import project_spectral_ball, spectral_norm
 
 
 def tiny(cell: str, layers: int = 2, stable: bool = False) -> WordLanguageModel:
@@ -51,6 +53,40 @@ def test_stable_rnn_projection_bounds_every_layer() -> None:
     project_stable_(model)
     for n in range(3):
         assert spectral_norm(getattr(model.rnn, f"weight_hh_l{n}")) <= 1 + 1e-5
+
+
+def test_spectral_norm_upper_bound_is_a_true_and_tight_bound() -> None:
+    generator = torch.Generator().manual_seed(3)
+    matrices = [torch.randn(3, 40, 40, generator=generator) * s for s in (1e-3, 1.0, 1e3)]
+    rank_one = torch.randn(40, 1, generator=generator) @ torch.randn(1, 40, generator=generator)
+    q, _ = torch.linalg.qr(torch.randn(40, 40, generator=generator, dtype=torch.float64))
+    flat = q * torch.linspace(0.999, 1.0, 40, dtype=torch.float64)  # a cluster at the top
+    matrices += [rank_one[None], flat[None].float(), torch.randn(2, 30, 50, generator=generator)]
+    for batch in matrices:
+        bounds = spectral_norm_upper_bounds(batch)
+        exact = torch.linalg.matrix_norm(batch.double(), ord=2)
+        assert (bounds >= exact).all()
+        assert (bounds <= exact * batch.shape[-1] ** (1 / 256) * (1 + 1e-5)).all()
+    assert spectral_norm_upper_bounds(torch.zeros(1, 5, 5)).item() == 0.0
+
+
+def test_spectral_projection_skips_only_matrices_already_inside() -> None:
+    generator = torch.Generator().manual_seed(4)
+    inside = torch.randn(50, 50, generator=generator)
+    inside *= 0.95 / spectral_norm(inside)
+    outside = torch.randn(50, 50, generator=generator)
+    outside *= 1.2 / spectral_norm(outside)
+    weights = [inside.clone(), outside.clone()]
+    project_spectral_balls_(weights, check_first=True)
+    assert torch.equal(weights[0], inside)  # proved inside: left exactly as it was
+    assert torch.equal(weights[1], project_spectral_ball(outside, 1.0))
+    # the previous code projected every layer; both agree up to the SVD's rounding
+    torch.testing.assert_close(weights[0], project_spectral_ball(inside, 1.0))
+    # without the check (the default on a CPU) every matrix goes through the SVD
+    weights = [inside.clone(), outside.clone()]
+    project_spectral_balls_(weights)
+    for got, original in zip(weights, (inside, outside), strict=True):
+        assert torch.equal(got, project_spectral_ball(original, 1.0))
 
 
 def test_stable_lstm_projection_certifies_every_layer() -> None:

@@ -115,6 +115,7 @@ def test_results_table_shows_paper_numbers_and_ours_when_present(tmp_path) -> No
     assert load_full_results(tmp_path / "missing") == {}
     table = results_table(load_full_results(tmp_path))
     assert "146.7" in table and "94.6" in table and table.count("not run yet") == 4
+    assert table.count("reported by the paper") == 2
     atomic_write_json(tmp_path / "lstm-stable.json", {"test_ppl": 97.25})
     table = results_table(load_full_results(tmp_path))
     assert "97.2" in table and table.count("not run yet") == 3

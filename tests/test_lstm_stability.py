@@ -102,6 +102,106 @@ def test_bias_sum_projection_is_the_halfspace_projection(generator):
 
 
 # ----------------------------------------------------------------------------
+# The fast projection against the previous, per-gate implementation
+# ----------------------------------------------------------------------------
+
+
+def _reference_l1_rows(vectors: torch.Tensor, radius: float) -> torch.Tensor:
+    """The sort-based l1-ball projection of every row, one radius (the previous code)."""
+    radius_t = torch.as_tensor(radius, dtype=vectors.dtype)
+    magnitudes = vectors.abs()
+    inside = magnitudes.sum(dim=-1, keepdim=True) <= radius_t
+    sorted_desc = magnitudes.sort(dim=-1, descending=True).values
+    cumulative = sorted_desc.cumsum(dim=-1)
+    ks = torch.arange(1, vectors.shape[-1] + 1, dtype=vectors.dtype)
+    k_star = (sorted_desc > (cumulative - radius_t) / ks).to(torch.int64)
+    k_star = k_star.mul(torch.arange(1, vectors.shape[-1] + 1)).max(-1, keepdim=True).values
+    k_star = k_star.clamp(min=1)
+    theta = (cumulative.gather(-1, k_star - 1) - radius_t) / k_star.to(vectors.dtype)
+    return torch.where(inside, vectors, vectors.sign() * (magnitudes - theta).clamp(min=0))
+
+
+def _reference_projection_(weight_hh, weight_ih, biases, constraint) -> None:
+    """The previous ``project_lstm_weights_``: a loop over gates, one projection per block."""
+    W, U = ls.gate_blocks(weight_hh), ls.gate_blocks(weight_ih)
+    for g in ls.GATES:
+        for block, radius in (
+            (W[g], constraint.recurrent_radius[g]),
+            (U[g], constraint.input_radius[g]),
+        ):
+            if radius != math.inf:
+                block.copy_(_reference_l1_rows(block, radius))
+        bound = constraint.bias_max[g]
+        if math.isfinite(bound) and biases:
+            blocks = [ls.gate_blocks(b)[g] for b in biases]
+            total = sum(blocks)
+            lower = -bound if g == "z" else -math.inf
+            excess = (total - total.clamp(min=lower, max=bound)) / len(blocks)
+            for block in blocks:
+                block.sub_(excess)
+
+
+_GAPPED = ls.LSTMConstraint(  # free gates between constrained ones, a two-sided z bias
+    recurrent_radius={"i": 0.3, "f": math.inf, "z": 0.2, "o": 0.5},
+    input_radius={"i": 0.4, "f": math.inf, "z": math.inf, "o": 0.1},
+    bias_max={"i": math.inf, "f": -0.5, "z": 0.3, "o": 1.0},
+)
+
+
+@pytest.mark.parametrize(
+    ("hidden", "inputs", "dtype", "kwargs"),
+    [
+        (7, 7, torch.float32, {}),
+        (7, 5, torch.float64, {}),
+        (6, 9, torch.float32, {"lam": 0.9, "input_bound": 0.5}),
+        (5, 3, torch.float64, {"constraint": _GAPPED}),
+        (8, 8, torch.float32, {"constraint": _GAPPED, "input_bound": 2.0}),
+    ],
+)
+def test_batched_projection_equals_the_per_gate_reference(hidden, inputs, dtype, kwargs, generator):
+    if "constraint" in kwargs:
+        constraint = kwargs["constraint"]
+    elif "lam" in kwargs:
+        constraint = ls.stable_lstm_constraint(kwargs["lam"], kwargs["input_bound"])
+    else:
+        constraint = ls.authors_constants_constraint()
+    for scale in (0.01, 0.3, 3.0):  # mostly inside, mixed, all outside the balls
+        tensors = [
+            scale * torch.randn(shape, generator=generator, dtype=dtype)
+            for shape in ((4 * hidden, hidden), (4 * hidden, inputs), (4 * hidden,), (4 * hidden,))
+        ]
+        expected = [t.clone() for t in tensors]
+        _reference_projection_(expected[0], expected[1], expected[2:], constraint)
+        certified = ls.project_lstm_weights_(tensors[0], tensors[1], biases=tensors[2:], **kwargs)
+        assert certified == constraint.contraction_bound(kwargs.get("input_bound", 1.0))
+        for got, want in zip(tensors, expected, strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_batched_projection_handles_matrices_of_different_dtypes(generator):
+    weight_hh = torch.randn(12, 3, generator=generator, dtype=torch.float64)
+    weight_ih = torch.randn(12, 5, generator=generator)
+    expected_hh, expected_ih = weight_hh.clone(), weight_ih.clone()
+    _reference_projection_(expected_hh, expected_ih, (), ls.authors_constants_constraint())
+    ls.project_lstm_weights_(weight_hh, weight_ih, biases=())
+    torch.testing.assert_close(weight_hh, expected_hh, rtol=0, atol=0)
+    torch.testing.assert_close(weight_ih, expected_ih, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_projection_never_waits_for_the_gpu():
+    lstm = nn.LSTM(6, 5).cuda()
+    tensors = (lstm.weight_hh_l0, lstm.weight_ih_l0)
+    biases = [lstm.bias_ih_l0, lstm.bias_hh_l0]
+    ls.project_lstm_weights_(*tensors, biases=biases)  # first call: radii copied to the GPU
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        ls.project_lstm_weights_(*tensors, biases=biases)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+# ----------------------------------------------------------------------------
 # The certificate
 # ----------------------------------------------------------------------------
 
