@@ -41,7 +41,7 @@ test: venv browser-deps
 ## Write the student edition (no solutions) to student/ and build it into student/_build/html.
 student: venv
 	$(BIN)/python -m stablernn_lib homework student-edition --out student/
-	STABLERNN_STATIC_WIDGETS=1 $(BIN)/jupyter-book build student/ -W --keep-going
+	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build student/ -W --keep-going
 
 lint: venv
 	$(BIN)/ruff check .
