@@ -40,6 +40,9 @@ class RecurrentMap(nn.Module):
     input_size: int
     hidden_size: int
     state_size: int
+    weight_hh: nn.Parameter
+    weight_ih: nn.Parameter
+    bias: nn.Parameter | None
 
     def step(self, state: Tensor, x: Tensor) -> Tensor:
         """One application of the map: ``(B, S), (B, D) -> (B, S)``."""
@@ -53,6 +56,24 @@ class RecurrentMap(nn.Module):
         """The initial state ``h_0 = 0`` of shape ``(B, S)``."""
         weight = next(self.parameters())
         return weight.new_zeros(batch, self.state_size)
+
+    @torch.no_grad()
+    def load_torch_layer0(self, module: nn.RNNBase) -> None:
+        """Copy layer 0 of a fused ``torch.nn.RNN``/``LSTM`` (its two biases summed into one)."""
+        self.weight_hh.copy_(module.weight_hh_l0)
+        self.weight_ih.copy_(module.weight_ih_l0)
+        if module.bias:
+            self.bias.copy_(module.bias_ih_l0 + module.bias_hh_l0)
+
+    @torch.no_grad()
+    def store_torch_layer0(self, module: nn.RNNBase) -> nn.RNNBase:
+        """Write these weights into layer 0 of ``module`` (bias in ``bias_ih``, ``bias_hh = 0``)."""
+        module.weight_hh_l0.copy_(self.weight_hh)
+        module.weight_ih_l0.copy_(self.weight_ih)
+        if self.bias is not None:
+            module.bias_ih_l0.copy_(self.bias)
+            module.bias_hh_l0.zero_()
+        return module
 
     def check_inputs(self, inputs: Tensor) -> None:
         """Raise a clear error unless ``inputs`` is a ``(T, B, D)`` floating tensor."""
@@ -137,11 +158,7 @@ class VanillaRNN(RecurrentMap):
             dtype=weight.dtype,
             device=weight.device,
         )
-        with torch.no_grad():
-            model.weight_hh.copy_(module.weight_hh_l0)
-            model.weight_ih.copy_(module.weight_ih_l0)
-            if module.bias:
-                model.bias.copy_(module.bias_ih_l0 + module.bias_hh_l0)
+        model.load_torch_layer0(module)
         return model
 
     def to_torch(self) -> nn.RNN:
@@ -160,13 +177,7 @@ class VanillaRNN(RecurrentMap):
             dtype=weight.dtype,
             device=weight.device,
         )
-        with torch.no_grad():
-            module.weight_hh_l0.copy_(self.weight_hh)
-            module.weight_ih_l0.copy_(self.weight_ih)
-            if self.bias is not None:
-                module.bias_ih_l0.copy_(self.bias)
-                module.bias_hh_l0.zero_()
-        return module
+        return self.store_torch_layer0(module)
 
 
 class LinearRNN(VanillaRNN):
@@ -256,11 +267,7 @@ class LSTMMap(RecurrentMap):
             dtype=weight.dtype,
             device=weight.device,
         )
-        with torch.no_grad():
-            model.weight_hh.copy_(module.weight_hh_l0)
-            model.weight_ih.copy_(module.weight_ih_l0)
-            if module.bias:
-                model.bias.copy_(module.bias_ih_l0 + module.bias_hh_l0)
+        model.load_torch_layer0(module)
         return model
 
     def to_torch(self) -> nn.LSTM:
@@ -273,13 +280,7 @@ class LSTMMap(RecurrentMap):
             dtype=weight.dtype,
             device=weight.device,
         )
-        with torch.no_grad():
-            module.weight_hh_l0.copy_(self.weight_hh)
-            module.weight_ih_l0.copy_(self.weight_ih)
-            if self.bias is not None:
-                module.bias_ih_l0.copy_(self.bias)
-                module.bias_hh_l0.zero_()
-        return module
+        return self.store_torch_layer0(module)
 
 
 def random_vanilla_rnn(
