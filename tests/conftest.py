@@ -28,3 +28,16 @@ def real_data_dir() -> Path:
             "wikitext-2/ (CI sets it to ../shared/data)"
         )
     return Path(value)
+
+
+@pytest.fixture(autouse=True)
+def no_open_figures():
+    """Start every test with no open matplotlib figure and close what it leaves open."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    yield
+    plt.close("all")
