@@ -6,7 +6,9 @@ Three ways to get states of a vanilla RNN on a sequence of length ``T``:
 - ``parallel``: :func:`stablernn_lib.truncation.truncated_states`, the truncated model of
   context ``k``, ``k`` steps applied to all ``T`` windows at once;
 - ``per_window``: :func:`stablernn_lib.truncation.truncated_states_reference`, the same
-  truncated states one window at a time, ``T k`` dependent steps.
+  truncated states one window at a time, ``T k`` dependent steps;
+- ``fused``: PyTorch's own ``torch.nn.RNN`` with the same weights (the fused CPU kernel,
+  or cuDNN on a GPU), the recurrent model as practitioners run it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from stablernn_lib.models import random_vanilla_rnn
 from stablernn_lib.plots import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style
 from stablernn_lib.truncation import truncated_states, truncated_states_reference
 
-METHOD_COLORS = {"sequential": FULL_COLOR, "parallel": TRUNCATED_COLOR, "per_window": BOUND_COLOR}
+FUSED_COLOR = "#2e7d32"
+METHOD_COLORS = {
+    "sequential": FULL_COLOR,
+    "parallel": TRUNCATED_COLOR,
+    "per_window": BOUND_COLOR,
+    "fused": FUSED_COLOR,
+}
 
 
 def best_time(function: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -58,14 +66,15 @@ def time_truncated_evaluation(
     per_window_max_length: int = 256,
     seed: int = 0,
 ) -> list[dict]:
-    """Time the three evaluations for each ``T`` in ``lengths`` at fixed context ``k``.
+    """Time the four evaluations for each ``T`` in ``lengths`` at fixed context ``k``.
 
     The model is a random stable tanh RNN (``lambda = 0.9``, float32) with input size 8.
     The per-window loop is only timed for ``T <= per_window_max_length`` (it costs
     ``T k`` steps).  Each row: ``device, T, k, sequential_s, parallel_s, per_window_s``
-    (``None`` when skipped), the ratios ``sequential_over_parallel`` and
-    ``per_window_over_parallel``, and ``max_difference`` between the parallel and the
-    per-window truncated states (a check that both compute the same thing).
+    (``None`` when skipped), ``fused_s`` (``torch.nn.RNN``), the ratios
+    ``sequential_over_parallel``, ``per_window_over_parallel`` and ``sequential_over_fused``
+    (our map against PyTorch's fused kernel), and ``max_difference`` between the parallel
+    and the per-window truncated states (a check that both compute the same thing).
     """
     device = torch.device(device)
     if any(length < 1 for length in lengths) or k < 1:
@@ -73,6 +82,7 @@ def time_truncated_evaluation(
     generator = torch.Generator().manual_seed(seed)
     model = random_vanilla_rnn(8, hidden_size, 0.9, generator=generator, dtype=torch.float32)
     model = model.to(device)
+    fused = model.to_torch()
     rows = []
     for length in tqdm(list(lengths), desc=f"timing on {device.type}", leave=False):
         inputs = torch.randn(length, batch, 8, generator=generator).to(device)
@@ -81,6 +91,7 @@ def time_truncated_evaluation(
         row["parallel_s"] = best_time(
             lambda x=inputs: truncated_states(model, x, k), repeats, device
         )
+        row["fused_s"] = best_time(lambda x=inputs: fused(x), repeats, device)
         row["per_window_s"] = None
         row["max_difference"] = None
         if length <= per_window_max_length:
@@ -92,6 +103,7 @@ def time_truncated_evaluation(
             )
             row["max_difference"] = float(difference.abs().max())
         row["sequential_over_parallel"] = row["sequential_s"] / row["parallel_s"]
+        row["sequential_over_fused"] = row["sequential_s"] / row["fused_s"]
         row["per_window_over_parallel"] = (
             None if row["per_window_s"] is None else row["per_window_s"] / row["parallel_s"]
         )
@@ -103,7 +115,7 @@ def format_timings(rows: Sequence[dict]) -> str:
     """A plain-text table of :func:`time_truncated_evaluation` rows."""
     lines = [
         f"{'device':>6} {'T':>6} {'k':>4} {'sequential':>11} {'parallel':>10} "
-        f"{'per-window':>11} {'seq/par':>8} {'win/par':>8}"
+        f"{'per-window':>11} {'fused':>9} {'seq/par':>8} {'win/par':>8} {'seq/fused':>9}"
     ]
     for row in rows:
         window = "-" if row["per_window_s"] is None else f"{row['per_window_s'] * 1e3:9.2f}ms"
@@ -114,8 +126,9 @@ def format_timings(rows: Sequence[dict]) -> str:
         )
         lines.append(
             f"{row['device']:>6} {row['T']:>6} {row['k']:>4} {row['sequential_s'] * 1e3:9.2f}ms "
-            f"{row['parallel_s'] * 1e3:8.2f}ms {window:>11} "
-            f"{row['sequential_over_parallel']:8.1f} {window_ratio:>8}"
+            f"{row['parallel_s'] * 1e3:8.2f}ms {window:>11} {row['fused_s'] * 1e3:7.2f}ms "
+            f"{row['sequential_over_parallel']:8.1f} {window_ratio:>8} "
+            f"{row['sequential_over_fused']:9.1f}"
         )
     return "\n".join(lines)
 
@@ -162,7 +175,9 @@ def summarize_timings(rows: Sequence[dict]) -> str:
         lines.append(
             f"{device}: at T = {longest['T']} and k = {longest['k']}, the parallel truncated "
             f"evaluation took {longest['parallel_s'] * 1e3:.2f} ms against "
-            f"{longest['sequential_s'] * 1e3:.2f} ms for the sequential run ({faster})."
+            f"{longest['sequential_s'] * 1e3:.2f} ms for the sequential run ({faster}); "
+            f"PyTorch's fused nn.RNN took {longest['fused_s'] * 1e3:.2f} ms, so our "
+            f"step-by-step map costs {longest['sequential_over_fused']:.1f} times the fused kernel."
         )
         timed = [row for row in rows if row["device"] == device and row["per_window_s"]]
         if timed:

@@ -36,10 +36,12 @@ def test_timing_rows_are_sane():
         assert row["sequential_over_parallel"] == pytest.approx(
             row["sequential_s"] / row["parallel_s"]
         )
+        assert row["fused_s"] > 0
+        assert row["sequential_over_fused"] == pytest.approx(row["sequential_s"] / row["fused_s"])
     assert rows[0]["per_window_s"] > 0 and rows[0]["max_difference"] < 1e-5
     assert rows[1]["per_window_s"] is None and rows[1]["per_window_over_parallel"] is None
     table = parallelism.format_timings(rows)
-    assert len(table.splitlines()) == 3 and "seq/par" in table
+    assert len(table.splitlines()) == 3 and "seq/par" in table and "seq/fused" in table
     assert parallelism.timing_figure(rows).axes
 
 
@@ -128,7 +130,9 @@ def test_summary_reports_measured_ratios():
             "sequential_s": 0.002,
             "parallel_s": 0.001,
             "per_window_s": 0.01,
+            "fused_s": 0.001,
             "sequential_over_parallel": 2.0,
+            "sequential_over_fused": 2.0,
             "per_window_over_parallel": 10.0,
             "max_difference": 0.0,
         },
@@ -139,7 +143,9 @@ def test_summary_reports_measured_ratios():
             "sequential_s": 0.004,
             "parallel_s": 0.008,
             "per_window_s": None,
+            "fused_s": 0.001,
             "sequential_over_parallel": 0.5,
+            "sequential_over_fused": 4.0,
             "per_window_over_parallel": None,
             "max_difference": None,
         },
@@ -147,6 +153,7 @@ def test_summary_reports_measured_ratios():
     summary = parallelism.summarize_timings(rows)
     assert "T = 64" in summary and "2.0 times slower" in summary
     assert "10 times as long" in summary
+    assert "4.0 times the fused kernel" in summary
 
 
 def test_dilated_tree_reaches_exactly_the_window():
