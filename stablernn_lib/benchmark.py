@@ -6,7 +6,9 @@
   median step times and as the median time of the projection alone over the
   median unconstrained step (less noisy when steps take milliseconds);
 * Figure 2: the batched gradient profile against the per-pair method;
-* tokens per second of training and of evaluation, per model, on this device.
+* tokens per second of training and of evaluation, per model, on this device,
+  and what they imply: the time of one epoch of the config's training data
+  (steps per epoch times the median step) and of the config's ``epochs``.
 
 The models have the sizes of the chosen LM config and read random tokens (the
 cost does not depend on the text).  Stable and unconstrained steps alternate,
@@ -14,7 +16,7 @@ so that a machine busy with other work slows both alike; each figure is the
 median over the timed repetitions (the order of the pair alternates too).
 
 ``python -m stablernn_lib benchmark --config smoke|full``; a full run writes
-``data/results/wikitext2/benchmark-<device>.json``.
+``data/results/wikitext2/benchmark-<cpu|gpu>-full.json``.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
-from stablernn_lib.data import WIKITEXT2_VOCAB_SIZE, batchify
+from stablernn_lib.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE, batch_starts, batchify
 from stablernn_lib.io import atomic_write_json, provenance
 from stablernn_lib.language_model import (
     WordLanguageModel,
@@ -76,19 +79,25 @@ def run_benchmark(
     repeats: int = 30,
     warmup: int = 2,
     figure2_distance: int = 8,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """Measure everything listed in the module docstring; returns a JSON-ready dict."""
     lm = CONFIGS[config]
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     now = _timer(device)
     vocab = lm.vocab_size or WIKITEXT2_VOCAB_SIZE
+    train_tokens = lm.train_tokens or WIKITEXT2_TOKENS["train"]
+    steps_per_epoch = len(batch_starts(train_tokens // lm.batch_size, lm.bptt))
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(vocab, (lm.bptt + 1, lm.batch_size), generator=generator).to(device)
     result: dict[str, Any] = {
         "config": config,
+        "device_type": device.type,
         "vocab_size": vocab,
         "batch_size": lm.batch_size,
         "bptt": lm.bptt,
+        "steps_per_epoch": steps_per_epoch,
+        "epochs": lm.epochs,
         "repeats": repeats,
         "provenance": provenance(device),
         "models": {},
@@ -98,7 +107,13 @@ def run_benchmark(
         steps = {s: _training_step(models[s], tokens, lm.clip, lm.lr) for s in (False, True)}
         times: dict[bool, list[float]] = {False: [], True: []}
         projection: list[float] = []
-        for repeat in range(warmup + repeats):
+        repetitions = tqdm(
+            range(warmup + repeats),
+            desc=f"timing {cell} training steps ({config} config, {device.type})",
+            disable=not progress,
+            leave=False,
+        )
+        for repeat in repetitions:
             for stable in (False, True) if repeat % 2 == 0 else (True, False):
                 start = now()
                 steps[stable]()
@@ -127,6 +142,8 @@ def run_benchmark(
             "projection_overhead": statistics.median(projection) / plain,
             "train_tokens_per_second": tokens_per_step / plain,
             "train_tokens_per_second_stable": tokens_per_step / stable,
+            "epoch_seconds_unconstrained": steps_per_epoch * plain,
+            "epoch_seconds_stable": steps_per_epoch * stable,
             "eval_tokens_per_second": (eval_source.shape[0] - 1)
             * lm.eval_batch_size
             / eval_seconds,
@@ -187,12 +204,50 @@ def format_benchmark(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def training_time_table(benchmarks: dict[str, dict[str, Any]]) -> str:
+    """Markdown table: per benchmark file and model, the training time its step times imply.
+
+    Epoch time = steps per epoch x median step time (evaluation excluded), so it
+    is an extrapolation from measured steps, not the time of a run.
+    """
+    lines = [
+        "| benchmark | device | model | step, unconstrained | step, stable | steps per epoch "
+        "| one epoch, unconstrained / stable | all epochs, unconstrained / stable |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, result in benchmarks.items():
+        epochs = result["epochs"]
+        for cell, m in result["models"].items():
+            plain, stable = m["epoch_seconds_unconstrained"], m["epoch_seconds_stable"]
+            lines.append(
+                f"| {name} | {result['provenance']['device']} | {cell} "
+                f"| {1000 * m['step_seconds_unconstrained']:.1f} ms "
+                f"| {1000 * m['step_seconds_stable']:.1f} ms | {result['steps_per_epoch']:,} "
+                f"| {_duration(plain)} / {_duration(stable)} "
+                f"| {epochs} x: {_duration(epochs * plain)} / {_duration(epochs * stable)} |"
+            )
+    return "\n".join(lines)
+
+
+def result_path(result: dict[str, Any], results_dir: Path = RESULTS_DIR) -> Path:
+    """``<results_dir>/benchmark-<cpu|gpu>-<config>.json`` for a benchmark result."""
+    kind = "cpu" if result["device_type"] == "cpu" else "gpu"
+    return results_dir / f"benchmark-{kind}-{result['config']}.json"
+
+
 def _command(args: argparse.Namespace) -> int:
     result = run_benchmark(args.config, args.device, repeats=args.repeats)
     print(format_benchmark(result))
     if args.out is not None or args.config == "full":
-        kind = "gpu" if result["provenance"]["device"].lower().find("cpu") < 0 else "cpu"
-        path = Path(args.out) if args.out else RESULTS_DIR / f"benchmark-{kind}.json"
+        path = Path(args.out) if args.out else result_path(result)
         atomic_write_json(path, result)
         print(f"written to {path}")
     else:

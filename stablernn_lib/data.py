@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -306,9 +306,14 @@ def get_batch(source: Tensor, start: int, bptt: int) -> tuple[Tensor, Tensor]:
     return source[start : start + length], source[start + 1 : start + 1 + length]
 
 
-def batch_starts(source: Tensor, bptt: int) -> Iterator[int]:
-    """The row at which each BPTT window of ``source`` starts."""
-    return iter(range(0, source.shape[0] - 1, bptt))
+def batch_starts(rows: int, bptt: int) -> range:
+    """The first row of each BPTT window of a batchified source of ``rows`` rows.
+
+    Windows start every ``bptt`` rows; the last one is shorter when ``bptt`` does
+    not divide ``rows - 1`` (the last row is only ever a target).  ``len`` of the
+    result is the number of training steps in one epoch.
+    """
+    return range(0, rows - 1, bptt)
 
 
 def write_synthetic_corpus(

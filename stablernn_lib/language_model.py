@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.functional import cross_entropy
 
+from stablernn_lib.data import batch_starts, get_batch
 from stablernn_lib.stability import project_spectral_ball
 
 Cell = Literal["rnn", "lstm"]
@@ -238,10 +239,8 @@ def evaluate_loss(model: WordLanguageModel, source: Tensor, bptt: int = 35) -> f
     """
     model.eval()
     total, count, state = 0.0, 0, None
-    for start in range(0, source.shape[0] - 1, bptt):
-        length = min(bptt, source.shape[0] - 1 - start)
-        tokens = source[start : start + length]
-        targets = source[start + 1 : start + 1 + length]
+    for start in batch_starts(source.shape[0], bptt):
+        tokens, targets = get_batch(source, start, bptt)
         logits, state = model(tokens, state)
         total += float(cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
         count += targets.numel()
@@ -304,10 +303,9 @@ def truncated_loss(
     """
     model.eval()
     total, count = 0.0, 0
-    for start in range(0, source.shape[0] - 1, rows_per_block):
-        length = min(rows_per_block, source.shape[0] - 1 - start)
-        outputs = truncated_outputs(model, source, start, length, k, max_window_tokens)
-        targets = source[start + 1 : start + 1 + length]
+    for start in batch_starts(source.shape[0], rows_per_block):
+        _, targets = get_batch(source, start, rows_per_block)
+        outputs = truncated_outputs(model, source, start, targets.shape[0], k, max_window_tokens)
         logits = model.decode(outputs)
         total += float(cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
         count += targets.numel()

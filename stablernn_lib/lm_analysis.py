@@ -34,7 +34,7 @@ from torch import Tensor
 from torch.nn.functional import cross_entropy
 from tqdm.auto import tqdm
 
-from stablernn_lib.data import Corpus, batchify, get_batch
+from stablernn_lib.data import Corpus, batch_starts, batchify, get_batch
 from stablernn_lib.io import atomic_write_json, provenance
 from stablernn_lib.language_model import (
     State,
@@ -75,7 +75,7 @@ def _repeat_state(state: State, copies: int) -> State:
 
 
 def _windows(source: Tensor, length: int, max_windows: int | None) -> list[int]:
-    starts = list(range(0, source.shape[0] - 1, length))
+    starts = list(batch_starts(source.shape[0], length))
     return starts if max_windows is None else starts[:max_windows]
 
 
@@ -295,7 +295,7 @@ def weights_close_experiment(
     optimizers = {
         name: torch.optim.SGD(model.parameters(), lr=config.lr) for name, model in models.items()
     }
-    starts = list(range(0, source.shape[0] - 1, config.bptt))
+    starts = batch_starts(source.shape[0], config.bptt)
     record: dict[str, Any] = {"step": [], "relative_distance": {f"k={k}": [] for k in ks}}
     state: State = None
     for step in tqdm(range(1, steps + 1), disable=not progress):

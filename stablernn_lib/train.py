@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from stablernn_lib.data import Corpus, batchify, get_batch, load_wikitext2
+from stablernn_lib.data import Corpus, batch_starts, batchify, get_batch, load_wikitext2
 from stablernn_lib.io import atomic_torch_save, atomic_write_json, atomic_write_text, provenance
 from stablernn_lib.language_model import (
     WordLanguageModel,
@@ -335,7 +335,7 @@ def train_language_model(
         )
 
     diverge_above = config.divergence_factor * math.log(data.vocab_size)
-    starts = list(range(0, train_source.shape[0] - 1, config.bptt))
+    starts = batch_starts(train_source.shape[0], config.bptt)
     session_start = time.perf_counter()
     wall_before = progress_state["wall_seconds"]
     status = "completed"

@@ -17,6 +17,7 @@ from stablernn_lib.data import (
     WIKITEXT2_VOCAB_SIZE,
     Corpus,
     CorpusError,
+    batch_starts,
     batchify,
     download_verified,
     ensure_wikitext2,
@@ -173,6 +174,13 @@ def test_batchify_makes_contiguous_streams() -> None:
     assert inputs.tolist() == source[3:4].tolist() and targets.tolist() == source[4:5].tolist()
     with pytest.raises(ValueError, match="batch size"):
         batchify(torch.arange(3), 4)
+
+
+@pytest.mark.parametrize("rows, bptt", [(5, 35), (36, 35), (37, 35), (71, 35), (100, 7)])
+def test_batch_starts_cover_every_target_once(rows: int, bptt: int) -> None:
+    source = torch.arange(rows)[:, None]
+    targets = [get_batch(source, start, bptt)[1] for start in batch_starts(rows, bptt)]
+    assert torch.cat(targets).flatten().tolist() == list(range(1, rows))
 
 
 def test_real_corpus_counts_hashes_and_corruption(real_data_dir: Path, tmp_path: Path) -> None:

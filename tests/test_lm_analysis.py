@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 
-from stablernn_lib.benchmark import format_benchmark, run_benchmark
+from stablernn_lib.benchmark import (
+    format_benchmark,
+    result_path,
+    run_benchmark,
+    training_time_table,
+)
 from stablernn_lib.data import Corpus, batchify, write_synthetic_corpus
 from stablernn_lib.io import atomic_write_json
 from stablernn_lib.language_model import WordLanguageModel, project_stable_
@@ -122,11 +128,19 @@ def test_results_table_shows_paper_numbers_and_ours_when_present(tmp_path) -> No
     assert "--model lstm --stable --config full" in reproduction_commands()
 
 
-def test_benchmark_measures_every_ratio() -> None:
-    result = run_benchmark("smoke", "cpu", repeats=2, warmup=1, figure2_distance=3)
+def test_benchmark_measures_every_ratio(tmp_path: Path) -> None:
+    result = run_benchmark(
+        "smoke", "cpu", repeats=2, warmup=1, figure2_distance=3, progress=False
+    )
+    # the smoke config trains on 200,000 tokens in 20 streams of 10,000 rows: 286 windows of 35
+    assert result["steps_per_epoch"] == 286 and result["epochs"] == 3
     for cell in ("rnn", "lstm"):
         timings = result["models"][cell]
         assert timings["projection_seconds"] > 0 and timings["train_tokens_per_second"] > 0
         assert timings["projection_overhead"] > 0
+        assert timings["epoch_seconds_stable"] == 286 * timings["step_seconds_stable"]
     assert result["figure2"]["max_relative_difference"] < 1e-4
     assert "overhead" in format_benchmark(result)
+    assert result_path(result, tmp_path) == tmp_path / "benchmark-cpu-smoke.json"
+    table = training_time_table({"benchmark-cpu-smoke": result})
+    assert table.count("| benchmark-cpu-smoke |") == 2 and "3 x:" in table
