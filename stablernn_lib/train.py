@@ -511,6 +511,13 @@ def _command(args: argparse.Namespace) -> int:
     config = get_config(args.config)
     if args.epochs is not None:
         config = replace(config, epochs=args.epochs)
+    if config.name == "full" and args.device is None and _default_device().type == "cpu":
+        raise SystemExit(
+            "no CUDA GPU found: the full config trains paper-size models, which takes more "
+            "than a day per model on a small CPU (measured step times: "
+            "data/results/wikitext2/benchmark-cpu-full.json). Run it on a GPU, or pass "
+            "--device cpu to run it here anyway."
+        )
     result = train_language_model(
         args.model,
         stable=args.stable,

@@ -166,3 +166,11 @@ def test_cli_trains_from_a_data_folder(tmp_path: Path, monkeypatch, capsys) -> N
     assert '"status": "completed"' in capsys.readouterr().out
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["stable"] and result["config"]["epochs"] == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without GPU")
+def test_cli_refuses_the_full_config_on_a_cpu_unless_asked(tmp_path: Path) -> None:
+    argv = ["train", "--model", "lstm", "--config", "full", "--out", str(tmp_path / "run")]
+    with pytest.raises(SystemExit, match="no CUDA GPU found.*--device cpu"):
+        main(argv)
+    assert not (tmp_path / "run").exists()
