@@ -177,10 +177,18 @@ RAW_TEX_SCRIPT = """() => {
   return (main.textContent.match(/\\\\[A-Za-z]{2,}|\\$[^$]{1,400}\\$/g) || []);
 }"""
 
+# A paragraph holding a Markdown table's delimiter row ("| --- | ---: |", which
+# Sphinx's smart quotes turn into "| — | —: |"): a table, written by the text or
+# printed by a cell, that was not rendered.
+RAW_TABLE_SCRIPT = """() => Array.from(document.querySelectorAll("main p"))
+  .map(node => node.textContent)
+  .filter(text => /\\|\\s*:?(-{3,}|[\u2013\u2014]-*):?\\s*\\|/.test(text))
+  .map(text => text.slice(0, 80))"""
+
 
 @pytest.mark.parametrize("page_name", book_pages())
 def test_every_page_renders_offline(browser, site_url, page_name):
-    """No JavaScript error, no network request, no missing file, no formula left as raw TeX."""
+    """No JavaScript error, no network or missing file, no raw TeX, no unrendered table."""
     if not (HTML_DIR / page_name).is_file():
         pytest.fail(f"the build wrote no {page_name}")
     page = browser.new_page()
@@ -204,6 +212,8 @@ def test_every_page_renders_offline(browser, site_url, page_name):
     page.goto(site_url + page_name, wait_until="load")
     page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
     raw = page.evaluate(RAW_TEX_SCRIPT)
+    raw_tables = page.evaluate(RAW_TABLE_SCRIPT)
     page.close()
     assert not raw, f"{page_name}: math left as raw TeX: {raw[:5]}"
+    assert not raw_tables, f"{page_name}: Markdown table not rendered: {raw_tables}"
     assert not problems, f"{page_name}: {problems}"

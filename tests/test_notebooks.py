@@ -5,6 +5,7 @@ build, so `make test` executes every notebook exactly once. Times are written to
 _build/notebook_times.json and printed (run pytest with -s to see them live).
 """
 
+import json
 from pathlib import Path
 
 import nbformat
@@ -41,6 +42,15 @@ def test_there_are_chapters():
 def test_notebook_is_stored_without_outputs(name):
     problems = stripping_problems(read(name))
     assert not problems, f"{name}: {problems}; run `python -m stablernn_lib.book strip {name}`"
+
+
+@pytest.mark.parametrize("name", ALL_NOTEBOOKS)
+def test_notebook_is_valid_with_unique_cell_ids(name):
+    raw = json.loads((ROOT / name).read_text(encoding="utf8"))
+    ids = [cell.get("id") for cell in raw["cells"]]
+    assert None not in ids, f"{name}: cell {ids.index(None)} has no id (nbformat 4.5 needs one)"
+    assert len(set(ids)) == len(ids), f"{name}: duplicate cell ids"
+    nbformat.validate(raw)
 
 
 @pytest.mark.parametrize("name", ALL_NOTEBOOKS)
