@@ -212,25 +212,30 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def training_time_table(benchmarks: dict[str, dict[str, Any]]) -> str:
-    """Markdown table: per benchmark file and model, the training time its step times imply.
+def _milliseconds(seconds: float) -> str:
+    return f"{1000 * seconds:.1f}" if seconds < 0.1 else f"{1000 * seconds:.0f}"
 
-    Epoch time = steps per epoch x median step time (evaluation excluded), so it
-    is an extrapolation from measured steps, not the time of a run.
+
+def training_time_table(benchmarks: dict[str, dict[str, Any]]) -> str:
+    """Markdown table: per benchmark and model, the training time its step times imply.
+
+    Each cell gives unconstrained / stable.  Epoch time = steps per epoch x
+    median step time (evaluation excluded): an extrapolation from measured
+    steps, not the time of a run.
     """
     lines = [
-        "| benchmark | device | model | step, unconstrained | step, stable | steps per epoch "
-        "| one epoch, unconstrained / stable | all epochs, unconstrained / stable |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| config | measured on | model | one step | steps per epoch | one epoch | all epochs |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    for name, result in benchmarks.items():
+    for result in benchmarks.values():
         epochs = result["epochs"]
-        for cell, m in result["models"].items():
+        for cell in ("rnn", "lstm"):
+            m = result["models"][cell]
             plain, stable = m["epoch_seconds_unconstrained"], m["epoch_seconds_stable"]
             lines.append(
-                f"| {name} | {result['provenance']['device']} | {cell} "
-                f"| {1000 * m['step_seconds_unconstrained']:.1f} ms "
-                f"| {1000 * m['step_seconds_stable']:.1f} ms | {result['steps_per_epoch']:,} "
+                f"| {result['config']} | {result['provenance']['device']} | {cell.upper()} "
+                f"| {_milliseconds(m['step_seconds_unconstrained'])} / "
+                f"{_milliseconds(m['step_seconds_stable'])} ms | {result['steps_per_epoch']:,} "
                 f"| {_duration(plain)} / {_duration(stable)} "
                 f"| {epochs} x: {_duration(epochs * plain)} / {_duration(epochs * stable)} |"
             )
