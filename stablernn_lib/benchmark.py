@@ -184,23 +184,25 @@ def _figure2_speed(
 
 
 def format_benchmark(result: dict[str, Any]) -> str:
-    """The ratios and rates as a few readable lines."""
+    """The ratios and rates as a few readable lines (at most ~80 characters each)."""
     lines = [f"benchmark ({result['config']} config) on {result['provenance']['device']}"]
     for cell, m in result["models"].items():
-        lines.append(
+        lines += [
             f"  {cell:4s}: step {1000 * m['step_seconds_unconstrained']:.1f} ms, "
             f"stable {1000 * m['step_seconds_stable']:.1f} ms "
-            f"-> overhead {100 * m['stable_overhead']:+.1f}%; projection alone "
-            f"{1000 * m['projection_seconds']:.2f} ms = {100 * m['projection_overhead']:.1f}% "
-            f"of a step; train {m['train_tokens_per_second']:,.0f} tok/s, "
-            f"eval {m['eval_tokens_per_second']:,.0f} tok/s"
-        )
+            f"-> overhead {100 * m['stable_overhead']:+.1f}%",
+            f"        projection alone {1000 * m['projection_seconds']:.2f} ms "
+            f"= {100 * m['projection_overhead']:.1f}% of a step",
+            f"        train {m['train_tokens_per_second']:,.0f} tok/s, "
+            f"eval {m['eval_tokens_per_second']:,.0f} tok/s",
+        ]
     f2 = result["figure2"]
-    lines.append(
-        f"  Figure 2 ({f2['pairs']} pairs, distance <= {f2['max_distance']}): batched "
-        f"{f2['fast_seconds']:.3f} s, per pair {f2['naive_seconds']:.3f} s -> "
-        f"{f2['speedup']:.0f}x faster (max rel. difference {f2['max_relative_difference']:.1e})"
-    )
+    lines += [
+        f"  Figure 2 ({f2['pairs']} pairs, distance <= {f2['max_distance']}): "
+        f"batched {f2['fast_seconds']:.3f} s, per pair {f2['naive_seconds']:.3f} s",
+        f"        -> {f2['speedup']:.0f}x faster "
+        f"(max relative difference {f2['max_relative_difference']:.1e})",
+    ]
     return "\n".join(lines)
 
 
