@@ -18,6 +18,8 @@ cell from it, and ``check-chapters`` verifies that every chapter agrees.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -259,6 +261,49 @@ def command_check_toc(args: argparse.Namespace) -> int:
     return _report({Path("_toc.yml"): toc_problems()})
 
 
+# What the notebooks import and read besides their own cells.
+BUILD_INPUT_GLOBS = ("stablernn_lib/**/*.py", "data/results/**/*.json", "data/results/**/*.csv")
+FINGERPRINT_FILE = ".build_inputs.sha256"
+
+
+def build_inputs_fingerprint(root: Path = REPO_ROOT) -> str:
+    """sha256 over the paths and bytes of every file matched by ``BUILD_INPUT_GLOBS``."""
+    digest = hashlib.sha256()
+    for pattern in BUILD_INPUT_GLOBS:
+        for path in sorted(root.glob(pattern)):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def forget_stale_build(root: Path = REPO_ROOT, build_dir: Path | None = None) -> bool:
+    """Drop executed notebooks and parsed pages if the library or the results changed.
+
+    Jupyter Book's cache re-runs a notebook only when its cells change, and Sphinx
+    re-reads a page only when its source changes: neither notices an edit of
+    ``stablernn_lib`` or ``data/results``, so the book would keep outputs that
+    the current code no longer produces.  Returns True if anything was dropped.
+    """
+    build_dir = build_dir if build_dir is not None else root / "_build"
+    stamp = build_dir / FINGERPRINT_FILE
+    fingerprint = build_inputs_fingerprint(root)
+    if stamp.is_file() and stamp.read_text().strip() == fingerprint:
+        return False
+    stale = [build_dir / name for name in (".jupyter_cache", ".doctrees", "jupyter_execute")]
+    dropped = [path for path in stale if path.exists()]
+    for path in dropped:
+        shutil.rmtree(path)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(fingerprint + "\n")
+    return bool(dropped)
+
+
+def command_forget_stale_build(args: argparse.Namespace) -> int:
+    if forget_stale_build():
+        print("stablernn_lib or data/results changed since the last build: every notebook re-runs")
+    return 0
+
+
 def command_fix_layout(args: argparse.Namespace) -> int:
     for path in _notebook_paths(args.notebooks, CHAPTER_GLOB):
         notebook = nbformat.read(path, as_version=4)
@@ -330,6 +375,12 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
         ("check-toc", command_check_toc, "check _toc.yml against the files", False),
         ("colab-cell", command_colab_cell, "print the Colab setup cell", False),
         ("fix-layout", command_fix_layout, "Colab cell first, parameters second", True),
+        (
+            "forget-stale-build",
+            command_forget_stale_build,
+            "drop cached outputs if stablernn_lib or data/results changed",
+            False,
+        ),
     ):
         sub = commands.add_parser(name, help=help_text)
         if takes_notebooks:

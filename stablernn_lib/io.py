@@ -86,3 +86,11 @@ def provenance(device: torch.device | str | None = None) -> dict[str, str]:
         "python": platform.python_version(),
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def describe_provenance(record: dict[str, str]) -> str:
+    """One line saying where a result came from (the dict written by :func:`provenance`)."""
+    return (
+        f"computed on {record['device']} at git commit {record['git_commit'][:12]}, "
+        f"{record['created_utc']} (torch {record['torch']}, Python {record['python']})"
+    )

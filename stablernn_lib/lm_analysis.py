@@ -626,23 +626,6 @@ def runs_summary(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def config_table(configs: dict[str, LMConfig] | None = None) -> str:
-    """Markdown table of every hyperparameter of the LM configs, side by side."""
-    configs = configs if configs is not None else CONFIGS
-    names = list(configs)
-    fields = [f for f in asdict(configs[names[0]]) if f != "name"]
-    lines = ["| hyperparameter | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
-    for field in fields:
-        values = []
-        for name in names:
-            value = getattr(configs[name], field)
-            values.append(
-                "all" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
-            )
-        lines.append(f"| `{field}` | " + " | ".join(values) + " |")
-    return "\n".join(lines)
-
-
 def reproduction_commands() -> str:
     """The shell commands that produce every full result of Chapter 8 on a GPU."""
     train = [

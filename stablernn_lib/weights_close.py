@@ -906,22 +906,6 @@ def theorem1_table(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """A plain-text table (3 significant digits) of a list of equal-keyed rows."""
-    if not rows:
-        return "(no rows)"
-    keys = list(rows[0])
-
-    def cell(value: Any) -> str:
-        return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-    cells = [[cell(row[key]) for key in keys] for row in rows]
-    widths = [max(len(key), *(len(c[i]) for c in cells)) for i, key in enumerate(keys)]
-    lines = ["  ".join(key.rjust(w) for key, w in zip(keys, widths, strict=True))]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in cells]
-    return "\n".join(lines)
-
-
 # ----------------------------------------------------------------------------- figures
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from stablernn_lib.book import toc_files
+from stablernn_lib.book import forget_stale_build, toc_files
 from stablernn_lib.io import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +76,7 @@ def execute_book_notebooks() -> dict[str, dict]:
     from jupyter_cache.base import CacheBundleIn
 
     os.environ.pop("STABLERNN_WIDGETS", None)  # the site needs precomputed frames
+    forget_stale_build()  # so that the build below re-reads every page it is fed
     cache = get_cache(str(CACHE_DIR))
     times: dict[str, dict] = {}
     for name in book_notebooks():

@@ -12,6 +12,7 @@ from stablernn_lib.book import (
     chapter_layout_problems,
     colab_setup_source,
     fix_layout,
+    forget_stale_build,
     read_book_config,
     repository,
     strip_notebook,
@@ -208,3 +209,21 @@ def test_sphinx_extension_removes_duplicate_scripts():
     context = {"script_files": [*inline, _JavaScript("a.js"), _JavaScript("a.js", defer="defer")]}
     _deduplicate_scripts(None, "page", "page.html", context, None)
     assert len(context["script_files"]) == 3
+
+
+def test_a_library_or_results_change_drops_the_cached_outputs(tmp_path):
+    (tmp_path / "stablernn_lib").mkdir()
+    (tmp_path / "data" / "results").mkdir(parents=True)
+    module, result = tmp_path / "stablernn_lib" / "plots.py", tmp_path / "data/results/r.json"
+    module.write_text("A = 1\n")
+    result.write_text("{}")
+    cache = tmp_path / "_build" / ".jupyter_cache"
+    assert not forget_stale_build(tmp_path)  # first build: nothing to drop, stamp written
+    cache.mkdir()
+    assert not forget_stale_build(tmp_path) and cache.is_dir()  # nothing changed: kept
+    module.write_text("A = 2\n")
+    assert forget_stale_build(tmp_path) and not cache.exists()  # library edited: dropped
+    cache.mkdir()
+    result.write_text('{"ppl": 92.3}')
+    assert forget_stale_build(tmp_path) and not cache.exists()  # results changed: dropped
+    assert not forget_stale_build(tmp_path)

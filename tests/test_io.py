@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from stablernn_lib.io import atomic_torch_save, atomic_write_json, provenance
+from stablernn_lib.io import atomic_torch_save, atomic_write_json, describe_provenance, provenance
 
 
 def test_atomic_json_roundtrip(tmp_path):
@@ -33,3 +33,10 @@ def test_provenance_has_the_fields_results_need():
     info = provenance()
     assert set(info) >= {"git_commit", "device", "torch", "python", "created_utc"}
     assert info["device"].startswith("cpu")
+
+
+def test_describe_provenance_names_device_commit_and_versions():
+    info = provenance()
+    line = describe_provenance(info)
+    assert line.startswith(f"computed on {info['device']} at git commit {info['git_commit'][:12]}")
+    assert info["torch"] in line and info["python"] in line and "\n" not in line

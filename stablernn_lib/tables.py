@@ -1,0 +1,71 @@
+"""Markdown tables for the notebooks: rows of results, and configurations side by side.
+
+A code cell shows one with ``display(Markdown(table))``; the book parses such
+output as MyST (``nb_render_markdown_format: myst`` in ``_config.yml``), so it
+renders as an HTML table, and Jupyter and Colab render it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+
+def format_value(value: Any, none: str = "") -> str:
+    """Floats to 3 significant digits, integers with thousands separators, tuples joined."""
+    if value is None:
+        return none
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, tuple | list):
+        return ", ".join(format_value(item, none) for item in value)
+    return str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A table with one row per mapping and the first row's keys as columns.
+
+    Columns holding only numbers are right-aligned; column names are shown as code
+    and may wrap after an underscore.
+    """
+    if not rows:
+        raise ValueError("a table needs at least one row; got none")
+    keys = list(rows[0])
+    for index, row in enumerate(rows):
+        if list(row) != keys:
+            raise ValueError(f"row {index} has keys {list(row)}, but row 0 has {keys}")
+    numeric = [all(_is_number(row[key]) or row[key] is None for row in rows) for key in keys]
+    # a zero-width space after each underscore lets long column names wrap there
+    headers = [f"`{key}`".replace("_", "_\u200b") for key in keys]
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join(" ---: " if right else " --- " for right in numeric) + "|",
+    ]
+    lines += ["| " + " | ".join(format_value(row[key]) for key in keys) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def config_table(configs: Mapping[str, Any], none: str = "all") -> str:
+    """Every field of named dataclass configs, one column per config (``None`` as ``none``)."""
+    if not configs:
+        raise ValueError("no configs to show")
+    names = list(configs)
+    fields = {name: asdict(config) for name, config in configs.items()}
+    keys = [key for key in fields[names[0]] if key != "name"]
+    lines = [
+        "| field | " + " | ".join(names) + " |",
+        "| --- |" + " ---: |" * len(names),
+    ]
+    for key in keys:
+        values = [format_value(fields[name][key], none) for name in names]
+        lines.append(f"| `{key}` | " + " | ".join(values) + " |")
+    return "\n".join(lines)

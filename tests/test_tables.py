@@ -1,0 +1,43 @@
+"""Markdown tables: values formatted, numeric columns right-aligned, bad rows rejected."""
+
+from __future__ import annotations
+
+import pytest
+
+from stablernn_lib.tables import config_table, format_value, markdown_table
+from stablernn_lib.train import CONFIGS as LM_CONFIGS
+from stablernn_lib.weights_close import CONFIGS as FIGURE1_CONFIGS
+
+
+def test_format_value() -> None:
+    assert format_value(0.123456) == "0.123"
+    assert format_value(2_088_628) == "2,088,628"
+    assert format_value(True) == "True"  # a bool is an int, but not a count
+    assert format_value(("identity", "tanh")) == "identity, tanh"
+    assert format_value(None, none="all") == "all"
+
+
+def test_markdown_table_aligns_numbers_right() -> None:
+    rows = [{"k": 1, "name": "a", "gap_max": 0.5}, {"k": 8, "name": "b", "gap_max": None}]
+    header, delimiter, *body = markdown_table(rows).splitlines()
+    assert header == "| `k` | `name` | `gap_\u200bmax` |"  # may wrap after the underscore
+    assert delimiter == "| ---: | --- | ---: |"
+    assert body == ["| 1 | a | 0.5 |", "| 8 | b |  |"]
+
+
+def test_markdown_table_rejects_ragged_or_empty_rows() -> None:
+    with pytest.raises(ValueError, match="row 1 has keys"):
+        markdown_table([{"a": 1}, {"b": 2}])
+    with pytest.raises(ValueError, match="at least one row"):
+        markdown_table([])
+
+
+@pytest.mark.parametrize("configs", [LM_CONFIGS, FIGURE1_CONFIGS])
+def test_config_table_lists_every_field_once(configs) -> None:
+    table = config_table(configs)
+    names = list(configs)
+    assert table.splitlines()[0] == "| field | " + " | ".join(names) + " |"
+    fields = [f for f in configs[names[0]].__dataclass_fields__ if f != "name"]
+    assert len(table.splitlines()) == 2 + len(fields)
+    for field in fields:
+        assert table.count(f"| `{field}` |") == 1
