@@ -34,8 +34,8 @@ def _is_number(value: Any) -> bool:
 def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """A table with one row per mapping and the first row's keys as columns.
 
-    Columns holding only numbers are right-aligned; column names are shown as code
-    and may wrap after an underscore.
+    Columns holding only numbers are right-aligned; column names may wrap after
+    an underscore.
     """
     if not rows:
         raise ValueError("a table needs at least one row; got none")
@@ -45,7 +45,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
             raise ValueError(f"row {index} has keys {list(row)}, but row 0 has {keys}")
     numeric = [all(_is_number(row[key]) or row[key] is None for row in rows) for key in keys]
     # a zero-width space after each underscore lets long column names wrap there
-    headers = [f"`{key}`".replace("_", "_\u200b") for key in keys]
+    headers = [key.replace("_", "_\u200b") for key in keys]
     lines = [
         "| " + " | ".join(headers) + " |",
         "|" + "|".join(" ---: " if right else " --- " for right in numeric) + "|",
