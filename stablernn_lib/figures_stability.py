@@ -6,7 +6,6 @@ Every figure function returns a matplotlib ``Figure`` so it can feed
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -28,6 +27,7 @@ from stablernn_lib.lstm_stability import (
 from stablernn_lib.models import LSTMMap, random_lstm, random_vanilla_rnn
 from stablernn_lib.plots import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style
 from stablernn_lib.stability import project_spectral_ball, project_to_stable_, spectral_norm
+from stablernn_lib.tables import format_value
 
 # ----------------------------------------------------------------------------
 # Two trajectories from different initial states
@@ -309,24 +309,23 @@ def lstm_verification_rows(
     return rows
 
 
-def format_rows(rows: list[dict[str, object]]) -> str:
-    """A plain-text table of :func:`lstm_verification_rows` (certificates and measurements)."""
+def verification_table(rows: list[dict[str, object]]) -> str:
+    """Markdown table of :func:`lstm_verification_rows`: certificates and measurements."""
     columns = [
         ("certificate", "proved (inf)"),
         ("certificate_l1", "proved (l1)"),
-        ("jacobian_certificate_norm", "Jac, cert. norm"),
+        ("jacobian_certificate_norm", "Jacobian, cert. norm"),
         ("pairs_certificate_norm", "pairs, cert. norm"),
-        ("jacobian_euclidean", "Jac, Euclid."),
-        ("pairs_euclidean", "pairs, Euclid."),
+        ("jacobian_euclidean", "Jacobian, Euclidean"),
+        ("pairs_euclidean", "pairs, Euclidean"),
     ]
-    width = max(len(str(row["model"])) for row in rows)
-    lines = [f"{'model':<{width}} " + " ".join(f"{title:>17}" for _, title in columns)]
+    lines = [
+        "| model | " + " | ".join(title for _, title in columns) + " |",
+        "| --- |" + " ---: |" * len(columns),
+    ]
     for row in rows:
-        cells = []
-        for key, _ in columns:
-            value = float(row[key])
-            cells.append(f"{value:>17.3g}" if math.isfinite(value) else f"{'inf':>17}")
-        lines.append(f"{row['model']!s:<{width}} " + " ".join(cells))
+        cells = [format_value(float(row[key])) for key, _ in columns]
+        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -1033,18 +1033,20 @@ def format_certificate(certificate: LSTMCertificate) -> str:
 
 
 def gate_norm_table(model: LSTMMap) -> str:
-    """Column sums (induced 1-norm) and row sums (induced inf-norm) of every gate block."""
+    """Markdown table: column sums (induced 1-norm) and row sums (induced inf-norm) per block."""
     _check_model(model)
-    lines = [f"{'block':<6}{'max column sum':>16}{'max row sum':>14}"]
+    lines = ["| block | max column sum | max row sum |", "| --- | ---: | ---: |"]
     blocks = [(f"W_{g}", w) for g, w in gate_blocks(model.weight_hh).items()]
     blocks.append(("U_f", gate_blocks(model.weight_ih)["f"]))
     for name, block in blocks:
         lines.append(
-            f"{name:<6}{induced_norm(block, 1):>16.4f}{induced_norm(block, math.inf):>14.4f}"
+            f"| `{name}` | {induced_norm(block, 1):.4f} | {induced_norm(block, math.inf):.4f} |"
         )
     if model.bias is not None:
         forget = gate_blocks(model.bias.detach())["f"]
-        lines.append(f"forget bias in [{float(forget.min()):.3f}, {float(forget.max()):.3f}]")
+        lines.append(
+            f"\nForget bias in [{float(forget.min()):.3f}, {float(forget.max()):.3f}]."
+        )
     return "\n".join(lines)
 
 

@@ -111,24 +111,25 @@ def time_truncated_evaluation(
     return rows
 
 
-def format_timings(rows: Sequence[dict]) -> str:
-    """A plain-text table of :func:`time_truncated_evaluation` rows."""
+def timings_table(rows: Sequence[dict]) -> str:
+    """Markdown table of :func:`time_truncated_evaluation` rows (times in ms, then ratios)."""
     lines = [
-        f"{'device':>6} {'T':>6} {'k':>4} {'sequential':>11} {'parallel':>10} "
-        f"{'per-window':>11} {'fused':>9} {'seq/par':>8} {'win/par':>8} {'seq/fused':>9}"
+        "| device | T | k | sequential | parallel | per-window | fused | seq/par | win/par "
+        "| seq/fused |",
+        "| --- |" + " ---: |" * 9,
     ]
     for row in rows:
-        window = "-" if row["per_window_s"] is None else f"{row['per_window_s'] * 1e3:9.2f}ms"
+        window = "–" if row["per_window_s"] is None else f"{row['per_window_s'] * 1e3:.2f} ms"
         window_ratio = (
-            "-"
+            "–"
             if row["per_window_over_parallel"] is None
-            else f"{row['per_window_over_parallel']:8.1f}"
+            else f"{row['per_window_over_parallel']:.1f}"
         )
         lines.append(
-            f"{row['device']:>6} {row['T']:>6} {row['k']:>4} {row['sequential_s'] * 1e3:9.2f}ms "
-            f"{row['parallel_s'] * 1e3:8.2f}ms {window:>11} {row['fused_s'] * 1e3:7.2f}ms "
-            f"{row['sequential_over_parallel']:8.1f} {window_ratio:>8} "
-            f"{row['sequential_over_fused']:9.1f}"
+            f"| {row['device']} | {row['T']:,} | {row['k']} | {row['sequential_s'] * 1e3:.2f} ms "
+            f"| {row['parallel_s'] * 1e3:.2f} ms | {window} | {row['fused_s'] * 1e3:.2f} ms "
+            f"| {row['sequential_over_parallel']:.1f} | {window_ratio} "
+            f"| {row['sequential_over_fused']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -166,24 +167,25 @@ def timing_figure(rows: Sequence[dict]) -> Figure:
 
 
 def summarize_timings(rows: Sequence[dict]) -> str:
-    """One sentence per device on the longest sequence timed, with the measured ratios."""
-    lines = []
+    """Markdown, one paragraph per device: the longest sequence timed and the measured ratios."""
+    paragraphs = []
     for device in sorted({row["device"] for row in rows}):
         longest = max((row for row in rows if row["device"] == device), key=lambda r: r["T"])
         ratio = longest["sequential_over_parallel"]
         faster = f"{ratio:.1f} times faster" if ratio >= 1 else f"{1 / ratio:.1f} times slower"
-        lines.append(
-            f"{device}: at T = {longest['T']} and k = {longest['k']}, the parallel truncated "
-            f"evaluation took {longest['parallel_s'] * 1e3:.2f} ms against "
-            f"{longest['sequential_s'] * 1e3:.2f} ms for the sequential run ({faster}); "
-            f"PyTorch's fused nn.RNN took {longest['fused_s'] * 1e3:.2f} ms, so our "
+        text = (
+            f"**{device}.** At T = {longest['T']:,} and k = {longest['k']}, the parallel "
+            f"truncated evaluation took {longest['parallel_s'] * 1e3:.2f} ms against "
+            f"{longest['sequential_s'] * 1e3:.2f} ms for the sequential run ({faster}). "
+            f"PyTorch's fused `nn.RNN` took {longest['fused_s'] * 1e3:.2f} ms, so our "
             f"step-by-step map costs {longest['sequential_over_fused']:.1f} times the fused kernel."
         )
         timed = [row for row in rows if row["device"] == device and row["per_window_s"]]
         if timed:
             last = max(timed, key=lambda r: r["T"])
-            lines.append(
-                f"{device}: the per-window loop at T = {last['T']} took "
+            text += (
+                f" The per-window loop at T = {last['T']:,} took "
                 f"{last['per_window_over_parallel']:.0f} times as long as the parallel version."
             )
-    return "\n".join(lines)
+        paragraphs.append(text)
+    return "\n\n".join(paragraphs)

@@ -94,7 +94,8 @@ def test_lstm_verification_rows_respect_the_certificate():
         row = by_name[f"authors' constraint, one unit reads all (bias {bias})"]
         assert row["jacobian_certificate_norm"] > 1.0
         assert row["jacobian_euclidean"] > 1.0
-    table = figs.format_rows(rows)
+    table = figs.verification_table(rows)
+    assert len(table.splitlines()) == 2 + len(rows)
     verdicts = ls.contraction_verdicts(rows)
     for row in rows:
         assert row["model"] in table and row["model"] in verdicts

@@ -511,3 +511,16 @@ def test_symbolic_identities_vanish():
 def test_symbolic_rejects_unknown_activation():
     with pytest.raises(ValueError, match="activation"):
         ss.activation_lipschitz_symbolic("swish")
+
+
+def test_gate_norm_table_gives_both_induced_norms_of_every_block(generator):
+    model = random_lstm(3, 4, generator=generator)
+    lines = ls.gate_norm_table(model).splitlines()
+    assert lines[:2] == ["| block | max column sum | max row sum |", "| --- | ---: | ---: |"]
+    forget = ls.gate_blocks(model.weight_hh.detach())["f"]
+    column_sum, row_sum = ls.induced_norm(forget, 1), ls.induced_norm(forget, math.inf)
+    assert f"| `W_f` | {column_sum:.4f} | {row_sum:.4f} |" in lines
+    assert [line.split(" | ")[0] for line in lines[2:7]] == [
+        "| `W_i`", "| `W_f`", "| `W_z`", "| `W_o`", "| `U_f`"
+    ]
+    assert lines[-1].startswith("Forget bias in [")

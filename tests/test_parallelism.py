@@ -40,8 +40,9 @@ def test_timing_rows_are_sane():
         assert row["sequential_over_fused"] == pytest.approx(row["sequential_s"] / row["fused_s"])
     assert rows[0]["per_window_s"] > 0 and rows[0]["max_difference"] < 1e-5
     assert rows[1]["per_window_s"] is None and rows[1]["per_window_over_parallel"] is None
-    table = parallelism.format_timings(rows)
-    assert len(table.splitlines()) == 3 and "seq/par" in table and "seq/fused" in table
+    table = parallelism.timings_table(rows)
+    assert len(table.splitlines()) == 4 and "| seq/par |" in table and "| seq/fused |" in table
+    assert table.splitlines()[3].count("| – |") == 2  # no per-window run at the longer T
     assert parallelism.timing_figure(rows).axes
 
 
