@@ -114,20 +114,20 @@ def time_truncated_evaluation(
 def timings_table(rows: Sequence[dict]) -> str:
     """Markdown table of :func:`time_truncated_evaluation` rows (times in ms, then ratios)."""
     lines = [
-        "| device | T | k | sequential | parallel | per-window | fused | seq/par | win/par "
-        "| seq/fused |",
+        "| device | T | k | sequential, ms | parallel, ms | per-window, ms | fused, ms "
+        "| seq/par | win/par | seq/fused |",
         "| --- |" + " ---: |" * 9,
     ]
     for row in rows:
-        window = "–" if row["per_window_s"] is None else f"{row['per_window_s'] * 1e3:.2f} ms"
+        window = "–" if row["per_window_s"] is None else f"{row['per_window_s'] * 1e3:.2f}"
         window_ratio = (
             "–"
             if row["per_window_over_parallel"] is None
             else f"{row['per_window_over_parallel']:.1f}"
         )
         lines.append(
-            f"| {row['device']} | {row['T']:,} | {row['k']} | {row['sequential_s'] * 1e3:.2f} ms "
-            f"| {row['parallel_s'] * 1e3:.2f} ms | {window} | {row['fused_s'] * 1e3:.2f} ms "
+            f"| {row['device']} | {row['T']:,} | {row['k']} | {row['sequential_s'] * 1e3:.2f} "
+            f"| {row['parallel_s'] * 1e3:.2f} | {window} | {row['fused_s'] * 1e3:.2f} "
             f"| {row['sequential_over_parallel']:.1f} | {window_ratio} "
             f"| {row['sequential_over_fused']:.1f} |"
         )
