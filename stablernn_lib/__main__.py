@@ -16,6 +16,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "stablernn_lib.train",
     "stablernn_lib.lm_analysis",
     "stablernn_lib.benchmark",
+    "stablernn_lib.tightness",
     "stablernn_lib.book",
 )
 
