@@ -27,6 +27,8 @@ from typing import Any
 
 import nbformat
 
+from stablernn_lib import paper_claims
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COLAB_SETUP_TAG = "colab-setup"
 # Both set-up cells run on the site but are not shown: the page starts with its title.
@@ -362,7 +364,16 @@ def setup(app) -> dict[str, Any]:
     app.add_js_file(None, body=MATHJAX2_SHIM, priority=100)
     # early: a later handler may return a template name, which ends the event
     app.connect("html-page-context", _deduplicate_scripts, priority=100)
+    paper_claims.setup_sphinx(app)  # {paper}`KEY` and {paper-claims}: the paper's numbers
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def command_check_claims(args: argparse.Namespace) -> int:
+    """Fail if a number attributed to the paper is written without its source mark."""
+    problems = paper_claims.markdown_problems() + paper_claims.library_problems()
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
@@ -373,6 +384,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
         ("check-stripped", command_check_stripped, "fail if a notebook has outputs", True),
         ("check-chapters", command_check_chapters, "check each chapter's first two cells", True),
         ("check-toc", command_check_toc, "check _toc.yml against the files", False),
+        ("check-claims", command_check_claims, "paper numbers carry their source mark", False),
         ("colab-cell", command_colab_cell, "print the Colab setup cell", False),
         ("fix-layout", command_fix_layout, "Colab cell first, parameters second", True),
         (

@@ -34,6 +34,7 @@ from torch import Tensor
 from torch.nn.functional import cross_entropy
 from tqdm.auto import tqdm
 
+from stablernn_lib import paper_claims
 from stablernn_lib.data import Corpus, batch_starts, batchify, get_batch
 from stablernn_lib.io import atomic_write_json, provenance
 from stablernn_lib.language_model import (
@@ -556,16 +557,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # Results for the chapter: the paper's numbers, ours, and how to produce ours
 # ---------------------------------------------------------------------------
 
-# Test perplexities reported by the paper (Miller & Hardt, ICLR 2019), WikiText-2.
-PAPER_TEST_PPL: dict[str, float] = {
-    "rnn-unconstrained": 146.7,
-    "rnn-stable": 143.5,
-    "lstm-unconstrained": 92.3,
-    "lstm-stable": 94.6,
+# WikiText-2 test perplexities attributed to the paper: the registry
+# stablernn_lib.paper_claims holds each value with its source (checked / recalled).
+PAPER_TEST_PPL_KEYS: dict[str, str] = {
+    name: f"wt2-{name}-ppl"
+    for name in ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")
 }
-# The ones checked against a source: the caption of Figure 2 in the authors' talk
-# gives the unconstrained models' numbers. The stable ones are recalled, unchecked.
-PAPER_TEST_PPL_CHECKED = frozenset({"rnn-unconstrained", "lstm-unconstrained"})
+PAPER_TEST_PPL: dict[str, float] = {
+    name: paper_claims.value(key) for name, key in PAPER_TEST_PPL_KEYS.items()
+}
 MODEL_VARIANTS: tuple[tuple[str, bool], ...] = (
     ("rnn", False),
     ("rnn", True),
@@ -596,7 +596,8 @@ def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
 def results_table(results: dict[str, Any], label: str = "ours (full config)") -> str:
     """Markdown table: test perplexity reported by the paper next to ours (or "not run yet").
 
-    A † marks a paper number not checked against a source (see ``PAPER_TEST_PPL_CHECKED``).
+    Each paper number carries its mark from :mod:`stablernn_lib.paper_claims`: ✓ checked
+    against a source, † recalled, not checked.
     """
     header = "| model | reported by the paper, unconstrained | reported by the paper, stable "
     header += f"| {label}, unconstrained | {label}, stable |"
@@ -609,8 +610,8 @@ def results_table(results: dict[str, Any], label: str = "ours (full config)") ->
                 f"{entry['test_ppl']:.1f}" if entry and "test_ppl" in entry else "not run yet"
             )
         paper = [
-            f"{PAPER_TEST_PPL[name]}" + ("" if name in PAPER_TEST_PPL_CHECKED else " †")
-            for name in (variant_name(cell, s) for s in (False, True))
+            paper_claims.marked(PAPER_TEST_PPL_KEYS[variant_name(cell, stable)])
+            for stable in (False, True)
         ]
         lines.append(f"| {MODEL_LABELS[cell]} | {paper[0]} | {paper[1]} | {ours[0]} | {ours[1]} |")
     return "\n".join(lines)

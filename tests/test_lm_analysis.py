@@ -120,7 +120,7 @@ def test_gradient_profile_ignores_dropout_and_restores_it() -> None:
 def test_results_table_shows_paper_numbers_and_ours_when_present(tmp_path) -> None:
     assert load_full_results(tmp_path / "missing") == {}
     table = results_table(load_full_results(tmp_path))
-    assert "| 146.7 | 143.5 † |" in table and "| 92.3 | 94.6 † |" in table
+    assert "| 146.7 ✓ | 143.5 † |" in table and "| 92.3 ✓ | 94.6 † |" in table
     assert table.count("not run yet") == 4
     assert table.count("reported by the paper") == 2
     atomic_write_json(tmp_path / "lstm-stable.json", {"test_ppl": 97.25})
