@@ -23,6 +23,7 @@ $(STAMP): $(SETUP_FILES)
 
 ## Build the site into _build/html, executing every chapter in smoke mode on the CPU.
 book: venv
+	$(BIN)/python -m stablernn_lib.book check-claims   # the paper's numbers carry their source mark
 	$(BIN)/python -m stablernn_lib.book forget-stale-build
 	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build . -W --keep-going
 
