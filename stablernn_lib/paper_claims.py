@@ -232,7 +232,8 @@ def book_markdown_files(root: Path = REPO_ROOT) -> list[Path]:
 
 
 def markdown_problems(paths: Iterable[Path] | None = None, root: Path = REPO_ROOT) -> list[str]:
-    """:func:`text_problems` over Markdown files and the Markdown cells of notebooks."""
+    """:func:`text_problems` over Markdown files and the Markdown cells of notebooks, and
+    paper numbers written as literals in notebooks' code cells."""
     problems: list[str] = []
     for path in paths if paths is not None else book_markdown_files(root):
         path = Path(path)
@@ -242,8 +243,22 @@ def markdown_problems(paths: Iterable[Path] | None = None, root: Path = REPO_ROO
             for index, cell in enumerate(notebook.cells):
                 if cell.cell_type == "markdown":
                     problems += text_problems(cell.source, f"{name} cell {index}")
+                elif cell.cell_type == "code":
+                    problems += _literal_problems(cell.source, f"{name} cell {index}")
         else:
             problems += text_problems(path.read_text(encoding="utf-8"), str(name))
+    return problems
+
+
+def _literal_problems(text: str, where: str) -> list[str]:
+    problems = []
+    for number in sorted({entry.value for entry in CLAIMS}):
+        for match in _value_pattern(number).finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            problems.append(
+                f"{where}:{line}: the paper's number {number} as a literal; "
+                "use stablernn_lib.paper_claims.value(KEY) or marked(KEY)"
+            )
     return problems
 
 
@@ -251,16 +266,9 @@ def library_problems(root: Path = REPO_ROOT) -> list[str]:
     """Paper numbers written as literals in the library outside this registry."""
     problems = []
     for path in sorted((root / "stablernn_lib").rglob("*.py")):
-        if path.name == "paper_claims.py":
-            continue
-        text = path.read_text(encoding="utf-8")
-        for number in sorted({entry.value for entry in CLAIMS}):
-            for match in _value_pattern(number).finditer(text):
-                line = text.count("\n", 0, match.start()) + 1
-                problems.append(
-                    f"{path.relative_to(root)}:{line}: the paper's number {number} as a "
-                    "literal; use stablernn_lib.paper_claims.value(KEY) or marked(KEY)"
-                )
+        if path.name != "paper_claims.py":
+            text = path.read_text(encoding="utf-8")
+            problems += _literal_problems(text, str(path.relative_to(root)))
     return problems
 
 

@@ -1,5 +1,6 @@
 """Numbers attributed to the paper: the registry, its checks, and how the book renders it."""
 
+import nbformat
 import pytest
 from docutils import nodes
 from docutils.core import publish_doctree, publish_parts
@@ -68,6 +69,18 @@ def test_untagged_paper_numbers_are_found(text):
 )
 def test_tagged_paper_numbers_and_our_own_numbers_pass(text):
     assert text_problems(text, "page") == []
+
+
+def test_a_paper_number_in_a_notebook_code_cell_is_found(tmp_path):
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("The RNN: {paper}`wt2-rnn-stable-ppl`."),
+        nbformat.v4.new_code_cell("print('paper:', 94.6)"),
+    ]
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(notebook, path)
+    problems = markdown_problems([path], root=tmp_path)
+    assert len(problems) == 1 and "94.6" in problems[0] and "cell 1" in problems[0]
 
 
 def test_the_book_writes_every_paper_number_with_its_mark():
