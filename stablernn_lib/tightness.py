@@ -28,6 +28,7 @@ would be a counterexample to a lemma.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 from collections.abc import Callable
@@ -718,7 +719,7 @@ def run_tightness(config: TightnessConfig, progress: bool = True) -> dict[str, A
 TABLE_ROWS: tuple[tuple[str, str, str], ...] = (
     ("lemma1", "lemma1", "Lemma 1: $\\lambda^k L_x B_x / (1 - \\lambda)$"),
     ("lemma2_gamma", "lemma2_gamma", "Lemma 2: $\\gamma k \\lambda^k$"),
-    ("lemma3_beta", "lemma3_beta", "Lemma 3: $\\beta \\|w - w'\\|$"),
+    ("lemma3_beta", "lemma3_beta", "Lemma 3: $\\beta \\Vert w - w'\\Vert$"),
     (
         "proposition2",
         "proposition2_log10",
@@ -742,6 +743,47 @@ def tightness_table(results: dict[str, Any]) -> str:
         else:
             shown = f"{random:.3g}"
         lines.append(f"| {label} | {adversarial:.5g} | {shown} |")
+    return "\n".join(lines)
+
+
+COMMITTED = Path(__file__).resolve().parents[1] / DEFAULT_OUT
+
+
+def load_committed(path: Path = COMMITTED) -> dict[str, Any]:
+    """The committed full run (``data/results/tightness.json``)."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no tightness results at {path}; run `python -m stablernn_lib tightness --config full`"
+        )
+    return json.loads(path.read_text(encoding="utf8"))
+
+
+def worst_settings_table(results: dict[str, Any]) -> str:
+    """Markdown table: for each searched bound, the setting where the worst ratio was found."""
+    lines = ["| bound | worst ratio | found at |", "|---|---:|---|"]
+    for key, _, label in TABLE_ROWS:
+        best = _best(results["searches"][key])
+        setting = ", ".join(
+            f"{name} = {value:.3g}" if isinstance(value, float) else f"{name} = {value}"
+            for name, value in best.items()
+            if name != "ratio"
+        )
+        lines.append(f"| {label} | {best['ratio']:.4g} | {setting} |")
+    return "\n".join(lines)
+
+
+def proposition2_table(results: dict[str, Any]) -> str:
+    """Markdown table of the Proposition 2 ratios by ``alpha beta`` (rows) and ``N`` (columns)."""
+    rows = results["searches"]["proposition2"]
+    steps = sorted({row["num_steps"] for row in rows})
+    products = sorted({row["alpha_beta"] for row in rows})
+    ratio = {(row["alpha_beta"], row["num_steps"]): row["ratio"] for row in rows}
+    lines = [
+        "| $\\alpha\\beta$ | " + " | ".join(f"$N = {n}$" for n in steps) + " |",
+        "|---:|" + "---:|" * len(steps),
+    ]
+    for c in products:
+        lines.append(f"| {c:g} | " + " | ".join(f"{ratio[c, n]:.3g}" for n in steps) + " |")
     return "\n".join(lines)
 
 
