@@ -3,7 +3,9 @@
 ``execute_book_notebooks()`` executes each notebook listed in ``_toc.yml`` with
 nbclient (fresh, so a library change cannot hide behind stale outputs), measures
 the kernel's CPU time and the wall time, writes them to ``_build/notebook_times.json``
-and stores the executed notebooks in the book's jupyter-cache. ``build_book()``
+(with the machine's load average, since a loaded machine stretches both) and stores the
+executed notebooks in the book's jupyter-cache. The times are benchmarks, recorded and
+shown, never pass/fail limits; the per-cell timeout only stops a hung cell. ``build_book()``
 then runs ``jupyter-book build . -W --keep-going``, which finds every notebook in
 the cache and executes nothing again. Both are cached for the pytest session.
 """
@@ -30,9 +32,8 @@ BUILD_DIR = ROOT / "_build"
 HTML_DIR = BUILD_DIR / "html"
 CACHE_DIR = BUILD_DIR / ".jupyter_cache"
 TIMES_PATH = BUILD_DIR / "notebook_times.json"
-CELL_TIMEOUT_S = 600
-DEFAULT_BUDGET_S = 60.0
-BUDGETS_S = {"chapters/08_wikitext2_experiments.ipynb": 180.0}
+# A hang guard, not a budget: generous enough for a notebook on a loaded 2-core machine.
+CELL_TIMEOUT_S = 1800
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -40,11 +41,6 @@ def book_notebooks() -> list[str]:
     """Notebooks of the book (paths relative to the repository root), in toc order."""
     names = [f"{name}.ipynb" for name in toc_files(ROOT / "_toc.yml")]
     return [name for name in names if (ROOT / name).is_file()]
-
-
-def budget_s(notebook: str) -> float:
-    """Smoke-mode time budget of a notebook, in seconds."""
-    return BUDGETS_S.get(notebook, DEFAULT_BUDGET_S)
 
 
 def _children_cpu_s() -> float:
@@ -63,7 +59,8 @@ def _execute(path: Path) -> tuple[nbformat.NotebookNode, dict]:
     record = {
         "cpu_s": round(_children_cpu_s() - cpu_before, 2),
         "wall_s": round(time.perf_counter() - wall_before, 2),
-        "budget_s": budget_s(path.relative_to(ROOT).as_posix()),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "cpu_count": os.cpu_count(),
         "error": None if result.err is None else ANSI_ESCAPE.sub("", result.exc_string)[-4000:],
     }
     return notebook, record
@@ -71,7 +68,7 @@ def _execute(path: Path) -> tuple[nbformat.NotebookNode, dict]:
 
 @lru_cache(maxsize=1)
 def execute_book_notebooks() -> dict[str, dict]:
-    """Execute every book notebook once; returns ``{path: {cpu_s, wall_s, budget_s, error}}``."""
+    """Execute every book notebook once; returns ``{path: {cpu_s, wall_s, ..., error}}``."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 

@@ -191,10 +191,8 @@ def test_a_slow_check_times_out_with_a_message() -> None:
                 pass
 
     question = get_question("hw04.q2")
-    start = time.perf_counter()
     outcome = run_check(question, question.checks[0], forever, time_scale=0.05)
     assert outcome.status == "timeout" and "longer than" in outcome.message
-    assert time.perf_counter() - start < 5
 
 
 def test_check_explains_failures(capsys: pytest.CaptureFixture[str]) -> None:

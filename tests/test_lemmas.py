@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 import sympy as sp  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from tolerances import rounding_tolerance  # noqa: E402
 
 from stablernn_lib import bounds, lemma_algebra, lemma_plots  # noqa: E402
 from stablernn_lib.lemmas import (  # noqa: E402
@@ -44,7 +45,8 @@ torch.set_num_threads(1)  # tiny tensors: threads only add overhead
 
 
 def test_truncation_gaps_match_the_reference_truncation(generator):
-    model, inputs = random_rnn_with_inputs(0.8, seq_len=20, batch=2, generator=generator)
+    seq_len, batch = 20, 2
+    model, inputs = random_rnn_with_inputs(0.8, seq_len=seq_len, batch=batch, generator=generator)
     gaps = truncation_gaps(model, inputs, [1, 4, 25])
     with torch.no_grad():
         full = model.run(inputs)
@@ -52,8 +54,13 @@ def test_truncation_gaps_match_the_reference_truncation(generator):
             float((full - truncated_states_reference(model, inputs, k)).norm(dim=-1).max())
             for k in (1, 4, 25)
         ]
-    np.testing.assert_allclose(gaps, expected, rtol=1e-10, atol=1e-14)
-    assert gaps[-1] == 0.0  # k >= T: the truncated model is the full one
+    # The two truncations and the full run use different batch shapes, so their matrix
+    # products round differently: equal only up to rounding. Each state is T steps of
+    # dot products of length H + D, and tanh states have norm <= sqrt(H).
+    size = model.state_size + inputs.shape[-1]
+    tolerance = rounding_tolerance(inputs.dtype, seq_len * size, math.sqrt(model.state_size))
+    np.testing.assert_allclose(gaps, expected, rtol=0, atol=tolerance)
+    assert gaps[-1] <= tolerance  # k >= T: the truncated model is the full one
 
 
 @pytest.mark.parametrize("model", ["tanh", "identity", "lstm"])

@@ -7,6 +7,7 @@ import math
 import pytest
 import sympy as sp
 import torch
+from tolerances import close_kwargs
 from torch import nn
 
 from stablernn_lib import lstm_stability as ls
@@ -174,8 +175,12 @@ def test_batched_projection_equals_the_per_gate_reference(hidden, inputs, dtype,
         _reference_projection_(expected[0], expected[1], expected[2:], constraint)
         certified = ls.project_lstm_weights_(tensors[0], tensors[1], biases=tensors[2:], **kwargs)
         assert certified == constraint.contraction_bound(kwargs.get("input_bound", 1.0))
+        # the batched projection and the per-block loop sum a row's sorted magnitudes in
+        # different batch shapes: equal up to the rounding of a cumulative sum of a row
+        operations = 4 * max(hidden, inputs)
         for got, want in zip(tensors, expected, strict=True):
-            torch.testing.assert_close(got, want, rtol=0, atol=0)
+            scale = float(want.abs().max())
+            torch.testing.assert_close(got, want, **close_kwargs(dtype, operations, scale))
 
 
 def test_batched_projection_handles_matrices_of_different_dtypes(generator):
@@ -184,8 +189,9 @@ def test_batched_projection_handles_matrices_of_different_dtypes(generator):
     expected_hh, expected_ih = weight_hh.clone(), weight_ih.clone()
     _reference_projection_(expected_hh, expected_ih, (), ls.authors_constants_constraint())
     ls.project_lstm_weights_(weight_hh, weight_ih, biases=())
-    torch.testing.assert_close(weight_hh, expected_hh, rtol=0, atol=0)
-    torch.testing.assert_close(weight_ih, expected_ih, rtol=0, atol=0)
+    for got, want, columns in ((weight_hh, expected_hh, 3), (weight_ih, expected_ih, 5)):
+        tolerance = close_kwargs(got.dtype, 4 * columns, float(want.abs().max()))
+        torch.testing.assert_close(got, want, **tolerance)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
