@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 # Files that change what the virtual environment must contain.
 SETUP_FILES := pyproject.toml
 
-.PHONY: venv book test lint student clean browser-deps
+.PHONY: venv book instructor test lint student clean browser-deps
 
 venv: $(STAMP)
 
@@ -21,11 +21,18 @@ $(STAMP): $(SETUP_FILES)
 	$(BIN)/python -m pip install --quiet -e ".[book,test]"
 	touch $(STAMP)
 
-## Build the site into _build/html, executing every chapter in smoke mode on the CPU.
+## The STUDENT site (the public one) into _build/html: the student edition of every notebook
+## (no homework solution, model answer, rubric or exercise solution) is written to student/
+## and built, executing every chapter in smoke mode on the CPU. Publishing: instructor.md.
 book: venv
 	$(BIN)/python -m stablernn_lib.book check-claims   # the paper's numbers carry their source mark
 	$(BIN)/python -m stablernn_lib.book forget-stale-build
-	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build . -W --keep-going
+	$(BIN)/python -m stablernn_lib homework student-edition --out student/
+	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build student/ --path-output . -W --keep-going
+
+## The INSTRUCTOR site (solutions, model answers, rubrics) into _build/instructor/_build/html.
+instructor: venv
+	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build . --path-output _build/instructor -W --keep-going
 
 ## Headless Chromium for the browser test (Debian package; needs root or sudo).
 browser-deps:
@@ -40,10 +47,8 @@ test: venv browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-## Write the student edition (no solutions) to student/ and build it into student/_build/html.
-student: venv
-	$(BIN)/python -m stablernn_lib homework student-edition --out student/
-	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build student/ -W --keep-going
+## Same as `make book` (the student site).
+student: book
 
 lint: venv
 	$(BIN)/ruff check .

@@ -359,9 +359,54 @@ def _deduplicate_scripts(app, pagename, templatename, context, doctree) -> None:
     scripts[:] = unique
 
 
+def _colab_launch_target(app, config) -> None:
+    """Point the Colab buttons at the published ``_sources/`` notebooks of this edition.
+
+    With ``colab_notebooks_branch`` set (e.g. ``gh-pages``, where the site is published),
+    a launch button opens ``<repository>/blob/<branch>/_sources/<page>.ipynb``: the plain
+    notebook :func:`_write_colab_sources` wrote there, not the MyST source.
+    """
+    branch = config.colab_notebooks_branch
+    if branch:
+        options = dict(config.html_theme_options or {})
+        options.update(repository_branch=branch, path_to_docs="_sources")
+        config.html_theme_options = options
+
+
+def _write_colab_sources(app, exception) -> None:
+    """Replace the site's ``_sources/*.ipynb`` (the download button) by the Colab notebooks.
+
+    The edition follows sphinx-exercise's ``hide_solutions``: set (student edition), the
+    notebooks carry no solution; unset (instructor edition), solutions are collapsed.
+    """
+    if exception is not None or app.builder.format != "html":
+        return
+    from stablernn_lib import colab
+
+    root, sources = Path(app.srcdir), Path(app.outdir) / "_sources"
+    edition = "student" if getattr(app.config, "hide_solutions", False) else "instructor"
+    config = colab.read_config(root)
+    index = colab.book_index(root)
+    bibliography = colab.Bibliography(root / config["bibtex_bibfiles"][0])
+    macros = colab.book_macros(config)
+    for docname in colab.notebook_docnames(root):
+        target = sources / f"{docname}.ipynb"
+        if not target.parent.is_dir():
+            continue
+        notebook = nbformat.read(root / f"{docname}.ipynb", as_version=4)
+        plain = colab.colab_notebook(
+            notebook, edition=edition, index=index, bibliography=bibliography, macros=macros,
+            site_url=app.config.html_baseurl or None,
+        )
+        target.write_text(nbformat.writes(plain) + "\n", encoding="utf-8")
+
+
 def setup(app) -> dict[str, Any]:
     """Sphinx extension (``extra_extensions: [stablernn_lib.book]``) for the offline site."""
     app.add_js_file(None, body=MATHJAX2_SHIM, priority=100)
+    app.add_config_value("colab_notebooks_branch", "", "html")
+    app.connect("config-inited", _colab_launch_target)
+    app.connect("build-finished", _write_colab_sources)
     # early: a later handler may return a template name, which ends the event
     app.connect("html-page-context", _deduplicate_scripts, priority=100)
     paper_claims.setup_sphinx(app)  # {paper}`KEY` and {paper-claims}: the paper's numbers

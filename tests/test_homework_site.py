@@ -72,7 +72,8 @@ def test_student_edition_config_and_toc(student: Path) -> None:
     assert (student / "_toc.yml").read_text() == (ROOT / "_toc.yml").read_text()
     config = yaml.safe_load((student / "_config.yml").read_text())
     assert config["sphinx"]["config"]["hide_solutions"] is True
-    assert "launch_buttons" not in config  # they would open the instructor notebooks
+    # the Colab buttons open the generated student notebooks on the published site's branch
+    assert config["sphinx"]["config"]["colab_notebooks_branch"] == "gh-pages"
     stub = nbformat.read(student / "chapters/homework/hw04_stability.ipynb", as_version=4)
     assert any("raise NotImplementedError(" in c.source for c in stub.cells)
 

@@ -41,21 +41,19 @@ def _student_edition(args: argparse.Namespace) -> int:
     )
     print(f"wrote the student edition ({len(written)} files) to {args.out}")
     print(f"build it with: jupyter-book build {args.out} -W")
-    if not args.repository_url:
-        print("note: no --repository-url, so the student site has no Colab launch buttons")
     return 0
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from stablernn_lib.homework.grading import grade_submissions
+    from stablernn_lib.homework.grading import Limits, grade_submissions
 
-    submissions = grade_submissions(
-        args.submissions,
-        args.out,
-        seed=args.seed,
-        timeout=args.timeout,
+    limits = Limits(
+        notebook_s=args.timeout,
         time_scale=args.time_scale,
+        memory_mb=args.memory_mb,
+        processes=args.processes,
     )
+    submissions = grade_submissions(args.submissions, args.out, seed=args.seed, limits=limits)
     for s in submissions:
         print(f"{s.student:20s} {s.path.name:40s} {s.auto_points:6g}  {s.status}")
     print(f"wrote {Path(args.out) / 'scores.csv'} and {len(submissions)} reports")
@@ -90,9 +88,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="config: execute as the book does; homework: only the homework notebooks; off",
     )
     edition.add_argument(
-        "--repository-url", help="where the student edition is published (for Colab buttons)"
+        "--repository-url",
+        help="repository the student site is published to (default: the book's repository)",
     )
-    edition.add_argument("--branch", help="the branch of --repository-url")
+    edition.add_argument(
+        "--branch", help="branch the student site is published to (default: gh-pages)"
+    )
     edition.set_defaults(func=_student_edition)
 
     grade = commands.add_parser("grade", help="grade a folder of submitted notebooks")
@@ -104,6 +105,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument("--seed", type=int, help="seed of the hidden checks (default: random)")
     grade.add_argument(
         "--time-scale", type=float, default=1.0, help="multiply every check's time limit"
+    )
+    grade.add_argument(
+        "--memory-mb",
+        type=int,
+        default=4096,
+        help="address-space limit of a submission's processes",
+    )
+    grade.add_argument(
+        "--processes", type=int, default=64, help="processes and threads a submission may run"
     )
     grade.set_defaults(func=_grade)
 

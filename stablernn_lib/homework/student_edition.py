@@ -47,6 +47,9 @@ SKIPPED_TOP_LEVEL = frozenset(
 )
 SKIPPED_ANYWHERE = frozenset({"__pycache__", ".ipynb_checkpoints", ".jupyter_cache"})
 Execute = Literal["config", "homework", "off"]
+# The branch the student site (_build/html) is published to; its _sources/ hold the
+# Colab notebooks that the launch buttons open (see instructor.md, "Publishing").
+STUDENT_SITE_BRANCH = "gh-pages"
 
 
 def _is_skipped(relative: Path, folder: bool = False) -> bool:
@@ -99,8 +102,10 @@ def student_config(
 
     ``execute``: ``config`` keeps the book's execution settings; ``homework`` executes
     only the homework notebooks (fast; the chapters are rendered from their stored
-    sources); ``off`` executes nothing.  Without ``repository_url`` the launch buttons
-    are removed, since they would open the instructor notebooks.
+    sources); ``off`` executes nothing.  The Colab launch buttons open the student
+    notebooks that the build writes to the site's ``_sources/`` (``stablernn_lib.colab``),
+    on the branch the site is published to: ``branch`` (default ``gh-pages``) of
+    ``repository_url`` (default: the book's repository).
     """
     config = dict(config)
     config["title"] = f"{config.get('title', 'Book')} (student edition)"
@@ -118,15 +123,8 @@ def student_config(
         )
     config["execute"] = execution
     if repository_url:
-        config["repository"] = {
-            **(config.get("repository") or {}),
-            "url": repository_url,
-            "path_to_book": "",
-            **({"branch": branch} if branch else {}),
-        }
-    else:
-        config.pop("launch_buttons", None)
-        config.get("html", {}).pop("use_repository_button", None)
+        config["repository"] = {**(config.get("repository") or {}), "url": repository_url}
+    sphinx["config"]["colab_notebooks_branch"] = branch or STUDENT_SITE_BRANCH
     return config
 
 
