@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
@@ -269,6 +270,80 @@ def library_problems(root: Path = REPO_ROOT) -> list[str]:
         if path.name != "paper_claims.py":
             text = path.read_text(encoding="utf-8")
             problems += _literal_problems(text, str(path.relative_to(root)))
+    return problems
+
+
+class _PageText(HTMLParser):
+    """Prose of a built page (outside scripts, code and cell outputs), and its claims:
+    ``claims`` holds ``(value, mark, tooltip)`` for every ``paper-claim`` span."""
+
+    # code, navigation, headings and links carry section numbers such as "8.5", not claims
+    SKIPPED = {"script", "style", "pre", "nav", "a", "h1", "h2", "h3", "h4", "h5", "h6"}
+    VOID = {"br", "img", "hr", "meta", "link", "input", "wbr", "source", "col", "area"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, bool, bool]] = []  # (tag, skipped, in a claim)
+        self.prose: list[str] = []
+        self.claims: list[list[str]] = []
+        self.tooltip: str | None = None
+
+    def _skipping(self) -> bool:
+        return any(skipped for _, skipped, _ in self.stack)
+
+    def _in_claim(self) -> bool:
+        return any(claim for _, _, claim in self.stack)
+
+    def handle_starttag(self, tag, attrs) -> None:
+        if tag in self.VOID:
+            return
+        attributes = dict(attrs)
+        classes = (attributes.get("class") or "").split()
+        skipped = tag in self.SKIPPED or "cell_output" in classes
+        claim = tag == "span" and "paper-claim" in classes
+        if claim:
+            self.claims.append(["", "", ""])
+        if tag == "abbr" and self._in_claim():
+            self.claims[-1][2] = attributes.get("title") or ""
+            self.tooltip = "open"
+        self.stack.append((tag, skipped, claim))
+
+    def handle_endtag(self, tag) -> None:
+        for index in range(len(self.stack) - 1, -1, -1):
+            if self.stack[index][0] == tag:
+                del self.stack[index:]
+                break
+        if tag == "abbr":
+            self.tooltip = None
+
+    def handle_data(self, data) -> None:
+        if self._in_claim():
+            self.claims[-1][1 if self.tooltip else 0] += data.strip()
+        elif not self._skipping():
+            self.prose.append(data)
+
+
+def html_problems(html_dir: Path) -> list[str]:
+    """Problems on the built site: a claim rendered without its mark or tooltip, or with
+    the wrong ones, and a paper number in the prose outside the ``{paper}`` role."""
+    problems = []
+    by_value: dict[str, set[str]] = {}
+    for entry in CLAIMS:
+        by_value.setdefault(entry.value, set()).add(entry.mark)
+    for path in sorted(Path(html_dir).rglob("*.html")):
+        page = _PageText()
+        page.feed(path.read_text(encoding="utf-8"))
+        name = path.relative_to(html_dir)
+        for value_text, mark, tooltip in page.claims:
+            expected = [e for e in CLAIMS if e.value == value_text and e.mark == mark]
+            if not expected:
+                problems.append(f"{name}: claim {value_text!r} rendered with mark {mark!r}")
+            elif tooltip not in {e.provenance for e in expected}:
+                problems.append(f"{name}: claim {value_text} has the tooltip {tooltip!r}")
+        prose = " ".join(page.prose)
+        for number in by_value:
+            if _value_pattern(number).search(prose):
+                problems.append(f"{name}: the paper's number {number} in prose, without its mark")
     return problems
 
 

@@ -1,5 +1,7 @@
 """Numbers attributed to the paper: the registry, its checks, and how the book renders it."""
 
+import html
+
 import nbformat
 import pytest
 from docutils import nodes
@@ -117,3 +119,37 @@ def test_an_unknown_role_key_is_an_error_in_the_page():
     messages = [str(m) for m in tree.findall(nodes.system_message)]
     assert any("unknown paper claim 'wt2-rnn-nope'" in m for m in messages)
     assert list(tree.findall(nodes.problematic))
+
+
+def test_the_built_page_check_finds_missing_and_wrong_marks(tmp_path):
+    checked = REGISTRY["wt2-rnn-unconstrained-ppl"]
+    good = (
+        '<span class="paper-claim paper-claim-checked">146.7<sup>'
+        f'<abbr title="{html.escape(checked.provenance)}">✓</abbr></sup></span>'
+    )
+    pages = {
+        "good.html": f"<h2>8.5. Section</h2><p>RNN {good}.</p>"
+        '<div class="cell_output"><pre>143.5 †</pre></div><nav>8.9 Next</nav>',
+        "wrong_mark.html": good.replace(">✓<", ">†<"),
+        "no_tooltip.html": good.replace(html.escape(checked.provenance), ""),
+        "bare.html": "<p>The stable LSTM reaches 94.6 in the paper.</p>",
+    }
+    for name, body in pages.items():
+        (tmp_path / name).write_text(f"<html><body>{body}</body></html>", encoding="utf-8")
+    problems = paper_claims.html_problems(tmp_path)
+    assert not [p for p in problems if p.startswith("good.html")], problems
+    assert [p for p in problems if p.startswith("wrong_mark.html")]
+    assert [p for p in problems if p.startswith("no_tooltip.html")]
+    assert [p for p in problems if p.startswith("bare.html") and "94.6" in p]
+
+
+@pytest.mark.book
+@pytest.mark.slow
+def test_the_built_site_shows_every_paper_number_with_its_mark():
+    from book_support import HTML_DIR, build_book
+
+    assert build_book().returncode == 0
+    problems = paper_claims.html_problems(HTML_DIR)
+    assert problems == [], "\n".join(problems)
+    intro = (HTML_DIR / "intro.html").read_text(encoding="utf-8")
+    assert intro.count('class="paper-claim ') >= len(CLAIMS)  # the {paper-claims} table
