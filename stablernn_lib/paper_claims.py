@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-import nbformat
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 CHECKED, RECALLED = "checked", "recalled"
@@ -235,6 +233,8 @@ def book_markdown_files(root: Path = REPO_ROOT) -> list[Path]:
 def markdown_problems(paths: Iterable[Path] | None = None, root: Path = REPO_ROOT) -> list[str]:
     """:func:`text_problems` over Markdown files and the Markdown cells of notebooks, and
     paper numbers written as literals in notebooks' code cells."""
+    import nbformat  # a book/test dependency, not needed to use the registry
+
     problems: list[str] = []
     for path in paths if paths is not None else book_markdown_files(root):
         path = Path(path)
