@@ -6,8 +6,8 @@ the kernel's CPU time and the wall time, writes them to ``_build/notebook_times.
 (with the machine's load average, since a loaded machine stretches both) and stores the
 executed notebooks in the book's jupyter-cache. The times are benchmarks, recorded and
 shown, never pass/fail limits; the per-cell timeout only stops a hung cell. ``build_book()``
-then runs ``jupyter-book build . -W --keep-going``, which finds every notebook in
-the cache and executes nothing again. Both are cached for the pytest session.
+then builds the student site, as ``make book`` does, which finds every chapter in
+the cache and executes only the homework stubs. Both are cached for the pytest session.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from stablernn_lib.io import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_DIR = ROOT / "_build"
-HTML_DIR = BUILD_DIR / "html"
+HTML_DIR = BUILD_DIR / "html"  # the student site (`make book`)
+STUDENT_DIR = ROOT / "student"  # its generated sources
 CACHE_DIR = BUILD_DIR / ".jupyter_cache"
 TIMES_PATH = BUILD_DIR / "notebook_times.json"
 # A hang guard, not a budget: generous enough for a notebook on a loaded 2-core machine.
@@ -91,12 +92,21 @@ def execute_book_notebooks() -> dict[str, dict]:
 
 @lru_cache(maxsize=1)
 def build_book() -> subprocess.CompletedProcess:
-    """Run the notebooks (timed, cached), then ``jupyter-book build . -W --keep-going``."""
+    """Run the notebooks (timed, cached), then build the STUDENT site as ``make book`` does.
+
+    The student edition (``student/``) is built into ``_build/html`` with the shared cache:
+    its chapters have the instructor edition's code, so they come from the cache; only the
+    homework notebooks (stubs instead of solutions) run again, a few seconds each.
+    """
+    from stablernn_lib.homework.student_edition import build_student_edition
+
     execute_book_notebooks()
+    build_student_edition(ROOT, STUDENT_DIR)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     start = time.perf_counter()
     result = subprocess.run(
-        [str(jupyter_book), "build", str(ROOT), "-W", "--keep-going"],
+        [str(jupyter_book), "build", str(STUDENT_DIR), "--path-output", str(ROOT)]
+        + ["-W", "--keep-going"],
         cwd=ROOT,
         env={**os.environ, "STABLERNN_WIDGETS": "frames"},
         capture_output=True,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +101,92 @@ def test_student_site_builds_with_warnings_as_errors(student: Path) -> None:
     page = (student / "_build/html/chapters/homework/hw04_stability.html").read_text()
     assert "NotImplementedError" in page and "TODO" in page  # the checks ran on the stubs
     assert "Model answer" not in page
+
+
+# --- the built student site (`make book`, built once per session by book_support) ---------
+
+MATH_OR_MARKUP = re.compile(r"\$[^$]*\$|[*_`]|\{[\w:-]+\}")
+
+
+def public_text() -> str:
+    """Every line of every notebook outside solutions, answers and rubrics, joined."""
+    lines = set()
+    for path in sorted((ROOT / "chapters").rglob("*.ipynb")):
+        lines |= public_lines(nbformat.read(path, as_version=4))
+    return "\n".join(" ".join(line.split()) for line in lines)
+
+
+def probes(lines: set[str]) -> set[str]:
+    """For each secret line, what a page would show of it: a code line whole, a Markdown
+    line's longest stretch of plain text (math and markup split it); none that a public
+    line contains (``loss = f(`` of a solution is part of a chapter's own code)."""
+    found = set()
+    for line in lines:
+        if "$" not in line and "**" not in line:  # code
+            found.add(" ".join(line.split()))
+            continue
+        pieces = [" ".join(piece.split()) for piece in MATH_OR_MARKUP.split(line)]
+        longest = max(pieces, key=len, default="")
+        if len(longest) >= 16:
+            found.add(longest)
+    public = public_text()
+    return {probe for probe in found if probe not in public}
+
+
+def page_text(path: Path) -> str:
+    """The visible text of an HTML page (tags dropped, entities decoded, spaces collapsed)."""
+    text = re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8", errors="replace"))
+    return " ".join(html.unescape(text).split())
+
+
+def site_leaks(site: Path, secret_lines: set[str]) -> list[str]:
+    """Secret text found in the site's pages, search index or downloadable notebooks."""
+    wanted = probes(secret_lines)
+    leaks = []
+    for path in sorted(site.rglob("*")):
+        if path.suffix in (".html", ".js") and not path.is_relative_to(site / "_static"):
+            text = page_text(path)
+        elif path.suffix == ".ipynb":
+            cells = nbformat.read(path, as_version=4).cells
+            text = " ".join("\n".join(c.source for c in cells).split())
+        else:
+            continue
+        leaks += [f"{path.relative_to(site)}: {probe!r}" for probe in wanted if probe in text]
+    return leaks
+
+
+def secret_terms(secret_lines: set[str], public_root: Path) -> set[str]:
+    """Stemmed words of the secrets that no public source of the student edition uses."""
+    from sphinx.search.en import SearchEnglish
+
+    stem = SearchEnglish({}).stem
+    public = set()
+    for path in public_root.rglob("*"):
+        if path.suffix in (".ipynb", ".md", ".bib", ".yml") and path.is_file():
+            public |= set(re.findall(r"[a-z]+", path.read_text(errors="replace").lower()))
+    words = {w for line in secret_lines for w in re.findall(r"[a-z]+", line.lower())}
+    return {stem(w) for w in words if len(w) > 3} - {stem(w) for w in public}
+
+
+@pytest.mark.book
+@pytest.mark.slow
+def test_student_site_shows_no_solution_anywhere() -> None:
+    """`make book`'s site: no solution code, model answer or rubric in any page, in the
+    search index, or in the notebooks the download and Colab buttons hand out."""
+    from book_support import HTML_DIR, STUDENT_DIR, build_book
+
+    assert build_book().returncode == 0
+    hidden = secrets()
+    assert len(probes(hidden)) > 80  # the search is not vacuous
+    notebooks = list((HTML_DIR / "_sources").rglob("*.ipynb"))
+    assert any(p.name.startswith("hw04") for p in notebooks)
+    leaks = site_leaks(HTML_DIR, hidden)
+    assert not leaks, f"{len(leaks)} leaks, e.g. {leaks[:5]}"
+    index = (HTML_DIR / "searchindex.js").read_text()
+    terms = json.loads(index[index.index("(") + 1 : index.rindex(")")])["terms"]
+    only_in_solutions = secret_terms(hidden, STUDENT_DIR)
+    assert only_in_solutions, "no word is unique to the solutions: the index check is vacuous"
+    indexed = sorted(only_in_solutions & set(terms))
+    assert not indexed, f"the search index holds words of the solutions only: {indexed}"
+    homework = (HTML_DIR / "chapters/homework/hw04_stability.html").read_text()
+    assert "NotImplementedError" in homework and "Model answer" not in homework
