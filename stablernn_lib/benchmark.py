@@ -10,13 +10,20 @@
   and what they imply: the time of one epoch of the config's training data
   (steps per epoch times the median step) and of the config's ``epochs``.
 
-The models have the sizes of the chosen LM config and read random tokens (the
-cost does not depend on the text).  Stable and unconstrained steps alternate,
-so that a machine busy with other work slows both alike; each figure is the
+The models have the sizes of the chosen LM config and read random tokens,
+Zipf-distributed like word frequencies (the cost of an adaptive softmax depends
+on how many targets are rare words; the rest does not depend on the text).
+Stable and unconstrained steps alternate, so that a machine busy with other
+work slows both alike; each figure is the
 median over the timed repetitions (the order of the pair alternates too).
 
-``python -m stablernn_lib benchmark --config smoke|full``; a full run writes
-``data/results/wikitext2/benchmark-<cpu|gpu>-full.json``.
+``python -m stablernn_lib benchmark --config smoke|cpu|full``; a cpu or full run
+writes ``data/results/wikitext2/benchmark-<cpu|gpu>-<config>.json``.
+
+``--output-layer`` instead times one training step of the config's models with a
+plain softmax over the vocabulary against an adaptive softmax
+(:func:`output_layer_benchmark`, ``benchmark-<cpu|gpu>-output-layer.json``): the
+measurement behind the ``cpu`` config's output layer.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +47,6 @@ from stablernn_lib.language_model import (
     detach_state,
     evaluate_loss,
     project_stable_,
-    sequence_loss,
 )
 from stablernn_lib.lm_analysis import gradient_by_distance, gradient_by_distance_naive
 from stablernn_lib.train import CONFIGS, RESULTS_DIR, build_model
@@ -54,6 +61,12 @@ def _timer(device: torch.device) -> Callable[[], float]:
     return now
 
 
+def _zipf_tokens(vocab: int, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
+    """Token ids with ``p(id r) ~ 1 / (r + 1)``, like word frequencies by rank."""
+    zipf = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
+    return torch.multinomial(zipf, shape[0] * shape[1], True, generator=generator).view(shape)
+
+
 def _training_step(model: WordLanguageModel, tokens: torch.Tensor, clip: float, lr: float):
     """One SGD step of :func:`~stablernn_lib.train.train_language_model`, as a closure."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -61,8 +74,8 @@ def _training_step(model: WordLanguageModel, tokens: torch.Tensor, clip: float, 
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        logits, state = model(tokens[:-1], detach_state(carried[0]))
-        loss = sequence_loss(logits, tokens[1:])
+        outputs, state = model.recur(model.embed(tokens[:-1]), detach_state(carried[0]))
+        loss = model.token_nll(outputs, tokens[1:]).mean()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
@@ -89,7 +102,7 @@ def run_benchmark(
     train_tokens = lm.train_tokens or WIKITEXT2_TOKENS["train"]
     steps_per_epoch = len(batch_starts(train_tokens // lm.batch_size, lm.bptt))
     generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(vocab, (lm.bptt + 1, lm.batch_size), generator=generator).to(device)
+    tokens = _zipf_tokens(vocab, (lm.bptt + 1, lm.batch_size), generator).to(device)
     result: dict[str, Any] = {
         "config": config,
         "device_type": device.type,
@@ -183,6 +196,85 @@ def _figure2_speed(
     }
 
 
+def output_layer_benchmark(
+    config: str = "cpu",
+    device: str | torch.device | None = None,
+    repeats: int = 20,
+    warmup: int = 2,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Median training-step time, plain softmax vs adaptive softmax, RNN and LSTM.
+
+    The models have the sizes of the LM config (unconstrained, full vocabulary of
+    33,278 words) and read Zipf-distributed tokens (``p(rank r) ~ 1/r``, like word
+    frequencies: the adaptive softmax's cost depends on how many targets fall in its
+    tail clusters).  The two output layers alternate, so that load slows both alike.
+    """
+    lm = CONFIGS[config]
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    now = _timer(device)
+    vocab = WIKITEXT2_VOCAB_SIZE
+    generator = torch.Generator().manual_seed(0)
+    tokens = _zipf_tokens(vocab, (lm.bptt + 1, lm.batch_size), generator).to(device)
+    outputs = {"softmax": {}, "adaptive": {}}
+    result: dict[str, Any] = {
+        "config": config,
+        "device_type": device.type,
+        "vocab_size": vocab,
+        "hidden_size": lm.hidden_size,
+        "num_layers": lm.num_layers,
+        "batch_size": lm.batch_size,
+        "bptt": lm.bptt,
+        "adaptive_cutoffs": list(lm.adaptive_cutoffs),
+        "adaptive_div_value": lm.adaptive_div_value,
+        "targets": "Zipf-distributed token ids, p(rank r) proportional to 1/r",
+        "repeats": repeats,
+        "threads": torch.get_num_threads(),
+        "provenance": provenance(device),
+        "step_seconds": outputs,
+    }
+    for cell in ("rnn", "lstm"):
+        steps = {}
+        for output in outputs:
+            variant = replace(lm, output=output)
+            model = build_model(cell, False, variant, vocab).to(device).train()
+            steps[output] = _training_step(model, tokens, lm.clip, lm.lr)
+        times: dict[str, list[float]] = {name: [] for name in outputs}
+        for repeat in tqdm(
+            range(warmup + repeats),
+            desc=f"timing {cell} softmax vs adaptive ({config} sizes, {device.type})",
+            disable=not progress,
+            leave=False,
+        ):
+            for name in ("softmax", "adaptive") if repeat % 2 == 0 else ("adaptive", "softmax"):
+                start = now()
+                steps[name]()
+                if repeat >= warmup:
+                    times[name].append(now() - start)
+        for name in outputs:
+            outputs[name][cell] = statistics.median(times[name])
+        result.setdefault("speedup", {})[cell] = (
+            outputs["softmax"][cell] / outputs["adaptive"][cell]
+        )
+    return result
+
+
+def format_output_layer(result: dict[str, Any]) -> str:
+    """The output-layer benchmark in a few lines."""
+    lines = [
+        f"output layer ({result['config']} sizes, V = {result['vocab_size']:,}) "
+        f"on {result['provenance']['device']}"
+    ]
+    for cell in ("rnn", "lstm"):
+        softmax = result["step_seconds"]["softmax"][cell]
+        adaptive = result["step_seconds"]["adaptive"][cell]
+        lines.append(
+            f"  {cell:4s}: softmax {1000 * softmax:.0f} ms, adaptive {1000 * adaptive:.0f} ms "
+            f"a step -> {result['speedup'][cell]:.1f}x"
+        )
+    return "\n".join(lines)
+
+
 def format_benchmark(result: dict[str, Any]) -> str:
     """The ratios and rates as a few readable lines (at most ~80 characters each)."""
     lines = [f"benchmark ({result['config']} config) on {result['provenance']['device']}"]
@@ -251,9 +343,17 @@ def result_path(result: dict[str, Any], results_dir: Path = RESULTS_DIR) -> Path
 
 
 def _command(args: argparse.Namespace) -> int:
+    if args.output_layer:
+        result = output_layer_benchmark(args.config, args.device, repeats=args.repeats)
+        print(format_output_layer(result))
+        kind = "cpu" if result["device_type"] == "cpu" else "gpu"
+        path = Path(args.out) if args.out else RESULTS_DIR / f"benchmark-{kind}-output-layer.json"
+        atomic_write_json(path, result)
+        print(f"written to {path}")
+        return 0
     result = run_benchmark(args.config, args.device, repeats=args.repeats)
     print(format_benchmark(result))
-    if args.out is not None or args.config == "full":
+    if args.out is not None or args.config in ("cpu", "full"):
         path = Path(args.out) if args.out else result_path(result)
         atomic_write_json(path, result)
         print(f"written to {path}")
@@ -273,4 +373,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     parser.add_argument("--out", default=None, help="JSON file for the result")
+    parser.add_argument(
+        "--output-layer",
+        action="store_true",
+        help="time plain vs adaptive softmax at the config's sizes instead",
+    )
     parser.set_defaults(func=_command)
