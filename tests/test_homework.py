@@ -202,6 +202,13 @@ def test_check_explains_failures(capsys: pytest.CaptureFixture[str]) -> None:
     printed = capsys.readouterr().out
     assert "FAIL" in printed and "expected 1024" in printed and "got 1000" in printed
     assert "WaveNet" in printed  # the input used
+    # the student learns that hidden checks count too, and how much
+    assert "visible checks passed" in printed and "points)" not in printed.splitlines()[0]
+    assert "hidden checks also run" in printed and "count toward your grade" in printed
+    share = sum(c.weight for c in get_question("hw03.q3").hidden_checks) / sum(
+        c.weight for c in get_question("hw03.q3").all_checks
+    )
+    assert f"{share:.0%} of this question's" in printed
 
 
 def test_remove_solution_directives() -> None:

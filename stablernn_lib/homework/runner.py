@@ -111,7 +111,8 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def _context(question: Question, check: Check, seed: int, source: str | None) -> CheckContext:
+def check_context(question: Question, check: Check, seed: int, source: str | None) -> CheckContext:
+    """The context a check runs with: its seeded generator (from ``seed`` when hidden)."""
     value = check_seed(seed, question.id, check.name) if check.hidden else VISIBLE_SEED
     return CheckContext(seed=value, generator=torch.Generator().manual_seed(value), source=source)
 
@@ -126,7 +127,7 @@ def run_check(
     time_scale: float = 1.0,
 ) -> CheckOutcome:
     """Run one check on ``answer``; never raises (except KeyboardInterrupt)."""
-    ctx = _context(question, check, seed, source)
+    ctx = check_context(question, check, seed, source)
     start = time.perf_counter()
     status: Status
     try:
@@ -188,10 +189,10 @@ def format_result(question: Question, result: QuestionResult) -> str:
     """A plain-text report: one line per check, with the reason for each failure."""
     scored = [o for o in result.outcomes if o.weight > 0]
     passed = sum(o.passed for o in scored)
-    lines = [
-        f"{question.id} {question.function}: {passed} of {len(scored)} checks passed "
-        f"({result.points:g} of {result.max_points:g} points)"
-    ]
+    hidden = any(o.hidden for o in result.outcomes)
+    points = f" ({result.points:g} of {result.max_points:g} points)" if hidden else ""
+    kind = "checks" if hidden else "visible checks"
+    lines = [f"{question.id} {question.function}: {passed} of {len(scored)} {kind} passed{points}"]
     for outcome in result.outcomes:
         mark = {"pass": "PASS", "not attempted": "TODO", "timeout": "TIME"}.get(
             outcome.status, "FAIL"
@@ -220,10 +221,20 @@ def check(question_id: str, answer: Any) -> None:
         raise ValueError(f"{question_id} is a proof question: your instructor grades it by hand")
     result = run_question(question, answer, hidden=False, source=_source_of(answer))
     print(format_result(question, result))
-    hidden = len(question.hidden_checks)
-    print(
-        f"  (The grader also runs {hidden} hidden check{'s' if hidden != 1 else ''} on other "
-        "random instances and edge cases.)"
+    print(hidden_checks_note(question))
+
+
+def hidden_checks_note(question: Question) -> str:
+    """What the visible checks do not show: the hidden checks, and their share of the points."""
+    hidden = question.hidden_checks
+    total = sum(c.weight for c in question.all_checks)
+    share = sum(c.weight for c in hidden) / total if total else 0.0
+    checks = f"{len(hidden)} hidden check{'s' if len(hidden) != 1 else ''}"
+    return (
+        f"  (Only the visible checks ran here. When your instructor grades, {checks} also "
+        f"run on other random instances and edge cases, and they count toward your grade: "
+        f"{share:.0%} of this question's {question.points:g} points. Passing every visible "
+        "check does not yet mean full points.)"
     )
 
 
