@@ -14,6 +14,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "stablernn_lib.homework.cli",
     "stablernn_lib.weights_close",
     "stablernn_lib.train",
+    "stablernn_lib.music",
     "stablernn_lib.lm_analysis",
     "stablernn_lib.benchmark",
     "stablernn_lib.tightness",
