@@ -253,8 +253,10 @@ def project_stable_(model: WordLanguageModel) -> None:
     inputs of layers above are LSTM outputs, already in ``(-1, 1)``; then every
     layer's weights and biases go through
     :func:`stablernn_lib.lstm_stability.project_lstm_weights_` with that input bound
-    (its default set: the authors' constants read as row sums, forget bias <= 0,
-    which Chapter 4 certifies contractive).
+    (its default set, :func:`~stablernn_lib.lstm_stability.course_lstm_constraint`: the
+    authors' constants read as row sums, forget bias <= 0, which Chapter 4 certifies
+    contractive, plus generous bounds on the input rows and the biases that make the set
+    compact, as Chapter 7's theorem for the LSTM needs).
     """
     rnn = model.rnn
     if model.cell == "rnn":

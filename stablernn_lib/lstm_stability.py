@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import torch
@@ -41,6 +41,13 @@ GATES = ("i", "f", "z", "o")
 # and the one for the input-to-forget block U_f.
 AUTHORS_RECURRENT_SCALES = {"i": 0.395, "f": 0.155, "z": 0.099, "o": 0.395}
 AUTHORS_INPUT_FORGET_SCALE = 0.25
+
+# The course's compact parameter set (:func:`course_lstm_constraint`) adds to the authors'
+# constants a bound on every row of the free input blocks U_i, U_z, U_o and a box on every
+# gate bias.  Both are generous (chosen not to bind in training); they make the set
+# compact, so that the constants of Lemmas 2 and 3 are finite on it (Chapter 7).
+COURSE_INPUT_RADIUS = 100.0
+COURSE_BIAS_BOUND = 20.0
 
 # Entries of M below this floor are raised to it, so that M is positive and its
 # Perron vector is positive (a larger M is still a valid bound).
@@ -378,14 +385,34 @@ class LSTMConstraint:
 
     For each gate ``g``: every row of ``W_g`` has l1-norm ``<= recurrent_radius[g]``
     (``||W_g||_inf <= r``), every row of ``U_g`` has l1-norm ``<= input_radius[g]``, and the
-    bias satisfies ``b_g <= bias_max[g]`` (sigmoid gates i, f, o) or ``|b_z| <= bias_max["z"]``.
-    ``math.inf`` leaves a part free.  The set is a product of l1 balls, half-spaces and
-    slabs, so its Euclidean projection is exact and separates.
+    bias satisfies ``bias_min[g] <= b_g <= bias_max[g]``.  Without ``bias_min`` the lower
+    bounds are ``-inf`` for the sigmoid gates i, f, o and ``-bias_max["z"]`` for z (so
+    ``|b_z| <= bias_max["z"]``).  ``math.inf`` leaves a part free.  The set is a product of
+    l1 balls, half-spaces and slabs, so its Euclidean projection is exact and separates; it
+    is compact when every radius and bias bound is finite.
     """
 
     recurrent_radius: dict[str, float]
     input_radius: dict[str, float]
     bias_max: dict[str, float]
+    bias_min: dict[str, float] | None = field(default=None)
+
+    def lower_bias(self) -> dict[str, float]:
+        """The lower bias bound of every gate (see the class docstring for the default)."""
+        if self.bias_min is not None:
+            return dict(self.bias_min)
+        return {g: -self.bias_max["z"] if g == "z" else -math.inf for g in GATES}
+
+    @property
+    def is_compact(self) -> bool:
+        """Whether every radius and both bias bounds of every gate are finite."""
+        values = [
+            *self.recurrent_radius.values(),
+            *self.input_radius.values(),
+            *self.bias_max.values(),
+            *self.lower_bias().values(),
+        ]
+        return all(math.isfinite(v) for v in values)
 
     def __post_init__(self) -> None:
         for name in ("recurrent_radius", "input_radius", "bias_max"):
@@ -397,8 +424,20 @@ class LSTMConstraint:
             for gate, value in values.items():
                 if math.isnan(value) or (name != "bias_max" and value < 0):
                     raise ValueError(f"{name}[{gate!r}] must be >= 0 (or math.inf), got {value}")
-        if self.bias_max["z"] < 0:
-            raise ValueError("bias_max['z'] bounds |b_z| and must be >= 0")
+        if self.bias_min is None:
+            if self.bias_max["z"] < 0:
+                raise ValueError("bias_max['z'] bounds |b_z| and must be >= 0")
+        else:
+            if set(self.bias_min) != set(GATES):
+                raise ValueError(
+                    f"bias_min needs one value per gate {GATES}, got keys {sorted(self.bias_min)}"
+                )
+            for gate, low in self.bias_min.items():
+                if math.isnan(low) or low > self.bias_max[gate]:
+                    raise ValueError(
+                        f"bias_min[{gate!r}] = {low} must be <= bias_max[{gate!r}] = "
+                        f"{self.bias_max[gate]} (an empty bias interval)"
+                    )
 
     def matrix(self, input_bound: float) -> Tensor:
         """The worst-case ``M (2, 2)`` over the set (slopes 1/4 and 1, gate maxima at bounds)."""
@@ -412,7 +451,8 @@ class LSTMConstraint:
             g: torch.sigmoid(torch.tensor(self.bias_max[g] + r[g], dtype=torch.float64))
             for g in "ifo"
         }
-        candidate = math.tanh(self.bias_max["z"] + r["z"])
+        candidate_bias = max(abs(self.bias_max["z"]), abs(self.lower_bias()["z"]))
+        candidate = math.tanh(candidate_bias + r["z"])
         forget = float(top["f"])
         if forget >= 1.0:
             return torch.full((2, 2), math.inf, dtype=torch.float64)
@@ -445,6 +485,39 @@ def authors_constants_constraint(forget_bias_max: float = 0.0) -> LSTMConstraint
         recurrent_radius=dict(AUTHORS_RECURRENT_SCALES),
         input_radius={"i": math.inf, "f": AUTHORS_INPUT_FORGET_SCALE, "z": math.inf, "o": math.inf},
         bias_max={"i": math.inf, "f": forget_bias_max, "z": math.inf, "o": math.inf},
+    )
+
+
+def course_lstm_constraint(
+    input_radius: float = COURSE_INPUT_RADIUS,
+    bias_bound: float = COURSE_BIAS_BOUND,
+    forget_bias_max: float = 0.0,
+) -> LSTMConstraint:
+    """The course's compact parameter set: the default of :func:`project_lstm_weights_`.
+
+    :func:`authors_constants_constraint` (row sums ``||W_g||_inf <= c_g``,
+    ``||U_f||_inf <= 0.25``, forget bias ``<= forget_bias_max``) plus every row of
+    ``U_i, U_z, U_o`` in the l1 ball of ``input_radius`` and every gate bias in
+    ``[-bias_bound, bias_bound]`` (the forget bias in ``[-bias_bound, forget_bias_max]``).
+    The added bounds only lower the certified ``lambda``; they make the set compact.
+    """
+    if not (0 <= input_radius < math.inf and 0 <= bias_bound < math.inf):
+        raise ValueError(
+            f"input_radius and bias_bound must be finite and >= 0 (they make the set compact), "
+            f"got {input_radius}, {bias_bound}"
+        )
+    if not -bias_bound <= forget_bias_max <= bias_bound:
+        raise ValueError(
+            f"forget_bias_max = {forget_bias_max} must lie in [-bias_bound, bias_bound]"
+        )
+    base = authors_constants_constraint(forget_bias_max)
+    return LSTMConstraint(
+        recurrent_radius=dict(base.recurrent_radius),
+        input_radius={
+            g: AUTHORS_INPUT_FORGET_SCALE if g == "f" else float(input_radius) for g in GATES
+        },
+        bias_max={g: forget_bias_max if g == "f" else float(bias_bound) for g in GATES},
+        bias_min={g: -float(bias_bound) for g in GATES},
     )
 
 
@@ -508,17 +581,17 @@ def _plan_from_key(key: tuple, input_bound: float) -> _ProjectionPlan:
     if key[0] == "lam":
         constraint = stable_lstm_constraint(key[1], input_bound)
     else:
-        recurrent, inputs, bias_max = (dict(zip(GATES, values, strict=True)) for values in key[1:])
-        constraint = LSTMConstraint(recurrent, inputs, bias_max)
-    bias_max = [constraint.bias_max[g] for g in GATES]
+        recurrent, inputs, bias_max, bias_min = (
+            dict(zip(GATES, values, strict=True)) for values in key[1:]
+        )
+        constraint = LSTMConstraint(recurrent, inputs, bias_max, bias_min)
+    lower = constraint.lower_bias()
     return _ProjectionPlan(
         certified=constraint.contraction_bound(input_bound),
         recurrent_radius=tuple(constraint.recurrent_radius[g] for g in GATES),
         input_radius=tuple(constraint.input_radius[g] for g in GATES),
-        bias_upper=tuple(bias_max),
-        bias_lower=tuple(
-            -b if g == "z" else -math.inf for g, b in zip(GATES, bias_max, strict=True)
-        ),
+        bias_upper=tuple(constraint.bias_max[g] for g in GATES),
+        bias_lower=tuple(lower[g] for g in GATES),
     )
 
 
@@ -530,11 +603,14 @@ def _projection_plan(
     if constraint is None and lam is not None:
         _check_lam(lam)
         return _plan_from_key(("lam", float(lam)), input_bound)
-    constraint = constraint if constraint is not None else authors_constants_constraint()
-    key = ("set",) + tuple(
-        tuple(float(getattr(constraint, part)[g]) for g in GATES)
-        for part in ("recurrent_radius", "input_radius", "bias_max")
+    constraint = constraint if constraint is not None else course_lstm_constraint()
+    parts = (
+        constraint.recurrent_radius,
+        constraint.input_radius,
+        constraint.bias_max,
+        constraint.lower_bias(),
     )
+    key = ("set",) + tuple(tuple(float(part[g]) for g in GATES) for part in parts)
     return _plan_from_key(key, input_bound)
 
 
@@ -604,7 +680,10 @@ def _project_rows_of_layer_(
 
 def _project_bias_sums_(biases: Sequence[Tensor], plan: _ProjectionPlan, hidden: int) -> None:
     """:func:`project_bias_sum_` for every gate at once, with per-row bounds ``(4H,)``."""
-    if not biases or all(b == math.inf for b in plan.bias_upper):
+    if not biases or all(
+        b == math.inf and a == -math.inf
+        for a, b in zip(plan.bias_lower, plan.bias_upper, strict=True)
+    ):
         return
     first = biases[0]
     upper = _row_bounds(plan.bias_upper, hidden, first.dtype, first.device)[:, 0]
@@ -631,7 +710,8 @@ def project_lstm_weights_(
     ``lstm.weight_ih_l0``); ``biases`` are the layer's bias vectors ``(4H,)`` whose sum
     is the gate bias (``[lstm.bias_ih_l0, lstm.bias_hh_l0]``, or ``()`` for a bias-free
     layer).  The set is ``constraint``, else :func:`stable_lstm_constraint` ``(lam, input_bound)``,
-    else the authors' constants read as row sums (:func:`authors_constants_constraint`).
+    else the course's compact set (:func:`course_lstm_constraint`: the authors' constants
+    read as row sums, plus generous bounds on the free input rows and on the biases).
     Each part is the exact Euclidean projection: rows onto l1 balls, bias sums onto
     half-spaces or slabs.  For layers above the first, the inputs are the ``h`` of the
     layer below, so ``input_bound = 1``.

@@ -132,11 +132,10 @@ def _reference_projection_(weight_hh, weight_ih, biases, constraint) -> None:
         ):
             if radius != math.inf:
                 block.copy_(_reference_l1_rows(block, radius))
-        bound = constraint.bias_max[g]
-        if math.isfinite(bound) and biases:
+        bound, lower = constraint.bias_max[g], constraint.lower_bias()[g]
+        if (math.isfinite(bound) or math.isfinite(lower)) and biases:
             blocks = [ls.gate_blocks(b)[g] for b in biases]
             total = sum(blocks)
-            lower = -bound if g == "z" else -math.inf
             excess = (total - total.clamp(min=lower, max=bound)) / len(blocks)
             for block in blocks:
                 block.sub_(excess)
@@ -165,8 +164,8 @@ def test_batched_projection_equals_the_per_gate_reference(hidden, inputs, dtype,
     elif "lam" in kwargs:
         constraint = ls.stable_lstm_constraint(kwargs["lam"], kwargs["input_bound"])
     else:
-        constraint = ls.authors_constants_constraint()
-    for scale in (0.01, 0.3, 3.0):  # mostly inside, mixed, all outside the balls
+        constraint = ls.course_lstm_constraint()
+    for scale in (0.01, 0.3, 3.0, 300.0):  # mostly inside, mixed, all outside the balls
         tensors = [
             scale * torch.randn(shape, generator=generator, dtype=dtype)
             for shape in ((4 * hidden, hidden), (4 * hidden, inputs), (4 * hidden,), (4 * hidden,))
@@ -187,7 +186,7 @@ def test_batched_projection_handles_matrices_of_different_dtypes(generator):
     weight_hh = torch.randn(12, 3, generator=generator, dtype=torch.float64)
     weight_ih = torch.randn(12, 5, generator=generator)
     expected_hh, expected_ih = weight_hh.clone(), weight_ih.clone()
-    _reference_projection_(expected_hh, expected_ih, (), ls.authors_constants_constraint())
+    _reference_projection_(expected_hh, expected_ih, (), ls.course_lstm_constraint())
     ls.project_lstm_weights_(weight_hh, weight_ih, biases=())
     for got, want, columns in ((weight_hh, expected_hh, 3), (weight_ih, expected_ih, 5)):
         tolerance = close_kwargs(got.dtype, 4 * columns, float(want.abs().max()))
@@ -403,13 +402,49 @@ def test_projection_on_torch_lstm_tensors(generator):
         torch.testing.assert_close(old, new.detach())
 
 
-def test_default_constraint_is_the_authors_constants_as_row_sums():
-    constraint = ls.authors_constants_constraint()
+def test_default_constraint_is_the_compact_course_set():
+    constraint = ls.course_lstm_constraint()
     assert constraint.recurrent_radius == ls.AUTHORS_RECURRENT_SCALES
+    assert constraint.is_compact and not ls.authors_constants_constraint().is_compact
     lam = constraint.contraction_bound(1.0)
+    # the added bounds only lower lambda, and with generous constants barely
+    assert lam <= ls.authors_constants_constraint().contraction_bound(1.0)
     assert 0.9 < lam < 0.95
     weight_hh, weight_ih = torch.ones(8, 2, dtype=torch.float64), torch.ones(8, 3)
     assert ls.project_lstm_weights_(weight_hh, weight_ih.double(), biases=()) == lam
+
+
+def test_default_projection_lands_in_the_compact_set(generator):
+    lstm = nn.LSTM(6, 5).double()
+    with torch.no_grad():
+        for param in lstm.parameters():
+            param.copy_(1000 * torch.randn(param.shape, generator=generator, dtype=param.dtype))
+    biases = [lstm.bias_ih_l0, lstm.bias_hh_l0]
+    ls.project_lstm_weights_(lstm.weight_hh_l0, lstm.weight_ih_l0, biases=biases)
+    constraint = ls.course_lstm_constraint()
+    W, U = ls.gate_blocks(lstm.weight_hh_l0), ls.gate_blocks(lstm.weight_ih_l0)
+    total = ls.gate_blocks(lstm.bias_ih_l0 + lstm.bias_hh_l0)
+    lower = constraint.lower_bias()
+    for g in ls.GATES:
+        # rounding of soft-thresholding entries of size ~1e3 in float64: ~1e-13 per row
+        assert ls.induced_norm(W[g], math.inf) <= constraint.recurrent_radius[g] + 1e-9
+        assert ls.induced_norm(U[g], math.inf) <= constraint.input_radius[g] + 1e-9
+        assert float(total[g].max()) <= constraint.bias_max[g] + 1e-9
+        assert float(total[g].min()) >= lower[g] - 1e-9
+    model = LSTMMap.from_torch(lstm)
+    assert ls.lstm_contraction_bound(model, 1.0) <= constraint.contraction_bound(1.0) + 1e-9
+
+
+def test_compact_set_rejects_bad_bounds():
+    with pytest.raises(ValueError, match="finite"):
+        ls.course_lstm_constraint(input_radius=math.inf)
+    with pytest.raises(ValueError, match="empty bias interval"):
+        ls.LSTMConstraint(
+            dict(ls.AUTHORS_RECURRENT_SCALES),
+            {g: 1.0 for g in ls.GATES},
+            {g: 0.0 for g in ls.GATES},
+            {g: 1.0 for g in ls.GATES},
+        )
 
 
 def test_projection_rejects_bad_input():
