@@ -60,6 +60,7 @@ from stablernn_lib.lstm_stability import (
     sample_box_states,
 )
 from stablernn_lib.models import LSTMMap, VanillaRNN, random_vanilla_rnn
+from stablernn_lib.results import results_path
 from stablernn_lib.stability import activation_lipschitz, project_spectral_ball, spectral_norm
 from stablernn_lib.weights_close import (
     COMMITTED_RESULTS,
@@ -746,7 +747,7 @@ def tightness_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-COMMITTED = Path(__file__).resolve().parents[1] / DEFAULT_OUT
+COMMITTED = results_path(DEFAULT_OUT.name)  # in the checkout or installed with the package
 
 
 def load_committed(path: Path = COMMITTED) -> dict[str, Any]:

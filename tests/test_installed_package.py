@@ -1,0 +1,125 @@
+"""The library installed from a wheel (as on Colab) finds the committed results.
+
+A wheel is built from the checkout, installed without dependencies into a fresh virtual
+environment (which borrows the test environment's torch and Jupyter through a path file,
+so nothing is downloaded), and Chapter 7 runs in a folder outside the checkout. Its
+full-run section must show the committed run: the provenance line, the figure and the
+bound table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "chapters" / "07_training_gives_the_same_model.ipynb"
+
+pytestmark = [pytest.mark.slow, pytest.mark.notebooks]
+
+
+def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, **kwargs)
+    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("installed")
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(work / "wheel"),
+            str(ROOT),
+        ]
+    )
+    run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")])
+    python = work / "venv" / "bin" / "python"
+    site = Path(
+        run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+        ).stdout.strip()
+    )
+    # torch, Jupyter, ... of the test environment, after the venv's own packages; a plain
+    # path line does not run the test environment's editable-install hook
+    (site / "borrowed.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    wheel = next((work / "wheel").glob("stablernn_lib-*.whl"))
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(site),
+            str(wheel),
+        ]
+    )
+    return python
+
+
+def test_the_installed_library_is_not_the_checkout(installed_python, tmp_path):
+    code = (
+        "import json, stablernn_lib, stablernn_lib.results as r; "
+        "print(json.dumps([stablernn_lib.__file__, str(r.results_root())]))"
+    )
+    found = json.loads(run([str(installed_python), "-c", code], cwd=tmp_path).stdout)
+    module, results = map(Path, found)
+    assert not module.is_relative_to(ROOT), module
+    assert results.name == "_results" and (results / "figure1" / "full" / "summary.json").is_file()
+
+
+def test_chapter7_shows_the_committed_full_run_outside_the_checkout(installed_python, tmp_path):
+    notebook = tmp_path / CHAPTER.name
+    chapter = nbformat.read(CHAPTER, as_version=4)
+    probe = nbformat.v4.new_code_cell(
+        "import stablernn_lib\nprint('LIBRARY', stablernn_lib.__file__)"
+    )
+    chapter.cells.append(probe)
+    nbformat.write(chapter, notebook)
+    script = (
+        "import sys, nbformat; from nbclient import NotebookClient; "
+        "nb = nbformat.read(sys.argv[1], 4); "
+        "NotebookClient(nb, timeout=1200, kernel_name='python3', "
+        "resources={'metadata': {'path': sys.argv[2]}}).execute(); "
+        "nbformat.write(nb, sys.argv[1])"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1"}
+    env.pop("PYTHONPATH", None)
+    run([str(installed_python), "-c", script, str(notebook), str(tmp_path)], cwd=tmp_path, env=env)
+    cells = nbformat.read(notebook, as_version=4).cells
+    outputs = [
+        (cell.source, output)
+        for cell in cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+    ]
+    text = "\n".join(
+        output.get("text", "") + output.get("data", {}).get("text/plain", "")
+        for _, output in outputs
+    )
+    assert "no results" not in text.lower() and "does not exist" not in text
+    assert "wall time" in text  # the provenance of the committed run
+    figure = [o for source, o in outputs if "plot_figure1(full)" in source]
+    assert figure and "image/png" in figure[0].get("data", {}), "the full-run figure is missing"
+    table = [o for source, o in outputs if "bound_report(full" in source]
+    assert table and "|" in table[0]["data"]["text/markdown"], "the bound table is missing"
+    library = next(line for line in text.splitlines() if line.startswith("LIBRARY"))
+    assert str(ROOT) not in library and "site-packages" in library, library  # not the checkout
