@@ -168,13 +168,18 @@ def dropout_off(model: WordLanguageModel) -> Iterator[WordLanguageModel]:
     can flow through the fused cuDNN kernels (whose backward pass refuses to
     run in eval mode).
     """
-    saved = (model.training, model.drop.p, model.rnn.dropout)
-    model.drop.p, model.rnn.dropout = 0.0, 0.0
+    drop = getattr(model, "drop", None)  # a model without dropout (e.g. MusicModel) has none
+    saved = (model.training, drop.p if drop is not None else 0.0, model.rnn.dropout)
+    if drop is not None:
+        drop.p = 0.0
+    model.rnn.dropout = 0.0
     model.train()
     try:
         yield model
     finally:
-        model.drop.p, model.rnn.dropout = saved[1], saved[2]
+        if drop is not None:
+            drop.p = saved[1]
+        model.rnn.dropout = saved[2]
         model.train(saved[0])
 
 
@@ -291,8 +296,9 @@ def evaluate_loss(model: WordLanguageModel, source: Tensor, bptt: int = 35) -> f
     for start in batch_starts(source.shape[0], bptt):
         tokens, targets = get_batch(source, start, bptt)
         outputs, state = model.recur(model.embed(tokens), state)
-        total += float(model.token_nll(outputs, targets).sum())
-        count += targets.numel()
+        nll = model.token_nll(outputs, targets)
+        total += float(nll.sum())
+        count += nll.numel()
     return total / count
 
 
@@ -327,8 +333,8 @@ def truncated_outputs(
     first = max(start, k - 1)
     last = start + length  # exclusive
     if first < last:
-        windows = source[first - k + 1 : last].unfold(0, k, 1)  # (P, B, k)
-        windows = windows.permute(2, 0, 1).reshape(k, -1)  # (k, P * B)
+        windows = source[first - k + 1 : last].unfold(0, k, 1)  # (P, B, ..., k)
+        windows = windows.movedim(-1, 0).reshape(k, -1, *source.shape[2:])  # (k, P * B, ...)
         per_chunk = max(1, max_window_tokens // k)
         tops = []
         for column in range(0, windows.shape[1], per_chunk):
@@ -355,8 +361,9 @@ def truncated_loss(
     for start in batch_starts(source.shape[0], rows_per_block):
         _, targets = get_batch(source, start, rows_per_block)
         outputs = truncated_outputs(model, source, start, targets.shape[0], k, max_window_tokens)
-        total += float(model.token_nll(outputs, targets).sum())
-        count += targets.numel()
+        nll = model.token_nll(outputs, targets)
+        total += float(nll.sum())
+        count += nll.numel()
     return total / count
 
 
