@@ -23,6 +23,7 @@ import argparse
 import copy
 import json
 import math
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 from torch import Tensor
-from torch.nn.functional import cross_entropy
 from tqdm.auto import tqdm
 
 from stablernn_lib import paper_claims
@@ -44,7 +44,6 @@ from stablernn_lib.language_model import (
     dropout_off,
     evaluate_loss,
     perplexity,
-    sequence_loss,
     truncated_loss,
     truncated_outputs,
 )
@@ -121,11 +120,12 @@ def _gradient_by_distance(
     for start in tqdm(_windows(source, length_max, max_windows), disable=not progress):
         tokens, targets = get_batch(source, start, length_max)
         length, batch = tokens.shape
-        inputs = model.embed(tokens.repeat(1, length)).detach().requires_grad_(True)
+        copies = tokens.repeat(1, length, *[1] * (tokens.dim() - 2))  # (L, L * B, ...)
+        inputs = model.embed(copies).detach().requires_grad_(True)
         outputs, _ = model.recur(inputs, _repeat_state(state, length))
         rows = torch.arange(length, device=source.device)
         picked = outputs.view(length, length, batch, -1)[rows, rows]  # (j, B, H): row j of copy j
-        loss = cross_entropy(model.decode(picked).flatten(0, 1), targets.flatten(), reduction="sum")
+        loss = model.token_nll(picked, targets).sum()
         (grad,) = torch.autograd.grad(loss, inputs)
         norms = grad.view(length, length, batch, -1).norm(dim=-1).double().cpu()  # [t, j, b]
         for distance in range(length):
@@ -158,7 +158,7 @@ def _gradient_by_distance_naive(
             for t in range(s + 1):
                 inputs = model.embed(tokens).detach().requires_grad_(True)
                 outputs, _ = model.recur(inputs, state)
-                loss = cross_entropy(model.decode(outputs[s]), targets[s], reduction="sum")
+                loss = model.token_nll(outputs[s], targets[s]).sum()
                 (grad,) = torch.autograd.grad(loss, inputs)
                 norms = grad[t].norm(dim=-1).double().cpu()
                 sums[s - t] += norms.sum()
@@ -184,13 +184,17 @@ def _profile(sums: Tensor, counts: Tensor) -> dict[str, list[float]]:
 def truncated_eval_curve(
     model: WordLanguageModel, source: Tensor, ks: list[int], bptt: int = 35, progress: bool = False
 ) -> dict[str, Any]:
-    """Held-out perplexity of the model run with context ``k``, for each ``k``, and of the
-    recurrent model itself (state carried over the whole stream)."""
+    """Held-out loss per position (``loss``) and perplexity (``ppl``) of the model run with
+    context ``k``, for each ``k``, and of the recurrent model itself (state carried over the
+    whole stream).  Any model with ``embed``/``recur``/``token_nll`` works, e.g. a
+    :class:`~stablernn_lib.music.MusicModel` on frames ``(N, B, 88)``."""
     losses = [truncated_loss(model, source, k) for k in tqdm(ks, disable=not progress)]
     full = evaluate_loss(model, source, bptt)
     return {
         "k": list(ks),
+        "loss": losses,
         "ppl": [perplexity(loss) for loss in losses],
+        "recurrent_loss": full,
         "recurrent_ppl": perplexity(full),
     }
 
@@ -307,11 +311,11 @@ def weights_close_experiment(
         for name, model in models.items():
             model.train()
             if name == "recurrent":
-                logits, state = model(tokens, detach_state(state))
+                outputs, state = model.recur(model.embed(tokens), detach_state(state))
             else:
                 k = int(name.removeprefix("k="))
-                logits = model.decode(truncated_outputs(model, source, start, tokens.shape[0], k))
-            loss = sequence_loss(logits, targets)
+                outputs = truncated_outputs(model, source, start, tokens.shape[0], k)
+            loss = model.token_nll(outputs, targets).mean()
             optimizers[name].zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
@@ -357,6 +361,27 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
         weights_steps=20,
         weights_record_every=4,
     ),
+    # The models of the `cpu` LM config, on the first 50,000 tokens of the test split
+    # (a contiguous sample, read as the 10 evaluation streams of 5,000 tokens).
+    # Budget, measured at 1 thread on a busy 2-core machine (2026-11-22), untrained
+    # 2 x 200 models: a truncated evaluation costs ~50 us (LSTM) / ~8 us (RNN) per
+    # token and unit of k, so the ks below (sum 247) take ~10 min per LSTM and ~2 min
+    # per RNN; Figure 2 ~4 s (LSTM) / ~1.3 s (RNN) per window of 51 x 10 targets, so
+    # 40 windows (20,400 target positions, distances 0..50) ~3 min (LSTM) per model;
+    # Jacobians ~60 s (LSTM) / ~11 s (RNN) per 1,000 positions and layer; the
+    # weights-close runs, 150 lockstep steps with k = 2, 5, 10, ~5 min (LSTM) and
+    # ~1.5 min (RNN). About 40 min in all at one thread, less on two.
+    "cpu": AnalysisConfig(
+        name="cpu",
+        test_tokens=50_000,
+        max_distance=50,
+        gradient_windows=40,
+        truncation_ks=(1, 2, 3, 5, 8, 13, 20, 35, 60, 100),
+        jacobian_positions=1_000,
+        weights_ks=(2, 5, 10),
+        weights_steps=150,
+        weights_record_every=10,
+    ),
     # Figure 2 over the whole test set up to distance 50; truncated evaluation
     # up to k = 200 (far beyond where it should saturate); 1,000 Jacobians per
     # layer; weights-close runs for one epoch of the full config (2,983 steps).
@@ -374,6 +399,9 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
 }
 
 
+ANALYSIS_PARTS = ("figure2", "truncated", "jacobians", "certificates", "weights_close")
+
+
 def run_analysis(
     config: str = "smoke",
     *,
@@ -381,7 +409,7 @@ def run_analysis(
     data_dir: str | Path | None = None,
     runs_dir: str | Path | None = None,
     results_path: str | Path | None = None,
-    parts: tuple[str, ...] = ("figure2", "truncated", "jacobians", "weights_close"),
+    parts: tuple[str, ...] = ANALYSIS_PARTS,
     device: str | torch.device | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -389,12 +417,20 @@ def run_analysis(
 
     Reads ``<runs_dir>/<model>-<variant>-<config>/model.pt`` (train them first),
     evaluates on the test split; writes the result to ``results_path`` (default:
-    ``data/results/wikitext2/analysis.json`` for full, the runs folder for smoke).
+    ``data/results/wikitext2/analysis.json`` for full, ``.../cpu/analysis.json`` for
+    cpu, the runs folder for smoke).  The file is rewritten (atomically) after every
+    measurement; a rerun with the same configs keeps what is there and computes only
+    what is missing.  Each measurement records its wall time in ``seconds``.
     """
     analysis = ANALYSIS_CONFIGS[config]
     lm_config = CONFIGS[config]
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     runs = Path(runs_dir) if runs_dir is not None else RUNS_DIR
+    if results_path is None:
+        published = {"full": RESULTS_DIR, "cpu": RESULTS_DIR / "cpu"}
+        name = "analysis.json" if config in published else f"analysis-{config}.json"
+        results_path = published.get(config, runs) / name
+    results_path = Path(results_path)
     data = prepare_corpus(lm_config, corpus, data_dir)
     test = batchify(data.test[: analysis.test_tokens], lm_config.eval_batch_size).to(device)
     result: dict[str, Any] = {
@@ -402,42 +438,68 @@ def run_analysis(
         "lm_config": asdict(lm_config),
         "provenance": provenance(device),
     }
+    result = json.loads(json.dumps(result))  # the form it takes in the file
+    if results_path.is_file():
+        with open(results_path, encoding="utf8") as handle:
+            previous = json.load(handle)
+        if (previous.get("config"), previous.get("lm_config")) == (
+            result["config"],
+            result["lm_config"],
+        ):
+            result = previous | {"provenance": result["provenance"]}
+    seconds: dict[str, float] = result.setdefault("seconds", {})
+
+    def measure(entry: dict[str, Any], key: str, label: str, compute: Any, *args: Any) -> None:
+        if key in entry:
+            return
+        if progress:
+            print(f"{label}: {key}")
+        clock = time.perf_counter()
+        entry[key] = compute(*args)
+        seconds[f"{label}/{key}"] = time.perf_counter() - clock
+        atomic_write_json(results_path, result)
+
     for cell in ("rnn", "lstm"):
         for stable in (False, True):
-            variant = "stable" if stable else "unconstrained"
-            folder = runs / run_name(cell, stable, lm_config)
-            model = load_trained_model(folder, device)
-            entry: dict[str, Any] = {}
+            variant = variant_name(cell, stable)
+            model = load_trained_model(runs / run_name(cell, stable, lm_config), device)
+            entry: dict[str, Any] = result.setdefault(variant, {})
             if "truncated" in parts:
-                entry["truncated_eval"] = truncated_eval_curve(
-                    model, test, list(analysis.truncation_ks), lm_config.bptt, progress
-                )
-            if not stable and "figure2" in parts:
-                entry["figure2"] = gradient_by_distance(
-                    model, test, analysis.max_distance, analysis.gradient_windows, progress
-                )
+                ks = list(analysis.truncation_ks)
+                measure(
+                    entry, "truncated_eval", variant, truncated_eval_curve,
+                    model, test, ks, lm_config.bptt, progress,
+                )  # fmt: skip
+            if "figure2" in parts:
+                measure(
+                    entry, "figure2", variant, gradient_by_distance,
+                    model, test, analysis.max_distance, analysis.gradient_windows, progress,
+                )  # fmt: skip
             if "jacobians" in parts:
-                entry["jacobian_norms"] = state_jacobian_norms(
-                    model, test, analysis.jacobian_positions, burn_in=30
-                )
-            result[f"{cell}-{variant}"] = entry
+                measure(
+                    entry, "jacobian_norms", variant, state_jacobian_norms,
+                    model, test, analysis.jacobian_positions, 30,
+                )  # fmt: skip
+            if "certificates" in parts and cell == "rnn":
+                measure(entry, "diagonal_certificates", variant, _certificates, model)
         if "weights_close" in parts:
-            result[f"weights_close-{cell}"] = weights_close_experiment(
-                cell,
-                lm_config,
-                data,
-                list(analysis.weights_ks),
-                analysis.weights_steps,
-                analysis.weights_record_every,
-                device,
-                progress,
-            )
-    if results_path is None:
-        results_path = (
-            RESULTS_DIR / "analysis.json" if config == "full" else runs / f"analysis-{config}.json"
-        )
+            measure(
+                result, f"weights_close-{cell}", "weights_close", weights_close_experiment,
+                cell, lm_config, data, list(analysis.weights_ks), analysis.weights_steps,
+                analysis.weights_record_every, device, progress,
+            )  # fmt: skip
     atomic_write_json(results_path, result)
     return result
+
+
+def _certificates(model: WordLanguageModel) -> list[dict[str, Any]]:
+    """Per RNN layer: ``||W||_2`` and the best diagonal scaling ``||D W D^-1||_2`` (Chapter 4)."""
+    from stablernn_lib.diagonal_scaling import certificate_rows
+
+    return [
+        {key: value for key, value in row.items() if key != "model"}
+        for row in certificate_rows({"model": model})
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -539,8 +601,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--parts",
         nargs="+",
-        choices=["figure2", "truncated", "jacobians", "weights_close"],
-        default=["figure2", "truncated", "jacobians", "weights_close"],
+        choices=list(ANALYSIS_PARTS),
+        default=list(ANALYSIS_PARTS),
     )
     parser.add_argument("--data", default=None, help="WikiText-2 folder (default $STABLERNN_DATA)")
     parser.add_argument(

@@ -11,13 +11,14 @@ import pytest
 import torch
 from torch.nn.functional import cross_entropy
 
+from stablernn_lib import lm_analysis as lma
 from stablernn_lib.data import Corpus, batchify, write_synthetic_corpus
 from stablernn_lib.language_model import (
     WordLanguageModel,
     evaluate_loss,
     truncated_loss,
 )
-from stablernn_lib.train import CONFIGS, load_trained_model, train_language_model
+from stablernn_lib.train import CONFIGS, load_trained_model, run_name, train_language_model
 
 # The cpu config at toy sizes: the synthetic corpus has 200 words, so the cutoffs shrink.
 TINY_ADAPTIVE = replace(
@@ -30,6 +31,10 @@ TINY_ADAPTIVE = replace(
     dropout=0.0,
     adaptive_cutoffs=(20, 80),
 )
+
+
+def _as_json(value: object) -> object:
+    return json.loads(json.dumps(value))
 
 
 @pytest.fixture(scope="module")
@@ -108,4 +113,36 @@ def test_adaptive_training_learns_writes_results_and_a_rerun_skips(
     assert model.output == "adaptive" and model.stable
     assert torch.linalg.matrix_norm(model.rnn.weight_hh_l0, ord=2) <= 1 + 1e-5
     again = train_language_model("rnn", True, TINY_ADAPTIVE, resume=True, **kwargs)
-    assert again == json.loads(json.dumps(result))  # not trained or evaluated again
+    assert again == _as_json(result)  # not trained or evaluated again
+
+
+def test_run_analysis_writes_every_part_and_a_rerun_computes_only_what_is_missing(
+    corpus: Corpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = tmp_path / "runs"
+    for cell, stable in lma.MODEL_VARIANTS:
+        out = runs / run_name(cell, stable, CONFIGS["smoke"])
+        train_language_model(cell, stable, "smoke", corpus=corpus, out_dir=out, progress=False)
+    path = tmp_path / "analysis.json"
+    kwargs = {"corpus": corpus, "runs_dir": runs, "results_path": path, "progress": False}
+    first = lma.run_analysis("smoke", parts=("truncated", "certificates"), **kwargs)
+    assert set(first["rnn-stable"]) == {"truncated_eval", "diagonal_certificates"}
+    assert set(first["lstm-stable"]) == {"truncated_eval"}
+    certificate = first["rnn-stable"]["diagonal_certificates"][0]
+    assert certificate["diagonal_lam"] <= certificate["spectral_lam"] <= 1 + 1e-5
+    variants = ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")
+    assert set(first["seconds"]) == {f"{name}/truncated_eval" for name in variants} | {
+        "rnn-unconstrained/diagonal_certificates",
+        "rnn-stable/diagonal_certificates",
+    }
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a measurement already in the file was computed again")
+
+    monkeypatch.setattr(lma, "truncated_eval_curve", must_not_run)
+    second = lma.run_analysis("smoke", parts=("truncated", "figure2"), **kwargs)
+    saved = json.loads(path.read_text())
+    assert saved == _as_json(second)
+    for name in variants:
+        assert saved[name]["truncated_eval"] == _as_json(first[name]["truncated_eval"])
+        assert saved[name]["figure2"]["count"][0] > 0  # stable models too

@@ -1,0 +1,118 @@
+"""The committed WikiText-2 results of the `cpu` scale: consistent with the code, and complete.
+
+Every file present in ``data/results/wikitext2/cpu/`` must have been written by the
+current configs (a result of an older config would be shown as this one's). Whether
+all of them are there is a separate test, skipped with the list of what is missing
+(the runs take hours: ``bash /work/team/wt2-cpu-runs.sh`` or the commands of Chapter 8).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+
+import pytest
+
+from stablernn_lib.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
+from stablernn_lib.lm_analysis import ANALYSIS_CONFIGS, MODEL_VARIANTS, variant_name
+from stablernn_lib.train import CONFIGS, results_folder
+
+FOLDER = results_folder("cpu")
+VARIANTS = [variant_name(cell, stable) for cell, stable in MODEL_VARIANTS]
+EXPECTED = [f"{name}.json" for name in VARIANTS] + ["analysis.json"]
+
+
+def _as_json(value: object) -> object:
+    return json.loads(json.dumps(value))
+
+
+def _load(name: str) -> dict:
+    with open(FOLDER / name, encoding="utf8") as handle:
+        return json.load(handle)
+
+
+def _present(names: list[str]) -> list[str]:
+    return [name for name in names if (FOLDER / name).is_file()]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_training_result_matches_the_code(variant: str) -> None:
+    if not (FOLDER / f"{variant}.json").is_file():
+        pytest.skip(f"{FOLDER / variant}.json not committed yet")
+    result = _load(f"{variant}.json")
+    config = CONFIGS["cpu"]
+    assert result["config"] == _as_json(asdict(config))
+    assert variant_name(result["model"], result["stable"]) == variant
+    assert result["status"] == "completed" and result["task"] == "wikitext2"
+    assert result["vocab_size"] == WIKITEXT2_VOCAB_SIZE
+    assert {"git_commit", "device", "torch", "created_utc"} <= set(result["provenance"])
+    assert [epoch["epoch"] for epoch in result["epochs"]] == list(range(1, config.epochs + 1))
+    assert math.isclose(result["test_ppl"], math.exp(result["test_loss"]), rel_tol=1e-9)
+    best = min(epoch["val_loss"] for epoch in result["epochs"])
+    assert math.isclose(result["best_val_loss"], best, rel_tol=1e-12)
+    assert result["wall_seconds"] > 0
+    for epoch in result["epochs"]:  # every epoch read the whole training split
+        assert math.isclose(
+            epoch["train_tokens_per_second"] * epoch["epoch_seconds"],
+            (WIKITEXT2_TOKENS["train"] // config.batch_size - 1) * config.batch_size,
+            rel_tol=1e-6,
+        )
+
+
+def test_analysis_matches_the_code() -> None:
+    if not (FOLDER / "analysis.json").is_file():
+        pytest.skip(f"{FOLDER / 'analysis.json'} not committed yet")
+    analysis = _load("analysis.json")
+    config = ANALYSIS_CONFIGS["cpu"]
+    assert analysis["config"] == _as_json(asdict(config))
+    assert analysis["lm_config"] == _as_json(asdict(CONFIGS["cpu"]))
+    for variant in VARIANTS:
+        entry = analysis.get(variant, {})
+        if "truncated_eval" in entry:
+            curve = entry["truncated_eval"]
+            assert curve["k"] == list(config.truncation_ks) and max(curve["k"]) >= 100
+            assert all(math.isfinite(ppl) for ppl in curve["ppl"] + [curve["recurrent_ppl"]])
+        if "figure2" in entry:
+            profile = entry["figure2"]
+            assert profile["distance"] == list(range(config.max_distance + 1))
+            assert profile["count"][0] >= 20_000  # target positions averaged over
+        if "jacobian_norms" in entry:
+            layers = entry["jacobian_norms"]
+            assert len(layers) == CONFIGS["cpu"].num_layers
+            assert all(len(norms) == config.jacobian_positions for norms in layers)
+    for cell in ("rnn", "lstm"):
+        record = analysis.get(f"weights_close-{cell}")
+        if record:
+            assert record["ks"] == list(config.weights_ks)
+            assert record["step"][-1] == config.weights_steps
+
+
+def test_cpu_results_are_complete() -> None:
+    missing = [name for name in EXPECTED if name not in _present(EXPECTED)]
+    if (FOLDER / "analysis.json").is_file():
+        analysis = _load("analysis.json")
+        parts = ["truncated_eval", "figure2", "jacobian_norms"]
+        missing += [
+            f"analysis.json: {variant}/{part}"
+            for variant in VARIANTS
+            for part in parts
+            if part not in analysis.get(variant, {})
+        ]
+        missing += [
+            f"analysis.json: {variant}/diagonal_certificates"
+            for variant in VARIANTS
+            if variant.startswith("rnn")
+            and "diagonal_certificates" not in analysis.get(variant, {})
+        ]
+        missing += [
+            f"analysis.json: weights_close-{cell}"
+            for cell in ("rnn", "lstm")
+            if f"weights_close-{cell}" not in analysis
+        ]
+    if missing:
+        pytest.skip(
+            f"cpu-scale results not all committed yet, missing in {FOLDER}: "
+            + ", ".join(missing)
+            + " (run: bash /work/team/wt2-cpu-runs.sh, or the commands in Chapter 8)"
+        )
