@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -40,7 +41,13 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from stablernn_lib.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE, batch_starts, batchify
+from stablernn_lib.data import (
+    WIKITEXT2_TOKENS,
+    WIKITEXT2_VOCAB_SIZE,
+    batch_starts,
+    batchify,
+    get_batch,
+)
 from stablernn_lib.io import atomic_write_json, provenance
 from stablernn_lib.language_model import (
     WordLanguageModel,
@@ -49,7 +56,7 @@ from stablernn_lib.language_model import (
     project_stable_,
 )
 from stablernn_lib.lm_analysis import gradient_by_distance, gradient_by_distance_naive
-from stablernn_lib.train import CONFIGS, RESULTS_DIR, build_model
+from stablernn_lib.train import CONFIGS, RESULTS_DIR, build_model, prepare_corpus
 
 
 def _timer(device: torch.device) -> Callable[[], float]:
@@ -259,6 +266,61 @@ def output_layer_benchmark(
     return result
 
 
+LR_PROBE_TRIALS: tuple[tuple[str, float], ...] = (
+    ("rnn", 20.0),
+    ("rnn", 10.0),
+    ("rnn", 5.0),
+    ("lstm", 20.0),
+    ("lstm", 5.0),
+)
+
+
+def learning_rate_probe(
+    config: str = "cpu",
+    trials: tuple[tuple[str, float], ...] = LR_PROBE_TRIALS,
+    steps: int = 300,
+    every: int = 50,
+    data_dir: str | Path | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Training perplexity over the first ``steps`` SGD steps on WikiText-2, per (cell, lr).
+
+    Unconstrained models of the config (its sizes, output layer, clip, batches), the
+    first ``steps`` windows of the real training split; the perplexity of each block of
+    ``every`` steps (exp of the mean loss).  The measurement behind the config's lr.
+    """
+    lm = CONFIGS[config]
+    data = prepare_corpus(lm, None, data_dir)
+    source = batchify(data.train, lm.batch_size)
+    starts = batch_starts(source.shape[0], lm.bptt)[:steps]
+    result: dict[str, Any] = {
+        "config": config,
+        "steps": steps,
+        "every": every,
+        "threads": torch.get_num_threads(),
+        "provenance": provenance(torch.device("cpu")),
+        "trials": [],
+    }
+    for cell, lr in trials:
+        model = build_model(cell, False, replace(lm, lr=lr), data.vocab_size).train()
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        state, losses = None, []
+        for start in tqdm(starts, desc=f"{cell} lr {lr:g}", disable=not progress, leave=False):
+            tokens, targets = get_batch(source, start, lm.bptt)
+            outputs, state = model.recur(model.embed(tokens), detach_state(state))
+            loss = model.token_nll(outputs, targets).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), lm.clip)
+            optimizer.step()
+            losses.append(loss.item())
+        blocks = [losses[i : i + every] for i in range(0, len(losses), every)]
+        result["trials"].append(
+            {"cell": cell, "lr": lr, "block_ppl": [math.exp(sum(b) / len(b)) for b in blocks]}
+        )
+    return result
+
+
 def format_output_layer(result: dict[str, Any]) -> str:
     """The output-layer benchmark in a few lines."""
     lines = [
@@ -343,6 +405,15 @@ def result_path(result: dict[str, Any], results_dir: Path = RESULTS_DIR) -> Path
 
 
 def _command(args: argparse.Namespace) -> int:
+    if args.lr_probe:
+        result = learning_rate_probe(args.config)
+        for trial in result["trials"]:
+            blocks = ", ".join(f"{ppl:.3g}" for ppl in trial["block_ppl"])
+            print(f"  {trial['cell']:4s} lr {trial['lr']:4g}, ppl by block: {blocks}")
+        path = Path(args.out) if args.out else RESULTS_DIR / f"lr-probe-{args.config}.json"
+        atomic_write_json(path, result)
+        print(f"written to {path}")
+        return 0
     if args.output_layer:
         result = output_layer_benchmark(args.config, args.device, repeats=args.repeats)
         print(format_output_layer(result))
@@ -377,5 +448,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--output-layer",
         action="store_true",
         help="time plain vs adaptive softmax at the config's sizes instead",
+    )
+    parser.add_argument(
+        "--lr-probe",
+        action="store_true",
+        help="instead, training perplexity of the first 300 steps on WikiText-2 per lr",
     )
     parser.set_defaults(func=_command)

@@ -512,12 +512,18 @@ MODEL_LABELS = {"rnn": "RNN (tanh)", "lstm": "LSTM"}
 def plot_figure2(analysis: dict[str, Any], title: str = "") -> Figure:
     """``||grad_{x_t} p_{t+i}||`` against ``i`` for the unconstrained RNN and LSTM (log scale)."""
     figure, axis = plt.subplots(figsize=(6, 3.6))
-    for cell in ("rnn", "lstm"):
-        profile = analysis.get(f"{cell}-unconstrained", {}).get("figure2")
-        if profile:
-            axis.semilogy(
-                profile["distance"], profile["mean_norm"], "o-", ms=3, label=MODEL_LABELS[cell]
-            )
+    for index, cell in enumerate(("rnn", "lstm")):
+        for stable in (False, True):
+            profile = analysis.get(variant_name(cell, stable), {}).get("figure2")
+            if profile:
+                axis.semilogy(
+                    profile["distance"],
+                    profile["mean_norm"],
+                    "s--" if stable else "o-",
+                    ms=3,
+                    color=f"C{index}",
+                    label=MODEL_LABELS[cell] + (", stable" if stable else ""),
+                )
     axis.set_xlabel("distance i between input and loss")
     axis.set_ylabel(r"mean $\|\nabla_{x_t} p_{t+i}\|$")
     axis.set_title(title)
@@ -733,10 +739,13 @@ def smoke_table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def analyses_to_show(
-    full: dict[str, Any], smoke: dict[str, Any] | None
+    full: dict[str, Any], smoke: dict[str, Any] | None, cpu: dict[str, Any] | None = None
 ) -> list[tuple[dict[str, Any], str]]:
-    """The analyses to draw, each with a title saying what it is: full results first."""
+    """The analyses to draw, each with a title saying what it is: full, cpu, then smoke."""
     shown = []
+    if cpu and "analysis" in cpu:
+        device = cpu["analysis"]["provenance"]["device"]
+        shown.append((cpu["analysis"], f"cpu scale: 2 x 200, adaptive softmax ({device})"))
     if "analysis" in full:
         device = full["analysis"]["provenance"]["device"]
         shown.append((full["analysis"], f"full config ({device})"))
@@ -804,3 +813,107 @@ def describe_weights_close(analysis: dict[str, Any]) -> str:
             )
             lines.append(f"{MODEL_LABELS[cell]} after {record['step'][-1]} steps: {finals}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The cpu scale: results by scale and what they say about the paper's claims
+# ---------------------------------------------------------------------------
+
+
+def cpu_reproduction_commands() -> str:
+    """The shell commands that produce every cpu-scale result (any machine; hours on 2 cores)."""
+    train = [
+        f"python -m stablernn_lib train --task wikitext2 --model {cell}"
+        f"{' --stable' if stable else ''} --config cpu --resume"
+        for cell, stable in MODEL_VARIANTS
+    ]
+    return "\n".join(
+        [
+            *train,
+            "python -m stablernn_lib lm-analysis --config cpu",
+            "# results: data/results/wikitext2/cpu/*.json (commit them)",
+        ]
+    )
+
+
+def table_by_scale(scales: dict[str, dict[str, Any]]) -> str:
+    """Markdown table, one row per variant: the paper's test perplexity, then ours per scale.
+
+    ``scales`` maps a column label (``"ours, cpu scale (...)"``) to the results loaded by
+    :func:`load_full_results` for that scale; a missing run reads "not run yet".
+    """
+    header = "| model | variant | reported by the paper | " + " | ".join(scales) + " |"
+    lines = [header, "| --- | --- | ---: |" + " ---: |" * len(scales)]
+    for cell, stable in MODEL_VARIANTS:
+        name = variant_name(cell, stable)
+        ours = [
+            f"{entry['test_ppl']:.1f}" if entry and "test_ppl" in entry else "not run yet"
+            for entry in (results.get(name) for results in scales.values())
+        ]
+        paper = paper_claims.marked(PAPER_TEST_PPL_KEYS[name])
+        variant = "stable" if stable else "unconstrained"
+        lines.append(f"| {MODEL_LABELS[cell]} | {variant} | {paper} | " + " | ".join(ours) + " |")
+    return "\n".join(lines)
+
+
+def smallest_k_within(curve: dict[str, Any], tolerance: float = 0.01) -> int | None:
+    """The smallest measured ``k`` whose perplexity is within ``tolerance`` of the recurrent one."""
+    target = curve["recurrent_ppl"] * (1 + tolerance)
+    close = [k for k, ppl in zip(curve["k"], curve["ppl"], strict=True) if ppl <= target]
+    return close[0] if close else None
+
+
+def claims_verdicts(results: dict[str, Any], label: str, cost_tolerance: float = 0.05) -> list[str]:
+    """One sentence per claim of the paper: what our runs of one scale say about it.
+
+    ``results`` as loaded by :func:`load_full_results` (training results and
+    ``"analysis"``).  The criteria are stated in each sentence: stability "costs
+    little" when the stable model's test perplexity is at most ``cost_tolerance``
+    above the unconstrained one's; a model "uses a short context" when a context
+    ``k <= 100`` comes within 1% of its recurrent perplexity.  Missing results give a
+    sentence that says so, never a verdict.
+    """
+    sentences = []
+    for cell in ("rnn", "lstm"):
+        free, stable = (results.get(variant_name(cell, s)) for s in (False, True))
+        if not (free and stable and "test_ppl" in free and "test_ppl" in stable):
+            sentences.append(f"{MODEL_LABELS[cell]}, cost of stability ({label}): not yet run.")
+            continue
+        gap = stable["test_ppl"] / free["test_ppl"] - 1
+        verdict = "supports" if gap <= cost_tolerance else "does not support"
+        sentences.append(
+            f"{MODEL_LABELS[cell]}, cost of stability ({label}): stable {stable['test_ppl']:.1f} "
+            f"vs unconstrained {free['test_ppl']:.1f} test perplexity ({100 * gap:+.1f}%); "
+            f"this {verdict} the paper's claim that stability costs little "
+            f"(criterion: at most {100 * cost_tolerance:.0f}% worse)."
+        )
+    analysis = results.get("analysis", {})
+    for cell in ("rnn", "lstm"):
+        name = variant_name(cell, False)
+        curve = analysis.get(name, {}).get("truncated_eval")
+        if not curve:
+            sentences.append(f"{MODEL_LABELS[cell]}, truncated evaluation ({label}): not yet run.")
+            continue
+        k = smallest_k_within(curve)
+        if k is not None and k <= 100:
+            verdict = f"k = {k} is within 1%: this supports"
+        else:
+            verdict = "no k up to 100 is within 1%: this does not support"
+        sentences.append(
+            f"{MODEL_LABELS[cell]} (unconstrained), truncated evaluation ({label}): {verdict} "
+            "the paper's claim that the unconstrained model is effectively stable, "
+            "a model of short context."
+        )
+    for cell in ("rnn", "lstm"):
+        profile = analysis.get(variant_name(cell, False), {}).get("figure2")
+        if not profile or len(profile["mean_norm"]) <= 20:
+            sentences.append(f"{MODEL_LABELS[cell]}, Figure 2 ({label}): not yet run.")
+            continue
+        ratio = profile["mean_norm"][20] / profile["mean_norm"][0]
+        verdict = "supports" if ratio < 1e-2 else "does not support"
+        sentences.append(
+            f"{MODEL_LABELS[cell]} (unconstrained), Figure 2 ({label}): the mean gradient norm "
+            f"at distance 20 is {ratio:.1e} of the one at distance 0; this {verdict} the "
+            "paper's observation that it vanishes at moderate distance (criterion: below 1%)."
+        )
+    return sentences

@@ -116,3 +116,21 @@ def test_cpu_results_are_complete() -> None:
             + ", ".join(missing)
             + " (run: bash /work/team/wt2-cpu-runs.sh, or the commands in Chapter 8)"
         )
+
+
+def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
+    from stablernn_lib.lm_analysis import claims_verdicts, smallest_k_within, table_by_scale
+
+    cpu = {"rnn-unconstrained": {"test_ppl": 200.0}, "rnn-stable": {"test_ppl": 230.0}}
+    table = table_by_scale({"ours, cpu scale": cpu, "ours, full scale": {}})
+    assert "| RNN (tanh) | unconstrained | 146.7 ✓ | 200.0 | not run yet |" in table
+    assert table.count("not run yet") == 6
+    curve = {"k": [1, 10, 100], "ppl": [400.0, 203.0, 201.0], "recurrent_ppl": 200.0}
+    assert smallest_k_within(curve) == 100 and smallest_k_within(curve, 0.02) == 10
+    profile = {"mean_norm": [1.0] + [1e-3] * 30}
+    cpu["analysis"] = {"rnn-unconstrained": {"truncated_eval": curve, "figure2": profile}}
+    sentences = claims_verdicts(cpu, "cpu scale")
+    assert any("+15.0%" in s and "does not support" in s for s in sentences)
+    assert any("k = 100 is within 1%: this supports" in s for s in sentences)
+    assert any("1.0e-03" in s and "this supports" in s for s in sentences)
+    assert sum("not yet run" in s for s in sentences) == 3  # the LSTM's three claims
