@@ -27,7 +27,7 @@ from typing import Any
 
 import nbformat
 
-from stablernn_lib import paper_claims
+from stablernn_lib import citation_style, paper_claims
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COLAB_SETUP_TAG = "colab-setup"
@@ -404,6 +404,7 @@ def _write_colab_sources(app, exception) -> None:
 def setup(app) -> dict[str, Any]:
     """Sphinx extension (``extra_extensions: [stablernn_lib.book]``) for the offline site."""
     app.add_js_file(None, body=MATHJAX2_SHIM, priority=100)
+    citation_style.register()  # bibtex_reference_style author_year_round, labels alike
     app.add_config_value("colab_notebooks_branch", "", "html")
     app.connect("config-inited", _colab_launch_target)
     app.connect("build-finished", _write_colab_sources)

@@ -41,6 +41,8 @@ from typing import Any, Literal
 import nbformat
 import yaml
 
+from stablernn_lib.citation_style import authors_text
+
 Edition = Literal["student", "instructor"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -176,16 +178,7 @@ class Bibliography:
         self.data = parse_file(str(self.path))
 
     def authors(self, key: str) -> str:
-        entry = self._entry(key)
-        people = entry.persons.get("author") or entry.persons.get("editor") or []
-        last = [" ".join(p.last_names).replace("{", "").replace("}", "") for p in people]
-        if not last:
-            return entry.fields.get("title", key)
-        if len(last) == 1:
-            return last[0]
-        if len(last) == 2:
-            return f"{last[0]} and {last[1]}"
-        return f"{last[0]} et al."
+        return authors_text(self._entry(key))
 
     def year(self, key: str) -> str:
         return self._entry(key).fields.get("year", "n.d.")

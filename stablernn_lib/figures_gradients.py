@@ -152,7 +152,10 @@ def one_unit_widget(
     return interactive_plot(
         one_unit_figure,
         {"w": list(ws), "b": list(bs)},
-        description="x_t = w sigmoid(x_{t-1}) + b: fixed points, a trajectory, and d x_T / d b.",
+        description=(
+            r"$x_t = w\,\sigma(x_{t-1}) + b$: fixed points, a trajectory, and"
+            r" $\partial x_T / \partial b$."
+        ),
     )
 
 

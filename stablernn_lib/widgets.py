@@ -77,7 +77,7 @@ def interactive_plot(
         sliders: 1 to 3 entries ``name -> grid of values`` (distinct values, in the
             order the slider shows them). The product of the grid sizes is the
             number of precomputed frames and must stay <= ``MAX_FRAMES`` (60).
-        description: optional sentence shown above the sliders.
+        description: optional sentence shown above the sliders (``$...$`` is typeset).
 
     Returns:
         An :class:`InteractivePlot` (an ``ipywidgets.VBox``) whose sliders start at
@@ -85,7 +85,7 @@ def interactive_plot(
     """
     grids = _validate(draw, sliders, description)
     slider_widgets = {name: _make_slider(name, grid) for name, grid in grids.items()}
-    header = [ipywidgets.HTML(f"<p>{description}</p>")] if description else []
+    header = [ipywidgets.HTMLMath(f"<p>{description}</p>")] if description else []
     controls = list(slider_widgets.values())
     if _live_mode():
         output = ipywidgets.interactive_output(
@@ -164,11 +164,32 @@ def _label(value: Any) -> str:
     return str(value)
 
 
+# What a slider is called on the page: words or math, never the Python parameter name.
+# MathJax typesets the $...$ parts, on the static site and on Colab alike.
+SLIDER_LABELS = {
+    "lam": r"contraction $\lambda$",
+    "k": r"context $k$",
+    "input_bound": r"input bound $B_x$",
+    "weight_norm": r"norm $\|W\|_2$",
+    "activation": "activation",
+    "matrix": r"kind of $W$",
+    "schedule": "step sizes",
+    "w": r"weight $w$",
+    "b": r"bias $b$",
+    "a": r"$a$",
+}
+
+
+def slider_label(name: str) -> str:
+    """The label shown for the slider of parameter ``name`` (see ``SLIDER_LABELS``)."""
+    return SLIDER_LABELS.get(name, name.replace("_", " "))
+
+
 def _make_slider(name: str, grid: list[Any]) -> ipywidgets.SelectionSlider:
     return ipywidgets.SelectionSlider(
         options=[(_label(value), value) for value in grid],
         index=0,
-        description=name,
+        description=slider_label(name),
         continuous_update=True,
         style={"description_width": "initial"},
         layout=ipywidgets.Layout(width="420px"),
