@@ -380,6 +380,26 @@ def state_norm(
 
 
 @dataclass(frozen=True)
+class UniformCertificate:
+    """Stability uniform over a parameter set: one norm, one box, one ``lambda`` for all.
+
+    Every LSTM of the set maps the box ``{|c_j| <= cell_bound, |h_j| <= 1}`` into itself
+    and is ``lam``-contractive on it in ``max(||c||_inf / v_c, ||h||_inf / v_h)``,
+    ``(v_c, v_h) = weights``.
+    """
+
+    lam: float
+    weights: tuple[float, float]
+    cell_bound: float
+
+    @property
+    def state_bound(self) -> float:
+        """``sup`` of the norm over the box: ``max(cell_bound / v_c, 1 / v_h)``."""
+        v_c, v_h = self.weights
+        return max(self.cell_bound / v_c, 1 / v_h)
+
+
+@dataclass(frozen=True)
 class LSTMConstraint:
     """A convex set of LSTM layers on which the certificate is at most ``contraction_bound``.
 
@@ -470,6 +490,28 @@ class LSTMConstraint:
     def contraction_bound(self, input_bound: float) -> float:
         """``sup`` of the certificate over the set: ``rho`` of :meth:`matrix`."""
         return _perron(self.matrix(input_bound))[0]
+
+    def uniform_certificate(self, input_bound: float) -> UniformCertificate:
+        """One norm and one invariant box for every LSTM of the set (Chapter 4).
+
+        ``lam = rho(M-bar)``, the norm ``max(||c||_inf / v_c, ||h||_inf / v_h)`` with the
+        Perron vector ``(v_c, v_h)`` of :meth:`matrix`, and the box
+        ``D-bar = {|c_j| <= cell_bound, |h_j| <= 1}``, ``cell_bound = i-bar z-bar / (1 - F)``.
+        """
+        matrix = self.matrix(input_bound)
+        lam, weights = _perron(matrix)
+        if not math.isfinite(lam):  # the forget gate can reach 1: no box, no norm
+            return UniformCertificate(lam=math.inf, weights=weights, cell_bound=math.inf)
+        r = {
+            g: self.recurrent_radius[g]
+            + (input_bound * self.input_radius[g] if input_bound else 0.0)
+            for g in GATES
+        }
+        top_input = 1 / (1 + math.exp(-min(self.bias_max["i"] + r["i"], 700.0)))
+        candidate_bias = max(abs(self.bias_max["z"]), abs(self.lower_bias()["z"]))
+        forget = float(matrix[0, 0])
+        cell = top_input * math.tanh(candidate_bias + r["z"]) / (1 - forget)
+        return UniformCertificate(lam=lam, weights=weights, cell_bound=cell)
 
     def scaled(self, factor: float) -> LSTMConstraint:
         """The same set with every recurrent radius multiplied by ``factor``."""
