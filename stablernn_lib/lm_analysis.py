@@ -119,7 +119,7 @@ def _gradient_by_distance(
     state: State = None
     for start in tqdm(_windows(source, length_max, max_windows), disable=not progress):
         tokens, targets = get_batch(source, start, length_max)
-        length, batch = tokens.shape
+        length, batch = tokens.shape[:2]
         copies = tokens.repeat(1, length, *[1] * (tokens.dim() - 2))  # (L, L * B, ...)
         inputs = model.embed(copies).detach().requires_grad_(True)
         outputs, _ = model.recur(inputs, _repeat_state(state, length))

@@ -60,6 +60,7 @@ from stablernn_lib.io import atomic_torch_save, atomic_write_json, provenance
 from stablernn_lib.language_model import State, check_cell, project_spectral_balls_
 from stablernn_lib.lstm_stability import project_l1_ball, project_lstm_weights_
 from stablernn_lib.music_data import NUM_KEYS, PianoRolls, load_jsb
+from stablernn_lib.results import results_path
 from stablernn_lib.train import (
     _DATA_ROOT,
     TrainingDivergedError,
@@ -69,7 +70,7 @@ from stablernn_lib.train import (
 )
 
 RUNS_DIR = _DATA_ROOT / "runs" / "jsb"
-RESULTS_DIR = _DATA_ROOT / "results" / "jsb"
+RESULTS_DIR = results_path("jsb")  # the checkout's data/results/jsb, or the packaged copy
 VARIANTS: tuple[str, ...] = ("unconstrained", "stable", "authors-bug")
 
 

@@ -1,0 +1,228 @@
+"""JSB models and training: the NLL, the authors' bug, stability after every step, resume."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+from dataclasses import replace
+
+import pytest
+import torch
+
+from stablernn_lib.lm_analysis import (
+    gradient_by_distance,
+    gradient_by_distance_naive,
+    state_jacobian_norms,
+    truncated_eval_curve,
+)
+from stablernn_lib.lstm_stability import lstm_certificate_from_tensors
+from stablernn_lib.music import (
+    CONFIGS,
+    MusicModel,
+    build_music_model,
+    evaluate_nll,
+    load_music_model,
+    pad_rolls,
+    project_music_stable_,
+    should_decay,
+    train_music_model,
+)
+from stablernn_lib.music_data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
+
+TINY = replace(CONFIGS["smoke"], name="tiny", hidden_size=16, epochs=3, train_sequences=None)
+
+
+@pytest.fixture(scope="module")
+def rolls(tmp_path_factory):
+    path = tmp_path_factory.mktemp("jsb") / "JSB_Chorales.mat"
+    return read_piano_rolls(write_synthetic_jsb(path, sequences=(16, 5, 5)))
+
+
+def _random_rolls(count: int, generator: torch.Generator) -> list[torch.Tensor]:
+    lengths = torch.randint(3, 12, (count,), generator=generator).tolist()
+    return [(torch.rand(t, NUM_KEYS, generator=generator) < 0.05).float() for t in lengths]
+
+
+def test_token_nll_is_the_bernoulli_nll_summed_over_keys():
+    torch.manual_seed(0)
+    model = MusicModel("rnn", hidden_size=8).double()
+    outputs = torch.randn(5, 3, 8, dtype=torch.float64)
+    targets = (torch.rand(5, 3, NUM_KEYS) < 0.3).double()
+    p = torch.sigmoid(model.decode(outputs))
+    reference = -(targets * p.log() + (1 - targets) * (1 - p).log()).sum(-1)
+    torch.testing.assert_close(model.token_nll(outputs, targets), reference)
+
+
+def test_evaluate_nll_equals_a_loop_over_chorales():
+    generator = torch.Generator().manual_seed(1)
+    rolls = _random_rolls(6, generator)
+    torch.manual_seed(0)
+    model = MusicModel("lstm", hidden_size=8).eval()
+    total, steps = 0.0, 0
+    with torch.no_grad():
+        for roll in rolls:
+            outputs, _ = model.recur(model.embed(roll[:-1, None]))
+            total += float(model.token_nll(outputs, roll[1:, None]).sum())
+            steps += roll.shape[0] - 1
+    eps = torch.finfo(torch.float32).eps
+    assert evaluate_nll(model, rolls) == pytest.approx(total / steps, rel=100 * eps)
+    _, _, mask = pad_rolls(rolls)
+    assert int(mask.sum()) == steps
+
+
+def test_correct_lstm_is_recurrent_and_the_authors_bug_is_not():
+    torch.manual_seed(0)
+    roll = (torch.rand(7, 1, NUM_KEYS) < 0.2).float()
+    for bug in (False, True):
+        model = MusicModel("lstm", hidden_size=6, authors_bug=bug)
+        forget = slice(6, 12)
+        bias = model.rnn.bias_ih_l0 + model.rnn.bias_hh_l0
+        assert torch.all(bias[forget] == (20.0 if bug else 10.0))
+        outputs, _ = model.recur(model.embed(roll))
+        outputs.sum().backward()
+        grad = model.rnn.weight_hh_l0.grad
+        assert (grad.abs().max() == 0) == bug  # no recurrence: exactly zero gradient
+        # the bug: the output at t depends on frame t only
+        changed = roll.clone()
+        changed[0] = 1 - changed[0]
+        later, _ = model.recur(model.embed(changed))
+        moved = (later[1:] - outputs[1:]).abs().max()
+        assert (moved == 0) == bug
+
+
+def test_authors_bug_needs_an_lstm():
+    with pytest.raises(ValueError, match="lstm"):
+        MusicModel("rnn", authors_bug=True)
+    with pytest.raises(ValueError, match="variant"):
+        build_music_model("rnn", "authors-bug", TINY)
+
+
+def test_lr_rule_is_the_authors():
+    config = CONFIGS["full"]
+    assert not should_decay(10, 9.0, [1.0, 2.0, 3.0], config)  # never before epoch 11
+    assert should_decay(11, 3.5, [9.0, 1.0, 2.0, 3.0], config)  # above the max of the last 3
+    assert not should_decay(11, 3.0, [9.0, 1.0, 2.0, 3.0], config)
+
+
+def test_smoke_training_lowers_validation_nll(rolls, tmp_path):
+    result = train_music_model(
+        "rnn",
+        "unconstrained",
+        replace(TINY, epochs=4),
+        rolls=rolls,
+        out_dir=tmp_path,
+        progress=False,
+    )
+    first = result["epochs"][0]["val_nll"]
+    assert result["status"] == "completed" and result["best_val_nll"] < first
+    assert math.isfinite(result["test_nll"])
+    model = load_music_model(tmp_path)
+    assert evaluate_nll(model, rolls.test) == pytest.approx(result["test_nll"], rel=1e-5)
+    again = train_music_model(
+        "rnn", "unconstrained", replace(TINY, epochs=4), rolls=rolls, out_dir=tmp_path, resume=True
+    )
+    # a rerun of a finished run is skipped: it returns the stored result, no new epochs
+    assert again["provenance"] == result["provenance"] and again["epochs"] == result["epochs"]
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_stable_variants_stay_in_their_sets_after_every_step(rolls, tmp_path, cell):
+    bound = TINY.input_bound
+    checked = []
+
+    def check(step: int, model: MusicModel) -> None:
+        with torch.no_grad():
+            if cell == "rnn":
+                norm = torch.linalg.matrix_norm(model.rnn.weight_hh_l0.double(), 2)
+                assert norm <= 1 + 1e-5
+            else:
+                rows = torch.cat([model.encoder.weight, model.encoder.bias[:, None]], 1)
+                assert rows.abs().sum(1).max() <= bound * (1 + 1e-5)
+                rnn = model.rnn
+                certificate = lstm_certificate_from_tensors(
+                    rnn.weight_hh_l0.double(),
+                    rnn.weight_ih_l0.double(),
+                    (rnn.bias_ih_l0 + rnn.bias_hh_l0).double(),
+                    input_bound=bound,
+                )
+                assert certificate.lam < 1
+        checked.append(step)
+
+    model = build_music_model(cell, "stable", TINY)
+    check(0, model)  # projected at initialization
+    train_music_model(
+        cell,
+        "stable",
+        replace(TINY, epochs=1),
+        rolls=rolls,
+        out_dir=tmp_path,
+        progress=False,
+        on_step=check,
+    )
+    assert checked == list(range(len(rolls.train) + 1))
+
+
+def test_projection_of_a_wild_model_lands_in_the_set():
+    torch.manual_seed(0)
+    model = MusicModel("lstm", hidden_size=5, stable=True)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.mul_(30)
+    project_music_stable_(model)
+    frames = (torch.rand(200, 1, NUM_KEYS) < 0.5).float()
+    assert model.embed(frames).abs().max() <= 1 + 1e-5
+
+
+def test_resume_after_an_interruption_ends_like_an_uninterrupted_run(rolls, tmp_path):
+    config = replace(TINY, epochs=2)
+    whole = train_music_model(
+        "lstm", "stable", config, rolls=rolls, out_dir=tmp_path / "a", progress=False
+    )
+
+    def interrupt(step: int, model: MusicModel) -> None:
+        if step == len(rolls.train) + 5:  # in the middle of epoch 2
+            os.kill(os.getpid(), signal.SIGINT)
+
+    first = train_music_model(
+        "lstm",
+        "stable",
+        config,
+        rolls=rolls,
+        out_dir=tmp_path / "b",
+        progress=False,
+        on_step=interrupt,
+    )
+    assert first["status"] == "interrupted" and len(first["epochs"]) == 1
+    with pytest.raises(ValueError, match="resume"):
+        train_music_model("lstm", "stable", config, rolls=rolls, out_dir=tmp_path / "b")
+    resumed = train_music_model(
+        "lstm", "stable", config, rolls=rolls, out_dir=tmp_path / "b", resume=True, progress=False
+    )
+    assert resumed["status"] == "completed" and resumed["steps"] == whole["steps"]
+    eps = torch.finfo(torch.float32).eps
+    for key in ("best_val_nll", "test_nll"):
+        assert resumed[key] == pytest.approx(whole[key], rel=1000 * eps)
+    with pytest.raises(ValueError, match="another run"):
+        train_music_model("rnn", "stable", config, rolls=rolls, out_dir=tmp_path / "b", resume=True)
+
+
+def _frames(rolls, length: int) -> torch.Tensor:
+    """The chorales of at least ``length`` frames, cropped, as a source ``(length, N, 88)``."""
+    return torch.stack([r[:length] for r in rolls if r.shape[0] >= length], dim=1)
+
+
+def test_chapter8_analyses_serve_music_models(rolls):
+    torch.manual_seed(0)
+    model = MusicModel("lstm", hidden_size=8).eval()
+    source = _frames(rolls.valid + rolls.test, 12)
+    fast = gradient_by_distance(model, source, max_distance=4)
+    naive = gradient_by_distance_naive(model, source, max_distance=4)
+    torch.testing.assert_close(
+        torch.tensor(fast["mean_norm"]), torch.tensor(naive["mean_norm"]), rtol=1e-4, atol=1e-7
+    )
+    curve = truncated_eval_curve(model, source, ks=[1, 3, source.shape[0]])
+    assert curve["loss"][-1] == pytest.approx(curve["recurrent_loss"], rel=1e-4)
+    assert curve["loss"][0] != pytest.approx(curve["recurrent_loss"], rel=1e-4)
+    norms = state_jacobian_norms(model, source, positions=20, burn_in=3)
+    assert len(norms) == 1 and len(norms[0]) == 20
