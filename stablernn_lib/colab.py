@@ -515,10 +515,20 @@ def colab_notebook(
 
     plain = student_notebook(notebook) if edition == "student" else copy.deepcopy(notebook)
     converter = Converter(edition, index, bibliography, macros)
+    cells = []
     for cell in plain.cells:
-        cell.metadata.pop("mystnb", None)
+        figure = cell.metadata.pop("mystnb", {}).get("figure", {})
         if cell.cell_type == "markdown":
             cell.source = converter.markdown(cell.source).strip("\n")
+        cells.append(cell)
+        if figure.get("caption"):  # the site's numbered caption, under the figure's cell
+            number = index.numbers.get(figure.get("name"), "Figure")
+            caption = nbformat.v4.new_markdown_cell(
+                f"**{number}.** " + converter.markdown(figure["caption"]).strip()
+            )
+            caption.id = f"{cell.get('id', len(cells))}-caption"
+            cells.append(caption)
+    plain.cells = cells
     plain.cells = [c for c in plain.cells if c.cell_type != "markdown" or c.source.strip()]
     where = f" The typeset version is the course website{f', {site_url}' if site_url else ''}."
     note = nbformat.v4.new_markdown_cell(

@@ -31,11 +31,14 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+def markdown_table(
+    rows: Sequence[Mapping[str, Any]], headers: Mapping[str, str] | None = None
+) -> str:
     """A table with one row per mapping and the first row's keys as columns.
 
-    Columns holding only numbers are right-aligned; column names may wrap after
-    an underscore.
+    ``headers`` maps a key to the column's title (words or ``$math$``); a key without
+    one is its own title, and may wrap after an underscore. Columns holding only
+    numbers are right-aligned.
     """
     if not rows:
         raise ValueError("a table needs at least one row; got none")
@@ -45,9 +48,9 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
             raise ValueError(f"row {index} has keys {list(row)}, but row 0 has {keys}")
     numeric = [all(_is_number(row[key]) or row[key] is None for row in rows) for key in keys]
     # a zero-width space after each underscore lets long column names wrap there
-    headers = [key.replace("_", "_\u200b") for key in keys]
+    titles = [(headers or {}).get(key, key.replace("_", "_\u200b")) for key in keys]
     lines = [
-        "| " + " | ".join(headers) + " |",
+        "| " + " | ".join(titles) + " |",
         "|" + "|".join(" ---: " if right else " --- " for right in numeric) + "|",
     ]
     lines += ["| " + " | ".join(format_value(row[key]) for key in keys) + " |" for row in rows]

@@ -838,6 +838,46 @@ def _worst(runs: dict[int, dict], bounds: dict[int, dict], key: str) -> float:
     return max(_max_ratio(runs[s]["distance"], bounds[s][key]) for s in seeds)
 
 
+# Column titles of the two tables of :func:`bound_tables` (Chapter 7 refers to them).
+BOUND_TABLE_HEADERS = {
+    "activation": "model",
+    "k": "$k$",
+    "decay_final": "distance at $N$",
+    "decay_vs_stepwise": "÷ stepwise bound",
+    "decay_vs_prop2_empirical": "÷ Prop. 2, measured constants",
+    "decay_prop2_theory_log10": "$\\log_{10}$ Prop. 2, proved constants",
+    "constant_final": "distance at $N$",
+    "constant_vs_recurrence": "÷ own recurrence",
+    "constant_recurrence_log10": "$\\log_{10}$ own recurrence",
+    "constant_vs_decay_stepwise": "÷ $\\alpha/t$ stepwise bound",
+    "constant_vs_decay_prop2_empirical": "÷ $\\alpha/t$ Prop. 2",
+}
+
+
+def bound_tables(report: Sequence[dict[str, Any]]) -> str:
+    """:func:`bound_report` as two narrow Markdown tables with readable titles.
+
+    First the runs with steps ``alpha/t`` against their own bounds, then the runs with a
+    constant step against their own recurrence and against the ``alpha/t`` bounds. A
+    "÷" column is measured distance / bound (below 1: the bound holds).
+    """
+    from stablernn_lib.tables import markdown_table
+
+    def part(prefix: str) -> list[dict[str, Any]]:
+        return [
+            {key: value for key, value in row.items() if key in ("activation", "k")
+             or key.startswith(prefix)}
+            for row in report
+        ]
+
+    return (
+        "**Steps $\\alpha/t$**, measured distance and its ratio to each bound:\n\n"
+        + markdown_table(part("decay_"), BOUND_TABLE_HEADERS)
+        + "\n\n**Constant step**, measured distance and its ratio to each bound:\n\n"
+        + markdown_table(part("constant_"), BOUND_TABLE_HEADERS)
+    )
+
+
 def bound_report(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Where the bounds hold: one row per activation and ``k`` with ``0 < distance``.
 
