@@ -41,3 +41,9 @@ def test_config_table_lists_every_field_once(configs) -> None:
     assert len(table.splitlines()) == 2 + len(fields)
     for field in fields:
         assert table.count(f"| `{field}` |") == 1
+
+
+def test_markdown_table_titles_columns_in_words():
+    table = markdown_table([{"decay_final": 0.5, "k": 2}], {"decay_final": "distance at $N$"})
+    header = table.splitlines()[0]
+    assert header == "| distance at $N$ | k |"
