@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import subprocess
 import sys
@@ -89,18 +90,37 @@ def test_refuses_to_overwrite_a_foreign_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.book
-def test_student_site_builds_with_warnings_as_errors(student: Path) -> None:
+@pytest.mark.slow
+def test_instructor_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    """`make instructor`: the book's own sources (solutions included) build with -W.
+
+    The notebooks run once per session (book_support); pointed at that cache, this build
+    executes nothing. The student site is `make book`'s, built by book_support.
+    """
+    from book_support import CACHE_DIR, execute_book_notebooks
+
+    execute_book_notebooks()
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["execute"]["cache"] = str(CACHE_DIR)
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     result = subprocess.run(
-        [str(jupyter_book), "build", str(student), "-W", "-n", "--keep-going"],
+        [str(jupyter_book), "build", str(ROOT), "--config", str(tmp_path / "_config.yml")]
+        + ["--path-output", str(tmp_path), "-W", "--keep-going"],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
+        env={**os.environ, "STABLERNN_WIDGETS": "frames"},
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    page = (student / "_build/html/chapters/homework/hw04_stability.html").read_text()
-    assert "NotImplementedError" in page and "TODO" in page  # the checks ran on the stubs
-    assert "Model answer" not in page
+    site = tmp_path / "_build" / "html"
+    page = (site / "chapters/homework/hw04_stability.html").read_text()
+    assert "Model answer" in page  # the instructor edition shows the model answers
+    chapter = (site / "chapters/04_stability.html").read_text()
+    assert "blob/instructor-site/_sources/chapters/04_stability.ipynb" in chapter
+    notebook = nbformat.read(site / "_sources/chapters/04_stability.ipynb", as_version=4)
+    assert any("<summary>Solution to Exercise" in c.source for c in notebook.cells)
+    assert len(site_leaks(site, secrets())) > 50  # the leak search finds the solutions here
 
 
 # --- the built student site (`make book`, built once per session by book_support) ---------
