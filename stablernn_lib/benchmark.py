@@ -282,14 +282,17 @@ def learning_rate_probe(
     every: int = 50,
     data_dir: str | Path | None = None,
     progress: bool = True,
+    output: str | None = None,
 ) -> dict[str, Any]:
     """Training perplexity over the first ``steps`` SGD steps on WikiText-2, per (cell, lr).
 
-    Unconstrained models of the config (its sizes, output layer, clip, batches), the
-    first ``steps`` windows of the real training split; the perplexity of each block of
-    ``every`` steps (exp of the mean loss).  The measurement behind the config's lr.
+    Unconstrained models of the config (its sizes, output layer unless ``output`` is
+    given, clip, batches), the first ``steps`` windows of the real training split; the
+    perplexity of each block of ``every`` steps (exp of the mean loss).  The measurement
+    behind the config's lr.
     """
     lm = CONFIGS[config]
+    lm = replace(lm, output=output or lm.output)
     data = prepare_corpus(lm, None, data_dir)
     source = batchify(data.train, lm.batch_size)
     starts = batch_starts(source.shape[0], lm.bptt)[:steps]
@@ -297,6 +300,7 @@ def learning_rate_probe(
         "config": config,
         "steps": steps,
         "every": every,
+        "output": lm.output,
         "threads": torch.get_num_threads(),
         "provenance": provenance(torch.device("cpu")),
         "trials": [],
