@@ -405,6 +405,7 @@ def setup(app) -> dict[str, Any]:
     """Sphinx extension (``extra_extensions: [stablernn_lib.book]``) for the offline site."""
     app.add_js_file(None, body=MATHJAX2_SHIM, priority=100)
     citation_style.register()  # bibtex_reference_style author_year_round, labels alike
+    app.add_css_file("course.css")  # book/course.css: outputs wrap, wide tables scroll
     app.add_config_value("colab_notebooks_branch", "", "html")
     app.connect("config-inited", _colab_launch_target)
     app.connect("build-finished", _write_colab_sources)
