@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -34,6 +35,15 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("installed")
+    # build from a copy of what the package is made of, so setuptools' build/ folder
+    # lands there and not in the checkout
+    source = work / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_results")
+    shutil.copytree(ROOT / "stablernn_lib", source / "stablernn_lib", ignore=ignore)
+    shutil.copytree(ROOT / "data" / "results", source / "data" / "results")
     run(
         [
             sys.executable,
@@ -45,7 +55,7 @@ def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "-q",
             "-w",
             str(work / "wheel"),
-            str(ROOT),
+            str(source),
         ]
     )
     run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")])
