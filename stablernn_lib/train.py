@@ -142,13 +142,13 @@ CONFIGS: dict[str, LMConfig] = {
     # of 200 / 200 units, dropout 0.2 (the authors' code keeps these defaults).
     # Changed, and why:
     # - lr 5 instead of 20: at lr 20 the unconstrained tanh RNN's training
-    #   perplexity exploded within the first 20 steps, with the plain softmax
-    #   (1e5 -> 6e6 over 100 steps) and with the adaptive one (~1e8 -> 1e11); at
-    #   lr 10 it oscillated (5e4 -> 2e5 -> 2e4 over 300 steps); at lr 5 it fell to
-    #   1.3e3 in 300 steps (measured 2026-11-22; `python -m stablernn_lib benchmark
-    #   --config cpu --lr-probe` writes lr-probe-cpu.json). One lr for all four
-    #   variants; the LSTM learns more slowly at lr 5 than at 20 (1.5e3 vs 1.0e3
-    #   after 300 steps).
+    #   perplexity exploded from the first steps on, with the plain softmax (1e5 in
+    #   the first 20 steps, 6e6 in steps 80-100; lr-probe-cpu-softmax.json) and with
+    #   the adaptive one (6e9 in the first 50 steps, 7e11 in steps 250-300); at lr 10
+    #   it oscillated (5e4 -> 2e5 -> 2e4); at lr 5 it fell to 1.3e3 in 300 steps
+    #   (lr-probe-cpu.json, written by `python -m stablernn_lib benchmark --config cpu
+    #   --lr-probe`). One lr for all four variants; the LSTM learns more slowly at
+    #   lr 5 than at 20 (1.5e3 vs 1.0e3 in steps 250-300).
     # - output layer: an adaptive softmax (cutoffs 2,000 / 10,000, div_value 4)
     #   instead of the plain softmax over 33,278 words. Measured on this machine
     #   (benchmark-cpu-output-layer.json): the plain softmax is ~90% of a CPU step,
