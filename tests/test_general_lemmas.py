@@ -98,3 +98,27 @@ def test_lstm_weight_lipschitz_bound_holds_on_random_instances(generator):
             )
         worst = max(worst, float(gap.max()) / distance)
     assert 0 < worst <= bound
+
+
+def test_proposition2_exact_rate_is_the_gamma_function_form():
+    from stablernn_lib import weights_close
+
+    t, c, d = sp.symbols("t c d", positive=True)
+    closed = d / c * (sp.gamma(t + c) / (sp.gamma(1 + c) * sp.gamma(t)) - 1)
+    assert sp.simplify(weights_close.symbolic_recurrence_solution() - closed) == 0
+    # numerically: iterating the recurrence gives the closed form, below alpha g N^(c+1)
+    for alpha, beta, g in ((1.0, 0.3, 1e-2), (0.5, 2.0, 1.0), (2.0, 0.05, 3.0)):
+        cc, dd, e = alpha * beta, alpha * g, 0.0
+        for step in range(1, 500):
+            e = (1 + cc / step) * e + dd / step
+            n_steps = step  # e is e_{N+1} after N = step steps
+            exact = (
+                g
+                / beta
+                * math.exp(
+                    math.lgamma(n_steps + 1 + cc) - math.lgamma(1 + cc) - math.lgamma(n_steps + 1)
+                )
+                - g / beta
+            )
+            assert e == pytest.approx(exact, rel=1e-9)
+            assert exact <= alpha * g * n_steps ** (cc + 1) * (1 + 1e-12)
