@@ -16,9 +16,10 @@ the authors extended with a projection after every SGD step:
   starts inside the stable set, so that every iterate is a stable model, as in
   the projected gradient descent of the theory.
 
-Robustness: a checkpoint is written atomically after every epoch and when a run
-is interrupted (Ctrl-C or the notebook's stop button: the current step finishes,
-the exact state is saved, a second Ctrl-C stops at once).  ``resume=True``
+Robustness: a checkpoint is written atomically after every epoch, every
+``checkpoint_every`` seconds mid-epoch, and when a run is interrupted (Ctrl-C,
+SIGTERM or the notebook's stop button: the current step finishes, the exact state
+is saved, a second Ctrl-C stops at once).  ``resume=True``
 continues from the checkpoint, restoring weights, learning rate, best model,
 position in the epoch, carried state and random-number state, so a resumed run
 ends with the same metrics as an uninterrupted one (bit for bit on a CPU; cuDNN
@@ -264,7 +265,7 @@ def build_model(cell: str, stable: bool, config: LMConfig, vocab_size: int) -> W
 
 
 class _StopRequest:
-    """Turns the first Ctrl-C into a request to stop after the current step."""
+    """Turns the first Ctrl-C (or a SIGTERM) into a request to stop after the current step."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -278,12 +279,15 @@ class _StopRequest:
 
     def __enter__(self) -> _StopRequest:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {
+                sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)
+            }
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
 
 
 def _kept(checkpoint_path: Path) -> str:
@@ -336,12 +340,15 @@ def train_language_model(
     device: str | torch.device | None = None,
     progress: bool = True,
     on_step: Callable[[int, WordLanguageModel], None] | None = None,
+    checkpoint_every: float | None = 600.0,
 ) -> dict[str, Any]:
     """Train one model (``"rnn"`` or ``"lstm"``, stable or not) and return its result.
 
     ``corpus`` (else ``data_dir`` / ``$STABLERNN_DATA`` / download) gives the
     data.  ``on_step(step, model)`` is called after every optimizer step (tests use
-    it to interrupt or sabotage a run).  Returns the result dictionary that is
+    it to interrupt or sabotage a run).  Besides the checkpoint after every epoch, one
+    is written mid-epoch every ``checkpoint_every`` seconds (None: never), so that a
+    killed run loses at most that much work.  Returns the result dictionary that is
     also written to ``result.json`` (``status`` is ``"completed"`` or
     ``"interrupted"``).  ``results_dir``: where a ``full`` or ``cpu`` run's result is
     also written (default ``data/results/wikitext2`` and its ``cpu/`` folder; other
@@ -415,7 +422,7 @@ def train_language_model(
 
     diverge_above = config.divergence_factor * math.log(data.vocab_size)
     starts = batch_starts(train_source.shape[0], config.bptt)
-    session_start = time.perf_counter()
+    session_start = last_save = time.perf_counter()
     wall_before = progress_state["wall_seconds"]
     status = "completed"
     with _StopRequest() as stop:
@@ -458,7 +465,10 @@ def train_language_model(
                     bar.set_postfix(ppl=f"{math.exp(loss_value):.1f}")
                 if on_step is not None:
                     on_step(progress_state["step"], lm)
-                if stop.requested:
+                due = checkpoint_every is not None and (
+                    time.perf_counter() - last_save >= checkpoint_every
+                )
+                if stop.requested or due:  # the exact state, mid-epoch
                     progress_state.update(
                         next_batch=index + 1,
                         carried_state=_to_cpu(state),
@@ -466,6 +476,8 @@ def train_language_model(
                         wall_seconds=wall_before + time.perf_counter() - session_start,
                     )
                     save_checkpoint()
+                    last_save = time.perf_counter()
+                if stop.requested:
                     status = "interrupted"
                     break
             bar.close()

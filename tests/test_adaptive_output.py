@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 from dataclasses import replace
 from pathlib import Path
 
@@ -146,3 +148,43 @@ def test_run_analysis_writes_every_part_and_a_rerun_computes_only_what_is_missin
     for name in variants:
         assert saved[name]["truncated_eval"] == _as_json(first[name]["truncated_eval"])
         assert saved[name]["figure2"]["count"][0] > 0  # stable models too
+
+
+def test_mid_epoch_checkpoints_and_sigterm_resume_to_the_same_result(
+    corpus: Corpus, tmp_path: Path
+) -> None:
+    config = replace(TINY_ADAPTIVE, dropout=0.3)  # the random state must be restored too
+    common = {"corpus": corpus, "progress": False}
+    reference = train_language_model("lstm", True, config, out_dir=tmp_path / "ref", **common)
+
+    def kill(step: int, model: WordLanguageModel) -> None:
+        if step == 40:  # mid-epoch: only a periodic checkpoint has this epoch's progress
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        train_language_model(
+            "lstm", True, config, out_dir=tmp_path / "kill", on_step=kill, checkpoint_every=0.0,
+            **common,
+        )  # fmt: skip
+    saved = torch.load(tmp_path / "kill" / "checkpoint.pt", weights_only=False)
+    assert saved["progress"]["step"] == 39  # the step before the kill, saved mid-epoch
+    resumed = train_language_model(
+        "lstm", True, config, out_dir=tmp_path / "kill", resume=True, **common
+    )
+    assert [e["val_loss"] for e in resumed["epochs"]] == [
+        e["val_loss"] for e in reference["epochs"]
+    ]
+    assert resumed["test_loss"] == reference["test_loss"]
+
+    def terminate(step: int, model: WordLanguageModel) -> None:
+        if step == 45:
+            os.kill(os.getpid(), signal.SIGTERM)  # what a job scheduler sends
+
+    stopped = train_language_model(
+        "lstm", True, config, out_dir=tmp_path / "term", on_step=terminate, **common
+    )
+    assert stopped["status"] == "interrupted"
+    resumed = train_language_model(
+        "lstm", True, config, out_dir=tmp_path / "term", resume=True, **common
+    )
+    assert resumed["test_loss"] == reference["test_loss"]
