@@ -153,8 +153,8 @@ def one_unit_widget(
         one_unit_figure,
         {"w": list(ws), "b": list(bs)},
         description=(
-            r"$x_t = w\,\sigma(x_{t-1}) + b$: fixed points, a trajectory, and"
-            r" $\partial x_T / \partial b$."
+            "<i>x</i><sub>t</sub> = <i>w</i>&thinsp;σ(<i>x</i><sub>t−1</sub>) + <i>b</i>: "
+            "fixed points, a trajectory, and ∂<i>x</i><sub>T</sub>&thinsp;/&thinsp;∂<i>b</i>."
         ),
     )
 

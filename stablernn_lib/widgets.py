@@ -77,7 +77,8 @@ def interactive_plot(
         sliders: 1 to 3 entries ``name -> grid of values`` (distinct values, in the
             order the slider shows them). The product of the grid sizes is the
             number of precomputed frames and must stay <= ``MAX_FRAMES`` (60).
-        description: optional sentence shown above the sliders (``$...$`` is typeset).
+        description: optional sentence shown above the sliders (HTML: write math with
+            Unicode and ``<sub>``, the static site does not typeset TeX in widgets).
 
     Returns:
         An :class:`InteractivePlot` (an ``ipywidgets.VBox``) whose sliders start at
@@ -85,7 +86,7 @@ def interactive_plot(
     """
     grids = _validate(draw, sliders, description)
     slider_widgets = {name: _make_slider(name, grid) for name, grid in grids.items()}
-    header = [ipywidgets.HTMLMath(f"<p>{description}</p>")] if description else []
+    header = [ipywidgets.HTML(f"<p>{description}</p>")] if description else []
     controls = list(slider_widgets.values())
     if _live_mode():
         output = ipywidgets.interactive_output(
@@ -164,19 +165,19 @@ def _label(value: Any) -> str:
     return str(value)
 
 
-# What a slider is called on the page: words or math, never the Python parameter name.
-# MathJax typesets the $...$ parts, on the static site and on Colab alike.
+# What a slider is called on the page: words and Unicode math, never the Python parameter
+# name. (The static site's widget manager does not typeset TeX in widgets: no $...$.)
 SLIDER_LABELS = {
-    "lam": r"contraction $\lambda$",
-    "k": r"context $k$",
-    "input_bound": r"input bound $B_x$",
-    "weight_norm": r"norm $\|W\|_2$",
+    "lam": "contraction λ",
+    "k": "context k",
+    "input_bound": "input bound Bₓ",
+    "weight_norm": "norm ‖W‖₂",
     "activation": "activation",
-    "matrix": r"kind of $W$",
+    "matrix": "kind of W",
     "schedule": "step sizes",
-    "w": r"weight $w$",
-    "b": r"bias $b$",
-    "a": r"$a$",
+    "w": "weight w",
+    "b": "bias b",
+    "a": "a",
 }
 
 
