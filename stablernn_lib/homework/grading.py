@@ -394,19 +394,21 @@ def _one_process(
             now = time.monotonic()
             if event is None:
                 break
-            kind, phase = event.get("event"), event.get("phase")
-            if kind == "cell" and phase == "start" and event.get("index") in positions:
-                current = ("cell", event["index"])
+            kind, phase, index = event.get("event"), event.get("phase"), event.get("index")
+            if not isinstance(index, int):
+                index = None
+            if kind == "cell" and phase == "start" and index in positions:
+                current = ("cell", index)
                 if notebook_end is None:
                     notebook_end = now + limits.notebook_s
                     limit_at = min(deadline, notebook_end)
-            elif kind == "cell" and phase == "end" and current == ("cell", event.get("index")):
+            elif kind == "cell" and phase == "end" and current == ("cell", index):
                 if event.get("error"):
                     run.cell_errors[current[1]] = str(event["error"])[:300]
                 current = None
             elif kind == "check" and isinstance(event.get("key"), list):
-                key = tuple(str(k) for k in event["key"][:2])
-                if key not in run.todo():
+                key = tuple(str(k) for k in event["key"])
+                if len(key) != 2 or key not in run.todo():
                     continue
                 question_id, name = key
                 if phase == "start":

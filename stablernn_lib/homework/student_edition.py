@@ -34,6 +34,8 @@ SKIPPED_TOP_LEVEL = frozenset(
         ".ruff_cache",
         "_build",
         "_build_student",
+        "build",  # setuptools' copies of the library (pip install ., pip wheel)
+        "dist",
         "data",
         "stablernn_lib",
         "student",
