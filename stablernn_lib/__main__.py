@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "stablernn_lib.weights_close",
     "stablernn_lib.train",
     "stablernn_lib.music",
+    "stablernn_lib.music_analysis",
     "stablernn_lib.lm_analysis",
     "stablernn_lib.benchmark",
     "stablernn_lib.tightness",
