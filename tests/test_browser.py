@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from book_support import BUILD_DIR, HTML_DIR, build_book
+from book_support import BUILD_DIR, HTML_DIR, ROOT, build_book
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [  # BOOK-TOOLING.md; Playwright adds --headless itself
@@ -166,7 +166,7 @@ def test_moving_the_slider_changes_the_plot(chapter_page):
 def book_pages() -> list[str]:
     from stablernn_lib.book import toc_files
 
-    return [f"{name}.html" for name in toc_files(HTML_DIR.parents[1] / "_toc.yml")]
+    return [f"{name}.html" for name in toc_files(ROOT / "_toc.yml")]
 
 
 RAW_TEX_SCRIPT = """() => {
@@ -217,3 +217,65 @@ def test_every_page_renders_offline(browser, site_url, page_name):
     assert not raw, f"{page_name}: math left as raw TeX: {raw[:5]}"
     assert not raw_tables, f"{page_name}: Markdown table not rendered: {raw_tables}"
     assert not problems, f"{page_name}: {problems}"
+
+
+# Display equations wider than the column that holds them (MathJax keeps each formula's TeX),
+# and whether the reader can still scroll to the rest of the formula.
+WIDE_EQUATIONS_SCRIPT = """() => {
+  const wide = [];
+  if (!window.MathJax || !MathJax.startup || !MathJax.startup.document) return wide;
+  for (const item of MathJax.startup.document.math) {
+    if (!item.display || !item.typesetRoot) continue;
+    const box = item.typesetRoot, math = box.querySelector("mjx-math");
+    const width = math.getBoundingClientRect().width, room = box.parentElement.clientWidth;
+    if (width > room + 1) {
+      const scrolls = ["auto", "scroll"].includes(getComputedStyle(box).overflowX);
+      wide.push({width: Math.round(width), room, scrolls, tex: item.math.trim().slice(0, 100)});
+    }
+  }
+  return wide;
+}"""
+
+# Tables, printed outputs and code wider than the column: recorded, not failed on.
+OVERFLOW_SCRIPT = """() => {
+  const over = selector => Array.from(document.querySelectorAll(selector))
+    .filter(node => node.scrollWidth > node.clientWidth + 1).length;
+  return {tables: over("main table, main .table-wrapper"), outputs: over(".cell_output pre"),
+          code: over(".cell_input pre"),
+          code_cells: document.querySelectorAll(".cell_input pre").length};
+}"""
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_display_equations_fit_the_column(browser, site_url, width):
+    """At 1400 px every display equation fits its column; at 400 px (a phone) a wider one
+    scrolls sideways but is never cut off. Screenshots of every page at both widths go
+    to _build/screenshots/<width>/, the overflow counts to _build/page_widths_<width>.json."""
+    import json
+
+    context = browser.new_context(viewport={"width": width, "height": 1000})
+    page = context.new_page()
+    page.route(
+        "**/*",
+        lambda route: route.continue_()
+        if route.request.url.startswith((site_url, "data:", "blob:"))
+        else route.abort(),
+    )
+    folder = SCREENSHOTS / str(width)
+    folder.mkdir(parents=True, exist_ok=True)
+    failures, record = {}, {}
+    for page_name in book_pages():
+        if not (HTML_DIR / page_name).is_file():
+            continue
+        page.goto(site_url + page_name, wait_until="load")
+        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+        page.wait_for_timeout(300)
+        wide = page.evaluate(WIDE_EQUATIONS_SCRIPT)
+        record[page_name] = {"wide_equations": len(wide), **page.evaluate(OVERFLOW_SCRIPT)}
+        page.screenshot(path=str(folder / page_name.replace("/", "_").replace(".html", ".png")))
+        bad = [w for w in wide if width >= 1000 or not w["scrolls"]]
+        if bad:
+            failures[page_name] = bad
+    context.close()
+    (BUILD_DIR / f"page_widths_{width}.json").write_text(json.dumps(record, indent=1))
+    assert not failures, f"equations wider than the column at {width} px: {failures}"
