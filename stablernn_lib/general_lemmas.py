@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+import numpy as np
 import sympy as sp
 
 from stablernn_lib.lemma_algebra import (
@@ -229,3 +230,118 @@ def general_constants_numeric(values: dict[str, float]) -> tuple[float, float]:
         raise ValueError(f"missing values for {sorted(missing)}")
     substitution = {symbols[name]: value for name, value in values.items() if name in symbols}
     return float(gamma.subs(substitution)), float(beta.subs(substitution))
+
+
+# Largest |sigma''| and |tanh''| on the real line.
+SIGMOID_SECOND = 1 / (6 * math.sqrt(3))
+TANH_SECOND = 4 / (3 * math.sqrt(3))
+
+
+def lstm_second_order_constants(
+    recurrent_radius: dict[str, float],
+    forget_max: float,
+    cell_bound: float,
+    weights: tuple[float, float],
+    hidden_size: int,
+    input_size: int,
+    input_bound: float,
+) -> dict[str, float]:
+    """``K_ss, K_sw = K_ws, K_ww`` of one LSTM layer on ``D-bar x {|x| <= B} x Omega``.
+
+    Per unit the map is ``Psi(u)`` of ``u = (c_j, a_i, a_f, a_z, a_o)`` (cell entry and
+    pre-activations), ``c' = sigma(a_i) tanh(a_z) + sigma(a_f) c_j``,
+    ``h' = sigma(a_o) tanh(c')``.  Entrywise bounds ``|H|`` on the Hessians of ``Psi`` in
+    ``u`` (with ``|c_j| <= C``, ``sigma(a_f) <= F``) are contracted with the largest
+    moves of ``u``: ``m = (v_c, r_g v_h)`` for a unit state step in
+    ``max(||c||_inf / v_c, ||h||_inf / v_h)``, ``B_zeta ||row of dw||`` for a weight step
+    (``B_zeta = sqrt(H + D B^2 + 1)``).  The mixed derivative also has the term
+    ``dW_g[j, :] dh``, at most ``sqrt(H) ||row|| v_h``.  Rows are divided by their weight.
+    """
+    v_c, v_h = weights
+    r = recurrent_radius
+    C, F = cell_bound, forget_max
+    b_zeta = math.sqrt(hidden_size + input_size * input_bound**2 + 1)
+    order = ("c", "i", "f", "z", "o")
+    # entrywise bounds on the Hessian of c' in u
+    hc = {(p, q): 0.0 for p in order for q in order}
+
+    def put(table, p, q, value):
+        table[p, q] = table[q, p] = value
+
+    put(hc, "c", "f", 0.25)
+    put(hc, "i", "i", SIGMOID_SECOND)
+    put(hc, "i", "z", 0.25)
+    put(hc, "f", "f", SIGMOID_SECOND * C)
+    put(hc, "z", "z", TANH_SECOND)
+    grad_c = {"c": F, "i": 0.25, "f": C / 4, "z": 1.0, "o": 0.0}
+    # h' = sigma(a_o) tanh(c'): Hessian bound from the chain rule
+    hh = {}
+    for p in order:
+        for q in order:
+            value = TANH_SECOND * grad_c[p] * grad_c[q] + hc[p, q]
+            if p == "o":
+                value += 0.25 * grad_c[q]
+            if q == "o":
+                value += 0.25 * grad_c[p]
+            if p == q == "o":
+                value += SIGMOID_SECOND
+            hh[p, q] = value
+    grad_h = {p: grad_c[p] + (0.25 if p == "o" else 0.0) for p in order}
+    m = {"c": v_c, **{g: r[g] * v_h for g in "ifzo"}}
+    gates = ("i", "f", "z", "o")
+
+    def quadratic(table):
+        return sum(table[p, q] * m[p] * m[q] for p in order for q in order)
+
+    def mixed(table, grad):
+        column = [
+            b_zeta * sum(table[p, q] * m[p] for p in order) + math.sqrt(hidden_size) * v_h * grad[q]
+            for q in gates
+        ]
+        return math.sqrt(sum(value**2 for value in column))
+
+    def weight_weight(table):
+        block = np.array([[table[p, q] for q in gates] for p in gates])
+        return b_zeta**2 * float(np.linalg.norm(block, 2))
+
+    k_ss = max(quadratic(hc) / v_c, quadratic(hh) / v_h)
+    k_sw = max(mixed(hc, grad_c) / v_c, mixed(hh, grad_h) / v_h)
+    k_ww = max(weight_weight(hc) / v_c, weight_weight(hh) / v_h)
+    return {"K_ss": k_ss, "K_sw": k_sw, "K_ws": k_sw, "K_ww": k_ww}
+
+
+def lstm_lemma_constants(
+    constraint, input_bound: float, hidden_size: int, input_size: int, target_bound: float
+) -> dict[str, float]:
+    """Every constant of the general lemmas for one projected LSTM layer, and ``gamma, beta``.
+
+    ``constraint`` is an :class:`~stablernn_lib.lstm_stability.LSTMConstraint`; the loss is
+    ``l(s) = ||h - y||^2 / 2`` of the hidden part with ``||y||_inf <= target_bound``.  In the
+    dual of ``max(||c||_inf / v_c, ||h||_inf / v_h)``, ``||grad l||_* = v_h ||h - y||_1``, so
+    ``L_p = v_h H (1 + target_bound)`` and ``S_p = v_h^2 H``.
+    """
+    uniform = constraint.uniform_certificate(input_bound)
+    if not uniform.lam < 1:
+        raise ValueError("the set is not uniformly stable (its forget gate can reach 1)")
+    v_c, v_h = uniform.weights
+    forget = float(constraint.matrix(input_bound)[0, 0])
+    values = {
+        "lambda": uniform.lam,
+        "B_s": uniform.state_bound,
+        "L_w": lstm_weight_lipschitz(
+            uniform.cell_bound, uniform.weights, hidden_size, input_size, input_bound
+        ),
+        "L_p": v_h * hidden_size * (1 + target_bound),
+        "S_p": v_h**2 * hidden_size,
+        **lstm_second_order_constants(
+            constraint.recurrent_radius,
+            forget,
+            uniform.cell_bound,
+            uniform.weights,
+            hidden_size,
+            input_size,
+            input_bound,
+        ),
+    }
+    values["gamma"], values["beta"] = general_constants_numeric(values)
+    return values

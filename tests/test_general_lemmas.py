@@ -122,3 +122,103 @@ def test_proposition2_exact_rate_is_the_gamma_function_form():
             )
             assert e == pytest.approx(exact, rel=1e-9)
             assert exact <= alpha * g * n_steps ** (cc + 1) * (1 + 1e-12)
+
+
+def _lstm_step(params, state, x, hidden, inputs):
+    """The LSTM map with flat parameters ``(W_hh, W_ih, b)``; gates (i, f, z, o)."""
+    n_hh, n_ih = 4 * hidden * hidden, 4 * hidden * inputs
+    w_hh = params[:n_hh].reshape(4 * hidden, hidden)
+    w_ih = params[n_hh : n_hh + n_ih].reshape(4 * hidden, inputs)
+    bias = params[n_hh + n_ih :]
+    c, h = state[:hidden], state[hidden:]
+    a = w_hh @ h + w_ih @ x + bias
+    i, f, z, o = (
+        torch.sigmoid(a[:hidden]),
+        torch.sigmoid(a[hidden : 2 * hidden]),
+        torch.tanh(a[2 * hidden : 3 * hidden]),
+        torch.sigmoid(a[3 * hidden :]),
+    )
+    c_next = i * z + f * c
+    return torch.cat([c_next, o * torch.tanh(c_next)])
+
+
+def test_lstm_second_order_constants_hold_on_random_pairs(generator):
+    from torch.autograd.functional import jacobian
+
+    hidden, inputs = 3, 2
+    constraint = ls.course_lstm_constraint(input_radius=3.0, bias_bound=4.0)
+    uniform = constraint.uniform_certificate(1.0)
+    forget = float(constraint.matrix(1.0)[0, 0])
+    K = gl.lstm_second_order_constants(
+        constraint.recurrent_radius,
+        forget,
+        uniform.cell_bound,
+        uniform.weights,
+        hidden,
+        inputs,
+        1.0,
+    )
+    v_c, v_h = uniform.weights
+    w = torch.cat([torch.full((hidden,), v_c), torch.full((hidden,), v_h)]).double()
+
+    def state_norm(s):
+        return float((s.abs() / w).max())
+
+    def random_params(scale):
+        model = LSTMMap(inputs, hidden, bias=True, dtype=torch.float64)
+        with torch.no_grad():
+            for param in (model.weight_hh, model.weight_ih, model.bias):
+                param.copy_(scale * torch.randn(param.shape, generator=generator).double())
+        ls.project_lstm_(model, constraint=constraint)
+        flat = [model.weight_hh.flatten(), model.weight_ih.flatten(), model.bias]
+        return torch.cat(flat).detach()
+
+    def random_state():
+        s = 2 * torch.rand(2 * hidden, generator=generator, dtype=torch.float64) - 1
+        s[:hidden] *= uniform.cell_bound
+        return s
+
+    limit = torch.cat([torch.full((hidden,), uniform.cell_bound), torch.ones(hidden)]).double()
+    worst = {"J": 0.0, "G": 0.0}
+    for trial in range(60):
+        p1 = random_params([0.3, 3.0][trial % 2])
+        s1, x = random_state(), 2 * torch.rand(inputs, generator=generator).double() - 1
+        kind = trial % 3  # 0: independent points; 1: nearby states; 2: nearby states and weights
+        if kind == 0:
+            p2, s2 = random_params(3.0), random_state()
+        else:
+            nudge = 1e-3 * torch.randn(s1.shape, generator=generator).double()
+            s2 = torch.maximum(torch.minimum(s1 + nudge, limit), -limit)
+            p2 = p1 + 1e-3 * (kind == 2) * torch.randn(p1.shape, generator=generator).double()
+        points = ((s1, p1), (s2, p2))
+        jac_s = [
+            jacobian(lambda s, p=p, x=x: _lstm_step(p, s, x, hidden, inputs), s) for s, p in points
+        ]
+        jac_w = [
+            jacobian(lambda p, s=s, x=x: _lstm_step(p, s, x, hidden, inputs), p) for s, p in points
+        ]
+        ds, dw = state_norm(s1 - s2), float((p1 - p2).norm())
+        diff_j = ((jac_s[0] - jac_s[1]).abs() * w[None, :]).sum(1) / w
+        diff_g = (jac_w[0] - jac_w[1]).norm(dim=1) / w
+        worst["J"] = max(worst["J"], float(diff_j.max()) / (K["K_ss"] * ds + K["K_sw"] * dw))
+        worst["G"] = max(worst["G"], float(diff_g.max()) / (K["K_ws"] * ds + K["K_ww"] * dw))
+    assert 0 < worst["J"] <= 1 and 0 < worst["G"] <= 1, worst
+
+
+def test_lstm_lemma_constants_are_finite_and_assembled_from_the_general_formulas():
+    values = gl.lstm_lemma_constants(ls.course_lstm_constraint(), 1.0, 8, 5, 1.0)
+    assert all(math.isfinite(v) and v > 0 for v in values.values())
+    lam, theta = values["lambda"], 1 - values["lambda"]
+    gamma = (
+        values["L_w"] * values["L_p"] / theta
+        + values["K_ws"] * values["B_s"] * values["L_p"] / lam
+        + values["L_w"]
+        * values["B_s"]
+        * (values["S_p"] + values["K_ss"] * values["L_p"] / (lam * theta))
+    )
+    assert values["gamma"] == pytest.approx(gamma, rel=1e-12)
+    # the constants do not use the bias box or the input-row radius of the set
+    loose = gl.lstm_lemma_constants(
+        ls.course_lstm_constraint(input_radius=1e3, bias_bound=1e3), 1.0, 8, 5, 1.0
+    )
+    assert loose["gamma"] == pytest.approx(values["gamma"], rel=1e-9)
