@@ -919,6 +919,20 @@ def bound_report(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+# Column titles of :func:`theorem1_table` for ``markdown_table(rows, THEOREM1_TABLE_HEADERS)``.
+THEOREM1_TABLE_HEADERS = {
+    "activation": "model",
+    "schedule": "steps",
+    "k": "$k$",
+    "gap_max": "largest gap $\\|y_T - y^k_T\\|$",
+    "weights_part": "its weights part",
+    "truncation_part": "its truncation part",
+    "bound_min": "Theorem 1 bound",
+    "loss_recurrent": "test loss, recurrent",
+    "loss_truncated": "test loss, truncated",
+}
+
+
 def theorem1_table(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Theorem 1 on the test sequences: one row per activation, schedule and ``k``.
 
