@@ -222,3 +222,40 @@ def test_lstm_lemma_constants_are_finite_and_assembled_from_the_general_formulas
         ls.course_lstm_constraint(input_radius=1e3, bias_bound=1e3), 1.0, 8, 5, 1.0
     )
     assert loose["gamma"] == pytest.approx(values["gamma"], rel=1e-9)
+
+
+def test_lemmas_2_and_3_hold_for_projected_lstms(generator):
+    """End to end: gradient gaps of a projected LSTM with the squared loss of h_T against
+    gamma k lambda^k, and gradient changes against beta ||w - w'||."""
+    hidden, inputs, steps = 4, 3, 25
+    constraint = ls.course_lstm_constraint()
+    values = gl.lstm_lemma_constants(constraint, 1.0, hidden, inputs, 1.0)
+
+    def params_in_set(scale):
+        model = LSTMMap(inputs, hidden, bias=True, dtype=torch.float64)
+        with torch.no_grad():
+            for param in (model.weight_hh, model.weight_ih, model.bias):
+                param.copy_(scale * torch.randn(param.shape, generator=generator).double())
+        ls.project_lstm_(model, constraint=constraint)
+        flat = [model.weight_hh.flatten(), model.weight_ih.flatten(), model.bias]
+        return torch.cat(flat).detach()
+
+    def gradient(params, xs, target, start):
+        params = params.clone().requires_grad_(True)
+        state = torch.zeros(2 * hidden, dtype=torch.float64)
+        for x in xs[start:]:
+            state = _lstm_step(params, state, x, hidden, inputs)
+        loss = 0.5 * ((state[hidden:] - target) ** 2).sum()
+        return torch.autograd.grad(loss, params)[0]
+
+    for _ in range(4):
+        params = params_in_set(3.0)
+        xs = 2 * torch.rand(steps, inputs, generator=generator, dtype=torch.float64) - 1
+        target = 2 * torch.rand(hidden, generator=generator, dtype=torch.float64) - 1
+        full = gradient(params, xs, target, 0)
+        for k in (1, 3, 10):
+            gap = float((full - gradient(params, xs, target, steps - k)).norm())
+            assert gap <= values["gamma"] * k * values["lambda"] ** k
+        other = params_in_set(3.0)
+        change = float((full - gradient(other, xs, target, 0)).norm())
+        assert change <= values["beta"] * float((params - other).norm())
