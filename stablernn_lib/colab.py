@@ -434,6 +434,7 @@ MATH = re.compile(
     r"|\\begin\{(?P<env>[a-z*]+)\}.+?\\end\{(?P=env)\}",
     re.S,
 )
+CODE = re.compile(r"^(`{3,}|~{3,}).*?^\1|`[^`\n]+`", re.S | re.M)
 MYST_LEFTOVERS = {
     "directive fence": re.compile(r"language-\{|^\s*(`{3,}|:{3,})\{", re.M),
     "colon fence": re.compile(r":::"),
@@ -449,12 +450,21 @@ def split_math(text: str) -> tuple[str, list[str]]:
     (so ``_`` and ``\\`` inside formulas survive); this does the same.
     """
     formulas: list[str] = []
+    code: list[str] = []  # code spans and blocks hold no math ("$HOME" stays text)
+
+    def keep_code(match: re.Match[str]) -> str:
+        code.append(match.group(0))
+        return f"CODEPLACEHOLDER{len(code) - 1}X"
 
     def keep(match: re.Match[str]) -> str:
         formulas.append(match.group(0))
         return f"MATHPLACEHOLDER{len(formulas) - 1}X"
 
-    return MATH.sub(keep, text), formulas
+    text = CODE.sub(keep_code, text)
+    text = MATH.sub(keep, text)
+    for number, span in enumerate(code):
+        text = text.replace(f"CODEPLACEHOLDER{number}X", span)
+    return text, formulas
 
 
 def render_plain(text: str) -> tuple[str, list[str]]:
@@ -483,6 +493,7 @@ def plain_markdown_problems(text: str, macros: dict[str, tuple[str, int]]) -> li
         for formula in formulas:
             for match in undefined.finditer(formula):
                 problems.append(f"macro \\{match.group(1)} undefined in {formula[:80]!r}")
+    prose = re.sub(r"<code>.*?</code>|<pre>.*?</pre>", "", prose, flags=re.S)
     if "$" in prose.replace("\\$", ""):
         problems.append(f"unpaired $ in {prose[prose.index('$') - 40 : prose.index('$') + 40]!r}")
     return problems
