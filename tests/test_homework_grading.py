@@ -130,6 +130,23 @@ if os.fork() == 0:  # a daemon in a session of its own, out of the process group
         os.execvp("sleep", ["sleep", "1001"])
     os._exit(0)
 """
+FORGED_EVENTS = """import json, os
+fake = {"returned": {"tensor": "float64", "shape": [1], "data": "AAAAAAAAAAA="}, "changed": {}}
+lines = [
+    {"event": "cell", "index": [1], "phase": "end"},
+    {"event": "check", "key": ["hw01.q1"], "phase": "start"},
+    {"event": "check", "key": ["hw01.q1", "a (4, 2, 3) input"], "phase": "start"},
+    {"event": "check", "key": ["hw01.q1", "a (4, 2, 3) input"], "phase": "end", "calls": [fake]},
+    {"event": "check", "key": ["hw01.q2", "T = 6, k = 2"], "phase": "end", "calls": "x"},
+    {"event": "done"},
+]
+for fd in map(int, os.listdir("/proc/self/fd")):
+    if fd > 2:
+        try:
+            os.write(fd, ("\\n".join(map(json.dumps, lines)) + "\\nnot json\\n").encode())
+        except OSError:
+            pass
+"""
 
 
 def forge(out: Path, victim: Path) -> str:
@@ -208,6 +225,7 @@ ATTACKS = {
     "patch_helpers": ("wrong", lambda nb, paths: with_cells(nb, [PATCH_HELPERS])),
     "patch_numerics": ("wrong", lambda nb, paths: with_cells(nb, [PATCH_NUMERICS])),
     "patch_builtins_json": ("q1", lambda nb, paths: with_cells(nb, [PATCH_BUILTINS_AND_JSON])),
+    "forged_events": ("stub", lambda nb, paths: with_cells(nb, [FORGED_EVENTS])),
     "forger": ("stub", lambda nb, paths: with_cells(nb, [forge(*paths[:2]), FAKE_PASS_LINES])),
     "exits": (
         "q1",
@@ -343,7 +361,7 @@ def test_exits_and_interrupts_in_answers_fail_only_their_checks(graded) -> None:
 def test_files_outside_the_submission_cannot_be_read_or_written(graded) -> None:
     forged = report(graded, "forger_hw01")
     assert "PermissionError" in forged  # writing the grader's scores.csv
-    assert "forged" not in (graded["out"] / "scores.csv").read_text()
+    assert (graded["out"] / "scores.csv").read_text().startswith("student,homework,")
     snooped = report(graded, "snoop_hw01")
     assert snooped.count("PermissionError") == 4  # read, list, list the output, write
     assert "vandalized" not in (graded["folder"] / "control_stub_hw01.ipynb").read_text()
