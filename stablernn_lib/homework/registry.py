@@ -37,6 +37,7 @@ HOMEWORK_MODULES: tuple[str, ...] = (
     "hw06",
     "hw07",
     "hw08",
+    "hw09",
 )
 
 QuestionKind = Literal["code", "proof"]
