@@ -342,6 +342,7 @@ def train_music_model(
     resume: bool = False,
     progress: bool = True,
     on_step: Any = None,
+    stop_below_lr: float | None = None,
 ) -> dict[str, Any]:
     """Train one JSB model (``"rnn"`` or ``"lstm"``; a variant of ``VARIANTS``).
 
@@ -350,6 +351,12 @@ def train_music_model(
     Returns the result written to ``result.json`` in the run folder (``status``
     ``"completed"`` or ``"interrupted"``); a completed ``full`` run also writes it to
     ``results_dir`` (default ``data/results/jsb``) as ``<model>-<variant>.json``.
+
+    ``stop_below_lr``: end the run (as completed, recorded in ``stopped_early``) at the
+    start of an epoch (after the first) whose learning rate is below it.  Every step
+    moves the weights by at most ``lr * clip`` (a projection onto a convex set holding
+    the previous iterate moves them no further), so the ``E`` epochs left could move
+    them by at most ``E * steps_per_epoch * lr * clip``: the price of stopping is bounded.
     """
     cell = check_cell(model)
     variant = check_variant(cell, variant)
@@ -425,6 +432,18 @@ def train_music_model(
     with _StopRequest() as stop:
         while state["epoch"] < config.epochs and status == "completed":
             epoch = state["epoch"] + 1
+            lr = optimizer.param_groups[0]["lr"]
+            if stop_below_lr is not None and lr < stop_below_lr and state["epoch"] > 0:
+                left = config.epochs - state["epoch"]
+                state["stopped_early"] = {
+                    "after_epoch": state["epoch"],
+                    "lr": lr,
+                    "stop_below_lr": stop_below_lr,
+                    "max_weight_change": left * len(data.train) * lr * config.clip,
+                }
+                if progress:
+                    print(f"{name}: lr {lr:g} < {stop_below_lr:g}, stopped", flush=True)
+                break
             net.train()
             if state["order"] is None:
                 state["order"] = torch.randperm(len(data.train), generator=shuffler).tolist()
@@ -521,6 +540,7 @@ def train_music_model(
         "epochs": state["history"],
         "best_val_nll": state["best_val_loss"],
         "best_epoch": state["best_epoch"],
+        "stopped_early": state.get("stopped_early"),
     }
     if status == "completed":
         net.load_state_dict(state["best_model_state"])
@@ -564,7 +584,13 @@ def _command(args: argparse.Namespace) -> int:
         config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
     variant = args.variant or ("stable" if args.stable else "unconstrained")
     result = train_music_model(
-        args.model, variant, config, data_dir=args.data, out_dir=args.out, resume=args.resume
+        args.model,
+        variant,
+        config,
+        data_dir=args.data,
+        out_dir=args.out,
+        resume=args.resume,
+        stop_below_lr=args.stop_below_lr,
     )
     keys = ("model", "variant", "status", "best_val_nll", "best_epoch", "wall_seconds", "test_nll")
     print(json.dumps({k: result[k] for k in keys if k in result}, indent=2))
@@ -589,6 +615,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", choices=sorted(CONFIGS), default="smoke")
     parser.add_argument("--epochs", type=int, default=None, help="override the config's epochs")
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    parser.add_argument(
+        "--stop-below-lr",
+        type=float,
+        default=None,
+        help="end the run once the lr has decayed below this (default: run every epoch)",
+    )
     parser.add_argument(
         "--data", default=None, help="folder of JSB_Chorales.mat (default $STABLERNN_DATA)"
     )

@@ -207,6 +207,25 @@ def test_resume_after_an_interruption_ends_like_an_uninterrupted_run(rolls, tmp_
         train_music_model("rnn", "stable", config, rolls=rolls, out_dir=tmp_path / "b", resume=True)
 
 
+def test_stop_below_lr_ends_the_run_and_records_why(rolls, tmp_path):
+    config = replace(TINY, lr=1e-3, epochs=5)
+    result = train_music_model(
+        "rnn",
+        "unconstrained",
+        config,
+        rolls=rolls,
+        out_dir=tmp_path,
+        progress=False,
+        stop_below_lr=1e-2,
+    )
+    assert result["status"] == "completed" and len(result["epochs"]) == 1
+    stopped = result["stopped_early"]
+    assert stopped["after_epoch"] == 1 and stopped["max_weight_change"] == pytest.approx(
+        4 * len(rolls.train) * 1e-3 * config.clip
+    )
+    assert math.isfinite(result["test_nll"])
+
+
 def _frames(rolls, length: int) -> torch.Tensor:
     """The chorales of at least ``length`` frames, cropped, as a source ``(length, N, 88)``."""
     return torch.stack([r[:length] for r in rolls if r.shape[0] >= length], dim=1)
