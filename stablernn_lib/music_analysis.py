@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 from matplotlib.figure import Figure
 from torch import Tensor
@@ -208,8 +209,8 @@ def _minutes(seconds: float) -> str:
 def results_table(results: dict[str, dict[str, Any]], smoke: dict[str, dict] | None = None) -> str:
     """Markdown table: test NLL per time step, ours (full scale, and smoke if given) and the
     paper's (with its source mark)."""
-    header = "| model | ours, authors' scale (500 epochs) | best epoch | wall time |"
-    rule = "| --- | --- | --- | --- |"
+    header = "| model | ours, authors' scale | epochs run | best epoch | wall time |"
+    rule = "| --- | --- | --- | --- | --- |"
     if smoke is not None:
         header += " ours, smoke |"
         rule += " --- |"
@@ -221,11 +222,12 @@ def results_table(results: dict[str, dict[str, Any]], smoke: dict[str, dict] | N
         result = results.get(name)
         if result is not None and "test_nll" in result:
             ours = f"{result['test_nll']:.2f}"
+            ran = str(len(result["epochs"]))
             best = str(result["best_epoch"])
             wall = _minutes(result["wall_seconds"])
         else:
-            ours, best, wall = "not yet run", "", ""
-        row = f"| {LABELS[name]} | {ours} | {best} | {wall} |"
+            ours, ran, best, wall = "not yet run", "", "", ""
+        row = f"| {LABELS[name]} | {ours} | {ran} | {best} | {wall} |"
         if smoke is not None:
             entry = smoke.get(name)
             row += f" {entry['test_nll']:.2f} |" if entry and "test_nll" in entry else " |"
@@ -314,8 +316,8 @@ def describe_truncation(analysis: dict[str, Any], tolerance: float = 0.01) -> li
 
 def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
     """The chorale (black: keys that sound) and the context-``k`` model's probabilities."""
-    roll = torch.tensor(entry["roll"], dtype=torch.float32)
-    probs = torch.tensor(entry["probs"][str(k)])
+    roll = np.array(entry["roll"], dtype=float)
+    probs = np.array(entry["probs"][str(k)], dtype=float)
     low, high = entry["keys"]
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
     extent = (0.5, roll.shape[0] + 0.5, low - 0.5, high - 0.5)
@@ -326,8 +328,8 @@ def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
         probs.T, origin="lower", aspect="auto", cmap="magma", vmin=0, vmax=1,
         extent=(1.5, probs.shape[0] + 1.5, low - 0.5, high - 0.5),
     )  # fmt: skip
-    notes = roll[1:].nonzero()
-    axes[1].scatter(notes[:, 0] + 2, notes[:, 1] + low, s=3, c="cyan", marker="s", lw=0)
+    frames, keys = roll[1:].nonzero()
+    axes[1].scatter(frames + 2, keys + low, s=3, c="cyan", marker="s", lw=0)
     axes[1].set_title(f"{LABELS.get(name, name)}: predicted, context k = {k}", fontsize=9)
     for axis in axes:
         axis.set_xlabel("frame (eighth notes)")

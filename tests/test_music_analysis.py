@@ -1,0 +1,54 @@
+"""The Chapter 9 views: measurements of trained JSB models, the table, the piano roll."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import matplotlib
+import pytest
+
+from stablernn_lib import music_analysis as ma
+from stablernn_lib import paper_claims
+from stablernn_lib.music import CONFIGS, music_run_name, train_music_model
+from stablernn_lib.music_data import read_piano_rolls, write_synthetic_jsb
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(scope="module")
+def rolls(tmp_path_factory):
+    path = tmp_path_factory.mktemp("jsb") / "JSB_Chorales.mat"
+    return read_piano_rolls(write_synthetic_jsb(path, sequences=(8, 4, 6), length=(34, 50)))
+
+
+def test_analysis_of_trained_models(rolls, tmp_path, monkeypatch):
+    config = replace(CONFIGS["smoke"], hidden_size=8, epochs=1)
+    monkeypatch.setitem(CONFIGS, "smoke", config)
+    for cell, variant in (("rnn", "stable"), ("lstm", "authors-bug")):
+        out = tmp_path / music_run_name(cell, variant, config)
+        train_music_model(cell, variant, config, rolls=rolls, out_dir=out, progress=False)
+    analysis = ma.run_music_analysis("smoke", rolls=rolls, runs_dir=tmp_path, progress=False)
+    assert set(analysis["missing"]) == {"rnn-unconstrained", "lstm-unconstrained", "lstm-stable"}
+    bug = analysis["lstm-authors-bug"]["truncated_eval"]
+    # no recurrence: every context gives the recurrent model's NLL
+    assert max(bug["loss"]) == pytest.approx(min(bug["loss"]), rel=1e-5)
+    assert ma.context_used(bug) == 1
+    stable = analysis["rnn-stable"]
+    assert len(stable["jacobian_norms"][0]) == 6 * (32 - ma.ANALYSIS.burn_in)  # all there are
+    assert max(stable["jacobian_norms"][0]) <= 1 + 1e-4  # ||W||_2 <= 1 and tanh' <= 1
+    roll = stable["piano_roll"]
+    assert set(roll["probs"]) == {str(k) for k in ma.ANALYSIS.roll_ks}
+    figure = ma.draw_piano_roll(roll, ma.ANALYSIS.roll_ks[0], "rnn-stable")
+    assert len(figure.axes) == 3
+    again = ma.run_music_analysis("smoke", rolls=rolls, runs_dir=tmp_path, progress=False)
+    assert again["rnn-stable"]["seconds"] == stable["seconds"]  # kept, not recomputed
+
+
+def test_table_marks_paper_numbers_and_pending_runs():
+    results = {"rnn-unconstrained": {"test_nll": 9.5, "best_epoch": 12, "wall_seconds": 600.0}}
+    table = ma.results_table(results)
+    assert "9.50" in table and "not yet run" in table
+    assert paper_claims.marked("jsb-rnn-unconstrained-nll") in table
+    sentences = ma.describe_differences(results)
+    expected = 9.5 - paper_claims.value("jsb-rnn-unconstrained-nll")
+    assert len(sentences) == 1 and f"{expected:+.2f}" in sentences[0]
