@@ -45,7 +45,14 @@ def test_analysis_of_trained_models(rolls, tmp_path, monkeypatch):
 
 
 def test_table_marks_paper_numbers_and_pending_runs():
-    results = {"rnn-unconstrained": {"test_nll": 9.5, "best_epoch": 12, "wall_seconds": 600.0}}
+    results = {
+        "rnn-unconstrained": {
+            "test_nll": 9.5,
+            "best_epoch": 12,
+            "wall_seconds": 600.0,
+            "epochs": [{}] * 20,
+        }
+    }
     table = ma.results_table(results)
     assert "9.50" in table and "not yet run" in table
     assert paper_claims.marked("jsb-rnn-unconstrained-nll") in table
