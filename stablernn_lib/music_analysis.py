@@ -332,7 +332,7 @@ def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
     axes[1].scatter(frames + 2, keys + low, s=3, c="cyan", marker="s", lw=0)
     axes[1].set_title(f"{LABELS.get(name, name)}: predicted, context k = {k}", fontsize=9)
     for axis in axes:
-        axis.set_xlabel("frame (eighth notes)")
+        axis.set_xlabel("frame (time step of the score)")
     figure.colorbar(image, ax=axes[1], fraction=0.05, label="P(key sounds)")
     figure.tight_layout()
     return figure
