@@ -28,6 +28,7 @@ book: venv
 	$(BIN)/python -m stablernn_lib.book check-claims   # the paper's numbers carry their source mark
 	$(BIN)/python -m stablernn_lib.book forget-stale-build
 	$(BIN)/python -m stablernn_lib homework student-edition --out student/
+	rm -rf _build/html   # no page or search-index entry of an earlier (instructor) build survives
 	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build student/ --path-output . -W --keep-going
 
 ## The INSTRUCTOR site (solutions, model answers, rubrics) into _build/instructor/_build/html.

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -102,6 +103,9 @@ def build_book() -> subprocess.CompletedProcess:
 
     execute_book_notebooks()
     build_student_edition(ROOT, STUDENT_DIR)
+    # as `make book`: Sphinx would keep an earlier build's search-index words (e.g. of an
+    # instructor build into the same folder), so the student site starts from nothing
+    shutil.rmtree(HTML_DIR, ignore_errors=True)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     start = time.perf_counter()
     result = subprocess.run(
