@@ -191,6 +191,12 @@ def run_music_analysis(
 # ---------------------------------------------------------------------------
 
 
+def load_full_analysis(results_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """The committed measurements of the full-scale models, or None when not yet run."""
+    path = (Path(results_dir) if results_dir is not None else RESULTS_DIR) / "analysis.json"
+    return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
+
+
 def load_results(results_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """The committed full-scale result files, by ``<model>-<variant>`` (missing ones absent)."""
     folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
