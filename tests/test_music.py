@@ -25,6 +25,8 @@ from stablernn_lib.music import (
     load_music_model,
     pad_rolls,
     project_music_stable_,
+    result_file_name,
+    same_config,
     should_decay,
     train_music_model,
 )
@@ -224,6 +226,32 @@ def test_stop_below_lr_ends_the_run_and_records_why(rolls, tmp_path):
         4 * len(rolls.train) * 1e-3 * config.clip
     )
     assert math.isfinite(result["test_nll"])
+
+
+def test_adam_diagnostic_trains_with_adam_and_publishes_under_its_own_name(rolls, tmp_path):
+    config = replace(CONFIGS["adam"], name="adam", hidden_size=16, epochs=3)
+    results = tmp_path / "results"
+    result = train_music_model(
+        "rnn",
+        "stable",
+        config,
+        rolls=rolls,
+        out_dir=tmp_path / "run",
+        results_dir=results,
+        progress=False,
+    )
+    assert result["config"]["optimizer"] == "adam" and result["best_val_nll"] < math.inf
+    assert (results / "rnn-stable-adam.json").is_file()
+    assert result_file_name("lstm", "stable", "full") == "lstm-stable.json"
+    with pytest.raises(ValueError, match="does not apply to the 'adam' optimizer"):
+        train_music_model("rnn", "stable", config, rolls=rolls, stop_below_lr=1e-5)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        replace(config, optimizer="rmsprop")
+
+
+def test_configs_saved_before_the_optimizer_field_still_match():
+    saved = {k: v for k, v in vars(CONFIGS["full"]).items() if k != "optimizer"}
+    assert same_config(saved, CONFIGS["full"]) and not same_config(saved, CONFIGS["adam"])
 
 
 def _frames(rolls, length: int) -> torch.Tensor:
