@@ -36,6 +36,7 @@ from stablernn_lib.music import (
     MusicModel,
     load_music_model,
     music_run_name,
+    result_file_name,
 )
 from stablernn_lib.music_data import PianoRolls, load_jsb
 
@@ -197,12 +198,15 @@ def load_full_analysis(results_dir: str | Path | None = None) -> dict[str, Any] 
     return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
 
 
-def load_results(results_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """The committed full-scale result files, by ``<model>-<variant>`` (missing ones absent)."""
+def load_results(
+    results_dir: str | Path | None = None, config: str = "full"
+) -> dict[str, dict[str, Any]]:
+    """The committed result files of a published config (``"full"``, or the ``"adam"``
+    diagnostic), by ``<model>-<variant>`` (missing ones absent)."""
     folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
     found = {}
     for cell, variant in ALL_VARIANTS:
-        path = folder / f"{cell}-{variant}.json"
+        path = folder / result_file_name(cell, variant, config)
         if path.is_file():
             found[f"{cell}-{variant}"] = json.loads(path.read_text(encoding="utf8"))
     return found
@@ -240,6 +244,31 @@ def results_table(results: dict[str, dict[str, Any]], smoke: dict[str, dict] | N
         key = PAPER_KEYS.get((cell, variant))
         row += f" {paper_claims.marked(key)} |" if key else " (not a row of the paper) |"
         lines.append(row)
+    return "\n".join(lines)
+
+
+def optimizer_diagnostic_table(
+    sgd: dict[str, dict[str, Any]], adam: dict[str, dict[str, Any]]
+) -> str:
+    """Markdown table: test NLL of each variant trained by the authors' SGD schedule and by
+    the Adam diagnostic (same model, data and seed), with the paper's number."""
+    lines = [
+        "| model | SGD, authors' schedule (epochs) | Adam lr 1e-3, diagnostic (best epoch of 50) "
+        "| reported by the paper |",
+        "| --- | --- | --- | --- |",
+    ]
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        cells = []
+        for results in (sgd, adam):
+            result = results.get(name)
+            if result is not None and "test_nll" in result:
+                epochs = len(result["epochs"]) if results is sgd else result["best_epoch"]
+                cells.append(f"{result['test_nll']:.2f} ({epochs})")
+            else:
+                cells.append("not yet run")
+        marked = paper_claims.marked(PAPER_KEYS[(cell, variant)])
+        lines.append(f"| {LABELS[name]} | {cells[0]} | {cells[1]} | {marked} |")
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import matplotlib
@@ -59,3 +60,18 @@ def test_table_marks_paper_numbers_and_pending_runs():
     sentences = ma.describe_differences(results)
     expected = 9.5 - paper_claims.value("jsb-rnn-unconstrained-nll")
     assert len(sentences) == 1 and f"{expected:+.2f}" in sentences[0]
+
+
+def test_optimizer_diagnostic_table_reads_each_config_under_its_own_name(tmp_path):
+    def result(nll: float, best: int, epochs: int) -> dict:
+        return {"test_nll": nll, "best_epoch": best, "epochs": [{}] * epochs}
+
+    (tmp_path / "rnn-stable.json").write_text(json.dumps(result(9.9, 400, 420)))
+    (tmp_path / "rnn-stable-adam.json").write_text(json.dumps(result(8.8, 17, 50)))
+    sgd, adam = ma.load_results(tmp_path), ma.load_results(tmp_path, config="adam")
+    assert set(sgd) == set(adam) == {"rnn-stable"}
+    table = ma.optimizer_diagnostic_table(sgd, adam)
+    row = next(line for line in table.splitlines() if line.startswith("| RNN, stable |"))
+    assert "9.90 (420)" in row and "8.80 (17)" in row
+    assert paper_claims.marked("jsb-rnn-stable-nll") in row
+    assert table.count("not yet run") == 6  # three other variants, two columns each
