@@ -738,19 +738,21 @@ def smoke_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def analyses_to_show(
+def analyses_by_scale(
     full: dict[str, Any], smoke: dict[str, Any] | None, cpu: dict[str, Any] | None = None
-) -> list[tuple[dict[str, Any], str]]:
-    """The analyses to draw, each with a title saying what it is: full, cpu, then smoke."""
-    shown = []
+) -> dict[str, tuple[dict[str, Any], str]]:
+    """The analyses to draw, keyed by scale (``"cpu"``, ``"full"``, ``"smoke"``, only those that
+    ran), each with a title saying what it is."""
+    shown = {}
     if cpu and "analysis" in cpu:
         device = cpu["analysis"]["provenance"]["device"]
-        shown.append((cpu["analysis"], f"cpu scale: 2 x 200, adaptive softmax ({device})"))
+        shown["cpu"] = (cpu["analysis"], f"cpu scale: 2 x 200, adaptive softmax ({device})")
     if "analysis" in full:
         device = full["analysis"]["provenance"]["device"]
-        shown.append((full["analysis"], f"full config ({device})"))
+        shown["full"] = (full["analysis"], f"full config ({device})")
     if smoke is not None:
-        shown.append((smoke, "SMOKE run: tiny model, 1,000-word vocabulary (checks the code only)"))
+        title = "SMOKE run: tiny model, 1,000-word vocabulary (checks the code only)"
+        shown["smoke"] = (smoke, title)
     return shown
 
 
