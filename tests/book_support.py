@@ -3,7 +3,9 @@
 ``execute_book_notebooks()`` executes each notebook listed in ``_toc.yml`` with
 nbclient (fresh, so a library change cannot hide behind stale outputs), measures
 the kernel's CPU time and the wall time, writes them to ``_build/notebook_times.json``
-(with the machine's load average, since a loaded machine stretches both) and stores the
+(with the machine's load average, since a loaded machine stretches both) and, with the
+machine, date and commit, to ``data/results/notebook_times.json`` (shown by the instructor
+page; commit it after a run on a quiet machine), and stores the
 executed notebooks in the book's jupyter-cache. The times are benchmarks, recorded and
 shown, never pass/fail limits; the per-cell timeout only stops a hung cell. ``build_book()``
 then builds the student site, as ``make book`` does, which finds every chapter in
@@ -27,6 +29,7 @@ import nbformat
 
 from stablernn_lib.book import forget_stale_build, toc_files
 from stablernn_lib.io import atomic_write_json
+from stablernn_lib.notebook_times import write_times
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_DIR = ROOT / "_build"
@@ -88,6 +91,7 @@ def execute_book_notebooks() -> dict[str, dict]:
         status = "ok" if record["error"] is None else "FAILED"
         print(f"{name}: cpu {record['cpu_s']:.1f} s, wall {record['wall_s']:.1f} s, {status}")
     atomic_write_json(TIMES_PATH, times)
+    write_times(times, ROOT)  # data/results/notebook_times.json: the table of instructor.md
     return times
 
 
