@@ -3,7 +3,8 @@
 Colab, Jupyter and GitHub know neither MyST nor the book's MathJax macros. The generated
 notebooks (``stablernn_lib.colab``) are rendered here with a plain CommonMark parser
 (markdown-it-py, no MyST plugins) after taking the math out, as those front ends do; a
-directive fence, a role, a MyST target or a book macro left in them fails the test. The
+directive fence, a role (``{paper}`` included), a MyST target or a book macro left in
+them fails the test. The
 browser test then typesets every formula with the site's MathJax and *no* macro
 definitions, and fails on any MathJax error (an undefined control sequence).
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from stablernn_lib import colab
+from stablernn_lib import colab, paper_claims
 from stablernn_lib.homework.notebooks import ANSWER_PLACEHOLDER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +104,29 @@ def test_converter_pieces():
         converter.markdown("{ref}`missing-label`")
     assert colab.plain_markdown_problems("{cite:t}`x` and :::{note}", macros)
     assert colab.plain_markdown_problems("$\\norm{x}$", macros)
+    marked = paper_claims.marked("wt2-rnn-stable-ppl")  # the site's number and mark
+    assert converter.markdown("RNN {paper}`wt2-rnn-stable-ppl`.") == f"RNN {marked}."
+    with pytest.raises(KeyError, match="no paper claim"):
+        converter.markdown("{paper}`no-such-claim`")
+    assert colab.plain_markdown_problems("RNN {paper}`wt2-rnn-stable-ppl`.", macros)
+
+
+def test_paper_numbers_carry_their_mark_and_no_paper_role_is_left(editions):
+    """Every {paper}`KEY` of a page reads as on the site, "143.5 †", in its notebook."""
+    rendered = 0
+    for edition, folder in editions.items():
+        for path in generated(folder):
+            text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+            assert "{paper}" not in text, f"{edition} {path.name}: a raw {{paper}} role"
+            if edition == "student":  # may have dropped a solution that quoted the paper
+                continue
+            source = ROOT / path.relative_to(folder)
+            cells = nbformat.read(source, as_version=4).cells
+            markdown = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+            for key in paper_claims.ROLE.findall(markdown):
+                assert paper_claims.marked(key.strip()) in text, f"{path.name}: {key}"
+                rendered += 1
+    assert rendered >= 4  # not vacuous: Chapters 1, 8 and 9 quote the paper's numbers
 
 
 def test_the_site_hands_out_the_generated_notebooks():
