@@ -76,6 +76,50 @@ def test_projection_is_the_nearest_point_of_the_set(seed):
     assert (torch.linalg.norm(W - others, dim=(-2, -1)) >= distance - 1e-12).all()
 
 
+def _matrix_with_repeated_singular_values(rows, cols, repeated, generator):
+    """``U diag(s) V^T`` with ``repeated`` singular values equal to 1, as clipping leaves."""
+    k = min(rows, cols)
+    U, _ = torch.linalg.qr(torch.randn(rows, k, dtype=torch.float64, generator=generator))
+    V, _ = torch.linalg.qr(torch.randn(cols, k, dtype=torch.float64, generator=generator))
+    s = torch.rand(k, dtype=torch.float64, generator=generator) * 3
+    s[:repeated] = 1.0
+    return (U * s) @ V.T
+
+
+def _failing_svd(*args, **kwargs):
+    raise torch.linalg.LinAlgError("linalg.svd: The algorithm failed to converge")
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(12, 12), (12, 7), (7, 12)])
+def test_projection_falls_back_when_the_svd_does_not_converge(rows, cols, monkeypatch):
+    """LAPACK's SVD can fail on many equal singular values; the eigh route gives the same."""
+    g = torch.Generator().manual_seed(rows * cols)
+    W = _matrix_with_repeated_singular_values(rows, cols, 5, g).float()
+    expected = project_spectral_ball(W, 1.0)
+
+    monkeypatch.setattr(torch.linalg, "svd", _failing_svd)
+    P = project_spectral_ball(W, 1.0)
+    assert P.dtype == W.dtype and P.shape == W.shape
+    tolerance = 50 * torch.finfo(torch.float32).eps
+    assert torch.linalg.matrix_norm(P.double(), ord=2) <= 1 + tolerance
+    torch.testing.assert_close(P, expected, rtol=tolerance, atol=tolerance)
+
+
+def test_projection_of_a_batch_falls_back_too(monkeypatch):
+    g = torch.Generator().manual_seed(3)
+    W = torch.stack([_matrix_with_repeated_singular_values(6, 4, 2, g) for _ in range(3)])
+    expected = project_spectral_ball(W, 0.5)
+    monkeypatch.setattr(torch.linalg, "svd", _failing_svd)
+    torch.testing.assert_close(project_spectral_ball(W, 0.5), expected)
+
+
+def test_projection_names_a_diverged_matrix(generator):
+    W = torch.randn(4, 4, generator=generator)
+    W[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinite.*diverged"):
+        project_spectral_ball(W, 1.0)
+
+
 def test_projection_rejects_a_nonpositive_radius(generator):
     W = torch.randn(3, 3, generator=generator)
     for radius in (0.0, -1.0):
