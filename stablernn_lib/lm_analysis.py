@@ -723,17 +723,18 @@ def reproduction_commands() -> str:
     )
 
 
-def smoke_table(results: dict[str, dict[str, Any]]) -> str:
-    """Markdown table of smoke runs: validation perplexity per epoch, test perplexity, time."""
+def epochs_table(results: dict[str, dict[str, Any]], run_label: str = "run") -> str:
+    """Markdown table of runs: validation perplexity per epoch, test perplexity, wall time."""
     lines = [
-        "| smoke run | vocabulary | val ppl per epoch | test ppl | wall time |",
+        f"| {run_label} | vocabulary | val ppl per epoch | test ppl | wall time |",
         "| --- | ---: | --- | ---: | ---: |",
     ]
     for name, entry in results.items():
         epochs = ", ".join(f"{e['val_ppl']:.0f}" for e in entry["epochs"])
+        seconds = entry["wall_seconds"]
+        wall = f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds:.0f} s"
         lines.append(
-            f"| {name} | {entry['vocab_size']:,} | {epochs} | {entry['test_ppl']:.1f} | "
-            f"{entry['wall_seconds']:.0f} s |"
+            f"| {name} | {entry['vocab_size']:,} | {epochs} | {entry['test_ppl']:.1f} | {wall} |"
         )
     return "\n".join(lines)
 

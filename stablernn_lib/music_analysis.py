@@ -287,6 +287,34 @@ def describe_differences(results: dict[str, dict[str, Any]]) -> list[str]:
     return sentences
 
 
+def stability_cost_sentences(
+    results: dict[str, dict[str, Any]], label: str, tolerance: float = 0.02
+) -> list[str]:
+    """For the RNN and the LSTM: the stable model's test NLL against its unconstrained twin's.
+
+    The paper's claim "stability costs little" is read as: the stable model's NLL is at
+    most ``tolerance`` (relative) above the unconstrained one's.  A pair with a missing
+    run gets a sentence that says so, never a verdict.
+    """
+    sentences = []
+    for cell in ("rnn", "lstm"):
+        free, stable = results.get(f"{cell}-unconstrained"), results.get(f"{cell}-stable")
+        model = LABELS[f"{cell}-unconstrained"]
+        if not (free and stable and "test_nll" in free and "test_nll" in stable):
+            sentences.append(f"{model} ({label}): a run of the pair has not finished.")
+            continue
+        gap = stable["test_nll"] - free["test_nll"]
+        relative = gap / free["test_nll"]
+        verdict = "supports" if relative <= tolerance else "does not support"
+        sentences.append(
+            f"{model} ({label}): stable {stable['test_nll']:.2f} vs unconstrained "
+            f"{free['test_nll']:.2f} ({gap:+.2f} nats, {100 * relative:+.1f}%); this {verdict} "
+            f"the claim that stability costs little (criterion: at most "
+            f"{100 * tolerance:.0f}% higher NLL)."
+        )
+    return sentences
+
+
 def plot_learning_curves(results: dict[str, dict[str, Any]], title: str = "") -> Figure:
     """Validation NLL per epoch of every run (log epochs), with the epochs where lr dropped."""
     figure, axis = plt.subplots(figsize=(6.5, 3.6))

@@ -18,6 +18,7 @@ from stablernn_lib.data import Corpus, batchify, write_synthetic_corpus
 from stablernn_lib.io import atomic_write_json
 from stablernn_lib.language_model import WordLanguageModel, project_stable_
 from stablernn_lib.lm_analysis import (
+    epochs_table,
     gradient_by_distance,
     gradient_by_distance_naive,
     layer_map,
@@ -145,3 +146,16 @@ def test_benchmark_measures_every_ratio(tmp_path: Path) -> None:
     assert result_path(result, tmp_path) == tmp_path / "benchmark-cpu-smoke.json"
     table = training_time_table({"benchmark-cpu-smoke": result})
     assert table.count("| smoke | cpu") == 2 and table.count("3 x:") == 2
+
+
+def test_epochs_table_lists_validation_perplexity_per_epoch_and_wall_time():
+    def run(val_ppls: list[float], seconds: float) -> dict:
+        epochs = [{"val_ppl": v} for v in val_ppls]
+        return {"epochs": epochs, "vocab_size": 33278, "test_ppl": 150.04, "wall_seconds": seconds}
+
+    runs = {"lstm-cpu": run([351.1, 261.9], 3461.2), "tiny": run([90.0], 42.0)}
+    table = epochs_table(runs, "cpu run")
+    header, _, long_run, short_run = table.splitlines()
+    assert header.startswith("| cpu run |")
+    assert "| 351, 262 |" in long_run and "58 min" in long_run and "33,278" in long_run
+    assert "150.0" in long_run and "| 42 s |" in short_run

@@ -75,3 +75,19 @@ def test_optimizer_diagnostic_table_reads_each_config_under_its_own_name(tmp_pat
     assert "9.90 (420)" in row and "8.80 (17)" in row
     assert paper_claims.marked("jsb-rnn-stable-nll") in row
     assert table.count("not yet run") == 6  # three other variants, two columns each
+
+
+def test_stability_cost_sentences_give_a_verdict_only_for_finished_pairs():
+    results = {
+        "rnn-unconstrained": {"test_nll": 10.0},
+        "rnn-stable": {"test_nll": 10.1},  # +1%: within the 2% criterion
+        "lstm-unconstrained": {"test_nll": 8.0},
+    }
+    rnn, lstm = ma.stability_cost_sentences(results, "test scale")
+    assert "+0.10 nats, +1.0%" in rnn and "this supports" in rnn
+    assert "has not finished" in lstm and "support" not in lstm
+    results["lstm-stable"] = {"test_nll": 8.4}  # +5%
+    lstm = ma.stability_cost_sentences(results, "test scale")[1]
+    assert "+5.0%" in lstm and "does not support" in lstm
+    strict = ma.stability_cost_sentences(results, "test scale", tolerance=0.005)[0]
+    assert "does not support" in strict
