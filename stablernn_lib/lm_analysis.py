@@ -35,7 +35,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from stablernn_lib import paper_claims
-from stablernn_lib.data import Corpus, batch_starts, batchify, get_batch
+from stablernn_lib.data import WIKITEXT2_TOKENS, Corpus, batch_starts, batchify, get_batch
 from stablernn_lib.io import atomic_write_json, provenance
 from stablernn_lib.language_model import (
     State,
@@ -837,6 +837,59 @@ def cpu_reproduction_commands() -> str:
             "# results: data/results/wikitext2/cpu/*.json (commit them)",
         ]
     )
+
+
+def idle_timing_path(config_name: str) -> Path:
+    """Where the analysis of a config, run again on an idle machine for its timing, is kept."""
+    return RESULTS_DIR / "timing" / f"analysis-{config_name}-idle.json"
+
+
+def load_idle_timing(config_name: str) -> dict[str, Any] | None:
+    """That idle-machine analysis (:func:`idle_timing_path`), or ``None`` if not committed."""
+    path = idle_timing_path(config_name)
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf8") as handle:
+        return json.load(handle)
+
+
+def time_budget_table(
+    runs: dict[str, Any], benchmark: dict[str, Any], quiet_analysis: dict[str, Any]
+) -> str:
+    """Markdown table of a scale's time budget, two ways, in minutes.
+
+    ``runs``: the scale's results (:func:`load_full_results`: the four training runs and
+    ``"analysis"``, whose ``"seconds"`` were measured as they ran); ``benchmark``: a
+    ``benchmark`` result of the same config (step times and evaluation speed);
+    ``quiet_analysis``: an analysis file of the same config run again on an idle machine.
+    The second column estimates each training run as epochs x (steps per epoch x median
+    step time) plus one validation pass per epoch and one test pass, at the benchmark's
+    evaluation speed; the analyses in it are measured.
+    """
+    evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
+    lines = [
+        f"| part | as committed (measured) | idle machine ({benchmark['provenance']['device']}) |",
+        "| --- | ---: | ---: |",
+    ]
+    totals = [0.0, 0.0]
+    for cell, stable in MODEL_VARIANTS:
+        name = variant_name(cell, stable)
+        if name not in runs:
+            continue
+        model = benchmark["models"][cell]
+        epoch = model["epoch_seconds_stable" if stable else "epoch_seconds_unconstrained"]
+        estimate = benchmark["epochs"] * epoch + evaluated / model["eval_tokens_per_second"]
+        measured = runs[name]["wall_seconds"]
+        lines.append(
+            f"| training {name} | {measured / 60:.0f} | {estimate / 60:.0f} (estimated) |"
+        )
+        totals = [totals[0] + measured, totals[1] + estimate]
+    analyses = [sum(runs.get("analysis", {}).get("seconds", {}).values())]
+    analyses.append(sum(quiet_analysis.get("seconds", {}).values()))
+    lines.append(f"| every analysis | {analyses[0] / 60:.0f} | {analyses[1] / 60:.0f} (measured) |")
+    totals = [totals[0] + analyses[0], totals[1] + analyses[1]]
+    lines.append(f"| **total** | **{totals[0] / 60:.0f}** | **{totals[1] / 60:.0f}** |")
+    return "\n".join(lines)
 
 
 def table_by_scale(scales: dict[str, dict[str, Any]]) -> str:

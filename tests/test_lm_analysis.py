@@ -14,7 +14,7 @@ from stablernn_lib.benchmark import (
     run_benchmark,
     training_time_table,
 )
-from stablernn_lib.data import Corpus, batchify, write_synthetic_corpus
+from stablernn_lib.data import WIKITEXT2_TOKENS, Corpus, batchify, write_synthetic_corpus
 from stablernn_lib.io import atomic_write_json
 from stablernn_lib.language_model import WordLanguageModel, project_stable_
 from stablernn_lib.lm_analysis import (
@@ -26,6 +26,7 @@ from stablernn_lib.lm_analysis import (
     reproduction_commands,
     results_table,
     state_jacobian_norms,
+    time_budget_table,
     truncated_eval_curve,
     weights_close_experiment,
 )
@@ -159,3 +160,29 @@ def test_epochs_table_lists_validation_perplexity_per_epoch_and_wall_time():
     assert header.startswith("| cpu run |")
     assert "| 351, 262 |" in long_run and "58 min" in long_run and "33,278" in long_run
     assert "150.0" in long_run and "| 42 s |" in short_run
+
+
+def test_time_budget_table_adds_measured_and_estimated_minutes():
+    evaluated = 2 * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
+    model = {
+        "epoch_seconds_unconstrained": 600.0,
+        "epoch_seconds_stable": 900.0,
+        "eval_tokens_per_second": evaluated / 60.0,  # every evaluation: one minute
+    }
+    benchmark = {
+        "epochs": 2,
+        "models": {"rnn": model, "lstm": model},
+        "provenance": {"device": "cpu (x86_64, 2 threads)"},
+    }
+    runs = {
+        "rnn-unconstrained": {"wall_seconds": 3000.0},
+        "rnn-stable": {"wall_seconds": 4200.0},
+        "analysis": {"seconds": {"a": 300.0, "b": 300.0}},
+    }
+    table = time_budget_table(runs, benchmark, {"seconds": {"a": 120.0}})
+    rows = table.splitlines()
+    assert "2 threads" in rows[0] and len(rows) == 2 + 2 + 2  # the LSTMs did not run
+    assert rows[2] == "| training rnn-unconstrained | 50 | 21 (estimated) |"
+    assert rows[3] == "| training rnn-stable | 70 | 31 (estimated) |"
+    assert rows[4] == "| every analysis | 10 | 2 (measured) |"
+    assert rows[5] == "| **total** | **130** | **54** |"

@@ -2,8 +2,8 @@
 
 Every file present in ``data/results/wikitext2/cpu/`` must have been written by the
 current configs (a result of an older config would be shown as this one's). Whether
-all of them are there is a separate test, skipped with the list of what is missing
-(the runs take hours: ``bash /work/team/wt2-cpu-runs.sh`` or the commands of Chapter 8).
+all of them are there is a separate test, which fails with the list of what is missing
+and the commands that make it (the runs take hours).
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ from dataclasses import asdict
 import pytest
 
 from stablernn_lib.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
-from stablernn_lib.lm_analysis import ANALYSIS_CONFIGS, MODEL_VARIANTS, variant_name
+from stablernn_lib.lm_analysis import (
+    ANALYSIS_CONFIGS,
+    MODEL_VARIANTS,
+    cpu_reproduction_commands,
+    variant_name,
+)
 from stablernn_lib.train import CONFIGS, results_folder
 
 FOLDER = results_folder("cpu")
@@ -111,10 +116,11 @@ def test_cpu_results_are_complete() -> None:
             if f"weights_close-{cell}" not in analysis
         ]
     if missing:
-        pytest.skip(
-            f"cpu-scale results not all committed yet, missing in {FOLDER}: "
+        pytest.fail(
+            f"cpu-scale results incomplete, missing in {FOLDER}: "
             + ", ".join(missing)
-            + " (run: bash /work/team/wt2-cpu-runs.sh, or the commands in Chapter 8)"
+            + "; the commands that make them:\n"
+            + cpu_reproduction_commands()
         )
 
 
