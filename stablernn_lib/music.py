@@ -594,7 +594,7 @@ def train_music_model(
             },
             out / "model.pt",
         )
-        if config.name in PUBLISHED_CONFIGS:
+        if config.name in PUBLISHED_CONFIGS and config == CONFIGS[config.name]:
             where = Path(results_dir) if results_dir is not None else RESULTS_DIR
             atomic_write_json(where / result_file_name(cell, variant, config.name), result)
     atomic_write_json(out / "result.json", result)

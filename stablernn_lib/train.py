@@ -212,6 +212,18 @@ def results_folder(config_name: str) -> Path:
     return RESULTS_DIR / PUBLISHED_RESULTS[config_name]
 
 
+def published_result_path(
+    config: LMConfig, cell: str, stable: bool, results_dir: str | Path | None = None
+) -> Path | None:
+    """Where a finished run's result is committed, or ``None`` when it is not one of the
+    published runs: only a config equal to the published config of its name (a run with,
+    say, fewer epochs must never replace the committed result)."""
+    if config.name not in PUBLISHED_RESULTS or config != CONFIGS[config.name]:
+        return None
+    where = Path(results_dir) if results_dir is not None else results_folder(config.name)
+    return where / f"{cell}-{'stable' if stable else 'unconstrained'}.json"
+
+
 def get_config(config: str | LMConfig) -> LMConfig:
     """A named config (a key of ``CONFIGS``) or a given :class:`LMConfig`."""
     if isinstance(config, LMConfig):
@@ -559,11 +571,9 @@ def train_language_model(
             },
             out / "model.pt",
         )
-        if config.name in PUBLISHED_RESULTS:
-            where = Path(results_dir) if results_dir is not None else results_folder(config.name)
-            atomic_write_json(
-                where / f"{cell}-{'stable' if stable else 'unconstrained'}.json", result
-            )
+        published = published_result_path(config, cell, stable, results_dir)
+        if published is not None:
+            atomic_write_json(published, result)
     atomic_write_json(out / "result.json", result)
     return result
 
@@ -617,8 +627,8 @@ def _default_device() -> torch.device:
 
 def _command(args: argparse.Namespace) -> int:
     config = get_config(args.config)
-    if args.epochs is not None:
-        config = replace(config, epochs=args.epochs)
+    if args.epochs is not None:  # another config: its own run folder, never published
+        config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
     if config.name.startswith("full") and args.device is None and _default_device().type == "cpu":
         raise SystemExit(
             f"no CUDA GPU found: the {config.name} config trains paper-size models with a "

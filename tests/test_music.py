@@ -228,8 +228,11 @@ def test_stop_below_lr_ends_the_run_and_records_why(rolls, tmp_path):
     assert math.isfinite(result["test_nll"])
 
 
-def test_adam_diagnostic_trains_with_adam_and_publishes_under_its_own_name(rolls, tmp_path):
+def test_adam_diagnostic_trains_with_adam_and_publishes_under_its_own_name(
+    rolls, tmp_path, monkeypatch
+):
     config = replace(CONFIGS["adam"], name="adam", hidden_size=16, epochs=3)
+    monkeypatch.setitem(CONFIGS, "adam", config)  # a small stand-in for the published config
     results = tmp_path / "results"
     result = train_music_model(
         "rnn",
@@ -242,6 +245,13 @@ def test_adam_diagnostic_trains_with_adam_and_publishes_under_its_own_name(rolls
     )
     assert result["config"]["optimizer"] == "adam" and result["best_val_nll"] < math.inf
     assert (results / "rnn-stable-adam.json").is_file()
+    # a run of another config under the same name (here, fewer epochs) is not published
+    shorter = replace(config, epochs=1)
+    train_music_model(
+        "rnn", "unconstrained", shorter, rolls=rolls, out_dir=tmp_path / "short",
+        results_dir=results, progress=False,
+    )
+    assert not (results / "rnn-unconstrained-adam.json").exists()
     assert result_file_name("lstm", "stable", "full") == "lstm-stable.json"
     with pytest.raises(ValueError, match="does not apply to the 'adam' optimizer"):
         train_music_model("rnn", "stable", config, rolls=rolls, stop_below_lr=1e-5)

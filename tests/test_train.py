@@ -19,6 +19,7 @@ from stablernn_lib.train import (
     CONFIGS,
     TrainingDivergedError,
     load_trained_model,
+    published_result_path,
     train_language_model,
 )
 
@@ -166,6 +167,18 @@ def test_cli_trains_from_a_data_folder(tmp_path: Path, monkeypatch, capsys) -> N
     assert '"status": "completed"' in capsys.readouterr().out
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["stable"] and result["config"]["epochs"] == 1
+    assert result["config"]["name"] == "smoke-1ep"  # --epochs makes another config
+
+
+@pytest.mark.parametrize("name", ["cpu", "full"])
+def test_only_the_published_config_itself_replaces_a_committed_result(name, tmp_path) -> None:
+    """A shorter run of a published config (a timing check, a test) must not overwrite the
+    committed result of the real one."""
+    published = published_result_path(CONFIGS[name], "lstm", True, tmp_path)
+    assert published == tmp_path / "lstm-stable.json"
+    for changed in (replace(CONFIGS[name], epochs=1), replace(CONFIGS[name], lr=1.0)):
+        assert published_result_path(changed, "lstm", True, tmp_path) is None
+    assert published_result_path(CONFIGS["smoke"], "rnn", False, tmp_path) is None
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without GPU")
