@@ -868,7 +868,8 @@ def time_budget_table(
     """
     evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
     lines = [
-        f"| part | as committed (measured) | idle machine ({benchmark['provenance']['device']}) |",
+        f"| part | minutes, as committed (measured) | minutes, idle machine "
+        f"({benchmark['provenance']['device']}) |",
         "| --- | ---: | ---: |",
     ]
     totals = [0.0, 0.0]

@@ -377,6 +377,12 @@ def describe_truncation(analysis: dict[str, Any], tolerance: float = 0.01) -> li
     return sentences
 
 
+def piano_roll_contexts(entry: dict[str, Any]) -> list[int]:
+    """The contexts ``k`` of a piano-roll entry in increasing order (read back from JSON, its
+    keys are strings, which sort as text: "1", "16", "2")."""
+    return sorted(int(k) for k in entry["probs"])
+
+
 def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
     """The chorale (black: keys that sound) and the context-``k`` model's probabilities."""
     roll = np.array(entry["roll"], dtype=float)

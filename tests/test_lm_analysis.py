@@ -181,7 +181,8 @@ def test_time_budget_table_adds_measured_and_estimated_minutes():
     }
     table = time_budget_table(runs, benchmark, {"seconds": {"a": 120.0}})
     rows = table.splitlines()
-    assert "2 threads" in rows[0] and len(rows) == 2 + 2 + 2  # the LSTMs did not run
+    assert "minutes, idle machine (cpu (x86_64, 2 threads))" in rows[0]
+    assert len(rows) == 2 + 2 + 2  # the LSTMs did not run
     assert rows[2] == "| training rnn-unconstrained | 50 | 21 (estimated) |"
     assert rows[3] == "| training rnn-stable | 70 | 31 (estimated) |"
     assert rows[4] == "| every analysis | 10 | 2 (measured) |"

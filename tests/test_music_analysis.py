@@ -91,3 +91,8 @@ def test_stability_cost_sentences_give_a_verdict_only_for_finished_pairs():
     assert "+5.0%" in lstm and "does not support" in lstm
     strict = ma.stability_cost_sentences(results, "test scale", tolerance=0.005)[0]
     assert "does not support" in strict
+
+
+def test_piano_roll_contexts_are_in_increasing_order_after_a_json_round_trip():
+    entry = {"probs": {k: [[0.5]] for k in (1, 2, 4, 8, 16, 48)}}
+    assert ma.piano_roll_contexts(json.loads(json.dumps(entry))) == [1, 2, 4, 8, 16, 48]
