@@ -60,6 +60,8 @@ class WordLanguageModel(nn.Module):
         dropout: probability used on embeddings, between layers and on outputs.
         stable: whether training projects the weights after every step.
         input_bound: for a stable LSTM, embeddings are clamped to ``[-b, b]``.
+        projected_layers: a stable model projects its first that many layers (None: all;
+            1 is what the authors' code did, which certifies only the first layer).
         output: ``"softmax"`` (a linear decoder to ``V`` logits) or ``"adaptive"``
             (``nn.AdaptiveLogSoftmaxWithLoss`` with ``cutoffs`` and ``div_value``).
     """
@@ -77,11 +79,17 @@ class WordLanguageModel(nn.Module):
         output: str = "softmax",
         cutoffs: Sequence[int] = (2_000, 10_000),
         div_value: float = 4.0,
+        projected_layers: int | None = None,
     ) -> None:
         super().__init__()
         self.cell = check_cell(cell)
         if min(vocab_size, embedding_size, hidden_size, num_layers) < 1:
             raise ValueError("vocab, embedding and hidden sizes and num_layers must be >= 1")
+        if projected_layers is not None and not 1 <= projected_layers <= num_layers:
+            raise ValueError(
+                f"projected_layers must be between 1 and num_layers = {num_layers}, got "
+                f"{projected_layers}; use None to project every layer"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if output not in get_args(Output):
@@ -94,6 +102,7 @@ class WordLanguageModel(nn.Module):
         self.output = output
         self.stable = stable
         self.input_bound = input_bound
+        self.projected_layers = num_layers if projected_layers is None else projected_layers
         self.drop = nn.Dropout(dropout)
         self.encoder = nn.Embedding(vocab_size, embedding_size)
         between = dropout if num_layers > 1 else 0.0
@@ -261,16 +270,18 @@ def project_stable_(model: WordLanguageModel) -> None:
     (its default set, :func:`~stablernn_lib.lstm_stability.course_lstm_constraint`: the
     authors' constants read as row sums, forget bias <= 0, which Chapter 4 certifies
     contractive, plus generous bounds on the input rows and the biases that make the set
-    compact, as Chapter 7's theorem for the LSTM needs).
+    compact, as Chapter 7's theorem for the LSTM needs).  "Every layer" means the first
+    ``model.projected_layers`` (all of them unless the model was built otherwise).
     """
     rnn = model.rnn
+    layers = range(model.projected_layers)
     if model.cell == "rnn":
-        project_spectral_balls_([getattr(rnn, f"weight_hh_l{n}") for n in range(rnn.num_layers)])
+        project_spectral_balls_([getattr(rnn, f"weight_hh_l{n}") for n in layers])
         return
     from stablernn_lib.lstm_stability import project_lstm_weights_
 
     model.encoder.weight.clamp_(-model.input_bound, model.input_bound)
-    for layer in range(rnn.num_layers):
+    for layer in layers:
         project_lstm_weights_(
             getattr(rnn, f"weight_hh_l{layer}"),
             getattr(rnn, f"weight_ih_l{layer}"),

@@ -51,13 +51,16 @@ from stablernn_lib.models import LSTMMap, RecurrentMap, VanillaRNN
 from stablernn_lib.stability import jacobian_norms
 from stablernn_lib.train import (
     CONFIGS,
+    PUBLISHED_RESULTS,
     RESULTS_DIR,
     RUNS_DIR,
     LMConfig,
     build_model,
     load_trained_model,
     prepare_corpus,
+    results_folder,
     run_name,
+    same_lm_config,
 )
 
 # ---------------------------------------------------------------------------
@@ -382,6 +385,19 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
         weights_steps=150,
         weights_record_every=10,
     ),
+    # The first-layer-only stable LSTM (LM config `cpu-first-layer`): the same
+    # measurements as `cpu`, on the same test tokens, so the curves compare directly.
+    "cpu-first-layer": AnalysisConfig(
+        name="cpu-first-layer",
+        test_tokens=50_000,
+        max_distance=50,
+        gradient_windows=40,
+        truncation_ks=(1, 2, 3, 5, 8, 13, 20, 35, 60, 100),
+        jacobian_positions=1_000,
+        weights_ks=(2, 5, 10),
+        weights_steps=150,
+        weights_record_every=10,
+    ),
     # Figure 2 over the whole test set up to distance 50; truncated evaluation
     # up to k = 200 (far beyond where it should saturate); 1,000 Jacobians per
     # layer; weights-close runs for one epoch of the full config (2,983 steps).
@@ -410,26 +426,31 @@ def run_analysis(
     runs_dir: str | Path | None = None,
     results_path: str | Path | None = None,
     parts: tuple[str, ...] = ANALYSIS_PARTS,
+    variants: tuple[tuple[str, bool], ...] | None = None,
     device: str | torch.device | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """All measurements on the models trained with the LM config of the same name.
 
-    Reads ``<runs_dir>/<model>-<variant>-<config>/model.pt`` (train them first),
-    evaluates on the test split; writes the result to ``results_path`` (default:
-    ``data/results/wikitext2/analysis.json`` for full, ``.../cpu/analysis.json`` for
-    cpu, the runs folder for smoke).  The file is rewritten (atomically) after every
+    Reads ``<runs_dir>/<model>-<variant>-<config>/model.pt`` for each of ``variants``
+    (default: all four; train them first; the weights-close runs are for their cells)
+    and evaluates on the test split.  Writes the result to ``results_path`` (default:
+    ``analysis.json`` in the config's committed results folder,
+    :func:`~stablernn_lib.train.results_folder`, or ``analysis-<config>.json`` in the
+    runs folder for smoke).  The file is rewritten (atomically) after every
     measurement; a rerun with the same configs keeps what is there and computes only
     what is missing.  Each measurement records its wall time in ``seconds``.
     """
     analysis = ANALYSIS_CONFIGS[config]
     lm_config = CONFIGS[config]
+    variants = MODEL_VARIANTS if variants is None else variants
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     runs = Path(runs_dir) if runs_dir is not None else RUNS_DIR
     if results_path is None:
-        published = {"full": RESULTS_DIR, "cpu": RESULTS_DIR / "cpu"}
-        name = "analysis.json" if config in published else f"analysis-{config}.json"
-        results_path = published.get(config, runs) / name
+        if config in PUBLISHED_RESULTS:
+            results_path = results_folder(config) / "analysis.json"
+        else:
+            results_path = runs / f"analysis-{config}.json"
     results_path = Path(results_path)
     data = prepare_corpus(lm_config, corpus, data_dir)
     test = batchify(data.test[: analysis.test_tokens], lm_config.eval_batch_size).to(device)
@@ -442,9 +463,8 @@ def run_analysis(
     if results_path.is_file():
         with open(results_path, encoding="utf8") as handle:
             previous = json.load(handle)
-        if (previous.get("config"), previous.get("lm_config")) == (
-            result["config"],
-            result["lm_config"],
+        if previous.get("config") == result["config"] and same_lm_config(
+            previous.get("lm_config", {}), lm_config
         ):
             result = previous | {"provenance": result["provenance"]}
     seconds: dict[str, float] = result.setdefault("seconds", {})
@@ -460,7 +480,7 @@ def run_analysis(
         atomic_write_json(results_path, result)
 
     for cell in ("rnn", "lstm"):
-        for stable in (False, True):
+        for stable in [stable for model_cell, stable in variants if model_cell == cell]:
             variant = variant_name(cell, stable)
             model = load_trained_model(runs / run_name(cell, stable, lm_config), device)
             entry: dict[str, Any] = result.setdefault(variant, {})
@@ -482,7 +502,7 @@ def run_analysis(
                 )  # fmt: skip
             if "certificates" in parts and cell == "rnn":
                 measure(entry, "diagonal_certificates", variant, _certificates, model)
-        if "weights_close" in parts:
+        if "weights_close" in parts and any(model_cell == cell for model_cell, _ in variants):
             measure(
                 result, f"weights_close-{cell}", "weights_close", weights_close_experiment,
                 cell, lm_config, data, list(analysis.weights_ks), analysis.weights_steps,
@@ -590,14 +610,24 @@ def _command(args: argparse.Namespace) -> int:
         runs_dir=args.runs,
         results_path=args.out,
         parts=tuple(args.parts),
+        variants=tuple(_parse_variant(name) for name in args.variants) if args.variants else None,
         device=args.device,
     )
     print(f"analysis written ({', '.join(k for k in result if '-' in k)})")
     return 0
 
 
+def _parse_variant(name: str) -> tuple[str, bool]:
+    """``"lstm-stable"`` -> ``("lstm", True)``."""
+    for cell, stable in MODEL_VARIANTS:
+        if variant_name(cell, stable) == name:
+            return cell, stable
+    names = [variant_name(cell, stable) for cell, stable in MODEL_VARIANTS]
+    raise argparse.ArgumentTypeError(f"unknown variant {name!r}; use some of {names}")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """``python -m stablernn_lib lm-analysis --config smoke|full``."""
+    """``python -m stablernn_lib lm-analysis --config smoke|cpu|full``."""
     parser = subparsers.add_parser(
         "lm-analysis",
         help="Figure 2, truncated evaluation, Jacobians, weights close (WikiText-2)",
@@ -609,6 +639,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="+",
         choices=list(ANALYSIS_PARTS),
         default=list(ANALYSIS_PARTS),
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=[variant_name(cell, stable) for cell, stable in MODEL_VARIANTS],
+        default=None,
+        help="the trained models to measure (default: all four)",
     )
     parser.add_argument("--data", default=None, help="WikiText-2 folder (default $STABLERNN_DATA)")
     parser.add_argument(

@@ -102,6 +102,29 @@ def test_stable_lstm_projection_certifies_every_layer() -> None:
 
 
 @pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_projecting_the_first_layer_only_leaves_the_others_untouched(cell: str) -> None:
+    """The authors' code projected layer 0 only; ``projected_layers=1`` does the same."""
+    torch.manual_seed(3)
+    model = WordLanguageModel(cell, 25, 5, 7, 2, dropout=0.0, stable=True, projected_layers=1)
+    with torch.no_grad():
+        for parameter in model.rnn.parameters():
+            parameter.mul_(20)
+    free = {name: value.clone() for name, value in model.rnn.named_parameters() if "_l1" in name}
+    project_stable_(model)
+    for name, value in model.rnn.named_parameters():
+        if "_l1" in name:
+            assert torch.equal(value, free[name]), f"{name} was changed"
+    if cell == "rnn":
+        assert spectral_norm(model.rnn.weight_hh_l0) <= 1 + 1e-5
+        assert spectral_norm(model.rnn.weight_hh_l1) > 1.5
+    else:
+        assert lstm_contraction_bound(layer_map(model, 0), 1.0) < 1
+        assert lstm_contraction_bound(layer_map(model, 1), 1.0) > 1
+    with pytest.raises(ValueError, match="projected_layers must be between 1 and num_layers"):
+        WordLanguageModel(cell, 25, 5, 7, 2, projected_layers=3)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
 def test_truncated_outputs_match_a_per_position_loop(cell: str) -> None:
     model = tiny(cell)
     source = torch.randint(30, (12, 2))
