@@ -385,19 +385,6 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
         weights_steps=150,
         weights_record_every=10,
     ),
-    # The first-layer-only stable LSTM (LM config `cpu-first-layer`): the same
-    # measurements as `cpu`, on the same test tokens, so the curves compare directly.
-    "cpu-first-layer": AnalysisConfig(
-        name="cpu-first-layer",
-        test_tokens=50_000,
-        max_distance=50,
-        gradient_windows=40,
-        truncation_ks=(1, 2, 3, 5, 8, 13, 20, 35, 60, 100),
-        jacobian_positions=1_000,
-        weights_ks=(2, 5, 10),
-        weights_steps=150,
-        weights_record_every=10,
-    ),
     # Figure 2 over the whole test set up to distance 50; truncated evaluation
     # up to k = 200 (far beyond where it should saturate); 1,000 Jacobians per
     # layer; weights-close runs for one epoch of the full config (2,983 steps).
@@ -414,6 +401,10 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
     ),
 }
 
+
+# The first-layer-only stable LSTM (LM config `cpu-first-layer`): the measurements of
+# `cpu`, on the same test tokens, so that the curves compare directly.
+ANALYSIS_CONFIGS["cpu-first-layer"] = replace(ANALYSIS_CONFIGS["cpu"], name="cpu-first-layer")
 
 ANALYSIS_PARTS = ("figure2", "truncated", "jacobians", "certificates", "weights_close")
 
@@ -874,6 +865,47 @@ def cpu_reproduction_commands() -> str:
             "# results: data/results/wikitext2/cpu/*.json (commit them)",
         ]
     )
+
+
+def projection_scope_table(cpu: dict[str, Any], first_layer: dict[str, Any]) -> str:
+    """Markdown table: the cpu-scale LSTMs, unconstrained, stable in every layer and stable in
+    the first layer only (the authors' choice), side by side.
+
+    ``cpu`` and ``first_layer``: the results of the ``cpu`` and ``cpu-first-layer``
+    configs (:func:`load_full_results`).  Columns: test perplexity and its gap to the
+    unconstrained model, the smallest context within 1% of the recurrent perplexity,
+    and the median state-Jacobian norm of each layer.
+    """
+    rows = [
+        ("unconstrained", cpu, "lstm-unconstrained"),
+        ("stable, every layer projected", cpu, "lstm-stable"),
+        ("stable, first layer projected", first_layer, "lstm-stable"),
+    ]
+    lines = [
+        "| LSTM, cpu scale | test ppl | vs unconstrained | smallest k within 1% "
+        "| median Jacobian norm, layer 1 / 2 |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    free = cpu.get("lstm-unconstrained", {}).get("test_ppl")
+    for label, results, name in rows:
+        run = results.get(name)
+        if not run:
+            lines.append(f"| {label} | not run yet | | | |")
+            continue
+        gap = f"{100 * (run['test_ppl'] / free - 1):+.1f}%" if free else ""
+        entry = results.get("analysis", {}).get(name, {})
+        k = smallest_k_within(entry["truncated_eval"]) if "truncated_eval" in entry else None
+        reach = (
+            "not measured" if "truncated_eval" not in entry
+            else f"{k}" if k is not None else f"none up to {entry['truncated_eval']['k'][-1]}"
+        )  # fmt: skip
+        medians = " / ".join(
+            f"{torch.tensor(norms).median():.2f}" for norms in entry.get("jacobian_norms", [])
+        )
+        lines.append(
+            f"| {label} | {run['test_ppl']:.1f} | {gap} | {reach} | {medians or 'not measured'} |"
+        )
+    return "\n".join(lines)
 
 
 def idle_timing_path(config_name: str) -> Path:

@@ -23,6 +23,7 @@ from stablernn_lib.lm_analysis import (
     gradient_by_distance_naive,
     layer_map,
     load_full_results,
+    projection_scope_table,
     reproduction_commands,
     results_table,
     state_jacobian_norms,
@@ -187,3 +188,24 @@ def test_time_budget_table_adds_measured_and_estimated_minutes():
     assert rows[3] == "| training rnn-stable | 70 | 31 (estimated) |"
     assert rows[4] == "| every analysis | 10 | 2 (measured) |"
     assert rows[5] == "| **total** | **130** | **54** |"
+
+
+def test_projection_scope_table_compares_the_three_lstms():
+    curve = {"k": [1, 10, 100], "ppl": [300.0, 151.0, 150.5], "recurrent_ppl": 150.0}
+    long_curve = {"k": [1, 10, 100], "ppl": [300.0, 200.0, 160.0], "recurrent_ppl": 150.0}
+    cpu = {
+        "lstm-unconstrained": {"test_ppl": 100.0},
+        "lstm-stable": {"test_ppl": 125.0},
+        "analysis": {
+            "lstm-unconstrained": {"truncated_eval": long_curve, "jacobian_norms": [[2.0], [3.0]]},
+            "lstm-stable": {"truncated_eval": curve, "jacobian_norms": [[0.5, 0.7], [0.9]]},
+        },
+    }
+    table = projection_scope_table(cpu, {})
+    rows = table.splitlines()[2:]
+    assert rows[0] == "| unconstrained | 100.0 | +0.0% | none up to 100 | 2.00 / 3.00 |"
+    assert rows[1].startswith("| stable, every layer projected | 125.0 | +25.0% | 10 |")
+    assert rows[2] == "| stable, first layer projected | not run yet | | | |"
+    first = {"lstm-stable": {"test_ppl": 105.0}}  # trained, not yet measured
+    row = projection_scope_table(cpu, first).splitlines()[-1]
+    assert row == "| stable, first layer projected | 105.0 | +5.0% | not measured | not measured |"
