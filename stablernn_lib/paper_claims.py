@@ -299,7 +299,7 @@ class _PageText(HTMLParser):
             return
         attributes = dict(attrs)
         classes = (attributes.get("class") or "").split()
-        skipped = tag in self.SKIPPED or "cell_output" in classes
+        skipped = tag in self.SKIPPED or bool({"cell_output", "caption-number"} & set(classes))
         claim = tag == "span" and "paper-claim" in classes
         if claim:
             self.claims.append(["", "", ""])

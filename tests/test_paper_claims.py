@@ -129,6 +129,7 @@ def test_the_built_page_check_finds_missing_and_wrong_marks(tmp_path):
     )
     pages = {
         "good.html": f"<h2>8.5. Section</h2><p>RNN {good}.</p>"
+        '<figcaption><p><span class="caption-number">Fig. 8.5 </span>A figure.</p></figcaption>'
         '<div class="cell_output"><pre>143.5 †</pre></div><nav>8.9 Next</nav>',
         "wrong_mark.html": good.replace(">✓<", ">†<"),
         "no_tooltip.html": good.replace(html.escape(checked.provenance), ""),
