@@ -140,3 +140,34 @@ def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
     assert any("k = 100 is within 1%: this supports" in s for s in sentences)
     assert any("1.0e-03" in s and "this supports" in s for s in sentences)
     assert sum("not yet run" in s for s in sentences) == 3  # the LSTM's three claims
+
+
+def test_first_layer_only_run_is_committed_and_matches_the_code() -> None:
+    """Chapter 8's test of the authors' first-layer-only projection: the stable LSTM of
+    config ``cpu-first-layer`` and its measurements on the cpu scale's test sample."""
+    folder = results_folder("cpu-first-layer")
+    expected = ("lstm-stable.json", "analysis.json")
+    missing = [name for name in expected if not (folder / name).is_file()]
+    if missing:
+        pytest.fail(
+            f"missing in {folder}: {missing}; make them with `python -m stablernn_lib train "
+            "--model lstm --stable --config cpu-first-layer` and `python -m stablernn_lib "
+            "lm-analysis --config cpu-first-layer --variants lstm-stable --parts truncated "
+            "figure2 jacobians`"
+        )
+    config = CONFIGS["cpu-first-layer"]
+    with open(folder / "lstm-stable.json", encoding="utf8") as handle:
+        result = json.load(handle)
+    assert same_lm_config(result["config"], config) and config.projected_layers == 1
+    assert (result["model"], result["stable"], result["status"]) == ("lstm", True, "completed")
+    assert [epoch["epoch"] for epoch in result["epochs"]] == list(range(1, config.epochs + 1))
+    with open(folder / "analysis.json", encoding="utf8") as handle:
+        analysis = json.load(handle)
+    assert analysis["config"] == _as_json(asdict(ANALYSIS_CONFIGS["cpu-first-layer"]))
+    assert same_lm_config(analysis["lm_config"], config)
+    entry = analysis["lstm-stable"]
+    assert {"truncated_eval", "figure2", "jacobian_norms"} <= set(entry)
+    # the same test sample and contexts as the cpu scale, so the curves compare directly
+    cpu = ANALYSIS_CONFIGS["cpu"]
+    assert entry["truncated_eval"]["k"] == list(cpu.truncation_ks)
+    assert analysis["config"]["test_tokens"] == cpu.test_tokens
