@@ -1,4 +1,4 @@
-"""Atomic writes and provenance for results and checkpoints.
+"""Atomic writes, provenance, and saved configs for results and checkpoints.
 
 A file is written to a temporary name in the same folder and renamed into place,
 so an interrupted run never leaves a half-written result behind.
@@ -6,6 +6,7 @@ so an interrupted run never leaves a half-written result behind.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -94,3 +95,17 @@ def describe_provenance(record: dict[str, str]) -> str:
         f"computed on {record['device']} at git commit {record['git_commit'][:12]}, "
         f"{record['created_utc']} (torch {record['torch']}, Python {record['python']})"
     )
+
+
+def same_config(saved: dict[str, Any], config: Any) -> bool:
+    """Whether a config saved in a checkpoint or result file is the dataclass ``config``.
+
+    Fields added to the config's class since the file was written take their defaults,
+    and tuples compare equal to the lists JSON made of them; a field the class does not
+    have means another config.
+    """
+    kind = type(config)
+    if not set(saved) <= {field.name for field in dataclasses.fields(kind)}:
+        return False
+    as_json = json.loads(json.dumps(dataclasses.asdict(kind(**saved))))
+    return as_json == json.loads(json.dumps(dataclasses.asdict(config)))

@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from stablernn_lib import paper_claims
 from stablernn_lib.data import WIKITEXT2_TOKENS, Corpus, batch_starts, batchify, get_batch
-from stablernn_lib.io import atomic_write_json, provenance
+from stablernn_lib.io import atomic_write_json, provenance, same_config
 from stablernn_lib.language_model import (
     State,
     WordLanguageModel,
@@ -60,7 +60,6 @@ from stablernn_lib.train import (
     prepare_corpus,
     results_folder,
     run_name,
-    same_lm_config,
 )
 
 # ---------------------------------------------------------------------------
@@ -454,7 +453,7 @@ def run_analysis(
     if results_path.is_file():
         with open(results_path, encoding="utf8") as handle:
             previous = json.load(handle)
-        if previous.get("config") == result["config"] and same_lm_config(
+        if previous.get("config") == result["config"] and same_config(
             previous.get("lm_config", {}), lm_config
         ):
             result = previous | {"provenance": result["provenance"]}
@@ -471,7 +470,9 @@ def run_analysis(
         atomic_write_json(results_path, result)
 
     for cell in ("rnn", "lstm"):
-        for stable in [stable for model_cell, stable in variants if model_cell == cell]:
+        for stable in (False, True):
+            if (cell, stable) not in variants:
+                continue
             variant = variant_name(cell, stable)
             model = load_trained_model(runs / run_name(cell, stable, lm_config), device)
             entry: dict[str, Any] = result.setdefault(variant, {})
@@ -493,7 +494,7 @@ def run_analysis(
                 )  # fmt: skip
             if "certificates" in parts and cell == "rnn":
                 measure(entry, "diagonal_certificates", variant, _certificates, model)
-        if "weights_close" in parts and any(model_cell == cell for model_cell, _ in variants):
+        if "weights_close" in parts and cell in {model_cell for model_cell, _ in variants}:
             measure(
                 result, f"weights_close-{cell}", "weights_close", weights_close_experiment,
                 cell, lm_config, data, list(analysis.weights_ks), analysis.weights_steps,
@@ -601,20 +602,11 @@ def _command(args: argparse.Namespace) -> int:
         runs_dir=args.runs,
         results_path=args.out,
         parts=tuple(args.parts),
-        variants=tuple(_parse_variant(name) for name in args.variants) if args.variants else None,
+        variants=tuple(_VARIANTS_BY_NAME[name] for name in args.variants or _VARIANTS_BY_NAME),
         device=args.device,
     )
     print(f"analysis written ({', '.join(k for k in result if '-' in k)})")
     return 0
-
-
-def _parse_variant(name: str) -> tuple[str, bool]:
-    """``"lstm-stable"`` -> ``("lstm", True)``."""
-    for cell, stable in MODEL_VARIANTS:
-        if variant_name(cell, stable) == name:
-            return cell, stable
-    names = [variant_name(cell, stable) for cell, stable in MODEL_VARIANTS]
-    raise argparse.ArgumentTypeError(f"unknown variant {name!r}; use some of {names}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -634,7 +626,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--variants",
         nargs="+",
-        choices=[variant_name(cell, stable) for cell, stable in MODEL_VARIANTS],
+        choices=list(_VARIANTS_BY_NAME),
         default=None,
         help="the trained models to measure (default: all four)",
     )
@@ -672,6 +664,9 @@ MODEL_VARIANTS: tuple[tuple[str, bool], ...] = (
 
 def variant_name(cell: str, stable: bool) -> str:
     return f"{cell}-{'stable' if stable else 'unconstrained'}"
+
+
+_VARIANTS_BY_NAME = {variant_name(cell, stable): (cell, stable) for cell, stable in MODEL_VARIANTS}
 
 
 def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
@@ -894,11 +889,11 @@ def projection_scope_table(cpu: dict[str, Any], first_layer: dict[str, Any]) -> 
             continue
         gap = f"{100 * (run['test_ppl'] / free - 1):+.1f}%" if free else ""
         entry = results.get("analysis", {}).get(name, {})
-        k = smallest_k_within(entry["truncated_eval"]) if "truncated_eval" in entry else None
-        reach = (
-            "not measured" if "truncated_eval" not in entry
-            else f"{k}" if k is not None else f"none up to {entry['truncated_eval']['k'][-1]}"
-        )  # fmt: skip
+        curve = entry.get("truncated_eval")
+        reach = "not measured"
+        if curve is not None:
+            k = smallest_k_within(curve)
+            reach = f"none up to {curve['k'][-1]}" if k is None else str(k)
         medians = " / ".join(
             f"{torch.tensor(norms).median():.2f}" for norms in entry.get("jacobian_norms", [])
         )
@@ -908,14 +903,10 @@ def projection_scope_table(cpu: dict[str, Any], first_layer: dict[str, Any]) -> 
     return "\n".join(lines)
 
 
-def idle_timing_path(config_name: str) -> Path:
-    """Where the analysis of a config, run again on an idle machine for its timing, is kept."""
-    return RESULTS_DIR / "timing" / f"analysis-{config_name}-idle.json"
-
-
 def load_idle_timing(config_name: str) -> dict[str, Any] | None:
-    """That idle-machine analysis (:func:`idle_timing_path`), or ``None`` if not committed."""
-    path = idle_timing_path(config_name)
+    """The analysis of a config run again on an idle machine for its timing
+    (``data/results/wikitext2/timing/analysis-<config>-idle.json``), or ``None``."""
+    path = RESULTS_DIR / "timing" / f"analysis-{config_name}-idle.json"
     if not path.is_file():
         return None
     with open(path, encoding="utf8") as handle:
@@ -923,17 +914,17 @@ def load_idle_timing(config_name: str) -> dict[str, Any] | None:
 
 
 def time_budget_table(
-    runs: dict[str, Any], benchmark: dict[str, Any], quiet_analysis: dict[str, Any]
+    runs: dict[str, Any], benchmark: dict[str, Any], idle_analysis: dict[str, Any]
 ) -> str:
     """Markdown table of a scale's time budget, two ways, in minutes.
 
     ``runs``: the scale's results (:func:`load_full_results`: the four training runs and
     ``"analysis"``, whose ``"seconds"`` were measured as they ran); ``benchmark``: a
     ``benchmark`` result of the same config (step times and evaluation speed);
-    ``quiet_analysis``: an analysis file of the same config run again on an idle machine.
-    The second column estimates each training run as epochs x (steps per epoch x median
-    step time) plus one validation pass per epoch and one test pass, at the benchmark's
-    evaluation speed; the analyses in it are measured.
+    ``idle_analysis``: an analysis file of the same config run again on an idle machine
+    (:func:`load_idle_timing`).  The second column estimates each training run as
+    epochs x (steps per epoch x median step time) plus one validation pass per epoch and
+    one test pass, at the benchmark's evaluation speed; the analyses in it are measured.
     """
     evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
     lines = [
@@ -941,7 +932,7 @@ def time_budget_table(
         f"({benchmark['provenance']['device']}) |",
         "| --- | ---: | ---: |",
     ]
-    totals = [0.0, 0.0]
+    measured_total = idle_total = 0.0
     for cell, stable in MODEL_VARIANTS:
         name = variant_name(cell, stable)
         if name not in runs:
@@ -953,12 +944,14 @@ def time_budget_table(
         lines.append(
             f"| training {name} | {measured / 60:.0f} | {estimate / 60:.0f} (estimated) |"
         )
-        totals = [totals[0] + measured, totals[1] + estimate]
-    analyses = [sum(runs.get("analysis", {}).get("seconds", {}).values())]
-    analyses.append(sum(quiet_analysis.get("seconds", {}).values()))
-    lines.append(f"| every analysis | {analyses[0] / 60:.0f} | {analyses[1] / 60:.0f} (measured) |")
-    totals = [totals[0] + analyses[0], totals[1] + analyses[1]]
-    lines.append(f"| **total** | **{totals[0] / 60:.0f}** | **{totals[1] / 60:.0f}** |")
+        measured_total += measured
+        idle_total += estimate
+    measured = sum(runs.get("analysis", {}).get("seconds", {}).values())
+    idle = sum(idle_analysis.get("seconds", {}).values())
+    lines.append(f"| every analysis | {measured / 60:.0f} | {idle / 60:.0f} (measured) |")
+    measured_total += measured
+    idle_total += idle
+    lines.append(f"| **total** | **{measured_total / 60:.0f}** | **{idle_total / 60:.0f}** |")
     return "\n".join(lines)
 
 

@@ -57,7 +57,7 @@ from torch import Tensor, nn
 from torch.nn.functional import binary_cross_entropy_with_logits
 from torch.nn.utils.rnn import pad_sequence
 
-from stablernn_lib.io import atomic_torch_save, atomic_write_json, provenance
+from stablernn_lib.io import atomic_torch_save, atomic_write_json, provenance, same_config
 from stablernn_lib.language_model import State, check_cell, project_spectral_balls_
 from stablernn_lib.lstm_stability import project_l1_ball, project_lstm_weights_
 from stablernn_lib.music_data import NUM_KEYS, PianoRolls, load_jsb
@@ -130,12 +130,6 @@ def result_file_name(model: str, variant: str, config: str) -> str:
     for the other published configs (in ``data/results/jsb``)."""
     suffix = "" if config == "full" else f"-{config}"
     return f"{model}-{variant}{suffix}.json"
-
-
-def same_config(saved: dict[str, Any], config: MusicConfig) -> bool:
-    """Whether a config saved in a checkpoint or result is ``config`` (fields added to
-    :class:`MusicConfig` since the file was written take their defaults)."""
-    return MusicConfig(**saved) == config
 
 
 def finished_music_result(

@@ -44,7 +44,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,13 @@ import torch
 from tqdm.auto import tqdm
 
 from stablernn_lib.data import Corpus, batch_starts, batchify, get_batch, load_wikitext2
-from stablernn_lib.io import atomic_torch_save, atomic_write_json, atomic_write_text, provenance
+from stablernn_lib.io import (
+    atomic_torch_save,
+    atomic_write_json,
+    atomic_write_text,
+    provenance,
+    same_config,
+)
 from stablernn_lib.language_model import (
     WordLanguageModel,
     check_cell,
@@ -115,20 +121,6 @@ class LMConfig:
     adaptive_cutoffs: tuple[int, ...] = (2_000, 10_000)
     adaptive_div_value: float = 4.0
     projected_layers: int | None = None
-
-
-def same_lm_config(saved: dict[str, Any], config: LMConfig) -> bool:
-    """Whether a config saved in a checkpoint or result file is ``config`` (fields added to
-    :class:`LMConfig` since the file was written take their defaults)."""
-    known = {field.name for field in fields(LMConfig)}
-    if not set(saved) <= known:
-        return False
-    return _as_json(asdict(LMConfig(**saved))) == _as_json(asdict(config))
-
-
-def _as_json(value: Any) -> Any:
-    """``value`` as it reads back from a JSON file (tuples become lists)."""
-    return json.loads(json.dumps(value))
 
 
 CONFIGS: dict[str, LMConfig] = {
@@ -429,7 +421,7 @@ def train_language_model(
     if resume and checkpoint_path.exists():
         saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
         same_run = (saved["model"], saved["stable"]) == (cell, stable)
-        if not (same_run and same_lm_config(saved["config"], config)):
+        if not (same_run and same_config(saved["config"], config)):
             raise ValueError(
                 f"{checkpoint_path} was written by another run ({saved['model']}, "
                 f"stable={saved['stable']}, config {saved['config']['name']}); resume it "
@@ -613,8 +605,9 @@ def _finished_result(
     with open(path, encoding="utf8") as handle:
         result = json.load(handle)
     same_run = (result.get("model"), result.get("stable")) == (cell, stable)
-    same_config = same_lm_config(result.get("config", {}), config)
-    return result if result.get("status") == "completed" and same_run and same_config else None
+    if result.get("status") != "completed" or not same_run:
+        return None
+    return result if same_config(result.get("config", {}), config) else None
 
 
 def load_trained_model(

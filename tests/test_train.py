@@ -15,12 +15,12 @@ import torch
 from stablernn_lib import data
 from stablernn_lib.__main__ import main
 from stablernn_lib.data import Corpus, write_synthetic_corpus
+from stablernn_lib.io import same_config
 from stablernn_lib.train import (
     CONFIGS,
     TrainingDivergedError,
     load_trained_model,
     published_result_path,
-    same_lm_config,
     train_language_model,
 )
 
@@ -193,7 +193,7 @@ def test_cli_refuses_the_full_config_on_a_cpu_unless_asked(tmp_path: Path) -> No
 def test_a_config_saved_before_a_field_was_added_still_matches() -> None:
     saved = json.loads(json.dumps(vars(CONFIGS["cpu"])))  # tuples become lists in JSON
     del saved["projected_layers"]  # as in the result files written before it existed
-    assert same_lm_config(saved, CONFIGS["cpu"])
-    assert not same_lm_config(saved, CONFIGS["cpu-first-layer"])
-    assert not same_lm_config(saved | {"epochs": 7}, CONFIGS["cpu"])
-    assert not same_lm_config(saved | {"unknown_knob": 1}, CONFIGS["cpu"])
+    assert same_config(saved, CONFIGS["cpu"])
+    assert not same_config(saved, CONFIGS["cpu-first-layer"])
+    assert not same_config(saved | {"epochs": 7}, CONFIGS["cpu"])
+    assert not same_config(saved | {"unknown_knob": 1}, CONFIGS["cpu"])

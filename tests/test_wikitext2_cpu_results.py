@@ -15,13 +15,14 @@ from dataclasses import asdict
 import pytest
 
 from stablernn_lib.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
+from stablernn_lib.io import same_config
 from stablernn_lib.lm_analysis import (
     ANALYSIS_CONFIGS,
     MODEL_VARIANTS,
     cpu_reproduction_commands,
     variant_name,
 )
-from stablernn_lib.train import CONFIGS, results_folder, same_lm_config
+from stablernn_lib.train import CONFIGS, results_folder
 
 FOLDER = results_folder("cpu")
 VARIANTS = [variant_name(cell, stable) for cell, stable in MODEL_VARIANTS]
@@ -47,7 +48,7 @@ def test_training_result_matches_the_code(variant: str) -> None:
         pytest.skip(f"{FOLDER / variant}.json not committed yet")
     result = _load(f"{variant}.json")
     config = CONFIGS["cpu"]
-    assert same_lm_config(result["config"], config)
+    assert same_config(result["config"], config)
     assert variant_name(result["model"], result["stable"]) == variant
     assert result["status"] == "completed" and result["task"] == "wikitext2"
     assert result["vocab_size"] == WIKITEXT2_VOCAB_SIZE
@@ -71,7 +72,7 @@ def test_analysis_matches_the_code() -> None:
     analysis = _load("analysis.json")
     config = ANALYSIS_CONFIGS["cpu"]
     assert analysis["config"] == _as_json(asdict(config))
-    assert same_lm_config(analysis["lm_config"], CONFIGS["cpu"])
+    assert same_config(analysis["lm_config"], CONFIGS["cpu"])
     for variant in VARIANTS:
         entry = analysis.get(variant, {})
         if "truncated_eval" in entry:
@@ -158,13 +159,13 @@ def test_first_layer_only_run_is_committed_and_matches_the_code() -> None:
     config = CONFIGS["cpu-first-layer"]
     with open(folder / "lstm-stable.json", encoding="utf8") as handle:
         result = json.load(handle)
-    assert same_lm_config(result["config"], config) and config.projected_layers == 1
+    assert same_config(result["config"], config) and config.projected_layers == 1
     assert (result["model"], result["stable"], result["status"]) == ("lstm", True, "completed")
     assert [epoch["epoch"] for epoch in result["epochs"]] == list(range(1, config.epochs + 1))
     with open(folder / "analysis.json", encoding="utf8") as handle:
         analysis = json.load(handle)
     assert analysis["config"] == _as_json(asdict(ANALYSIS_CONFIGS["cpu-first-layer"]))
-    assert same_lm_config(analysis["lm_config"], config)
+    assert same_config(analysis["lm_config"], config)
     entry = analysis["lstm-stable"]
     assert {"truncated_eval", "figure2", "jacobian_norms"} <= set(entry)
     # the same test sample and contexts as the cpu scale, so the curves compare directly
