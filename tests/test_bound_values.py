@@ -1,0 +1,1 @@
+"""The bounds' VALUES against independent computations (mutation-testing guards)."""
