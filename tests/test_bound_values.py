@@ -79,12 +79,41 @@ def test_lemma1_bound_is_attained_in_the_limit(lam, k):
 
 @pytest.mark.parametrize(
     ("lam", "lx", "bx", "eps"),
-    [(0.5, 1.0, 1.0, 1e-3), (0.9, 2.0, 3.0, 0.1), (0.99, 0.5, 1.0, 1e-6), (0.5, 1.0, 1.0, 5.0)],
+    [
+        (0.5, 1.0, 1.0, 1e-3),
+        (0.9, 2.0, 3.0, 0.1),
+        (0.99, 0.5, 1.0, 1e-6),
+        (0.5, 1.0, 1.0, 5.0),
+        (0.5, 1.0, 1.0, 0.25),  # the bound equals eps exactly at k = 3
+        (0.1, 0.9, 1.0, 1e-3),  # rounding: the logarithm formula gives 3, the bound needs 4
+        (0.0, 2.0, 1.0, 0.5),  # lambda = 0: one step forgets everything
+        (0.0, 1.0, 0.5, 0.5),  # ... and the state bound is already eps
+    ],
 )
 def test_lemma1_context_is_the_smallest_sufficient_k(lam, lx, bx, eps):
     k = bounds.lemma1_context(lam, lx, bx, eps)
-    smallest = next(j for j in range(10_000) if lam**j * lx * bx / (1 - lam) <= eps)
+    radius = lx * bx / (1 - lam)
+    smallest = next(j for j in range(10_000) if lam**j * radius <= eps)
     assert k == smallest
+
+
+def test_lemma1_bound_at_context_zero_is_the_state_bound():
+    assert bounds.lemma1_truncation_bound(0.5, 2.0, 1.5, 0) == pytest.approx(6.0, rel=1e-15)
+    with pytest.raises(ValueError, match="non-negative"):
+        bounds.lemma1_truncation_bound(0.5, 2.0, 1.5, -1)
+
+
+@pytest.mark.parametrize("constant", [bounds.lemma2_gamma, bounds.lemma3_beta])
+def test_constants_default_to_tanh_and_reject_every_negative_argument(constant):
+    tanh = {"l_rho": 1.0, "l2_rho": bounds.activation_smoothness("tanh")}
+    assert constant(0.5, 1.2, 0.8, 1.1, 0.7) == pytest.approx(
+        constant(0.5, 1.2, 0.8, 1.1, 0.7, **tanh), rel=1e-15
+    )
+    for position, name in enumerate(("lx", "bx", "lp", "sp"), start=1):
+        args = [0.5, 1.2, 0.8, 1.1, 0.7]
+        args[position] = -0.1
+        with pytest.raises(ValueError, match=f"^{name} must be non-negative"):
+            constant(*args)
 
 
 def test_squared_loss_constants_are_attained_on_the_ball():
@@ -163,3 +192,74 @@ def test_cell_box_is_attained_when_every_gate_is_at_its_maximum():
         c, h = model.split_state(model.step(state[None], x[None]))
     assert torch.allclose(c[0], certificate.cell_bound, rtol=1e-12)
     assert (h.abs() <= 1).all()
+
+
+def _k_ss_ratio(
+    raw: list[torch.Tensor], constraint: ls.LSTMConstraint, k_ss: float
+) -> torch.Tensor:
+    """Local ``||dJ/ds [delta]|| / K_ss`` of a one-unit LSTM (one input), differentiable.
+
+    ``raw`` holds unconstrained numbers mapped into the set: recurrent weights
+    ``r_g tanh``, input weights, biases in their intervals, the state in the box, the
+    input in the cube and a direction ``delta`` of unit norm ``max(|dc| / v_c, |dh| / v_h)``.
+    The derivative of the Jacobian along ``delta`` is a central difference (step 1e-4);
+    its norm is the certificate's induced norm, as in ``K_ss``'s definition."""
+    uniform = constraint.uniform_certificate(1.0)
+    w = torch.tensor(uniform.weights, dtype=torch.float64)
+
+    def per_gate(values: dict[str, float]) -> torch.Tensor:
+        return torch.tensor([values[g] for g in "ifzo"], dtype=torch.float64)
+
+    t_w, t_u, t_b, t_s, t_x, t_d = raw
+    W = per_gate(constraint.recurrent_radius) * torch.tanh(t_w)
+    U = per_gate(constraint.input_radius) * torch.tanh(t_u)
+    low, high = per_gate(constraint.lower_bias()), per_gate(constraint.bias_max)
+    b = low + (high - low) * torch.sigmoid(t_b)
+    s = torch.stack([uniform.cell_bound * torch.tanh(t_s[0]), torch.tanh(t_s[1])])
+    x = torch.tanh(t_x[0])
+    d = w * torch.tanh(t_d)
+    d = d / (d.abs() / w).max()
+
+    def step(state: torch.Tensor) -> torch.Tensor:
+        a = W * state[1] + U * x + b
+        c = torch.sigmoid(a[0]) * torch.tanh(a[2]) + torch.sigmoid(a[1]) * state[0]
+        return torch.stack([c, torch.sigmoid(a[3]) * torch.tanh(c)])
+
+    def jacobian(state: torch.Tensor) -> torch.Tensor:
+        return torch.autograd.functional.jacobian(step, state, create_graph=True)
+
+    dJ = (jacobian(s + 1e-4 * d) - jacobian(s - 1e-4 * d)) / 2e-4
+    return ((dJ.abs() * w[None, :]).sum(1) / w).max() / k_ss
+
+
+def test_lstm_k_ss_is_reached_to_a_third_by_a_search():
+    """Random pairs reach about 5-25 % of ``K_ss``; gradient ascent over the weights, state,
+    input and direction (one unit, fixed seed) reaches more than 0.32, so ``K_ss`` made
+    0.3 times as large fails, and no search may exceed 1."""
+    constraint = ls.course_lstm_constraint()
+    uniform = constraint.uniform_certificate(1.0)
+    forget = float(constraint.matrix(1.0)[0, 0])
+    k_ss = gl.lstm_second_order_constants(
+        constraint.recurrent_radius, forget, uniform.cell_bound, uniform.weights, 1, 1, 1.0
+    )["K_ss"]
+    g = torch.Generator().manual_seed(0)
+    best = 0.0
+    for restart in range(5):
+        scales = (2.0, 1.0, 2.0, 1.0, 1.0, 1.0)
+        sizes = (4, 4, 4, 2, 1, 2)
+        raw = [
+            s * torch.randn(n, generator=g, dtype=torch.float64)
+            for s, n in zip(scales, sizes, strict=True)
+        ]
+        if restart not in (2, 4):  # the two restarts of this seed that find the large ratio
+            continue
+        for tensor in raw:
+            tensor.requires_grad_(True)
+        optimizer = torch.optim.Adam(raw, lr=0.1, maximize=True)
+        for _ in range(150):
+            optimizer.zero_grad()
+            _k_ss_ratio(raw, constraint, k_ss).backward()
+            optimizer.step()
+        with torch.no_grad():
+            best = max(best, float(_k_ss_ratio(raw, constraint, k_ss)))
+    assert 0.32 < best <= 1 + 1e-6
