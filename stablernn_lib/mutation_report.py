@@ -24,6 +24,7 @@ import tomllib
 from stablernn_lib.io import atomic_write_json
 
 ACCEPTED = Path("data/results/mutation_accepted.json")
+NOTES = Path("data/results/mutation_notes.md")  # how the run was done, appended when present
 OUT = Path("data/results/mutation_report")
 
 
@@ -119,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     summaries = [module_summary(m, args.mutants, accepted) for m in mutated_modules()]
     atomic_write_json(OUT.with_suffix(".json"), {"modules": summaries})
     text = markdown(summaries, with_diffs=not args.no_diffs)
+    if NOTES.is_file():
+        text += "\n" + NOTES.read_text(encoding="utf8")
     tmp = OUT.with_suffix(".md.tmp")
     tmp.write_text(text, encoding="utf8")
     tmp.replace(OUT.with_suffix(".md"))

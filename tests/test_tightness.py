@@ -137,3 +137,24 @@ def test_committed_table_is_reproduced_by_the_code():
     assert worst["lemma1"] > 0.99 and worst["proposition2"] == pytest.approx(1.0)
     assert linear[0.99] > 0.999 and worst["lemma3_linear_unit"] > worst["lemma3_beta"]
     assert all(r["instance_lam"] <= r["lam"] * (1 + 1e-9) for r in searches["lemma1"])
+
+
+def test_beta_and_the_one_unit_hessian_share_their_leading_order_in_sympy():
+    """``p = U^2 / (2 (1 - W)^2)`` (the limit ``T -> oo`` of ``h_T^2 / 2``) has
+    ``d^2 p / dW^2 = 3 / (1 - lam)^4`` at ``(lam, 1)``, and ``beta`` of the linear RNN with
+    ``L_x = B_x = 1``, ``L_p = B_h``, ``S_p = 1`` is ``3 / (1 - lam)^4`` to leading order."""
+    import sympy as sp
+
+    from stablernn_lib import lemma_algebra as la
+
+    W, U, lam = sp.symbols("W U lambda", positive=True)
+    p = U**2 / (2 * (1 - W) ** 2)
+    curvature = sp.diff(p, W, 2).subs({W: lam, U: 1})
+    assert sp.simplify(curvature - 3 / (1 - lam) ** 4) == 0
+    bh = 1 / (1 - lam)
+    beta = la.lemma3_beta_expression().subs(
+        {la.L_rho: 1, la.L2_rho: 0, la.Sp: 1, la.Lp: bh, la.Bz: sp.sqrt(bh**2 + 1), la.lam: lam}
+    )
+    gap = sp.Symbol("epsilon", positive=True)  # lam = 1 - gap
+    ratio = sp.simplify((curvature / beta).subs(lam, 1 - gap))
+    assert sp.limit(ratio, gap, 0, "+") == 1
