@@ -99,6 +99,7 @@ class TightnessConfig:
     lstm_lams: tuple[float, ...] = (0.5, 0.9)
     lstm_climb_steps: int = 20
     random_instances: int = 3
+    beta_lams: tuple[float, ...] = BETA_ASYMPTOTIC_LAMS  # the one-unit instance for beta
 
     def __post_init__(self) -> None:
         if self.restarts < 1 or self.steps < 1 or self.seq_len < 2:
@@ -106,7 +107,7 @@ class TightnessConfig:
                 f"need restarts >= 1, steps >= 1 and seq_len >= 2, got {self.restarts}, "
                 f"{self.steps}, {self.seq_len}"
             )
-        if not all(0 < lam < 1 for lam in (*self.lams, *self.lstm_lams)):
+        if not all(0 < lam < 1 for lam in (*self.lams, *self.lstm_lams, *self.beta_lams)):
             raise ValueError(f"every lambda must lie in (0, 1), got {self.lams}, {self.lstm_lams}")
         if max(self.ks) >= self.seq_len:
             raise ValueError(f"contexts {self.ks} must be shorter than seq_len = {self.seq_len}")
@@ -130,6 +131,7 @@ CONFIGS: dict[str, TightnessConfig] = {
         lstm_lams=(0.9,),
         lstm_climb_steps=5,
         random_instances=1,
+        beta_lams=(0.5, 0.9),
     ),
     # a few CPU minutes on one thread: the committed table
     "full": TightnessConfig(
@@ -776,7 +778,7 @@ def run_tightness(config: TightnessConfig, progress: bool = True) -> dict[str, A
     ):
         searches[name].append(job(job_generator(config, index)))
     searches["proposition2"] = proposition2_search()
-    searches["lemma3_linear_unit"] = beta_asymptotic()
+    searches["lemma3_linear_unit"] = beta_asymptotic(config.beta_lams)
     random = random_baselines(config)
     worst = {name: _best(rows)["ratio"] for name, rows in searches.items()}
     return {
