@@ -17,10 +17,11 @@ import sympy as sp
 import torch
 
 from stablernn_lib import bounds
+from stablernn_lib import eventual_stability as ev
 from stablernn_lib import general_lemmas as gl
 from stablernn_lib import lemma_algebra as la
 from stablernn_lib import lstm_stability as ls
-from stablernn_lib.models import LSTMMap
+from stablernn_lib.models import LSTMMap, random_vanilla_rnn
 
 # (lam, lx, bx, lp, sp, l_rho, l2_rho): l_rho != 1 so that no power of it can be dropped
 POINTS = [
@@ -263,3 +264,45 @@ def test_lstm_k_ss_is_reached_to_a_third_by_a_search():
         with torch.no_grad():
             best = max(best, float(_k_ss_ratio(raw, constraint, k_ss)))
     assert 0.32 < best <= 1 + 1e-6
+
+
+# ----------------------------------------------------------------------------- eventual stability
+
+
+def test_eventual_truncation_bound_is_the_summed_series_times_kappa():
+    kappa, lam, lx, bx, k = 2.5, 0.6, 1.3, 0.7, 4
+    series = sum(kappa * lam**i * lx * bx for i in range(k, 2000))  # the proof's sum, t -> oo
+    assert ev.eventual_truncation_bound(kappa, lam, lx, bx, k) == pytest.approx(series, rel=1e-12)
+    assert ev.eventual_truncation_bound(1.0, lam, lx, bx, k) == pytest.approx(
+        bounds.lemma1_truncation_bound(lam, lx, bx, k), rel=1e-15
+    )
+    with pytest.raises(ValueError, match="kappa must be at least 1"):
+        ev.eventual_truncation_bound(0.99, lam, lx, bx, k)
+
+
+def test_telescoping_identity_evaluates_to_the_finite_sum():
+    total, closed = ev.telescoping_sum_identity()
+    names = {str(s): s for s in total.free_symbols | closed.free_symbols}
+    assert {"kappa", "L_x", "B_x", "r", "k", "t"} <= set(names)
+    # lambda = 1 / (1 + r) = 0.5; sum_{i=2}^{4} 2 * 0.5^i * 3 * 0.5 = 1.3125
+    values = {names["kappa"]: 2, names["L_x"]: 3, names["B_x"]: sp.Rational(1, 2), names["r"]: 1}
+    values |= {names["k"]: 2, names["t"]: 5}
+    assert total.subs(values).doit() == sp.Rational(21, 16)
+    assert closed.subs(values) == sp.Rational(21, 16)
+
+
+def test_fixed_point_measurement_casts_the_state_to_the_model_dtype():
+    model = random_vanilla_rnn(2, 3, 0.5, "tanh")  # float64, bias-free: 0 is a fixed point
+    residual, radius = ev.fixed_point_spectral_radius(
+        model, torch.zeros(3, dtype=torch.float32), torch.zeros(2, dtype=torch.float32)
+    )
+    assert residual == 0.0
+    expected = float(torch.linalg.eigvals(model.weight_hh.detach()).abs().max())
+    assert radius == pytest.approx(expected, rel=1e-12)  # tanh'(0) = 1
+
+
+def test_distinct_limits_merges_within_the_tolerance_only():
+    states = torch.tensor([[0.0], [0.5], [1.25]], dtype=torch.float64)
+    assert len(ev.distinct_limits(states, tolerance=0.5)) == 2  # exactly 0.5 away: merged
+    close = torch.tensor([[0.0], [2e-7], [1.0]], dtype=torch.float64)
+    assert len(ev.distinct_limits(close)) == 2  # the default 1e-6 merges only the 2e-7 pair
