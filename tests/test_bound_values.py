@@ -306,3 +306,12 @@ def test_distinct_limits_merges_within_the_tolerance_only():
     assert len(ev.distinct_limits(states, tolerance=0.5)) == 2  # exactly 0.5 away: merged
     close = torch.tensor([[0.0], [2e-7], [1.0]], dtype=torch.float64)
     assert len(ev.distinct_limits(close)) == 2  # the default 1e-6 merges only the 2e-7 pair
+
+
+def test_a_non_integer_context_is_named_in_the_error():
+    from stablernn_lib.truncation import truncated_states
+
+    model = random_vanilla_rnn(2, 3, 0.5, "tanh")
+    inputs = torch.zeros(5, 1, 2, dtype=torch.float64)
+    with pytest.raises(TypeError, match="must be an int, got float"):
+        truncated_states(model, inputs, 2.0)
