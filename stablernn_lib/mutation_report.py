@@ -115,9 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=Path, default=Path("mutants"))
     parser.add_argument("--no-diffs", action="store_true", help="skip `mutmut show` per survivor")
+    parser.add_argument(
+        "--modules", nargs="+", help="dotted module names (default: only_mutate of pyproject)"
+    )
     args = parser.parse_args(argv)
     accepted = json.loads(ACCEPTED.read_text(encoding="utf8")) if ACCEPTED.is_file() else {}
-    summaries = [module_summary(m, args.mutants, accepted) for m in mutated_modules()]
+    modules = args.modules or mutated_modules()
+    summaries = [module_summary(m, args.mutants, accepted) for m in modules]
     atomic_write_json(OUT.with_suffix(".json"), {"modules": summaries})
     text = markdown(summaries, with_diffs=not args.no_diffs)
     if NOTES.is_file():
