@@ -74,13 +74,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen command; returns the exit status."""
+    """Parse ``argv`` and run the chosen command; returns the exit status.
+
+    A command whose extra is not installed says which one to install (status 2).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else None
+    extra = COMMANDS[command].extra if command in COMMANDS else None
     try:
-        parser = build_parser(command)
+        args = build_parser(command).parse_args(argv)
+        return int(args.func(args) or 0)
     except ModuleNotFoundError as error:
-        extra = COMMANDS[command].extra if command in COMMANDS else None
         if extra is None:
             raise
         print(
@@ -90,9 +94,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    args = parser.parse_args(argv)
-    result = args.func(args)
-    return int(result or 0)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ functions included), so the test needs none of the optional dependencies.
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +101,45 @@ def test_no_import_cycle():
     for name in sorted(GRAPH):
         if name not in state and (cycle := visit(name)):
             pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+BOOK_PACKAGES = ("nbformat", "nbclient", "yaml", "docutils", "sphinx", "jupyter_book")
+# Runs the CLI once for each argument list (one process: torch is imported once), with
+# none of the ``book`` extra importable; prints the exit status after each run.
+WITHOUT_BOOK = """
+import json, sys
+sys.modules.update(dict.fromkeys(json.loads(sys.argv[1])))  # None: the import fails
+from stablernn_lib.__main__ import main
+for args in json.loads(sys.argv[2]):
+    try:
+        status = main(args)
+    except SystemExit as stop:
+        status = stop.code
+    print(f"EXIT {status}", flush=True)
+"""
+
+
+def test_the_plain_install_runs_the_cli_without_the_book_extra(tmp_path):
+    """``--help``, ``train`` and ``benchmark`` need no ``book`` extra; the book and homework
+    commands name it."""
+    commands = [
+        ["--help"],
+        ["train", "--help"],
+        ["benchmark", "--help"],
+        ["book", "check-toc"],
+        ["homework", "student-edition", "--out", str(tmp_path)],
+    ]
+    run = subprocess.run(
+        [sys.executable, "-c", WITHOUT_BOOK, json.dumps(BOOK_PACKAGES), json.dumps(commands)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=PACKAGE.parent,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    parts = run.stdout.split("EXIT ")  # output 1, "status 1\noutput 2", ..., "status 4\n"
+    assert [part.split()[0] for part in parts[1:]] == ["0", "0", "0", "2", "2"], run.stdout[-2000:]
+    outputs = [parts[0]] + [part.partition("\n")[2] for part in parts[1:3]]
+    assert all(output.startswith("usage: python -m stablernn_lib") for output in outputs)
+    assert "train-music" in outputs[0] and "--model" in outputs[1] and "--repeats" in outputs[2]
+    assert run.stderr.count("install the 'book' extra") == 2, run.stderr[-2000:]

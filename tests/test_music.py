@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from stablernn_lib.core.io import same_config
 from stablernn_lib.tasks.jsb.data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
 from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
@@ -20,7 +21,6 @@ from stablernn_lib.tasks.jsb.train import (
     pad_rolls,
     project_music_stable_,
     result_file_name,
-    same_config,
     should_decay,
     train_music_model,
 )

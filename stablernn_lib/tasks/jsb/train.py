@@ -35,19 +35,18 @@ Where the course departs from that code, on purpose:
   embedding for the same reason).
 * Losses use ``binary_cross_entropy_with_logits`` (their ``log(sigmoid)`` can give -inf).
 
-Runs resume after an interruption (a checkpoint after every epoch and on Ctrl-C), a
-rerun of a finished run is skipped, and a ``full`` run writes its result to
-``data/results/jsb/<model>-<variant>.json`` (the ``adam`` diagnostic to
+Training runs in the loop of :mod:`stablernn_lib.tasks.training` (:class:`MusicTask` plugs
+in the chorales, the model and the NLL): runs resume after an interruption (a checkpoint
+after every epoch and on Ctrl-C), a rerun of a finished run is skipped, and a ``full``
+run writes its result to ``data/results/jsb/<model>-<variant>.json`` (the ``adam`` diagnostic to
 ``<model>-<variant>-adam.json``).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -57,19 +56,26 @@ from torch import Tensor, nn
 from torch.nn.functional import binary_cross_entropy_with_logits
 from torch.nn.utils.rnn import pad_sequence
 
-from stablernn_lib.core.io import atomic_torch_save, atomic_write_json, provenance, same_config
+from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.core.results import results_path
 from stablernn_lib.tasks.jsb.data import NUM_KEYS, PianoRolls, load_jsb
-from stablernn_lib.tasks.wikitext2.model import State, check_cell, project_spectral_balls_
-from stablernn_lib.tasks.wikitext2.train import (
-    _DATA_ROOT,
-    TrainingDivergedError,
-    _kept,
-    _StopRequest,
+from stablernn_lib.tasks.training import (
+    DATA_ROOT,
+    Task,
+    check_fresh_start,
+    finished_result,
+    save_best_model,
+    train,
+)
+from stablernn_lib.tasks.wikitext2.model import (
+    SequenceModel,
+    State,
+    check_cell,
+    project_spectral_balls_,
 )
 from stablernn_lib.theory.lstm_stability import project_l1_ball, project_lstm_weights_
 
-RUNS_DIR = _DATA_ROOT / "runs" / "jsb"
+RUNS_DIR = DATA_ROOT / "runs" / "jsb"
 RESULTS_DIR = results_path("jsb")  # the checkout's data/results/jsb, or the packaged copy
 VARIANTS: tuple[str, ...] = ("unconstrained", "stable", "authors-bug")
 
@@ -137,19 +143,6 @@ def result_file_name(model: str, variant: str, config: str) -> str:
     return f"{model}-{variant}{suffix}.json"
 
 
-def finished_music_result(
-    path: Path, model: str, variant: str, config: MusicConfig
-) -> dict[str, Any] | None:
-    """The completed result at ``path`` of this very run, else None."""
-    if not path.is_file():
-        return None
-    with open(path, encoding="utf8") as handle:
-        result = json.load(handle)
-    same_run = (result.get("model"), result.get("variant")) == (model, variant)
-    completed = result.get("status") == "completed"
-    return result if completed and same_run and same_config(result["config"], config) else None
-
-
 def get_config(config: str | MusicConfig) -> MusicConfig:
     """A named config (a key of ``CONFIGS``) or a given :class:`MusicConfig`."""
     if isinstance(config, MusicConfig):
@@ -167,7 +160,7 @@ def check_variant(model: str, variant: str) -> str:
     return variant
 
 
-class MusicModel(nn.Module):
+class MusicModel(SequenceModel):
     """Input layer 88 -> 88, one recurrent layer of H units, decoder H -> 88 logits.
 
     Args:
@@ -213,18 +206,6 @@ class MusicModel(nn.Module):
         nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
         nn.init.zeros_(self.decoder.bias)
 
-    @property
-    def num_layers(self) -> int:
-        return self.rnn.num_layers
-
-    @property
-    def hidden_size(self) -> int:
-        return self.rnn.hidden_size
-
-    def embed(self, rolls: Tensor) -> Tensor:
-        """``(T, B, 88)`` piano-roll frames -> ``(T, B, 88)`` input vectors ``x_t``."""
-        return self.encoder(rolls)
-
     def recur(self, inputs: Tensor, state: State = None) -> tuple[Tensor, State]:
         """``(T, B, 88)`` inputs -> outputs ``(T, B, H)`` and the final state.
 
@@ -248,11 +229,6 @@ class MusicModel(nn.Module):
         """
         logits = self.decode(outputs)
         return binary_cross_entropy_with_logits(logits, targets, reduction="none").sum(-1)
-
-    def forward(self, rolls: Tensor, state: State = None) -> tuple[Tensor, State]:
-        """``(T, B, 88)`` frames -> ``(T, B, 88)`` logits of the next frames, final state."""
-        outputs, state = self.recur(self.embed(rolls), state)
-        return self.decode(outputs), state
 
 
 @torch.no_grad()
@@ -362,6 +338,71 @@ def should_decay(epoch: int, val_loss: float, previous: list[float], config: Mus
     return epoch > config.decay_after and bool(window) and val_loss > max(window)
 
 
+class MusicTask(Task):
+    """JSB Chorales for the training loop: one chorale a step in a shuffled order, the loss
+    summed over its time steps; the metric is the NLL per time step (nats)."""
+
+    loss_name = "NLL per step"
+
+    def __init__(self, cell: str, variant: str, config: MusicConfig, data: PianoRolls) -> None:
+        self.name = music_run_name(cell, variant, config)
+        self.config, self.data, self.stable = config, data, variant == "stable"
+        self.identity = {"model": cell, "variant": variant}
+        self.model = build_music_model(cell, variant, config)
+        optimizer_class = torch.optim.Adam if config.optimizer == "adam" else torch.optim.SGD
+        self.optimizer = optimizer_class(self.model.parameters(), lr=config.lr)
+        self.shuffler = torch.Generator().manual_seed(config.seed)
+        self.diverge_above = config.divergence_factor * NUM_KEYS * math.log(2.0)
+        self.steps_per_epoch = len(data.train)
+
+    def epoch_order(self) -> list[int]:
+        return torch.randperm(len(self.data.train), generator=self.shuffler).tolist()
+
+    def loss(self, index: int, carried: None) -> tuple[Tensor, float, float, int, None]:
+        roll = self.data.train[index]
+        outputs, _ = self.model.recur(self.model.embed(roll[:-1, None]))
+        nll = self.model.token_nll(outputs, roll[1:, None])
+        loss = nll.sum()  # the authors' objective: summed over the chorale's steps
+        return loss, loss.item() / nll.numel(), loss.item(), nll.numel(), None
+
+    def project(self) -> None:
+        if self.stable:
+            project_music_stable_(self.model)
+
+    def validate(self) -> float:
+        return evaluate_nll(self.model, self.data.valid)
+
+    def should_decay(
+        self, epoch: int, val_loss: float, improved: bool, previous: list[float]
+    ) -> bool:
+        return should_decay(epoch, val_loss, previous, self.config)
+
+    def epoch_metrics(
+        self, epoch: int, train_loss: float, val_loss: float, lr: float, seconds: float,
+        tokens: int,
+    ) -> dict[str, Any]:
+        return {
+            "epoch": epoch,
+            "train_nll": train_loss,
+            "val_nll": val_loss,
+            "lr": lr,
+            "epoch_seconds": seconds,
+        }
+
+    def epoch_line(self, metrics: dict[str, Any]) -> str:
+        return (
+            f"{self.name} epoch {metrics['epoch']}/{self.config.epochs}: "
+            f"train NLL {metrics['train_nll']:.3f}, val NLL {metrics['val_nll']:.3f}, "
+            f"lr {metrics['lr']:g}, {metrics['epoch_seconds']:.1f} s"
+        )
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"stable": self.stable, "shuffler_state": self.shuffler.get_state()}
+
+    def load_extra_state(self, saved: dict[str, Any]) -> None:
+        self.shuffler.set_state(saved["shuffler_state"])
+
+
 def train_music_model(
     model: str,
     variant: str = "unconstrained",
@@ -385,10 +426,8 @@ def train_music_model(
     it to ``results_dir`` (default ``data/results/jsb``), named by :func:`result_file_name`.
 
     ``stop_below_lr``: end the run (as completed, recorded in ``stopped_early``) at the
-    start of an epoch (after the first) whose learning rate is below it.  Every step
-    moves the weights by at most ``lr * clip`` (a projection onto a convex set holding
-    the previous iterate moves them no further), so the ``E`` epochs left could move
-    them by at most ``E * steps_per_epoch * lr * clip``: the price of stopping is bounded.
+    start of an epoch (after the first) whose learning rate is below it
+    (:func:`~stablernn_lib.tasks.training.train` bounds what the skipped epochs could change).
     """
     cell = check_cell(model)
     variant = check_variant(cell, variant)
@@ -401,172 +440,22 @@ def train_music_model(
     data = prepare_rolls(config, rolls, data_dir)
     name = music_run_name(cell, variant, config)
     out = Path(out_dir) if out_dir is not None else RUNS_DIR / name
-    checkpoint_path = out / "checkpoint.pt"
-    if checkpoint_path.exists() and not resume:
-        raise ValueError(
-            f"{checkpoint_path} already exists; pass resume=True (--resume) to continue "
-            "that run, or choose another out_dir / delete the folder to start over"
-        )
-    stable = variant == "stable"
+    check_fresh_start(out, resume)
     if resume:
-        finished = finished_music_result(out / "result.json", cell, variant, config)
+        finished = finished_result(out / "result.json", {"model": cell, "variant": variant}, config)
         if finished is not None:
             if progress:
                 print(f"{name}: already completed, skipped ({out})")
             return finished
-
-    net = build_music_model(cell, variant, config)
-    optimizer_class = torch.optim.Adam if config.optimizer == "adam" else torch.optim.SGD
-    optimizer = optimizer_class(net.parameters(), lr=config.lr)
-    shuffler = torch.Generator().manual_seed(config.seed)
-    state: dict[str, Any] = {
-        "epoch": 0,
-        "order": None,
-        "next_index": 0,
-        "epoch_nll_sum": 0.0,
-        "epoch_steps": 0,
-        "epoch_seconds": 0.0,
-        "step": 0,
-        "best_val_loss": math.inf,
-        "best_epoch": 0,
-        "best_model_state": None,
-        "val_losses": [],
-        "history": [],
-        "wall_seconds": 0.0,
-    }
-    if resume and checkpoint_path.exists():
-        saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-        same_run = (saved["model"], saved["variant"]) == (cell, variant)
-        if not (same_run and same_config(saved["config"], config)):
-            raise ValueError(
-                f"{checkpoint_path} was written by another run ({saved['model']}, "
-                f"{saved['variant']}, config {saved['config']['name']}); resume it with the "
-                "same arguments, or choose another out_dir"
-            )
-        net.load_state_dict(saved["model_state"])
-        optimizer.load_state_dict(saved["optimizer_state"])
-        shuffler.set_state(saved["shuffler_state"])
-        state = saved["progress"]
-    out.mkdir(parents=True, exist_ok=True)
-
-    def save_checkpoint() -> None:
-        atomic_torch_save(
-            {
-                "config": asdict(config),
-                "model": cell,
-                "variant": variant,
-                "stable": stable,
-                "model_state": net.state_dict(),
-                "optimizer_state": optimizer.state_dict(),
-                "shuffler_state": shuffler.get_state(),
-                "progress": state,
-            },
-            checkpoint_path,
-        )
-
-    diverge_above = config.divergence_factor * NUM_KEYS * math.log(2.0)
-    session_start = time.perf_counter()
-    wall_before = state["wall_seconds"]
-    status = "completed"
-    with _StopRequest() as stop:
-        while state["epoch"] < config.epochs and status == "completed":
-            epoch = state["epoch"] + 1
-            lr = optimizer.param_groups[0]["lr"]
-            if stop_below_lr is not None and lr < stop_below_lr and state["epoch"] > 0:
-                left = config.epochs - state["epoch"]
-                state["stopped_early"] = {
-                    "after_epoch": state["epoch"],
-                    "lr": lr,
-                    "stop_below_lr": stop_below_lr,
-                    "max_weight_change": left * len(data.train) * lr * config.clip,
-                }
-                if progress:
-                    print(f"{name}: lr {lr:g} < {stop_below_lr:g}, stopped", flush=True)
-                break
-            net.train()
-            if state["order"] is None:
-                state["order"] = torch.randperm(len(data.train), generator=shuffler).tolist()
-            epoch_clock = time.perf_counter() - state["epoch_seconds"]
-            for position in range(state["next_index"], len(state["order"])):
-                roll = data.train[state["order"][position]]
-                inputs, targets = roll[:-1, None], roll[1:, None]
-                optimizer.zero_grad(set_to_none=True)
-                outputs, _ = net.recur(net.embed(inputs))
-                nll = net.token_nll(outputs, targets)
-                loss = nll.sum()  # the authors' objective: summed over the chorale's steps
-                per_step = loss.item() / nll.numel()
-                if not math.isfinite(per_step) or per_step > diverge_above:
-                    raise TrainingDivergedError(
-                        f"training diverged at epoch {epoch}, chorale {position}: NLL per step "
-                        f"{per_step:.4g} (limit {diverge_above:.3g}). {_kept(checkpoint_path)} "
-                        "Fix: lower lr or clip in the config and start a new run."
-                    )
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), config.clip)
-                optimizer.step()
-                if stable:
-                    project_music_stable_(net)
-                state["step"] += 1
-                state["epoch_nll_sum"] += loss.item()
-                state["epoch_steps"] += nll.numel()
-                if on_step is not None:
-                    on_step(state["step"], net)
-                if stop.requested:
-                    state.update(
-                        next_index=position + 1,
-                        epoch_seconds=time.perf_counter() - epoch_clock,
-                        wall_seconds=wall_before + time.perf_counter() - session_start,
-                    )
-                    save_checkpoint()
-                    status = "interrupted"
-                    break
-            if status != "completed":
-                break
-            epoch_seconds = time.perf_counter() - epoch_clock
-            val_loss = evaluate_nll(net, data.valid)
-            if not math.isfinite(val_loss):
-                raise TrainingDivergedError(
-                    f"validation NLL is {val_loss} after epoch {epoch}. "
-                    f"{_kept(checkpoint_path)} Fix: lower lr or clip in the config."
-                )
-            lr = optimizer.param_groups[0]["lr"]
-            metrics = {
-                "epoch": epoch,
-                "train_nll": state["epoch_nll_sum"] / state["epoch_steps"],
-                "val_nll": val_loss,
-                "lr": lr,
-                "epoch_seconds": epoch_seconds,
-            }
-            if val_loss < state["best_val_loss"]:
-                state["best_val_loss"], state["best_epoch"] = val_loss, epoch
-                state["best_model_state"] = copy.deepcopy(net.state_dict())
-            if should_decay(epoch, val_loss, state["val_losses"], config):
-                for group in optimizer.param_groups:
-                    group["lr"] = lr / config.lr_decay
-            state["val_losses"].append(val_loss)
-            state["history"].append(metrics)
-            state.update(
-                epoch=epoch,
-                order=None,
-                next_index=0,
-                epoch_nll_sum=0.0,
-                epoch_steps=0,
-                epoch_seconds=0.0,
-                wall_seconds=wall_before + time.perf_counter() - session_start,
-            )
-            save_checkpoint()
-            if progress:
-                print(
-                    f"{name} epoch {epoch}/{config.epochs}: train NLL {metrics['train_nll']:.3f}, "
-                    f"val NLL {val_loss:.3f}, lr {lr:g}, {epoch_seconds:.1f} s",
-                    flush=True,
-                )
-
+    task = MusicTask(cell, variant, config, data)
+    status, state = train(
+        task, out, resume=resume, progress=progress, on_step=on_step, stop_below_lr=stop_below_lr
+    )
     result: dict[str, Any] = {
         "task": "jsb",
         "model": cell,
         "variant": variant,
-        "stable": stable,
+        "stable": task.stable,
         "status": status,
         "config": asdict(config),
         "seed": config.seed,
@@ -582,17 +471,8 @@ def train_music_model(
         "stopped_early": state.get("stopped_early"),
     }
     if status == "completed":
-        net.load_state_dict(state["best_model_state"])
-        result["test_nll"] = evaluate_nll(net, data.test)
-        atomic_torch_save(
-            {
-                "config": asdict(config),
-                "model": cell,
-                "variant": variant,
-                "state_dict": state["best_model_state"],
-            },
-            out / "model.pt",
-        )
+        save_best_model(task, state, out / "model.pt")
+        result["test_nll"] = evaluate_nll(task.model, data.test)
         if config.name in PUBLISHED_CONFIGS and config == CONFIGS[config.name]:
             where = Path(results_dir) if results_dir is not None else RESULTS_DIR
             atomic_write_json(where / result_file_name(cell, variant, config.name), result)

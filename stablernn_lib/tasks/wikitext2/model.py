@@ -51,7 +51,33 @@ def check_cell(cell: str) -> Cell:
     return cell  # type: ignore[return-value]
 
 
-class WordLanguageModel(nn.Module):
+class SequenceModel(nn.Module):
+    """An input layer ``encoder``, a recurrent stack ``rnn`` (``nn.RNN`` or ``nn.LSTM``) and
+    an output layer: the interface that the training loop and the analyses use
+    (:meth:`embed`, ``recur``, ``decode``, ``token_nll``), for words and for music alike."""
+
+    encoder: nn.Module
+    rnn: nn.RNNBase
+
+    @property
+    def num_layers(self) -> int:
+        return self.rnn.num_layers
+
+    @property
+    def hidden_size(self) -> int:
+        return self.rnn.hidden_size
+
+    def embed(self, inputs: Tensor) -> Tensor:
+        """``(T, B)`` token ids or ``(T, B, 88)`` frames -> ``(T, B, E)`` input vectors ``x_t``."""
+        return self.encoder(inputs)
+
+    def forward(self, inputs: Tensor, state: State = None) -> tuple[Tensor, State]:
+        """``(T, B, ...)`` inputs -> ``(T, B, V)`` logits (of the next token or frame), state."""
+        outputs, state = self.recur(self.embed(inputs), state)
+        return self.decode(outputs), state
+
+
+class WordLanguageModel(SequenceModel):
     """Embedding -> L recurrent layers -> linear decoder over the vocabulary.
 
     Args:
@@ -122,18 +148,6 @@ class WordLanguageModel(nn.Module):
                 hidden_size, vocab_size, sorted(cutoffs), div_value=div_value
             )
 
-    @property
-    def num_layers(self) -> int:
-        return self.rnn.num_layers
-
-    @property
-    def hidden_size(self) -> int:
-        return self.rnn.hidden_size
-
-    def embed(self, tokens: Tensor) -> Tensor:
-        """``(T, B)`` token ids -> ``(T, B, E)`` input vectors ``x_t``."""
-        return self.encoder(tokens)
-
     def recur(self, inputs: Tensor, state: State = None) -> tuple[Tensor, State]:
         """``(T, B, E)`` inputs -> top-layer outputs ``(T, B, H)`` and the final state."""
         return self.rnn(self.drop(inputs), state)
@@ -162,11 +176,6 @@ class WordLanguageModel(nn.Module):
         else:
             nll = -self.decoder(flat, targets.reshape(-1)).output
         return nll.view(targets.shape)
-
-    def forward(self, tokens: Tensor, state: State = None) -> tuple[Tensor, State]:
-        """``(T, B)`` tokens -> ``(T, B, V)`` logits and the final state."""
-        outputs, state = self.recur(self.embed(tokens), state)
-        return self.decode(outputs), state
 
 
 @contextmanager

@@ -16,7 +16,8 @@ the authors extended with a projection after every SGD step:
   starts inside the stable set, so that every iterate is a stable model, as in
   the projected gradient descent of the theory.
 
-Robustness: a checkpoint is written atomically after every epoch, every
+Robustness (the loop of :mod:`stablernn_lib.tasks.training`, shared with JSB): a
+checkpoint is written atomically after every epoch, every
 ``checkpoint_every`` seconds mid-epoch, and when a run is interrupted (Ctrl-C,
 SIGTERM or the notebook's stop button: the current step finishes, the exact state
 is saved, a second Ctrl-C stops at once).  ``resume=True``
@@ -37,28 +38,25 @@ per epoch) and ``result.json``; a ``full`` run also writes its result to
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
-import signal
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
-from stablernn_lib.core.io import (
-    atomic_torch_save,
-    atomic_write_json,
-    atomic_write_text,
-    provenance,
-    same_config,
-)
+from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.core.results import results_path
+from stablernn_lib.tasks.training import (
+    DATA_ROOT,
+    Task,
+    check_fresh_start,
+    finished_result,
+    save_best_model,
+    train,
+)
 from stablernn_lib.tasks.wikitext2.data import (
     Corpus,
     batch_starts,
@@ -67,6 +65,7 @@ from stablernn_lib.tasks.wikitext2.data import (
     load_wikitext2,
 )
 from stablernn_lib.tasks.wikitext2.model import (
+    State,
     WordLanguageModel,
     check_cell,
     detach_state,
@@ -75,11 +74,7 @@ from stablernn_lib.tasks.wikitext2.model import (
     project_stable_,
 )
 
-_CHECKOUT = Path(__file__).resolve().parents[3]
-# In a checkout of the course, data/ of the repository; for an installed
-# library (e.g. on Colab), data/ of the working directory.
-_DATA_ROOT = (_CHECKOUT if (_CHECKOUT / "pyproject.toml").exists() else Path.cwd()) / "data"
-RUNS_DIR = _DATA_ROOT / "runs" / "wikitext2"
+RUNS_DIR = DATA_ROOT / "runs" / "wikitext2"
 RESULTS_DIR = results_path("wikitext2")  # committed results, in the checkout or the package
 
 
@@ -255,10 +250,6 @@ def get_config(config: str | LMConfig) -> LMConfig:
     return CONFIGS[config]
 
 
-class TrainingDivergedError(RuntimeError):
-    """The training loss became NaN/inf or exploded."""
-
-
 def run_name(model: str, stable: bool, config: LMConfig) -> str:
     return f"{model}-{'stable' if stable else 'unconstrained'}-{config.name}"
 
@@ -299,67 +290,65 @@ def build_model(cell: str, stable: bool, config: LMConfig, vocab_size: int) -> W
     return model
 
 
-class _StopRequest:
-    """Turns the first Ctrl-C (or a SIGTERM) into a request to stop after the current step."""
+class LanguageModelTask(Task):
+    """WikiText-2 for the training loop: windows of ``bptt`` tokens of ``batch_size``
+    streams, the state carried from window to window; the metric is the NLL per token."""
 
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
+    loss_name = "loss"
 
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print("\nstopping after this step (checkpoint follows); Ctrl-C again to stop now")
+    def __init__(
+        self, cell: str, stable: bool, config: LMConfig, data: Corpus, device: torch.device
+    ) -> None:
+        self.name = run_name(cell, stable, config)
+        self.config, self.stable, self.vocab_size = config, stable, data.vocab_size
+        self.identity = {"model": cell, "stable": stable}
+        self.train_source = batchify(data.train, config.batch_size).to(device)
+        self.valid_source = batchify(data.valid, config.eval_batch_size).to(device)
+        self.test_source = batchify(data.test, config.eval_batch_size).to(device)
+        self.model = build_model(cell, stable, config, data.vocab_size).to(device)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=config.lr)
+        self.diverge_above = config.divergence_factor * math.log(data.vocab_size)
+        self.starts = batch_starts(self.train_source.shape[0], config.bptt)
+        self.steps_per_epoch = len(self.starts)
 
-    def __enter__(self) -> _StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {
-                sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)
-            }
-        return self
+    def loss(self, index: int, carried: State) -> tuple[torch.Tensor, float, float, int, State]:
+        tokens, targets = get_batch(self.train_source, self.starts[index], self.config.bptt)
+        outputs, carried = self.model.recur(self.model.embed(tokens), detach_state(carried))
+        loss = self.model.token_nll(outputs, targets).mean()
+        value = loss.item()
+        return loss, value, value * targets.numel(), targets.numel(), carried
 
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            for sig, handler in self._previous.items():
-                signal.signal(sig, handler)
+    def project(self) -> None:
+        if self.stable:
+            project_stable_(self.model)
 
+    def validate(self) -> float:
+        return evaluate_loss(self.model, self.valid_source, self.config.bptt)
 
-def _kept(checkpoint_path: Path) -> str:
-    if not checkpoint_path.exists():
-        return "No epoch had finished, so there is no checkpoint."
-    saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-    epoch = saved["progress"]["epoch"]
-    return f"The last good checkpoint {checkpoint_path} (after epoch {epoch}) was kept."
+    def epoch_metrics(
+        self, epoch: int, train_loss: float, val_loss: float, lr: float, seconds: float,
+        tokens: int,
+    ) -> dict[str, Any]:
+        return {
+            "epoch": epoch,
+            "train_loss": train_loss,
+            "train_ppl": perplexity(train_loss),
+            "val_loss": val_loss,
+            "val_ppl": perplexity(val_loss),
+            "lr": lr,
+            "epoch_seconds": seconds,
+            "train_tokens_per_second": tokens / seconds,
+        }
 
+    def epoch_line(self, metrics: dict[str, Any]) -> str:
+        return (
+            f"{self.name} epoch {metrics['epoch']}: train ppl {metrics['train_ppl']:.1f}, "
+            f"val ppl {metrics['val_ppl']:.1f}, lr {metrics['lr']:g}, "
+            f"{metrics['epoch_seconds']:.0f} s"
+        )
 
-def _rng_state() -> dict[str, Any]:
-    state = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _to_cpu(state: Any) -> Any:
-    if state is None:
-        return None
-    if isinstance(state, torch.Tensor):
-        return state.detach().cpu()
-    return tuple(part.detach().cpu() for part in state)
-
-
-def _to_device(state: Any, device: torch.device) -> Any:
-    if state is None:
-        return None
-    if isinstance(state, torch.Tensor):
-        return state.to(device)
-    return tuple(part.to(device) for part in state)
+    def postfix(self, loss: float) -> dict[str, str]:
+        return {"ppl": f"{math.exp(loss):.1f}"}
 
 
 def train_language_model(
@@ -394,178 +383,23 @@ def train_language_model(
     device = torch.device(device) if device is not None else _default_device()
     data = prepare_corpus(config, corpus, data_dir)
     out = Path(out_dir) if out_dir is not None else RUNS_DIR / run_name(cell, stable, config)
-    checkpoint_path = out / "checkpoint.pt"
-    if checkpoint_path.exists() and not resume:
-        raise ValueError(
-            f"{checkpoint_path} already exists; pass resume=True (--resume) to continue "
-            "that run, or choose another out_dir (--out) / delete the folder to start over"
-        )
-    finished = _finished_result(out / "result.json", cell, stable, config) if resume else None
+    check_fresh_start(out, resume)
+    identity = {"model": cell, "stable": stable}
+    finished = finished_result(out / "result.json", identity, config) if resume else None
     if finished is not None:  # a rerun of a finished run: nothing to do
         if progress:
             print(f"{run_name(cell, stable, config)}: already completed, skipped ({out})")
         return finished
-    train_source = batchify(data.train, config.batch_size).to(device)
-    valid_source = batchify(data.valid, config.eval_batch_size).to(device)
-    test_source = batchify(data.test, config.eval_batch_size).to(device)
-
-    lm = build_model(cell, stable, config, data.vocab_size).to(device)
-    optimizer = torch.optim.SGD(lm.parameters(), lr=config.lr)
-    progress_state: dict[str, Any] = {
-        "epoch": 0,
-        "next_batch": 0,
-        "carried_state": None,
-        "epoch_loss_sum": 0.0,
-        "epoch_tokens": 0,
-        "epoch_seconds": 0.0,
-        "step": 0,
-        "best_val_loss": math.inf,
-        "best_model_state": None,
-        "history": [],
-        "wall_seconds": 0.0,
-    }
-    if resume and checkpoint_path.exists():
-        saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-        same_run = (saved["model"], saved["stable"]) == (cell, stable)
-        if not (same_run and same_config(saved["config"], config)):
-            raise ValueError(
-                f"{checkpoint_path} was written by another run ({saved['model']}, "
-                f"stable={saved['stable']}, config {saved['config']['name']}); resume it "
-                "with the same arguments, or choose another out_dir"
-            )
-        lm.load_state_dict(saved["model_state"])
-        optimizer.load_state_dict(saved["optimizer_state"])
-        progress_state = saved["progress"]
-        _set_rng_state(saved["rng"])
-    out.mkdir(parents=True, exist_ok=True)
-    log_path = out / "metrics.jsonl"
-    atomic_write_text(log_path, "".join(json.dumps(m) + "\n" for m in progress_state["history"]))
-
-    def save_checkpoint() -> None:
-        atomic_torch_save(
-            {
-                "config": asdict(config),
-                "model": cell,
-                "stable": stable,
-                "vocab_size": data.vocab_size,
-                "model_state": lm.state_dict(),
-                "optimizer_state": optimizer.state_dict(),
-                "progress": progress_state,
-                "rng": _rng_state(),
-            },
-            checkpoint_path,
-        )
-
-    diverge_above = config.divergence_factor * math.log(data.vocab_size)
-    starts = batch_starts(train_source.shape[0], config.bptt)
-    session_start = last_save = time.perf_counter()
-    wall_before = progress_state["wall_seconds"]
-    status = "completed"
-    with _StopRequest() as stop:
-        while progress_state["epoch"] < config.epochs and status == "completed":
-            epoch = progress_state["epoch"] + 1
-            lm.train()
-            state = _to_device(progress_state["carried_state"], device)
-            epoch_clock = time.perf_counter() - progress_state["epoch_seconds"]
-            bar = tqdm(
-                range(progress_state["next_batch"], len(starts)),
-                total=len(starts),
-                initial=progress_state["next_batch"],
-                desc=f"{run_name(cell, stable, config)} epoch {epoch}/{config.epochs}",
-                disable=not progress,
-                leave=False,
-            )
-            for index in bar:
-                tokens, targets = get_batch(train_source, starts[index], config.bptt)
-                state = detach_state(state)
-                optimizer.zero_grad(set_to_none=True)
-                outputs, state = lm.recur(lm.embed(tokens), state)
-                loss = lm.token_nll(outputs, targets).mean()
-                loss_value = loss.item()
-                if not math.isfinite(loss_value) or loss_value > diverge_above:
-                    raise TrainingDivergedError(
-                        f"training diverged at epoch {epoch}, batch {index}: loss "
-                        f"{loss_value:.4g} (limit {diverge_above:.3g} = "
-                        f"{config.divergence_factor} log V). {_kept(checkpoint_path)} "
-                        "Fix: lower lr or clip in the config and start a new run."
-                    )
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(lm.parameters(), config.clip)
-                optimizer.step()
-                if stable:
-                    project_stable_(lm)
-                progress_state["step"] += 1
-                progress_state["epoch_loss_sum"] += loss_value * targets.numel()
-                progress_state["epoch_tokens"] += targets.numel()
-                if index % 50 == 0:
-                    bar.set_postfix(ppl=f"{math.exp(loss_value):.1f}")
-                if on_step is not None:
-                    on_step(progress_state["step"], lm)
-                due = checkpoint_every is not None and (
-                    time.perf_counter() - last_save >= checkpoint_every
-                )
-                if stop.requested or due:  # the exact state, mid-epoch
-                    progress_state.update(
-                        next_batch=index + 1,
-                        carried_state=_to_cpu(state),
-                        epoch_seconds=time.perf_counter() - epoch_clock,
-                        wall_seconds=wall_before + time.perf_counter() - session_start,
-                    )
-                    save_checkpoint()
-                    last_save = time.perf_counter()
-                if stop.requested:
-                    status = "interrupted"
-                    break
-            bar.close()
-            if status != "completed":
-                break
-            epoch_seconds = time.perf_counter() - epoch_clock
-            val_loss = evaluate_loss(lm, valid_source, config.bptt)
-            if not math.isfinite(val_loss):
-                raise TrainingDivergedError(
-                    f"validation loss is {val_loss} after epoch {epoch}. "
-                    f"{_kept(checkpoint_path)} Fix: lower lr or clip in the config."
-                )
-            lr = optimizer.param_groups[0]["lr"]
-            train_loss = progress_state["epoch_loss_sum"] / progress_state["epoch_tokens"]
-            metrics = {
-                "epoch": epoch,
-                "train_loss": train_loss,
-                "train_ppl": perplexity(train_loss),
-                "val_loss": val_loss,
-                "val_ppl": perplexity(val_loss),
-                "lr": lr,
-                "epoch_seconds": epoch_seconds,
-                "train_tokens_per_second": progress_state["epoch_tokens"] / epoch_seconds,
-            }
-            if val_loss < progress_state["best_val_loss"]:
-                progress_state["best_val_loss"] = val_loss
-                progress_state["best_model_state"] = copy.deepcopy(
-                    {key: value.cpu() for key, value in lm.state_dict().items()}
-                )
-            else:
-                for group in optimizer.param_groups:
-                    group["lr"] = lr / config.lr_decay
-            progress_state["history"].append(metrics)
-            progress_state.update(
-                epoch=epoch,
-                next_batch=0,
-                carried_state=None,
-                epoch_loss_sum=0.0,
-                epoch_tokens=0,
-                epoch_seconds=0.0,
-                wall_seconds=wall_before + time.perf_counter() - session_start,
-            )
-            save_checkpoint()
-            with open(log_path, "a", encoding="utf8") as log:
-                log.write(json.dumps(metrics) + "\n")
-            if progress:
-                print(
-                    f"{run_name(cell, stable, config)} epoch {epoch}: "
-                    f"train ppl {metrics['train_ppl']:.1f}, val ppl {metrics['val_ppl']:.1f}, "
-                    f"lr {lr:g}, {epoch_seconds:.0f} s"
-                )
-
+    task = LanguageModelTask(cell, stable, config, data, device)
+    status, state = train(
+        task,
+        out,
+        resume=resume,
+        device=device,
+        progress=progress,
+        on_step=on_step,
+        checkpoint_every=checkpoint_every,
+    )
     result: dict[str, Any] = {
         "task": "wikitext2",
         "model": cell,
@@ -576,44 +410,20 @@ def train_language_model(
         "corpus": data.source,
         "vocab_size": data.vocab_size,
         "provenance": provenance(device),
-        "wall_seconds": progress_state["wall_seconds"],
-        "epochs": progress_state["history"],
-        "best_val_loss": progress_state["best_val_loss"],
-        "best_val_ppl": perplexity(progress_state["best_val_loss"]),
+        "wall_seconds": state["wall_seconds"],
+        "epochs": state["history"],
+        "best_val_loss": state["best_val_loss"],
+        "best_val_ppl": perplexity(state["best_val_loss"]),
     }
     if status == "completed":
-        lm.load_state_dict(progress_state["best_model_state"])
-        test_loss = evaluate_loss(lm, test_source, config.bptt)
+        save_best_model(task, state, out / "model.pt", vocab_size=data.vocab_size)
+        test_loss = evaluate_loss(task.model, task.test_source, config.bptt)
         result.update(test_loss=test_loss, test_ppl=perplexity(test_loss))
-        atomic_torch_save(
-            {
-                "config": asdict(config),
-                "model": cell,
-                "stable": stable,
-                "vocab_size": data.vocab_size,
-                "state_dict": progress_state["best_model_state"],
-            },
-            out / "model.pt",
-        )
         published = published_result_path(config, cell, stable, results_dir)
         if published is not None:
             atomic_write_json(published, result)
     atomic_write_json(out / "result.json", result)
     return result
-
-
-def _finished_result(
-    path: Path, cell: str, stable: bool, config: LMConfig
-) -> dict[str, Any] | None:
-    """The completed result at ``path`` of this very run (same model and config), else None."""
-    if not path.is_file():
-        return None
-    with open(path, encoding="utf8") as handle:
-        result = json.load(handle)
-    same_run = (result.get("model"), result.get("stable")) == (cell, stable)
-    if result.get("status") != "completed" or not same_run:
-        return None
-    return result if same_config(result.get("config", {}), config) else None
 
 
 def load_trained_model(
