@@ -191,7 +191,7 @@ def dropout_off(model: WordLanguageModel) -> Iterator[WordLanguageModel]:
     can flow through the fused cuDNN kernels (whose backward pass refuses to
     run in eval mode).
     """
-    drop = getattr(model, "drop", None)  # a model without dropout (e.g. MusicModel) has none
+    drop = getattr(model, "drop", None)  # a model without a dropout module has none
     saved = (model.training, drop.p if drop is not None else 0.0, model.rnn.dropout)
     if drop is not None:
         drop.p = 0.0
