@@ -1174,3 +1174,49 @@ def ablation_table() -> tuple[str, str]:
             f"| {'not measured' if worst is None else f'{worst:.2f}'} | {read} |"
         )
     return "\n".join(lines), "\n".join(dict.fromkeys(commands))
+
+
+def _row_gap(config: str, stable: bool, reference: str) -> float | None:
+    """Relative gap of a row's mean test perplexity to its reference unconstrained LSTM."""
+    runs = load_seed_results(config).get(variant_name("lstm", stable))
+    free = load_seed_results(reference).get("lstm-unconstrained")
+    if not (runs and free):
+        return None
+    return criteria.relative_gap(seed_summary(runs).mean, seed_summary(free).mean)
+
+
+def ablation_findings() -> list[str]:
+    """What the committed ablation rows say, one sentence per row, computed from the files.
+
+    A constraint row is compared with the course constraint's gap at the same setting (the
+    share of that gap it closes); a setting row (lr 20, 40 epochs) gives the course
+    constraint's gap in that setting.  Rows not run yet are named as such.
+    """
+    course = _row_gap("cpu", True, "cpu")
+    if course is None:
+        return ["The course-constrained LSTM of the cpu scale has no committed result yet."]
+    sentences = []
+    for label, config, stable, certified, reference in ABLATION_ROWS:
+        if not stable or config == "cpu":
+            continue
+        gap = _row_gap(config, stable, reference)
+        if gap is None:
+            sentences.append(f"{label}: not run yet ({rerun_command(config, 'lstm', True)}).")
+            continue
+        seeds = len(load_seed_results(config)["lstm-stable"])
+        worst = _worst_jacobian(config, "lstm-stable")
+        where = "" if worst is None else f"; worst one-step Jacobian norm {worst:.2f}"
+        if reference == "cpu":
+            closed = 100 * (course - gap) / course
+            sentences.append(
+                f"{label} (certified: {certified}): {100 * gap:+.1f}% against the unconstrained "
+                f"LSTM, instead of the course constraint's {100 * course:+.1f}%; it closes "
+                f"{closed:.0f}% of that gap ({seeds} seed{'s' if seeds > 1 else ''}{where})."
+            )
+        else:
+            sentences.append(
+                f"{label}: the course constraint costs {100 * gap:+.1f}% against the "
+                f"unconstrained LSTM of the same setting ({100 * course:+.1f}% in the cpu "
+                f"setting; {seeds} seed{'s' if seeds > 1 else ''})."
+            )
+    return sentences
