@@ -429,3 +429,18 @@ def test_train_music_command_takes_a_seed(rolls, tmp_path, monkeypatch):
     assert args.func(args) == 0
     assert seen["config"].seed == 7 and seen["config"].name == "adam-tcn-seed7-1ep"
     assert published_config(seen["config"].name) is None  # fewer epochs: never published
+
+
+def test_jacobian_norms_of_a_float32_lstm_come_from_a_float64_svd():
+    from stablernn_lib.lm_analysis import layer_map
+    from stablernn_lib.stability import jacobian_norms, state_jacobians
+
+    torch.manual_seed(0)
+    model = MusicModel("lstm", hidden_size=8).eval()
+    step_map = layer_map(model, 0)
+    frames = (torch.rand(20, NUM_KEYS) < 0.1).float()
+    states = torch.randn(20, 16)
+    norms = jacobian_norms(step_map, states, frames)
+    assert norms.dtype == torch.float32 and norms.shape == (20,)
+    reference = torch.linalg.svdvals(state_jacobians(step_map, states, frames).double())[:, 0]
+    torch.testing.assert_close(norms.double(), reference, rtol=1e-6, atol=0)

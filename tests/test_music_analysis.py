@@ -168,3 +168,31 @@ def test_epochs_sentences_count_the_runs_that_ran_every_epoch():
 def test_piano_roll_contexts_are_in_increasing_order_after_a_json_round_trip():
     entry = {"probs": {k: [[0.5]] for k in (1, 2, 4, 8, 16, 48)}}
     assert ma.piano_roll_contexts(json.loads(json.dumps(entry))) == [1, 2, 4, 8, 16, 48]
+
+
+def test_memory_sentences_read_the_criteria_and_mark_models_near_the_baseline():
+    distances = list(range(25))
+    analysis = {
+        "config": {},
+        "rnn-stable": {
+            "figure2": {"distance": distances, "mean_norm": [0.5**d for d in distances]},
+            "truncated_eval": {"k": [1, 2, 4], "loss": [9.5, 9.08, 9.0], "recurrent_loss": 9.0},
+        },
+        "lstm-unconstrained": {
+            "figure2": {"distance": distances, "mean_norm": [1.0] + [0.08] * 24},
+            "truncated_eval": {"k": [1, 2, 4], "loss": [12.0, 11.5, 11.3], "recurrent_loss": 11.0},
+        },
+    }
+    results = {
+        "rnn-stable": {"seed": 1111, "test_nll": 9.0},  # 18.8% below the baseline
+        "lstm-unconstrained": {"seed": 1111, "test_nll": 10.9},  # 1.7% below: within 5%
+    }
+    stable, lstm = ma.describe_gradient_reach(analysis, results, 11.09)
+    assert "0.00% of the one at distance 0" in stable and stable.endswith("supported")
+    assert "8.00%" in lstm and "not supported [no better than the no-memory baseline" in lstm
+    stable, lstm = ma.describe_truncation(analysis, results, 11.09)
+    assert "from k = 2 frames on" in stable and stable.endswith(
+        "Short context (criteria.json): supported"
+    )
+    assert "never within 1% of it up to k = 4" in lstm and "not supported [no better" in lstm
+    assert "[" not in ma.describe_truncation(analysis)[1]  # no results: no caveat
