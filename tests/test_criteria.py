@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from stablernn_lib import criteria
-from stablernn_lib.criteria import SeedSummary, summarize
-from stablernn_lib.results import results_path
+from stablernn_lib.core import criteria
+from stablernn_lib.core.criteria import SeedSummary, summarize
+from stablernn_lib.core.results import results_path
 
 
 def test_the_committed_file_has_every_rule_the_chapters_read() -> None:

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from stablernn_lib import music_analysis as ma
-from stablernn_lib.music import (
+from stablernn_lib.tasks.jsb import analysis as ma
+from stablernn_lib.tasks.jsb.analysis import ALL_VARIANTS, ANALYSIS, TABLE_VARIANTS
+from stablernn_lib.tasks.jsb.data import JSB_SPLIT_SIZES
+from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
     PUBLISHED_RESULTS,
     RESULTS_DIR,
@@ -25,8 +27,6 @@ from stablernn_lib.music import (
     result_file_name,
     same_config,
 )
-from stablernn_lib.music_analysis import ALL_VARIANTS, ANALYSIS, TABLE_VARIANTS
-from stablernn_lib.music_data import JSB_SPLIT_SIZES
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "09_polyphonic_music.ipynb"
@@ -45,7 +45,7 @@ SEEDED = sorted(
 RUNS = [(cell, variant, "full") for cell, variant in ALL_VARIANTS] + [
     (cell, variant, "adam") for cell, variant in TABLE_VARIANTS
 ]
-BASELINE = 11.09  # the no-memory baseline (tests/test_music_baseline.py checks it on the data)
+BASELINE = 11.09  # the no-memory baseline (tests/test_music_baseline.py checks it)
 
 
 def _load(name: str) -> dict:

@@ -11,14 +11,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from stablernn_lib.lm_analysis import (
-    gradient_by_distance,
-    gradient_by_distance_naive,
-    state_jacobian_norms,
-    truncated_eval_curve,
-)
-from stablernn_lib.lstm_stability import lstm_certificate_from_tensors
-from stablernn_lib.music import (
+from stablernn_lib.tasks.jsb.data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
     MusicModel,
     build_music_model,
@@ -33,7 +27,13 @@ from stablernn_lib.music import (
     train_music_model,
     with_seed,
 )
-from stablernn_lib.music_data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.wikitext2.analysis import (
+    gradient_by_distance,
+    gradient_by_distance_naive,
+    state_jacobian_norms,
+    truncated_eval_curve,
+)
+from stablernn_lib.theory.lstm_stability import lstm_certificate_from_tensors
 
 TINY = replace(CONFIGS["smoke"], name="tiny", hidden_size=16, epochs=3, train_sequences=None)
 
@@ -359,7 +359,7 @@ def test_dropout_acts_in_training_only():
     model.eval()
     torch.testing.assert_close(model.decode(outputs), model.decoder(outputs))
     # the analyses' train mode with dropout off computes the eval function
-    from stablernn_lib.language_model import dropout_off
+    from stablernn_lib.tasks.wikitext2.model import dropout_off
 
     with dropout_off(model):
         torch.testing.assert_close(model.decode(outputs), model.decoder(outputs))
@@ -412,7 +412,7 @@ def test_seeds_are_their_own_configs_and_results(rolls, tmp_path, monkeypatch):
 def test_train_music_command_takes_a_seed(rolls, tmp_path, monkeypatch):
     import argparse
 
-    from stablernn_lib import music
+    from stablernn_lib.tasks.jsb import train as music
 
     parser = argparse.ArgumentParser()
     music.register(parser.add_subparsers())
@@ -432,8 +432,8 @@ def test_train_music_command_takes_a_seed(rolls, tmp_path, monkeypatch):
 
 
 def test_jacobian_norms_of_a_float32_lstm_come_from_a_float64_svd():
-    from stablernn_lib.lm_analysis import layer_map
-    from stablernn_lib.stability import jacobian_norms, state_jacobians
+    from stablernn_lib.core.stability import jacobian_norms, state_jacobians
+    from stablernn_lib.tasks.wikitext2.analysis import layer_map
 
     torch.manual_seed(0)
     model = MusicModel("lstm", hidden_size=8).eval()

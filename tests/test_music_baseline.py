@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from stablernn_lib.music_baseline import DEFAULT_FLOOR, independent_keys_nll, key_frequencies
-from stablernn_lib.music_data import NUM_KEYS, load_jsb
+from stablernn_lib.tasks.jsb.baseline import DEFAULT_FLOOR, independent_keys_nll, key_frequencies
+from stablernn_lib.tasks.jsb.data import NUM_KEYS, load_jsb
 
 
 def _roll(frames: list[list[int]]) -> torch.Tensor:

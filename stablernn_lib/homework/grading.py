@@ -48,6 +48,7 @@ from typing import Any
 import nbformat
 from tqdm.auto import tqdm
 
+from stablernn_lib.core.io import atomic_write_json, atomic_write_text
 from stablernn_lib.homework.notebooks import (
     is_answer_cell,
     is_check_cell,
@@ -63,7 +64,6 @@ from stablernn_lib.homework.runner import (
     score,
 )
 from stablernn_lib.homework.sandbox import ProtocolError, Replayer
-from stablernn_lib.io import atomic_write_json, atomic_write_text
 
 SKIPPED_TAGS = frozenset({"colab-setup"})
 _HOMEWORK_IN_NAME = re.compile(r"hw\d\d")
