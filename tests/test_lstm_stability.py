@@ -566,3 +566,18 @@ def test_gate_norm_table_gives_both_induced_norms_of_every_block(generator):
         "| `W_i`", "| `W_f`", "| `W_z`", "| `W_o`", "| `U_f`"
     ]
     assert lines[-1].startswith("Forget bias in [")
+
+
+def test_the_authors_data_set_idiom_leaves_the_parameter_unchanged_but_ours_does_not() -> None:
+    """Chapter 8: the fork's ``weight.data.set_(new)`` rebinds a temporary tensor on current
+    PyTorch, so the rule it meant to apply never reaches the parameter; the course's
+    ``authors_lstm_rescaling_`` writes into the parameter itself."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4)
+    before = lstm.weight_hh_l0.detach().clone()
+    lstm.weight_hh_l0.data.set_(torch.ones_like(before))
+    assert torch.equal(lstm.weight_hh_l0.detach(), before)
+    ls.authors_lstm_rescaling_(lstm.weight_hh_l0.data, lstm.weight_ih_l0.data)
+    assert not torch.allclose(lstm.weight_hh_l0.detach(), before)
+    sums = ls.gate_blocks(lstm.weight_hh_l0.detach())["f"].abs().sum(dim=0)
+    assert torch.allclose(sums, torch.full_like(sums, ls.AUTHORS_RECURRENT_SCALES["f"]))

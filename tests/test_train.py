@@ -22,6 +22,7 @@ from stablernn_lib.tasks.wikitext2.train import (
     load_trained_model,
     published_result_path,
     train_language_model,
+    with_seed,
 )
 
 TINY = replace(CONFIGS["smoke"], name="tiny", embedding_size=16, hidden_size=16, epochs=3)
@@ -180,3 +181,43 @@ def test_a_config_saved_before_a_field_was_added_still_matches() -> None:
     assert not same_config(saved, CONFIGS["cpu-first-layer"])
     assert not same_config(saved | {"epochs": 7}, CONFIGS["cpu"])
     assert not same_config(saved | {"unknown_knob": 1}, CONFIGS["cpu"])
+
+
+def test_another_seed_is_its_own_config_committed_under_its_seed_folder(tmp_path) -> None:
+    seeded = with_seed(CONFIGS["cpu"], 2)
+    assert (seeded.name, seeded.seed) == ("cpu-seed2", 2)
+    assert with_seed(CONFIGS["cpu"], CONFIGS["cpu"].seed) == CONFIGS["cpu"]
+    published = published_result_path(seeded, "rnn", False)
+    assert published is not None and published.parent.name == "seed2"
+    assert published.parent.parent.name == "cpu"
+    # the seed in the name must be the seed in the config, or nothing is published
+    assert published_result_path(replace(seeded, seed=3), "rnn", False) is None
+    assert published_result_path(with_seed(CONFIGS["smoke"], 2), "rnn", False) is None
+
+
+def test_cli_seed_option_trains_another_config(tmp_path: Path, monkeypatch) -> None:
+    folder = write_synthetic_corpus(tmp_path / "wikitext-2")
+    sums = {name: data.sha256_of(folder / name) for name in data.WIKITEXT2_SHA256}
+    monkeypatch.setattr(data, "WIKITEXT2_SHA256", sums)  # accept the synthetic files
+    out = tmp_path / "run"
+    argv = ["train", "--model", "rnn", "--config", "smoke", "--epochs", "1", "--seed", "7"]
+    assert main([*argv, "--data", str(tmp_path), "--out", str(out), "--device", "cpu"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["seed"] == 7 and result["config"]["name"] == "smoke-seed7-1ep"
+    assert result["provenance"]["criteria_commit"] != ""
+
+
+def test_every_ablation_config_changes_one_thing_from_cpu() -> None:
+    base = vars(CONFIGS["cpu"])
+    for name in (
+        "cpu-authors-first",
+        "cpu-authors-all",
+        "cpu-free-forget",
+        "cpu-lr20",
+        "cpu-converged",
+        "cpu-first-layer",
+    ):
+        changed = {k for k, v in vars(CONFIGS[name]).items() if base[k] != v} - {"name"}
+        assert changed, name
+        expected = {"lstm_constraint", "projected_layers"} if name == "cpu-authors-first" else None
+        assert changed == expected if expected else len(changed) == 1, (name, changed)

@@ -176,3 +176,48 @@ def test_first_layer_only_run_is_committed_and_matches_the_code() -> None:
     cpu = ANALYSIS_CONFIGS["cpu"]
     assert entry["truncated_eval"]["k"] == list(cpu.truncation_ks)
     assert analysis["config"]["test_tokens"] == cpu.test_tokens
+
+
+def _committed_runs(config: str) -> dict[str, dict[int, float]]:
+    """Independently of the library's loader: {variant: {seed: test ppl}} of a config."""
+    folder = results_folder(config)
+    found: dict[str, dict[int, float]] = {}
+    for path in [*folder.glob("*.json"), *folder.glob("seed*/*.json")]:
+        if path.stem in VARIANTS:
+            run = json.loads(path.read_text())
+            assert run["config"]["seed"] == run["seed"], path
+            if path.parent.name.startswith("seed"):
+                assert path.parent.name == f"seed{run['seed']}", path
+                assert run["config"]["name"] == f"{config}-seed{run['seed']}", path
+            found.setdefault(path.stem, {})[run["seed"]] = run["test_ppl"]
+    return found
+
+
+def test_seeds_table_rows_are_computed_from_the_committed_files() -> None:
+    from stablernn_lib.tasks.wikitext2.analysis import seeds_table
+
+    table = seeds_table("cpu")
+    for variant, by_seed in _committed_runs("cpu").items():
+        values = [by_seed[s] for s in sorted(by_seed)]
+        mean = sum(values) / len(values)
+        shown = f"{mean:.1f}" + ("" if len(values) > 1 else f" (one seed, {sorted(by_seed)[0]})")
+        assert shown in table, (variant, shown)
+        for value in values:
+            assert f"{value:.1f}" in table
+
+
+def test_ablation_rows_are_computed_from_the_committed_files() -> None:
+    from stablernn_lib.tasks.wikitext2.analysis import ABLATION_ROWS, ablation_table
+
+    table, commands = ablation_table()
+    rows = table.splitlines()[2:]
+    assert len(rows) == len(ABLATION_ROWS)
+    for row, (label, config, stable, _, _) in zip(rows, ABLATION_ROWS, strict=True):
+        assert row.startswith(f"| {label} |")
+        runs = _committed_runs(config).get(variant_name("lstm", stable), {})
+        if not runs:
+            assert "not run yet" in row
+            continue
+        mean = sum(runs.values()) / len(runs)
+        assert f"| {mean:.1f}" in row, (label, mean)
+        assert f"--config {config} --resume" in commands

@@ -70,6 +70,42 @@ def git_commit(cwd: str | Path | None = None) -> str:
     return commit + ("-dirty" if dirty else "")
 
 
+def criteria_commit(cwd: str | Path | None = None) -> str:
+    """The last commit of ``data/results/criteria.json`` (the rules a result is judged by).
+
+    "unknown" outside a git checkout; "uncommitted" when the file has changes not committed.
+    """
+    where = Path(cwd) if cwd is not None else Path(__file__).resolve().parent
+    path = "data/results/criteria.json"
+    try:
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        commit = subprocess.run(
+            ["git", "log", "-1", "--format=%H", "--", path],
+            cwd=top,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--", path],
+            cwd=top,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    if changed or not commit:
+        return "uncommitted"
+    return commit
+
+
 def device_name(device: torch.device | str | None = None) -> str:
     """A readable name of the device that ran the computation."""
     device = torch.device(device) if device is not None else torch.device("cpu")
@@ -82,6 +118,7 @@ def provenance(device: torch.device | str | None = None) -> dict[str, str]:
     """Where a result came from: git commit, device, versions and time (UTC)."""
     return {
         "git_commit": git_commit(),
+        "criteria_commit": criteria_commit(),
         "device": device_name(device),
         "torch": torch.__version__,
         "python": platform.python_version(),

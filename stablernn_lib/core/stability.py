@@ -101,8 +101,11 @@ def jacobian_norms(model: RecurrentMap, states: Tensor, inputs: Tensor) -> Tenso
 
     The largest of them is a lower bound on the Lipschitz constant of ``phi_w``
     in ``h`` (Euclidean norm), and equals it when the points include the worst case.
+    The SVD runs in float64: LAPACK's float32 SVD fails to converge on some trained
+    LSTM Jacobians (a JSB LSTM's, with many singular values near 1).
     """
-    return torch.linalg.matrix_norm(state_jacobians(model, states, inputs), ord=2).detach()
+    jacobians = state_jacobians(model, states, inputs).detach()
+    return torch.linalg.matrix_norm(jacobians.double(), ord=2).to(jacobians.dtype)
 
 
 @torch.no_grad()

@@ -25,11 +25,12 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,18 @@ _CHECKOUT = Path(__file__).resolve().parents[2]
 # In a checkout of the course, data/ of the repository; for an installed
 # library (e.g. on Colab), data/ of the working directory.
 DATA_ROOT = (_CHECKOUT if (_CHECKOUT / "pyproject.toml").exists() else Path.cwd()) / "data"
+
+
+# A run with another seed than its config's is config ``<name>-seed<N>`` (both tasks).
+SEED_SUFFIX = re.compile(r"^(?P<base>.+)-seed(?P<seed>\d+)$")
+
+
+def with_seed(config: Any, seed: int) -> Any:
+    """A config dataclass (with ``name`` and ``seed``) for another seed, named
+    ``<name>-seed<seed>``; the config itself for its own seed."""
+    if seed == config.seed:
+        return config
+    return replace(config, seed=seed, name=f"{config.name}-seed{seed}")
 
 
 class TrainingDivergedError(RuntimeError):
@@ -117,7 +130,12 @@ class Task:
         return not improved
 
     def epoch_metrics(
-        self, epoch: int, train_loss: float, val_loss: float, lr: float, seconds: float,
+        self,
+        epoch: int,
+        train_loss: float,
+        val_loss: float,
+        lr: float,
+        seconds: float,
         tokens: int,
     ) -> dict[str, Any]:
         """The line of ``metrics.jsonl`` and of the result's ``epochs`` for one epoch."""

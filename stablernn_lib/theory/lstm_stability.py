@@ -563,6 +563,20 @@ def course_lstm_constraint(
     )
 
 
+def free_forget_constraint(
+    input_radius: float = COURSE_INPUT_RADIUS, bias_bound: float = COURSE_BIAS_BOUND
+) -> LSTMConstraint:
+    """The course's set with the forget gate uncapped: NOT certified contractive.
+
+    As :func:`course_lstm_constraint`, except that the forget bias lies in
+    ``[-bias_bound, bias_bound]`` and every row of ``U_f`` in the l1 ball of ``input_radius``,
+    the generous bounds of the other gates; the recurrent row sums keep the authors'
+    constants.  Chapter 8's ablation uses it to measure what the forget cap costs.
+    """
+    course = course_lstm_constraint(input_radius, bias_bound, forget_bias_max=bias_bound)
+    return replace(course, input_radius={g: float(input_radius) for g in GATES})
+
+
 def _solve_scale(bound_of_scale, lam: float, what: str) -> float:
     """Largest ``t >= 0`` with ``bound_of_scale(t) <= lam`` for an increasing, continuous bound."""
     if bound_of_scale(0.0) >= lam:

@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from stablernn_lib.core import paper_claims
+from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.core.io import atomic_write_json, provenance, same_config
 from stablernn_lib.core.models import LSTMMap, RecurrentMap, VanillaRNN
 from stablernn_lib.core.stability import jacobian_norms
@@ -407,9 +407,11 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
 }
 
 
-# The first-layer-only stable LSTM (LM config `cpu-first-layer`): the measurements of
-# `cpu`, on the same test tokens, so that the curves compare directly.
-ANALYSIS_CONFIGS["cpu-first-layer"] = replace(ANALYSIS_CONFIGS["cpu"], name="cpu-first-layer")
+# Every other cpu-scale LM config (the first-layer-only stable LSTM, Chapter 8's ablation rows):
+# the measurements of `cpu`, on the same test tokens, so that the curves compare directly.
+for _name in CONFIGS:
+    if _name.startswith("cpu-"):
+        ANALYSIS_CONFIGS[_name] = replace(ANALYSIS_CONFIGS["cpu"], name=_name)
 
 ANALYSIS_PARTS = ("figure2", "truncated", "jacobians", "certificates", "weights_close")
 
@@ -947,9 +949,7 @@ def time_budget_table(
         epoch = model["epoch_seconds_stable" if stable else "epoch_seconds_unconstrained"]
         estimate = benchmark["epochs"] * epoch + evaluated / model["eval_tokens_per_second"]
         measured = runs[name]["wall_seconds"]
-        lines.append(
-            f"| training {name} | {measured / 60:.0f} | {estimate / 60:.0f} (estimated) |"
-        )
+        lines.append(f"| training {name} | {measured / 60:.0f} | {estimate / 60:.0f} (estimated) |")
         measured_total += measured
         idle_total += estimate
     measured = sum(runs.get("analysis", {}).get("seconds", {}).values())
@@ -1041,4 +1041,188 @@ def claims_verdicts(results: dict[str, Any], label: str, cost_tolerance: float =
             f"at distance 20 is {ratio:.1e} of the one at distance 0; this {verdict} the "
             "paper's observation that it vanishes at moderate distance (criterion: below 1%)."
         )
+    return sentences
+
+
+# ---------------------------------------------------------------------------
+# Seeds and the LSTM ablation (cpu scale), judged by data/results/criteria.json
+# ---------------------------------------------------------------------------
+
+
+def load_seed_results(config: str = "cpu") -> dict[str, dict[int, dict[str, Any]]]:
+    """Every committed completed run of a config, by variant and seed.
+
+    Reads ``<config folder>/<variant>.json`` (the config's own seed) and
+    ``<config folder>/seed<N>/<variant>.json`` (``--seed N``).
+    """
+    folder = results_folder(config)
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for path in sorted([*folder.glob("*.json"), *folder.glob("seed*/*.json")]):
+        if path.stem not in _VARIANTS_BY_NAME:
+            continue
+        with open(path, encoding="utf8") as handle:
+            run = json.load(handle)
+        if run.get("status") == "completed" and "test_ppl" in run:
+            found.setdefault(path.stem, {})[int(run["seed"])] = run
+    return found
+
+
+def seed_summary(runs: dict[int, dict[str, Any]]) -> criteria.SeedSummary:
+    """Test perplexity over the seeds of one variant (``load_seed_results(...)[variant]``)."""
+    return criteria.summarize({seed: run["test_ppl"] for seed, run in runs.items()})
+
+
+def rerun_command(config: str, cell: str, stable: bool, seed: int | None = None) -> str:
+    """The one command that trains (or resumes) one committed run."""
+    command = f"python -m stablernn_lib train --model {cell}{' --stable' if stable else ''}"
+    command += f" --config {config} --resume"
+    return command + (
+        f" --seed {seed}" if seed is not None and seed != CONFIGS[config].seed else ""
+    )
+
+
+def seeds_table(config: str = "cpu") -> str:
+    """Markdown table: each variant's test perplexity over seeds (mean ± sd, each seed), and
+    the verdict on "stability costs little" per cell, read from the criteria file."""
+    runs = load_seed_results(config)
+    lines = [
+        f"| model ({config} scale) | test perplexity over seeds | stable vs unconstrained "
+        "| verdict (criteria.json) |",
+        "| --- | --- | ---: | --- |",
+    ]
+    for cell in ("rnn", "lstm"):
+        free, stable = (runs.get(variant_name(cell, s), {}) for s in (False, True))
+        for is_stable, found in ((False, free), (True, stable)):
+            label = f"{MODEL_LABELS[cell]}, {'stable' if is_stable else 'unconstrained'}"
+            if not found:
+                lines.append(f"| {label} | not run yet | | |")
+                continue
+            summary = seed_summary(found)
+            gap = verdict = ""
+            if is_stable and free:
+                reference = seed_summary(free)
+                gap = f"{100 * criteria.relative_gap(summary.mean, reference.mean):+.1f}%"
+                verdict = criteria.stability_cost_verdict("wikitext2", reference, summary)
+            lines.append(f"| {label} | {summary.describe()} | {gap} | {verdict} |")
+    return "\n".join(lines)
+
+
+# The rows of Chapter 8's LSTM ablation: label, config, stable, which layers the set certifies
+# contractive, and the config whose unconstrained LSTM is the row's reference (same lr, epochs).
+ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
+    ("unconstrained", "cpu", False, "none (no constraint)", "cpu"),
+    ("course constraint, every layer", "cpu", True, "every layer", "cpu"),
+    ("course constraint, first layer only", "cpu-first-layer", True, "layer 1 only", "cpu"),
+    ("authors' rescaling, first layer only", "cpu-authors-first", True, "none", "cpu"),
+    ("authors' rescaling, every layer", "cpu-authors-all", True, "none", "cpu"),
+    ("course constraint, forget cap lifted", "cpu-free-forget", True, "none", "cpu"),
+    ("unconstrained, lr 20", "cpu-lr20", False, "none (no constraint)", "cpu-lr20"),
+    ("course constraint, every layer, lr 20", "cpu-lr20", True, "every layer", "cpu-lr20"),
+    ("unconstrained, 40 epochs", "cpu-converged", False, "none (no constraint)", "cpu-converged"),
+    (
+        "course constraint, every layer, 40 epochs",
+        "cpu-converged",
+        True,
+        "every layer",
+        "cpu-converged",
+    ),
+)
+
+
+def _worst_jacobian(config: str, variant: str) -> float | None:
+    """The largest one-step state-Jacobian norm measured on a config's model (any layer)."""
+    path = results_folder(config) / "analysis.json"
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf8") as handle:
+        norms = json.load(handle).get(variant, {}).get("jacobian_norms")
+    return max(max(layer) for layer in norms) if norms else None
+
+
+def ablation_table() -> tuple[str, str]:
+    """Chapter 8's LSTM ablation, one factor at a time from ``cpu``: a markdown table and the
+    commands that produce each row.
+
+    Each stable row's gap is measured against the unconstrained LSTM of the same setting
+    (``cpu`` for the constraint rows, its own config for lr 20 and 40 epochs).  A row with
+    fewer seeds than the criteria require is read only where its effect exceeds the
+    single-seed rule (criteria.single_seed_ablation) against the course model's seeds.
+    """
+    lines = [
+        "| LSTM, cpu scale | certified contractive | test perplexity | vs unconstrained "
+        "| worst one-step Jacobian norm | read by the criteria |",
+        "| --- | --- | --- | ---: | ---: | --- |",
+    ]
+    commands = []
+    course = load_seed_results("cpu").get("lstm-stable")
+    needed = criteria.load_criteria()["seeds"]["wikitext2"]
+    for label, config, stable, certified, reference in ABLATION_ROWS:
+        variant = variant_name("lstm", stable)
+        runs = load_seed_results(config).get(variant, {})
+        commands.append(rerun_command(config, "lstm", stable))
+        if not runs:
+            lines.append(f"| {label} | {certified} | not run yet | | | |")
+            continue
+        summary = seed_summary(runs)
+        free = load_seed_results(reference).get("lstm-unconstrained")
+        gap = ""
+        if stable and free:
+            gap = f"{100 * criteria.relative_gap(summary.mean, seed_summary(free).mean):+.1f}%"
+        worst = _worst_jacobian(config, variant)
+        if summary.n >= needed:
+            read = f"yes ({summary.n} seeds)"
+        elif course and criteria.single_seed_readable(summary.mean, seed_summary(course)):
+            read = "yes (one seed; effect > 5 sd of the course model's seeds)"
+        else:
+            read = f"not yet (needs {needed} seeds)"
+        lines.append(
+            f"| {label} | {certified} | {summary.describe()} | {gap} "
+            f"| {'not measured' if worst is None else f'{worst:.2f}'} | {read} |"
+        )
+    return "\n".join(lines), "\n".join(dict.fromkeys(commands))
+
+
+def _row_gap(config: str, stable: bool, reference: str) -> float | None:
+    """Relative gap of a row's mean test perplexity to its reference unconstrained LSTM."""
+    runs = load_seed_results(config).get(variant_name("lstm", stable))
+    free = load_seed_results(reference).get("lstm-unconstrained")
+    if not (runs and free):
+        return None
+    return criteria.relative_gap(seed_summary(runs).mean, seed_summary(free).mean)
+
+
+def ablation_findings() -> list[str]:
+    """What the committed ablation rows say, one sentence per row, computed from the files.
+
+    A constraint row is compared with the course constraint's gap at the same setting (the
+    share of that gap it closes); a setting row (lr 20, 40 epochs) gives the course
+    constraint's gap in that setting.  Rows not run yet are named as such.
+    """
+    course = _row_gap("cpu", True, "cpu")
+    if course is None:
+        return ["The course-constrained LSTM of the cpu scale has no committed result yet."]
+    sentences = []
+    for label, config, stable, certified, reference in ABLATION_ROWS:
+        if not stable or config == "cpu":
+            continue
+        gap = _row_gap(config, stable, reference)
+        if gap is None:
+            sentences.append(f"{label}: not run yet ({rerun_command(config, 'lstm', True)}).")
+            continue
+        seeds = len(load_seed_results(config)["lstm-stable"])
+        worst = _worst_jacobian(config, "lstm-stable")
+        where = "" if worst is None else f"; worst one-step Jacobian norm {worst:.2f}"
+        if reference == "cpu":
+            closed = 100 * (course - gap) / course
+            sentences.append(
+                f"{label} (certified: {certified}): {100 * gap:+.1f}% against the unconstrained "
+                f"LSTM, instead of the course constraint's {100 * course:+.1f}%; it closes "
+                f"{closed:.0f}% of that gap ({seeds} seed{'s' if seeds > 1 else ''}{where})."
+            )
+        else:
+            sentences.append(
+                f"{label}: the course constraint costs {100 * gap:+.1f}% against the "
+                f"unconstrained LSTM of the same setting ({100 * course:+.1f}% in the cpu "
+                f"setting; {seeds} seed{'s' if seeds > 1 else ''})."
+            )
     return sentences

@@ -43,6 +43,12 @@ from stablernn_lib.tasks.wikitext2.data import batch_starts, get_batch
 Cell = Literal["rnn", "lstm"]
 State = Tensor | tuple[Tensor, Tensor] | None
 Output = Literal["softmax", "adaptive"]
+# How a stable LSTM is kept stable (Chapter 8's ablation):
+# "course": the course's certified set (every part projected, Chapter 4's certificate);
+# "free-forget": the same set with the forget gate uncapped (forget bias and U_f rows get the
+#     generous bounds of the other gates): NOT certified contractive;
+# "authors": the authors' column rescaling (``authors_lstm_rescaling_``): NOT certified.
+LSTMConstraintName = Literal["course", "free-forget", "authors"]
 
 
 def check_cell(cell: str) -> Cell:
@@ -90,6 +96,7 @@ class WordLanguageModel(SequenceModel):
             1 is what the authors' code did, which certifies only the first layer).
         output: ``"softmax"`` (a linear decoder to ``V`` logits) or ``"adaptive"``
             (``nn.AdaptiveLogSoftmaxWithLoss`` with ``cutoffs`` and ``div_value``).
+        lstm_constraint: how a stable LSTM is kept stable (see ``LSTMConstraintName``).
     """
 
     def __init__(
@@ -106,6 +113,7 @@ class WordLanguageModel(SequenceModel):
         cutoffs: Sequence[int] = (2_000, 10_000),
         div_value: float = 4.0,
         projected_layers: int | None = None,
+        lstm_constraint: str = "course",
     ) -> None:
         super().__init__()
         self.cell = check_cell(cell)
@@ -118,6 +126,11 @@ class WordLanguageModel(SequenceModel):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if lstm_constraint not in get_args(LSTMConstraintName):
+            raise ValueError(
+                f"unknown lstm_constraint {lstm_constraint!r}; use one of "
+                f"{get_args(LSTMConstraintName)}"
+            )
         if output not in get_args(Output):
             raise ValueError(f"unknown output {output!r}; use 'softmax' or 'adaptive'")
         if output == "adaptive" and not 0 < min(cutoffs) <= max(cutoffs) < vocab_size - 1:
@@ -129,6 +142,7 @@ class WordLanguageModel(SequenceModel):
         self.stable = stable
         self.input_bound = input_bound
         self.projected_layers = num_layers if projected_layers is None else projected_layers
+        self.lstm_constraint = lstm_constraint
         self.drop = nn.Dropout(dropout)
         self.encoder = nn.Embedding(vocab_size, embedding_size)
         between = dropout if num_layers > 1 else 0.0
@@ -186,7 +200,7 @@ def dropout_off(model: WordLanguageModel) -> Iterator[WordLanguageModel]:
     can flow through the fused cuDNN kernels (whose backward pass refuses to
     run in eval mode).
     """
-    drop = getattr(model, "drop", None)  # a model without dropout (e.g. MusicModel) has none
+    drop = getattr(model, "drop", None)  # a model without a dropout module has none
     saved = (model.training, drop.p if drop is not None else 0.0, model.rnn.dropout)
     if drop is not None:
         drop.p = 0.0
@@ -281,20 +295,33 @@ def project_stable_(model: WordLanguageModel) -> None:
     contractive, plus generous bounds on the input rows and the biases that make the set
     compact, as Chapter 7's theorem for the LSTM needs).  "Every layer" means the first
     ``model.projected_layers`` (all of them unless the model was built otherwise).
+    ``model.lstm_constraint`` replaces the course's set by the same set with the forget gate
+    uncapped (``"free-forget"``) or by the authors' column rescaling (``"authors"``, the
+    embedding still clamped); neither is certified contractive (Chapter 8's ablation).
     """
     rnn = model.rnn
     layers = range(model.projected_layers)
     if model.cell == "rnn":
         project_spectral_balls_([getattr(rnn, f"weight_hh_l{n}") for n in layers])
         return
-    from stablernn_lib.theory.lstm_stability import project_lstm_weights_
+    from stablernn_lib.theory.lstm_stability import (
+        authors_lstm_rescaling_,
+        free_forget_constraint,
+        project_lstm_weights_,
+    )
 
     model.encoder.weight.clamp_(-model.input_bound, model.input_bound)
+    constraint = free_forget_constraint() if model.lstm_constraint == "free-forget" else None
     for layer in layers:
+        weight_hh, weight_ih = (getattr(rnn, f"weight_{k}_l{layer}") for k in ("hh", "ih"))
+        if model.lstm_constraint == "authors":
+            authors_lstm_rescaling_(weight_hh, weight_ih)
+            continue
         project_lstm_weights_(
-            getattr(rnn, f"weight_hh_l{layer}"),
-            getattr(rnn, f"weight_ih_l{layer}"),
+            weight_hh,
+            weight_ih,
             input_bound=model.input_bound if layer == 0 else 1.0,
+            constraint=constraint,
             biases=[getattr(rnn, f"bias_ih_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")],
         )
 
