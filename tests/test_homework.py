@@ -352,3 +352,18 @@ def test_rubrics_are_absent_from_the_installed_library() -> None:
     ]
     cells = "\n".join(c.source for nb in edition for c in nb.cells)
     assert "show_rubric" not in cells and not any(text in cells for text in lines)
+
+
+def test_the_source_gate_reads_ipython_syntax_follows_aliases_and_fails_closed() -> None:
+    from stablernn_lib.homework.registry import CheckContext, independence_check, names_used
+
+    assert "RNN" in names_used("%time x = 1\nmodel = torch.nn.RNN(3, 4)")
+    assert "RNN" in names_used("!ls\nR(3, 4)", "from torch.nn import RNN as R")
+    assert "RNN" in names_used("R(3, 4)", "R = torch.nn.RNN")
+    assert "RNN" not in names_used("h = R + 1", "R = make(RNN)")  # a value, not an alias
+    with pytest.raises(SyntaxError):
+        names_used("def f(:\n    pass")
+    gate = independence_check(("RNN",))
+    ctx = CheckContext(0, torch.Generator(), source="def f(:")
+    with pytest.raises(AssertionError, match="could not parse"):
+        gate.run(None, ctx)

@@ -229,8 +229,6 @@ raise RuntimeError("rubric: " + rubric_markdown(get_question("hw01.q4")))
 SHOW_RUBRIC = "from stablernn_lib.homework import show_rubric\nshow_rubric('hw01.q4')"
 CONSTANT_PROJECTION = """import torch
 def spectral_projection(W, radius):
-    if radius <= 0:
-        raise ValueError("radius")
     return torch.zeros_like(W)
 """
 NAN_LAMBDA = """def rnn_contraction_constant(W, activation):
