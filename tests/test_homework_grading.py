@@ -183,6 +183,9 @@ def truncated_rnn_states(W, U, inputs, k):
     W.zero_()
     return torch.stack([torch.tanh(x @ U.T) for x in inputs])
 """
+# their control: the same answers for W = 0, without touching W (right only when T = 1)
+IGNORING_STATES = MUTATING_STATES.replace("    W.zero_()\n", "")
+IGNORING_TRUNCATED = MUTATING_TRUNCATED.replace("    W.zero_()\n", "")
 # class 6: SysV shared memory, /dev/shm, /run/lock and /tmp files left behind
 LEFTOVERS = f"""import ctypes, os
 libc = ctypes.CDLL(None)
@@ -301,6 +304,7 @@ def hw01_answers(kind: str) -> nbformat.NotebookNode:
         "stub": stub,
         "wrong": with_answers(stub, {"hw01.q1": WRONG_STATES, "hw01.q2": WRONG_TRUNCATED}),
         "q1": with_answers(stub, {"hw01.q1": q1}),
+        "ignoring": with_answers(stub, {"hw01.q1": IGNORING_STATES, "hw01.q2": IGNORING_TRUNCATED}),
     }[kind]
 
 
@@ -332,7 +336,7 @@ ATTACKS = {
     "snoop": ("q1", lambda nb, paths: with_cells(nb, snoop(*paths))),
     "planted": ("q1", lambda nb, paths: with_cells(nb, [PLANTED, WHO_AM_I])),
     "mutating": (
-        "wrong",
+        "ignoring",
         lambda nb, paths: with_answers(
             nb, {"hw01.q1": MUTATING_STATES, "hw01.q2": MUTATING_TRUNCATED}
         ),
@@ -424,7 +428,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "hard_coded": with_answers(stub, {"hw04.q2": HARD_CODED_LAMBDA}),
     }
     made_up["crashing"].cells.insert(2, nbformat.v4.new_code_cell('raise RuntimeError("boom")'))
-    for kind in ("stub", "wrong", "q1"):
+    for kind in ("stub", "wrong", "q1", "ignoring"):
         made_up[f"control_{kind}_hw01"] = hw01_answers(kind)
     victim = folder / "control_stub_hw01.ipynb"
     for student, (control, make) in ATTACKS.items():
@@ -642,8 +646,10 @@ def test_planted_modules_never_run_and_nothing_runs_as_root(graded) -> None:
 
 
 def test_mutated_inputs_earn_nothing(graded) -> None:
+    """Zeroing W in place earns what ignoring W earns (the T = 1 and k = 1 cases), not more."""
     row = graded["rows"][("mutating_hw01", "hw01")]
-    assert float(row["hw01.q1"]) == 0 and float(row["hw01.q2"]) == 0
+    assert float(row["hw01.q1"]) < 2 and float(row["hw01.q2"]) < 3
+    assert "| a (4, 2, 3) input | visible | fail |" in report(graded, "mutating_hw01")
 
 
 def test_malformed_metadata_and_huge_cells_are_refused_one_by_one(graded) -> None:
