@@ -79,7 +79,7 @@ def test_every_homework_matches_its_notebook() -> None:
 
 
 def test_homework_starts_with_the_colab_cell() -> None:
-    from stablernn_lib.book import colab_setup_cell
+    from stablernn_lib.book.tools import colab_setup_cell
 
     expected = colab_setup_cell()
     for homework in homeworks():
@@ -161,7 +161,7 @@ def test_stubs_are_not_attempted_and_score_zero() -> None:
 def test_calling_the_library_scores_zero() -> None:
     question = get_question("hw04.q1")
     source = (
-        "from stablernn_lib.stability import project_spectral_ball\n"
+        "from stablernn_lib.core.stability import project_spectral_ball\n"
         "def spectral_projection(W, radius):\n    return project_spectral_ball(W, radius)\n"
     )
     answer = define(source, "spectral_projection")

@@ -218,7 +218,7 @@ def magic_bypass(solution: str) -> str:
     return "%time _ = 1\n" + solution + unused
 
 
-ALIAS_CELL = "from stablernn_lib.truncation import truncated_states as helper"
+ALIAS_CELL = "from stablernn_lib.core.truncation import truncated_states as helper"
 
 
 def aliased(solution: str) -> str:

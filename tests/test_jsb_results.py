@@ -15,9 +15,9 @@ from dataclasses import asdict
 
 import pytest
 
-from stablernn_lib.music import CONFIGS, RESULTS_DIR, result_file_name, same_config
-from stablernn_lib.music_analysis import ALL_VARIANTS, ANALYSIS, TABLE_VARIANTS
-from stablernn_lib.music_data import JSB_SPLIT_SIZES
+from stablernn_lib.tasks.jsb.analysis import ALL_VARIANTS, ANALYSIS, TABLE_VARIANTS
+from stablernn_lib.tasks.jsb.data import JSB_SPLIT_SIZES
+from stablernn_lib.tasks.jsb.train import CONFIGS, RESULTS_DIR, result_file_name, same_config
 
 RUNS = [(cell, variant, "full") for cell, variant in ALL_VARIANTS] + [
     (cell, variant, "adam") for cell, variant in TABLE_VARIANTS

@@ -7,8 +7,11 @@ import math
 import pytest
 import torch
 
-from stablernn_lib.data import batchify
-from stablernn_lib.language_model import (
+from stablernn_lib.core.norms import spectral_norm
+from stablernn_lib.core.stability import project_spectral_ball
+from stablernn_lib.tasks.wikitext2.analysis import layer_map
+from stablernn_lib.tasks.wikitext2.data import batchify
+from stablernn_lib.tasks.wikitext2.model import (
     WordLanguageModel,
     evaluate_loss,
     project_spectral_balls_,
@@ -17,9 +20,7 @@ from stablernn_lib.language_model import (
     truncated_loss,
     truncated_outputs,
 )
-from stablernn_lib.lm_analysis import layer_map
-from stablernn_lib.lstm_stability import lstm_contraction_bound
-from stablernn_lib.stability import project_spectral_ball, spectral_norm
+from stablernn_lib.theory.lstm_stability import lstm_contraction_bound
 
 
 def tiny(cell: str, layers: int = 2, stable: bool = False) -> WordLanguageModel:

@@ -10,14 +10,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from stablernn_lib.lm_analysis import (
-    gradient_by_distance,
-    gradient_by_distance_naive,
-    state_jacobian_norms,
-    truncated_eval_curve,
-)
-from stablernn_lib.lstm_stability import lstm_certificate_from_tensors
-from stablernn_lib.music import (
+from stablernn_lib.tasks.jsb.data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
     MusicModel,
     build_music_model,
@@ -30,7 +24,13 @@ from stablernn_lib.music import (
     should_decay,
     train_music_model,
 )
-from stablernn_lib.music_data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.wikitext2.analysis import (
+    gradient_by_distance,
+    gradient_by_distance_naive,
+    state_jacobian_norms,
+    truncated_eval_curve,
+)
+from stablernn_lib.theory.lstm_stability import lstm_certificate_from_tensors
 
 TINY = replace(CONFIGS["smoke"], name="tiny", hidden_size=16, epochs=3, train_sequences=None)
 

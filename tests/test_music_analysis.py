@@ -8,10 +8,10 @@ from dataclasses import replace
 import matplotlib
 import pytest
 
-from stablernn_lib import music_analysis as ma
-from stablernn_lib import paper_claims
-from stablernn_lib.music import CONFIGS, music_run_name, train_music_model
-from stablernn_lib.music_data import read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.core import paper_claims
+from stablernn_lib.tasks.jsb import analysis as ma
+from stablernn_lib.tasks.jsb.data import read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.jsb.train import CONFIGS, music_run_name, train_music_model
 
 matplotlib.use("Agg")
 

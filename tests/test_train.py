@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from stablernn_lib import data
 from stablernn_lib.__main__ import main
-from stablernn_lib.data import Corpus, write_synthetic_corpus
-from stablernn_lib.io import same_config
-from stablernn_lib.train import (
+from stablernn_lib.core.io import same_config
+from stablernn_lib.tasks.wikitext2 import data
+from stablernn_lib.tasks.wikitext2.data import Corpus, write_synthetic_corpus
+from stablernn_lib.tasks.wikitext2.train import (
     CONFIGS,
     TrainingDivergedError,
     load_trained_model,

@@ -14,15 +14,15 @@ from dataclasses import asdict
 
 import pytest
 
-from stablernn_lib.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
-from stablernn_lib.io import same_config
-from stablernn_lib.lm_analysis import (
+from stablernn_lib.core.io import same_config
+from stablernn_lib.tasks.wikitext2.analysis import (
     ANALYSIS_CONFIGS,
     MODEL_VARIANTS,
     cpu_reproduction_commands,
     variant_name,
 )
-from stablernn_lib.train import CONFIGS, results_folder
+from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
+from stablernn_lib.tasks.wikitext2.train import CONFIGS, results_folder
 
 FOLDER = results_folder("cpu")
 VARIANTS = [variant_name(cell, stable) for cell, stable in MODEL_VARIANTS]
@@ -126,7 +126,11 @@ def test_cpu_results_are_complete() -> None:
 
 
 def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
-    from stablernn_lib.lm_analysis import claims_verdicts, smallest_k_within, table_by_scale
+    from stablernn_lib.tasks.wikitext2.analysis import (
+        claims_verdicts,
+        smallest_k_within,
+        table_by_scale,
+    )
 
     cpu = {"rnn-unconstrained": {"test_ppl": 200.0}, "rnn-stable": {"test_ppl": 230.0}}
     table = table_by_scale({"ours, cpu scale": cpu, "ours, full scale": {}})

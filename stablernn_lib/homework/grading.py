@@ -48,6 +48,7 @@ from typing import Any
 import nbformat
 from tqdm.auto import tqdm
 
+from stablernn_lib.core.io import atomic_write_json, atomic_write_text
 from stablernn_lib.homework.isolation import (
     Isolation,
     bwrap_binary,
@@ -74,7 +75,6 @@ from stablernn_lib.homework.submissions import (
     spreadsheet_safe,
     stated_homework,
 )
-from stablernn_lib.io import atomic_write_json, atomic_write_text
 
 SKIPPED_TAGS = frozenset({"colab-setup"})
 MAX_EVENT_BYTES = 64 * 2**20  # one event (a check's records) from the student process
