@@ -17,11 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from stablernn_lib.core.io import atomic_write_json
 from stablernn_lib.homework.grading import Limits, grade_notebook
 from stablernn_lib.homework.isolation import Isolation, bwrap_binary, fallback
 from stablernn_lib.homework.registry import get_homework
 from stablernn_lib.homework.rubrics import REPOSITORY
-from stablernn_lib.core.io import atomic_write_json
 
 OUT = REPOSITORY / "data" / "results" / "grading_overhead.json"
 
