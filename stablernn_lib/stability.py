@@ -70,26 +70,34 @@ def project_spectral_ball(matrix: Tensor, radius: float = 1.0) -> Tensor:
     _check_matrix(matrix)
     if not radius > 0:
         raise ValueError(f"the radius must be positive, got {radius}")
+    check_finite(matrix)
+    try:
+        U, s, Vh = torch.linalg.svd(matrix, full_matrices=False)
+    except torch.linalg.LinAlgError:
+        return project_spectral_ball_by_eigh(matrix, radius)
+    return (U * s.clamp(max=radius).unsqueeze(-2)) @ Vh
+
+
+def check_finite(matrix: Tensor) -> None:
+    """Raise when a matrix to project has NaN or infinite entries (a host sync on a GPU)."""
     if not torch.isfinite(matrix).all():
         raise ValueError(
             "the matrix to project has NaN or infinite entries: the run diverged before "
             "the projection; lower the learning rate or resume from an earlier checkpoint"
         )
-    try:
-        U, s, Vh = torch.linalg.svd(matrix, full_matrices=False)
-    except torch.linalg.LinAlgError:
-        return _project_spectral_ball_by_eigh(matrix, radius)
-    return (U * s.clamp(max=radius).unsqueeze(-2)) @ Vh
 
 
-def _project_spectral_ball_by_eigh(matrix: Tensor, radius: float) -> Tensor:
-    """The same projection from ``W^T W = V diag(s^2) V^T``, in float64.
+def project_spectral_ball_by_eigh(matrix: Tensor, radius: float) -> Tensor:
+    """The projection of :func:`project_spectral_ball` from ``W^T W = V diag(s^2) V^T``.
 
-    ``W V diag(min(1, radius / s)) V^T = U diag(min(s, radius)) V^T``.  LAPACK's SVD can
-    fail to converge on a matrix with many equal singular values, which is exactly what
-    repeated projections produce (every clipped value equals ``radius``); the symmetric
-    eigensolver has no trouble with repeated eigenvalues.  Singular values far below
-    ``radius`` lose relative accuracy in ``s^2``, but their factor is 1 either way.
+    ``W V diag(min(1, radius / s)) V^T = U diag(min(s, radius)) V^T``, computed in float64
+    and returned in the matrix's dtype; ``(m, n)`` or batches ``(..., m, n)``.  The
+    symmetric eigensolver is several times cheaper than an SVD (the fast path of
+    :func:`~stablernn_lib.language_model.project_spectral_balls_` uses it), and it has no
+    trouble with repeated eigenvalues, while LAPACK's SVD can fail to converge on a matrix
+    with many equal singular values, which is exactly what repeated projections produce
+    (every clipped value equals ``radius``).  Singular values far below ``radius`` lose
+    relative accuracy in ``s^2``, but their factor is 1 either way.
     """
     wide = matrix.shape[-2] < matrix.shape[-1]
     w = matrix.double().mT if wide else matrix.double()
