@@ -20,6 +20,10 @@ median over the timed repetitions (the order of the pair alternates too).
 ``python -m stablernn_lib benchmark --config smoke|cpu|full``; a cpu or full run
 writes ``data/results/wikitext2/benchmark-<cpu|gpu>-<config>.json``.
 
+``--ratios`` instead times the step of every constrained model against its unconstrained
+one, side by side (:mod:`stablernn_lib.step_ratios`,
+``benchmark-<config>-<cpu|gpu>-ratios.json``).
+
 ``--output-layer`` instead times one training step of the config's models with a
 plain softmax over the vocabulary against an adaptive softmax
 (:func:`output_layer_benchmark`, ``benchmark-<cpu|gpu>-output-layer.json``): the
@@ -76,6 +80,22 @@ def _zipf_tokens(vocab: int, shape: tuple[int, int], generator: torch.Generator)
 
 def _training_step(model: WordLanguageModel, tokens: torch.Tensor, clip: float, lr: float):
     """One SGD step of :func:`~stablernn_lib.train.train_language_model`, as a closure."""
+    return _constrained_step(model, tokens, clip, lr, project_stable_ if model.stable else None)
+
+
+def _constrained_step(
+    model: WordLanguageModel,
+    tokens: torch.Tensor,
+    clip: float,
+    lr: float,
+    constrain: Callable[[WordLanguageModel], None] | None,
+    read_loss: bool = False,
+) -> Callable[[], None]:
+    """One SGD step followed by ``constrain(model)`` (None: none), as a closure.
+
+    ``read_loss``: read the loss on the host every step, as the training loop's divergence
+    check does (on a GPU a synchronization).
+    """
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     carried: list[Any] = [None]
 
@@ -83,11 +103,13 @@ def _training_step(model: WordLanguageModel, tokens: torch.Tensor, clip: float, 
         optimizer.zero_grad(set_to_none=True)
         outputs, state = model.recur(model.embed(tokens[:-1]), detach_state(carried[0]))
         loss = model.token_nll(outputs, tokens[1:]).mean()
+        if read_loss:
+            loss.item()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
-        if model.stable:
-            project_stable_(model)
+        if constrain is not None:
+            constrain(model)
         carried[0] = state
 
     return step
@@ -418,6 +440,14 @@ def _command(args: argparse.Namespace) -> int:
         atomic_write_json(path, result)
         print(f"written to {path}")
         return 0
+    if args.ratios:
+        from stablernn_lib.step_ratios import format_step_ratios, ratios_path, step_ratio_benchmark
+
+        result = step_ratio_benchmark(args.config, args.device, repeats=args.repeats)
+        print(format_step_ratios(result))
+        path = atomic_write_json(Path(args.out) if args.out else ratios_path(result), result)
+        print(f"written to {path}")
+        return 0
     if args.output_layer:
         result = output_layer_benchmark(args.config, args.device, repeats=args.repeats)
         print(format_output_layer(result))
@@ -452,6 +482,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--output-layer",
         action="store_true",
         help="time plain vs adaptive softmax at the config's sizes instead",
+    )
+    parser.add_argument(
+        "--ratios",
+        action="store_true",
+        help="instead, step time of each constrained model over its unconstrained one",
     )
     parser.add_argument(
         "--lr-probe",

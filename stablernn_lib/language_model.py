@@ -249,12 +249,13 @@ def spectral_solver(matrices: Tensor) -> tuple[torch.device, str]:
     took 5.6 ms on the GPU, more than half of an unconstrained RNN training step, and with
     several processes sharing the GPU these calls queue up: 7x the unconstrained step).
     On the CPU the whole stack of layers costs one transfer each way and one
-    synchronization, and LAPACK's symmetric eigensolver on ``W^T W`` needs a fraction of
-    the time of an SVD (2 x 200 x 200 on this course's 2-core CPU, one thread: 7.8 ms in
-    float64 against 15.8 ms for the float32 SVD).  CPU weights keep the SVD in their dtype,
-    the projection every CPU run of the course was trained with.  ``python -m
-    stablernn_lib benchmark --ratios`` times both solvers on the machine at hand; 1024 is
-    a guess above every model of the course (at most 650 units), not a measured crossover.
+    synchronization, and LAPACK's symmetric eigensolver on ``W^T W`` in float32 is cheaper
+    than the float32 SVD (two 200 x 200 matrices on this course's busy 2-core CPU, one
+    thread: 29 ms against 40 ms, ``solver_seconds`` of ``benchmark-cpu-cpu-ratios.json``).  CPU weights
+    keep the SVD in their dtype, the projection every CPU run of the course was trained
+    with.  ``python -m stablernn_lib benchmark --ratios`` times every solver on the machine
+    at hand; 1024 is a guess above every model of the course (at most 650 units), not a
+    measured crossover.
     """
     if matrices.is_cuda and max(matrices.shape[-2:]) <= SMALL_MATRIX:
         return torch.device("cpu"), "eigh"
@@ -275,8 +276,9 @@ def project_spectral_balls_(
       course was trained;
     * CUDA weights of a small size: copied to the host in one transfer (the one host
       synchronization of the call), projected there through the eigendecomposition of
-      ``W^T W`` in float64 (:func:`~stablernn_lib.stability.project_spectral_ball_by_eigh`,
-      the same projection up to rounding), copied back without waiting;
+      ``W^T W`` in the weights' dtype
+      (:func:`~stablernn_lib.stability.project_spectral_ball_by_eigh`, the same projection
+      up to rounding), copied back without waiting;
     * larger CUDA weights: the SVD on the GPU.
 
     With ``check_first`` the projection is skipped for a matrix whose guaranteed upper
@@ -303,7 +305,7 @@ def project_spectral_balls_(
     chosen = stacked if len(selected) == len(weights) else stacked[selected]
     if method == "eigh":
         check_finite(chosen)
-        projected = project_spectral_ball_by_eigh(chosen, radius)
+        projected = project_spectral_ball_by_eigh(chosen, radius, chosen.dtype)
     else:
         projected = project_spectral_ball(chosen, radius)
     if projected.device != weights[0].device:

@@ -42,12 +42,12 @@ def sample_matrices(generator: torch.Generator) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_eigh_projection_equals_the_svd_projection(generator, dtype) -> None:
     matrices = sample_matrices(generator).to(dtype)
-    batched = project_spectral_ball_by_eigh(matrices, 1.0)
+    batched = project_spectral_ball_by_eigh(matrices, 1.0, dtype)  # computed in dtype
     assert batched.dtype == dtype
     for n, matrix in enumerate(matrices):
         expected = exact_projection(matrix)
         torch.testing.assert_close(batched[n].double(), expected, atol=TOLERANCE[dtype], rtol=0)
-        single = project_spectral_ball_by_eigh(matrix, 1.0)  # per layer = batched
+        single = project_spectral_ball_by_eigh(matrix, 1.0, dtype)  # per layer = batched
         torch.testing.assert_close(single, batched[n], atol=TOLERANCE[dtype], rtol=0)
         clipped = torch.linalg.svdvals(batched[n].double())
         wanted = torch.linalg.svdvals(matrix.double()).clamp(max=1.0)
