@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "stablernn_lib.music_analysis",
     "stablernn_lib.lm_analysis",
     "stablernn_lib.benchmark",
+    "stablernn_lib.paper_run",
     "stablernn_lib.tightness",
     "stablernn_lib.book",
 )

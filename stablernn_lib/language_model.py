@@ -251,11 +251,11 @@ def spectral_solver(matrices: Tensor) -> tuple[torch.device, str]:
     On the CPU the whole stack of layers costs one transfer each way and one
     synchronization, and LAPACK's symmetric eigensolver on ``W^T W`` in float32 is cheaper
     than the float32 SVD (two 200 x 200 matrices on this course's busy 2-core CPU, one
-    thread: 29 ms against 40 ms, ``solver_seconds`` of ``benchmark-cpu-cpu-ratios.json``).  CPU weights
-    keep the SVD in their dtype, the projection every CPU run of the course was trained
-    with.  ``python -m stablernn_lib benchmark --ratios`` times every solver on the machine
-    at hand; 1024 is a guess above every model of the course (at most 650 units), not a
-    measured crossover.
+    thread: 29 ms against 40 ms, ``solver_seconds`` of ``benchmark-cpu-cpu-ratios.json``).
+    CPU weights keep the SVD in their dtype, the projection every CPU run of the course was
+    trained with.  ``python -m stablernn_lib benchmark --ratios`` times every solver on the
+    machine at hand; 1024 is a guess above every model of the course (at most 650 units),
+    not a measured crossover.
     """
     if matrices.is_cuda and max(matrices.shape[-2:]) <= SMALL_MATRIX:
         return torch.device("cpu"), "eigh"
