@@ -60,7 +60,7 @@ from stablernn_lib.language_model import (
     project_stable_,
 )
 from stablernn_lib.lm_analysis import gradient_by_distance, gradient_by_distance_naive
-from stablernn_lib.train import CONFIGS, RESULTS_DIR, build_model, prepare_corpus
+from stablernn_lib.train import CONFIGS, RESULTS_DIR, LMConfig, build_model, prepare_corpus
 
 
 def _timer(device: torch.device) -> Callable[[], float]:
@@ -70,6 +70,15 @@ def _timer(device: torch.device) -> Callable[[], float]:
         return time.perf_counter()
 
     return now
+
+
+def benchmark_setup(
+    config: str, device: str | torch.device | None
+) -> tuple[LMConfig, torch.device, Callable[[], float], int]:
+    """The named LM config, the device (default: CUDA if present), its clock, the vocabulary."""
+    lm = CONFIGS[config]
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return lm, device, _timer(device), lm.vocab_size or WIKITEXT2_VOCAB_SIZE
 
 
 def _zipf_tokens(vocab: int, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
@@ -124,10 +133,7 @@ def run_benchmark(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Measure everything listed in the module docstring; returns a JSON-ready dict."""
-    lm = CONFIGS[config]
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    now = _timer(device)
-    vocab = lm.vocab_size or WIKITEXT2_VOCAB_SIZE
+    lm, device, now, vocab = benchmark_setup(config, device)
     train_tokens = lm.train_tokens or WIKITEXT2_TOKENS["train"]
     steps_per_epoch = len(batch_starts(train_tokens // lm.batch_size, lm.bptt))
     generator = torch.Generator().manual_seed(0)

@@ -34,8 +34,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from stablernn_lib.benchmark import _constrained_step, _timer, _zipf_tokens
-from stablernn_lib.data import WIKITEXT2_VOCAB_SIZE
+from stablernn_lib.benchmark import _constrained_step, _zipf_tokens, benchmark_setup
 from stablernn_lib.io import provenance
 from stablernn_lib.language_model import (
     WordLanguageModel,
@@ -44,7 +43,7 @@ from stablernn_lib.language_model import (
     rescale_authors_lstm_,
 )
 from stablernn_lib.stability import project_spectral_ball, project_spectral_ball_by_eigh
-from stablernn_lib.train import CONFIGS, RESULTS_DIR, build_model
+from stablernn_lib.train import RESULTS_DIR, build_model
 
 Constrain = Callable[[WordLanguageModel], None]
 
@@ -142,10 +141,7 @@ def step_ratio_benchmark(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Median step time of every ``STEP_VARIANTS`` entry and the ``RATIOS``; a JSON-ready dict."""
-    lm = CONFIGS[config]
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    now = _timer(device)
-    vocab = lm.vocab_size or WIKITEXT2_VOCAB_SIZE
+    lm, device, now, vocab = benchmark_setup(config, device)
     generator = torch.Generator().manual_seed(0)
     tokens = _zipf_tokens(vocab, (lm.bptt + 1, lm.batch_size), generator).to(device)
     steps = {

@@ -177,7 +177,7 @@ def test_step_ratio_benchmark_measures_every_variant(monkeypatch, tmp_path) -> N
     from stablernn_lib.train import CONFIGS
 
     tiny = replace(CONFIGS["smoke"], name="tiny", hidden_size=8, embedding_size=8, num_layers=2)
-    monkeypatch.setitem(step_ratios.CONFIGS, "tiny", tiny)
+    monkeypatch.setitem(CONFIGS, "tiny", tiny)
     result = step_ratios.step_ratio_benchmark("tiny", "cpu", repeats=1, warmup=0, progress=False)
     assert set(result["step_seconds"]) == set(step_ratios.STEP_VARIANTS)
     for name, (variant, baseline) in step_ratios.RATIOS.items():
