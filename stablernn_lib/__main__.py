@@ -45,6 +45,10 @@ COMMANDS: dict[str, Command] = {
         "stablernn_lib.tasks.benchmark",
         "projection overhead, Figure-2 speed-up, tokens/s (WikiText-2 models)",
     ),
+    "paper-run": Command(
+        "stablernn_lib.tasks.paper_run",
+        "train a list of variants in parallel, detached, on one GPU (paper scale)",
+    ),
     "tightness": Command(
         "stablernn_lib.theory.tightness",
         "adversarial search for the worst ratio measured / bound of each bound",
@@ -90,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"`{command}` needs the package {error.name!r}, which is missing: install the "
             f"'{extra}' extra, e.g. pip install \"stablernn_lib[{extra}]\" "
-            f"(or pip install -e \".[{extra}]\" in a checkout)",
+            f'(or pip install -e ".[{extra}]" in a checkout)',
             file=sys.stderr,
         )
         return 2

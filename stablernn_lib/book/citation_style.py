@@ -18,7 +18,7 @@ from string import ascii_lowercase
 
 
 def authors_text(entry) -> str:
-    """"Hardt", "Miller and Hardt" or "Pascanu et al." (last names; editors or title if none)."""
+    """ "Hardt", "Miller and Hardt" or "Pascanu et al." (last names; editors or title if none)."""
     people = entry.persons.get("author") or entry.persons.get("editor") or []
     last = [" ".join(p.last_names).replace("{", "").replace("}", "") for p in people]
     if not last:

@@ -94,7 +94,10 @@ def changed_since(commit: str, paths: list[str], root: Path = REPO_ROOT) -> set[
         changed = subprocess.run(
             ["git", "-C", str(root), "diff", "--name-only", commit, "--"]
             + [f":(top){path}" for path in paths],
-            capture_output=True, text=True, check=True, timeout=60,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
         ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -186,7 +189,7 @@ def times_markdown(root: Path = REPO_ROOT, toc_notebooks: list[str] | None = Non
         elif changed:
             where += (
                 f" {len(changed)} of the {counted} measured notebooks changed since that "
-                "commit (\"changed since the measurement\"): their times may no longer hold."
+                'commit ("changed since the measurement"): their times may no longer hold.'
             )
     return "\n".join(lines) + "\n\n" + where + "\n"
 

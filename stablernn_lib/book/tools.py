@@ -364,7 +364,11 @@ def _write_colab_sources(app, exception) -> None:
             continue
         notebook = nbformat.read(root / f"{docname}.ipynb", as_version=4)
         plain = colab.colab_notebook(
-            notebook, edition=edition, index=index, bibliography=bibliography, macros=macros,
+            notebook,
+            edition=edition,
+            index=index,
+            bibliography=bibliography,
+            macros=macros,
             site_url=app.config.html_baseurl or None,
         )
         target.write_text(nbformat.writes(plain) + "\n", encoding="utf-8")

@@ -38,10 +38,10 @@ LEGEND = (
 # The two versions of the paper, and what "version not known" means.
 VERSIONS = {
     "earlier": (
-        "the earlier version, \"When Recurrent Models Don't Need To Be Recurrent\" "
+        'the earlier version, "When Recurrent Models Don\'t Need To Be Recurrent" '
         "(arXiv:1805.10369, 2018)"
     ),
-    "iclr2019": "the ICLR 2019 version, \"Stable Recurrent Models\"",
+    "iclr2019": 'the ICLR 2019 version, "Stable Recurrent Models"',
     "unknown": "a version of the paper not known to us",
 }
 
@@ -96,40 +96,62 @@ class PaperClaim:
 
 CLAIMS: tuple[PaperClaim, ...] = (
     PaperClaim(
-        "wt2-rnn-unconstrained-ppl", "146.7",
+        "wt2-rnn-unconstrained-ppl",
+        "146.7",
         "WikiText-2 test perplexity, unconstrained RNN (the model of Figure 2)",
-        CHECKED, "earlier", TALK,
+        CHECKED,
+        "earlier",
+        TALK,
     ),
     PaperClaim(
-        "wt2-lstm-unconstrained-ppl", "92.3",
+        "wt2-lstm-unconstrained-ppl",
+        "92.3",
         "WikiText-2 test perplexity, unconstrained LSTM (the model of Figure 2)",
-        CHECKED, "earlier", TALK,
+        CHECKED,
+        "earlier",
+        TALK,
     ),
     PaperClaim(
-        "wt2-rnn-stable-ppl", "143.5", "WikiText-2 test perplexity, stable RNN",
-        RECALLED, "unknown",
+        "wt2-rnn-stable-ppl",
+        "143.5",
+        "WikiText-2 test perplexity, stable RNN",
+        RECALLED,
+        "unknown",
     ),
     PaperClaim(
-        "wt2-lstm-stable-ppl", "94.6", "WikiText-2 test perplexity, stable LSTM",
-        RECALLED, "unknown",
+        "wt2-lstm-stable-ppl",
+        "94.6",
+        "WikiText-2 test perplexity, stable LSTM",
+        RECALLED,
+        "unknown",
     ),
     PaperClaim(
-        "jsb-rnn-unconstrained-nll", "8.9",
+        "jsb-rnn-unconstrained-nll",
+        "8.9",
         "JSB Chorales test negative log-likelihood, unconstrained RNN",
-        RECALLED, "unknown",
+        RECALLED,
+        "unknown",
     ),
     PaperClaim(
-        "jsb-rnn-stable-nll", "8.9", "JSB Chorales test negative log-likelihood, stable RNN",
-        RECALLED, "unknown",
+        "jsb-rnn-stable-nll",
+        "8.9",
+        "JSB Chorales test negative log-likelihood, stable RNN",
+        RECALLED,
+        "unknown",
     ),
     PaperClaim(
-        "jsb-lstm-unconstrained-nll", "8.5",
+        "jsb-lstm-unconstrained-nll",
+        "8.5",
         "JSB Chorales test negative log-likelihood, unconstrained LSTM",
-        RECALLED, "unknown",
+        RECALLED,
+        "unknown",
     ),
     PaperClaim(
-        "jsb-lstm-stable-nll", "8.5", "JSB Chorales test negative log-likelihood, stable LSTM",
-        RECALLED, "unknown",
+        "jsb-lstm-stable-nll",
+        "8.5",
+        "JSB Chorales test negative log-likelihood, stable LSTM",
+        RECALLED,
+        "unknown",
     ),
 )
 REGISTRY: dict[str, PaperClaim] = {claim.key: claim for claim in CLAIMS}
@@ -166,9 +188,7 @@ def claims_markdown(keys: Iterable[str] | None = None) -> str:
     for key in keys if keys is not None else REGISTRY:
         entry = claim(key)
         where = f"checked: {entry.source}" if entry.status == CHECKED else "recalled, not checked"
-        lines.append(
-            f"| {marked(key)} | {entry.quantity} | {where} | {VERSIONS[entry.version]} |"
-        )
+        lines.append(f"| {marked(key)} | {entry.quantity} | {where} | {VERSIONS[entry.version]} |")
     return "\n".join(lines)
 
 
@@ -361,7 +381,10 @@ def claim_nodes(key: str) -> list:
     mark = nodes.abbreviation(entry.mark, entry.mark, explanation=entry.provenance)
     return [
         nodes.inline(
-            "", "", nodes.Text(entry.value), nodes.superscript("", "", mark),
+            "",
+            "",
+            nodes.Text(entry.value),
+            nodes.superscript("", "", mark),
             classes=["paper-claim", f"paper-claim-{entry.status}"],
         )
     ]

@@ -35,29 +35,41 @@ def project_spectral_ball(matrix: Tensor, radius: float = 1.0) -> Tensor:
     check_matrix(matrix)
     if not radius > 0:
         raise ValueError(f"the radius must be positive, got {radius}")
+    check_finite(matrix)
+    try:
+        U, s, Vh = torch.linalg.svd(matrix, full_matrices=False)
+    except torch.linalg.LinAlgError:
+        return project_spectral_ball_by_eigh(matrix, radius)
+    return (U * s.clamp(max=radius).unsqueeze(-2)) @ Vh
+
+
+def check_finite(matrix: Tensor) -> None:
+    """Raise when a matrix to project has NaN or infinite entries (a host sync on a GPU)."""
     if not torch.isfinite(matrix).all():
         raise ValueError(
             "the matrix to project has NaN or infinite entries: the run diverged before "
             "the projection; lower the learning rate or resume from an earlier checkpoint"
         )
-    try:
-        U, s, Vh = torch.linalg.svd(matrix, full_matrices=False)
-    except torch.linalg.LinAlgError:
-        return _project_spectral_ball_by_eigh(matrix, radius)
-    return (U * s.clamp(max=radius).unsqueeze(-2)) @ Vh
 
 
-def _project_spectral_ball_by_eigh(matrix: Tensor, radius: float) -> Tensor:
-    """The same projection from ``W^T W = V diag(s^2) V^T``, in float64.
+def project_spectral_ball_by_eigh(
+    matrix: Tensor, radius: float, dtype: torch.dtype = torch.float64
+) -> Tensor:
+    """The projection of :func:`project_spectral_ball` from ``W^T W = V diag(s^2) V^T``.
 
-    ``W V diag(min(1, radius / s)) V^T = U diag(min(s, radius)) V^T``.  LAPACK's SVD can
-    fail to converge on a matrix with many equal singular values, which is exactly what
-    repeated projections produce (every clipped value equals ``radius``); the symmetric
-    eigensolver has no trouble with repeated eigenvalues.  Singular values far below
-    ``radius`` lose relative accuracy in ``s^2``, but their factor is 1 either way.
+    ``W V diag(min(1, radius / s)) V^T = U diag(min(s, radius)) V^T``, computed in ``dtype``
+    and returned in the matrix's dtype; ``(m, n)`` or batches ``(..., m, n)``.  The
+    symmetric eigensolver is cheaper than an SVD (the fast path of
+    :func:`~stablernn_lib.tasks.wikitext2.model.project_spectral_balls_` uses it), and it has no
+    trouble with repeated eigenvalues, while LAPACK's SVD can fail to converge on a matrix
+    with many equal singular values, which is exactly what repeated projections produce
+    (every clipped value equals ``radius``).  The error stays at the rounding of ``dtype``
+    times ``||W||_2^2``: ``min(1, radius / sqrt(lambda))`` is a Lipschitz function of the
+    eigenvalues ``lambda`` of ``W^T W``; singular values far below ``radius`` lose relative
+    accuracy in ``s^2``, but their factor is 1 either way.
     """
     wide = matrix.shape[-2] < matrix.shape[-1]
-    w = matrix.double().mT if wide else matrix.double()
+    w = matrix.to(dtype).mT if wide else matrix.to(dtype)
     eigenvalues, V = torch.linalg.eigh(w.mT @ w)
     singular_values = eigenvalues.clamp(min=0).sqrt()
     scale = (radius / singular_values.clamp(min=radius)).unsqueeze(-2)

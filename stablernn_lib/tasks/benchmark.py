@@ -20,6 +20,10 @@ median over the timed repetitions (the order of the pair alternates too).
 ``python -m stablernn_lib benchmark --config smoke|cpu|full``; a cpu or full run
 writes ``data/results/wikitext2/benchmark-<cpu|gpu>-<config>.json``.
 
+``--ratios`` instead times the step of every constrained model against its unconstrained
+one, side by side (:mod:`stablernn_lib.tasks.step_ratios`,
+``benchmark-<config>-<cpu|gpu>-ratios.json``).
+
 ``--output-layer`` instead times one training step of the config's models with a
 plain softmax over the vocabulary against an adaptive softmax
 (:func:`output_layer_benchmark`, ``benchmark-<cpu|gpu>-output-layer.json``): the
@@ -32,8 +36,6 @@ import argparse
 import json
 import math
 import statistics
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,7 @@ import torch
 from tqdm.auto import tqdm
 
 from stablernn_lib.core.io import atomic_write_json, provenance
+from stablernn_lib.tasks.timing import benchmark_setup, constrained_step, timer, zipf_tokens
 from stablernn_lib.tasks.wikitext2.analysis import gradient_by_distance, gradient_by_distance_naive
 from stablernn_lib.tasks.wikitext2.data import (
     WIKITEXT2_TOKENS,
@@ -56,42 +59,18 @@ from stablernn_lib.tasks.wikitext2.model import (
     evaluate_loss,
     project_stable_,
 )
-from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, build_model, prepare_corpus
-
-
-def _timer(device: torch.device) -> Callable[[], float]:
-    def now() -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return time.perf_counter()
-
-    return now
-
-
-def _zipf_tokens(vocab: int, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
-    """Token ids with ``p(id r) ~ 1 / (r + 1)``, like word frequencies by rank."""
-    zipf = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
-    return torch.multinomial(zipf, shape[0] * shape[1], True, generator=generator).view(shape)
+from stablernn_lib.tasks.wikitext2.train import (
+    CONFIGS,
+    RESULTS_DIR,
+    build_model,
+    prepare_corpus,
+)
 
 
 def _training_step(model: WordLanguageModel, tokens: torch.Tensor, clip: float, lr: float):
     """One SGD step of :func:`~stablernn_lib.tasks.wikitext2.train.train_language_model`,
     as a closure."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    carried: list[Any] = [None]
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        outputs, state = model.recur(model.embed(tokens[:-1]), detach_state(carried[0]))
-        loss = model.token_nll(outputs, tokens[1:]).mean()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
-        if model.stable:
-            project_stable_(model)
-        carried[0] = state
-
-    return step
+    return constrained_step(model, tokens, clip, lr, project_stable_ if model.stable else None)
 
 
 def run_benchmark(
@@ -103,14 +82,11 @@ def run_benchmark(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Measure everything listed in the module docstring; returns a JSON-ready dict."""
-    lm = CONFIGS[config]
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    now = _timer(device)
-    vocab = lm.vocab_size or WIKITEXT2_VOCAB_SIZE
+    lm, device, now, vocab = benchmark_setup(config, device)
     train_tokens = lm.train_tokens or WIKITEXT2_TOKENS["train"]
     steps_per_epoch = len(batch_starts(train_tokens // lm.batch_size, lm.bptt))
     generator = torch.Generator().manual_seed(0)
-    tokens = _zipf_tokens(vocab, (lm.bptt + 1, lm.batch_size), generator).to(device)
+    tokens = zipf_tokens(vocab, (lm.bptt + 1, lm.batch_size), generator).to(device)
     result: dict[str, Any] = {
         "config": config,
         "device_type": device.type,
@@ -177,7 +153,7 @@ def _figure2_speed(
     lm, vocab: int, device: torch.device, distance: int, generator
 ) -> dict[str, Any]:
     """Seconds of the batched and the per-pair gradient profile on one window of the test batch."""
-    now = _timer(device)
+    now = timer(device)
     model = build_model("lstm", False, lm, vocab).to(device).eval()
     source = batchify(
         torch.randint(vocab, ((distance + 2) * lm.eval_batch_size,), generator=generator),
@@ -220,10 +196,10 @@ def output_layer_benchmark(
     """
     lm = CONFIGS[config]
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    now = _timer(device)
+    now = timer(device)
     vocab = WIKITEXT2_VOCAB_SIZE
     generator = torch.Generator().manual_seed(0)
-    tokens = _zipf_tokens(vocab, (lm.bptt + 1, lm.batch_size), generator).to(device)
+    tokens = zipf_tokens(vocab, (lm.bptt + 1, lm.batch_size), generator).to(device)
     outputs = {"softmax": {}, "adaptive": {}}
     result: dict[str, Any] = {
         "config": config,
@@ -419,6 +395,18 @@ def _command(args: argparse.Namespace) -> int:
         atomic_write_json(path, result)
         print(f"written to {path}")
         return 0
+    if args.ratios:
+        from stablernn_lib.tasks.step_ratios import (
+            format_step_ratios,
+            ratios_path,
+            step_ratio_benchmark,
+        )
+
+        result = step_ratio_benchmark(args.config, args.device, repeats=args.repeats)
+        print(format_step_ratios(result))
+        path = atomic_write_json(Path(args.out) if args.out else ratios_path(result), result)
+        print(f"written to {path}")
+        return 0
     if args.output_layer:
         result = output_layer_benchmark(args.config, args.device, repeats=args.repeats)
         print(format_output_layer(result))
@@ -453,6 +441,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--output-layer",
         action="store_true",
         help="time plain vs adaptive softmax at the config's sizes instead",
+    )
+    parser.add_argument(
+        "--ratios",
+        action="store_true",
+        help="instead, step time of each constrained model over its unconstrained one",
     )
     parser.add_argument(
         "--lr-probe",

@@ -850,9 +850,19 @@ def random_stable_lstm(
 # ----------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=16)
+def _authors_scales(dtype: torch.dtype, device: torch.device) -> Tensor:
+    """The authors' recurrent constants as a ``(4, 1, 1)`` tensor on the weights' device."""
+    scales = [AUTHORS_RECURRENT_SCALES[g] for g in GATES]
+    return torch.tensor(scales, dtype=dtype).view(4, 1, 1).to(device)
+
+
 @torch.no_grad()
 def authors_lstm_rescaling_(
-    weight_hh: Tensor, weight_ih: Tensor, embedding: Tensor | None = None
+    weight_hh: Tensor,
+    weight_ih: Tensor,
+    embedding: Tensor | None = None,
+    check_zero_columns: bool | None = None,
 ) -> None:
     """The LSTM constraint of the authors' experiment code, reproduced faithfully (in place).
 
@@ -862,20 +872,34 @@ def authors_lstm_rescaling_(
     is clamped to ``[-1, 1]``.  The sum over ``dim=0`` makes every COLUMN sum equal
     to ``c`` (the induced 1-norm), scaling small columns up: it is a rescaling, not a
     projection.  Biases and the other input blocks are left free.
+
+    Called after every training step, so it is written for the GPU: the four recurrent
+    blocks are rescaled at once as a ``(4, H, H)`` view, with no loop over the gates and
+    no host synchronization.  A zero column (the rule divides by its sum) raises an error
+    when ``check_zero_columns`` (default: on CPU tensors, where the check is free); on a
+    GPU it makes the column NaN, which stops a training run at its next loss check.
     """
     hidden = _check_gate_matrix("weight_hh", weight_hh)
     _check_gate_matrix("weight_ih", weight_ih, hidden)
-    W = gate_blocks(weight_hh)
-    targets = [(W[g], c, f"W_{g}") for g, c in AUTHORS_RECURRENT_SCALES.items()]
-    targets.append((gate_blocks(weight_ih)["f"], AUTHORS_INPUT_FORGET_SCALE, "U_f"))
-    for block, _, name in targets:
-        if bool((block.abs().sum(dim=0) == 0).any()):
-            raise ValueError(
-                f"{name} has a zero column: the authors' rule divides by the column sum; "
-                "perturb the weights (e.g. add small noise) before rescaling"
-            )
-    for block, c, _ in targets:
-        block.copy_(c * block / block.abs().sum(dim=0))
+    if not weight_hh.is_contiguous():
+        raise ValueError(
+            "weight_hh must be contiguous (rescaled through a view); pass the parameter"
+        )
+    recurrent = weight_hh.view(4, hidden, hidden)
+    forget_input = gate_blocks(weight_ih)["f"]
+    recurrent_sums = recurrent.abs().sum(dim=1, keepdim=True)
+    forget_sums = forget_input.abs().sum(dim=0)
+    if check_zero_columns is None:
+        check_zero_columns = not weight_hh.is_cuda
+    if check_zero_columns:
+        for sums, name in ((recurrent_sums, "a recurrent block W_g"), (forget_sums, "U_f")):
+            if bool((sums == 0).any()):
+                raise ValueError(
+                    f"{name} has a zero column: the authors' rule divides by the column "
+                    "sum; perturb the weights (e.g. add small noise) before rescaling"
+                )
+    recurrent.mul_(_authors_scales(weight_hh.dtype, weight_hh.device)).div_(recurrent_sums)
+    forget_input.mul_(AUTHORS_INPUT_FORGET_SCALE).div_(forget_sums)
     if embedding is not None:
         embedding.clamp_(-1.0, 1.0)
 
@@ -1180,9 +1204,7 @@ def gate_norm_table(model: LSTMMap) -> str:
         )
     if model.bias is not None:
         forget = gate_blocks(model.bias.detach())["f"]
-        lines.append(
-            f"\nForget bias in [{float(forget.min()):.3f}, {float(forget.max()):.3f}]."
-        )
+        lines.append(f"\nForget bias in [{float(forget.min()):.3f}, {float(forget.max()):.3f}].")
     return "\n".join(lines)
 
 

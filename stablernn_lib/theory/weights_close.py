@@ -866,8 +866,11 @@ def bound_tables(report: Sequence[dict[str, Any]]) -> str:
 
     def part(prefix: str) -> list[dict[str, Any]]:
         return [
-            {key: value for key, value in row.items() if key in ("activation", "k")
-             or key.startswith(prefix)}
+            {
+                key: value
+                for key, value in row.items()
+                if key in ("activation", "k") or key.startswith(prefix)
+            }
             for row in report
         ]
 

@@ -37,7 +37,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn.functional import cross_entropy
 
-from stablernn_lib.core.stability import project_spectral_ball
+from stablernn_lib.core.stability import (
+    check_finite,
+    project_spectral_ball,
+    project_spectral_ball_by_eigh,
+)
 from stablernn_lib.tasks.wikitext2.data import batch_starts, get_batch
 
 Cell = Literal["rnn", "lstm"]
@@ -254,29 +258,83 @@ def spectral_norm_upper_bounds(matrices: Tensor, squarings: int = 6) -> Tensor:
     return (log_norm / 2 ** (squarings + 1)).exp() * (1 + _BOUND_SLACK)
 
 
+# The largest matrix side whose spectral projection goes to the host CPU when the weights
+# live on a CUDA device (see :func:`spectral_solver`).
+SMALL_MATRIX = 1024
+
+
+def spectral_solver(matrices: Tensor) -> tuple[torch.device, str]:
+    """Where and how :func:`project_spectral_balls_` projects ``matrices (L, m, n)``.
+
+    ``(cpu, "eigh")`` for CUDA matrices with at most ``SMALL_MATRIX`` rows and columns,
+    else ``(their device, "svd")``.  Why: a GPU solver is slow on small matrices and
+    synchronizes the host on every call (measured on an H100, issue 24: one 200 x 200 SVD
+    took 5.6 ms on the GPU, more than half of an unconstrained RNN training step, and with
+    several processes sharing the GPU these calls queue up: 7x the unconstrained step).
+    On the CPU the whole stack of layers costs one transfer each way and one
+    synchronization, and LAPACK's symmetric eigensolver on ``W^T W`` in float32 is cheaper
+    than the float32 SVD (two 200 x 200 matrices on this course's busy 2-core CPU, one
+    thread: 29 ms against 40 ms, ``solver_seconds`` of ``benchmark-cpu-cpu-ratios.json``).
+    CPU weights keep the SVD in their dtype, the projection every CPU run of the course was
+    trained with.  ``python -m stablernn_lib benchmark --ratios`` times every solver on the
+    machine at hand; 1024 is a guess above every model of the course (at most 650 units),
+    not a measured crossover.
+    """
+    if matrices.is_cuda and max(matrices.shape[-2:]) <= SMALL_MATRIX:
+        return torch.device("cpu"), "eigh"
+    return matrices.device, "svd"
+
+
 @torch.no_grad()
 def project_spectral_balls_(
-    weights: Sequence[Tensor], radius: float = 1.0, check_first: bool | None = None
+    weights: Sequence[Tensor], radius: float = 1.0, check_first: bool = False
 ) -> None:
     """Project every matrix in place onto ``{||W||_2 <= radius}`` (``weights``: same shape).
 
-    The exact projection is an SVD (:func:`~stablernn_lib.core.stability.project_spectral_ball`,
-    computed in the weights' dtype on their device).  With ``check_first`` the SVD is
-    skipped for a matrix whose guaranteed upper bound (:func:`spectral_norm_upper_bounds`)
-    is already ``<= radius``: that matrix is its own projection.  The check costs a few
-    matrix products and one host synchronization for all layers (an SVD on a GPU
-    synchronizes anyway), so it pays off on a GPU, where products are fast and an SVD is
-    slow; on a CPU both cost about the same.  ``None``: check on CUDA tensors only.
+    All matrices are projected as one stack ``(L, m, n)``, where and how
+    :func:`spectral_solver` says:
+
+    * weights on the CPU: the SVD in the weights' dtype
+      (:func:`~stablernn_lib.core.stability.project_spectral_ball`), as every CPU run of the
+      course was trained;
+    * CUDA weights of a small size: copied to the host in one transfer (the one host
+      synchronization of the call), projected there through the eigendecomposition of
+      ``W^T W`` in the weights' dtype
+      (:func:`~stablernn_lib.core.stability.project_spectral_ball_by_eigh`, the same projection
+      up to rounding), copied back without waiting;
+    * larger CUDA weights: the SVD on the GPU.
+
+    With ``check_first`` the projection is skipped for a matrix whose guaranteed upper
+    bound (:func:`spectral_norm_upper_bounds`) is already ``<= radius``: that matrix is
+    its own projection, so the skip is exact.  The bound costs a few matrix products.
+    Off by default: during training every SGD step pushes the clipped singular values
+    just above the radius, so the check never skips there (measured on an H100, issue 24);
+    it pays off for weights that are usually inside (e.g. after loading a model).
     """
-    if check_first is None:
-        check_first = weights[0].is_cuda
-    inside = [False] * len(weights)
-    if check_first:
-        bounds = spectral_norm_upper_bounds(torch.stack([w.detach() for w in weights]))
-        inside = (bounds <= radius).tolist()
-    for weight, skip in zip(weights, inside, strict=True):
-        if not skip:
-            weight.copy_(project_spectral_ball(weight, radius))
+    stacked = torch.stack([w.detach() for w in weights])
+    if not stacked.is_floating_point():
+        raise TypeError(f"expected floating weights, got {stacked.dtype}")
+    solver, method = spectral_solver(stacked)
+    bounds = spectral_norm_upper_bounds(stacked) if check_first else None
+    if solver != stacked.device:  # one transfer each way, one synchronization
+        stacked = stacked.to(solver, non_blocking=True)
+        bounds = bounds.to(solver, non_blocking=True) if bounds is not None else None
+        torch.cuda.current_stream(weights[0].device).synchronize()
+    selected = list(range(len(weights)))
+    if bounds is not None:
+        selected = [n for n, inside in enumerate((bounds <= radius).tolist()) if not inside]
+        if not selected:
+            return
+    chosen = stacked if len(selected) == len(weights) else stacked[selected]
+    if method == "eigh":
+        check_finite(chosen)
+        projected = project_spectral_ball_by_eigh(chosen, radius, chosen.dtype)
+    else:
+        projected = project_spectral_ball(chosen, radius)
+    if projected.device != weights[0].device:
+        projected = projected.pin_memory().to(weights[0].device, non_blocking=True)
+    for n, matrix in zip(selected, projected, strict=True):
+        weights[n].copy_(matrix)
 
 
 @torch.no_grad()
@@ -284,8 +342,8 @@ def project_stable_(model: WordLanguageModel) -> None:
     """Project the model onto its stable set, in place (after every optimizer step).
 
     RNN: every layer's ``weight_hh_l{n}`` onto ``{||W||_2 <= 1}`` (SVD clipping,
-    as the authors did; radius 1 with tanh gives ``lambda <= 1``); on a GPU the SVD of a
-    layer proved already inside is skipped (:func:`project_spectral_balls_`).
+    as the authors did; radius 1 with tanh gives ``lambda <= 1``), all layers at once
+    (:func:`project_spectral_balls_`, on a GPU through the host CPU).
     LSTM: the embedding is clamped to ``[-b, b]`` (so ``||x_t||_inf <= b``); the
     inputs of layers above are LSTM outputs, already in ``(-1, 1)``; then every
     layer's weights and biases go through
@@ -296,33 +354,49 @@ def project_stable_(model: WordLanguageModel) -> None:
     compact, as Chapter 7's theorem for the LSTM needs).  "Every layer" means the first
     ``model.projected_layers`` (all of them unless the model was built otherwise).
     ``model.lstm_constraint`` replaces the course's set by the same set with the forget gate
-    uncapped (``"free-forget"``) or by the authors' column rescaling (``"authors"``, the
-    embedding still clamped); neither is certified contractive (Chapter 8's ablation).
+    uncapped (``"free-forget"``) or by the authors' column rescaling (``"authors"``,
+    :func:`rescale_authors_lstm_`); neither is certified contractive (Chapter 8's ablation).
     """
     rnn = model.rnn
     layers = range(model.projected_layers)
     if model.cell == "rnn":
         project_spectral_balls_([getattr(rnn, f"weight_hh_l{n}") for n in layers])
         return
-    from stablernn_lib.theory.lstm_stability import (
-        authors_lstm_rescaling_,
-        free_forget_constraint,
-        project_lstm_weights_,
-    )
+    if model.lstm_constraint == "authors":
+        rescale_authors_lstm_(model)
+        return
+    from stablernn_lib.theory.lstm_stability import free_forget_constraint, project_lstm_weights_
 
     model.encoder.weight.clamp_(-model.input_bound, model.input_bound)
     constraint = free_forget_constraint() if model.lstm_constraint == "free-forget" else None
     for layer in layers:
-        weight_hh, weight_ih = (getattr(rnn, f"weight_{k}_l{layer}") for k in ("hh", "ih"))
-        if model.lstm_constraint == "authors":
-            authors_lstm_rescaling_(weight_hh, weight_ih)
-            continue
         project_lstm_weights_(
-            weight_hh,
-            weight_ih,
+            getattr(rnn, f"weight_hh_l{layer}"),
+            getattr(rnn, f"weight_ih_l{layer}"),
             input_bound=model.input_bound if layer == 0 else 1.0,
             constraint=constraint,
             biases=[getattr(rnn, f"bias_ih_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")],
+        )
+
+
+@torch.no_grad()
+def rescale_authors_lstm_(model: WordLanguageModel) -> None:
+    """The authors' LSTM rule on the first ``model.projected_layers`` layers, in place.
+
+    :func:`~stablernn_lib.theory.lstm_stability.authors_lstm_rescaling_` on each layer (every
+    recurrent block to fixed column sums, ``U_f`` too) and the embedding clamped to
+    ``[-1, 1]``: what the authors' code applies after every step.  Not certified
+    contractive (Chapter 4); no host synchronization.
+    """
+    if model.cell != "lstm":
+        raise ValueError(f"the authors' rescaling is for LSTMs, got a {model.cell!r} model")
+    from stablernn_lib.theory.lstm_stability import authors_lstm_rescaling_
+
+    for layer in range(model.projected_layers):
+        authors_lstm_rescaling_(
+            getattr(model.rnn, f"weight_hh_l{layer}"),
+            getattr(model.rnn, f"weight_ih_l{layer}"),
+            model.encoder.weight if layer == 0 else None,
         )
 
 
