@@ -25,8 +25,8 @@ $(STAMP): $(SETUP_FILES)
 ## (no homework solution, model answer, rubric or exercise solution) is written to student/
 ## and built, executing every chapter in smoke mode on the CPU. Publishing: instructor.md.
 book: venv
-	$(BIN)/python -m stablernn_lib.book check-claims   # the paper's numbers carry their source mark
-	$(BIN)/python -m stablernn_lib.book forget-stale-build
+	$(BIN)/python -m stablernn_lib book check-claims   # the paper's numbers carry their source mark
+	$(BIN)/python -m stablernn_lib book forget-stale-build
 	$(BIN)/python -m stablernn_lib homework student-edition --out student/
 	rm -rf _build/html   # no page or search-index entry of an earlier (instructor) build survives
 	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build student/ --path-output . -W --keep-going
@@ -51,13 +51,13 @@ test: venv browser-deps
 ## Mutation testing of the math (mutmut): the modules are the `only_mutate` list of
 ## [tool.mutmut] in pyproject.toml (the one place to edit when they move); only the fast math
 ## test files run.  MUTANT_MODULES picks some of them, e.g.
-## `make mutants MUTANT_MODULES="stablernn_lib.bounds stablernn_lib.truncation"`.  Hours on 2
+## `make mutants MUTANT_MODULES="stablernn_lib.core.bounds stablernn_lib.core.truncation"`.  Hours on 2
 ## cores: the report (data/results/mutation_report.md and .json) covers what has been run.
 MUTANT_MODULES ?= $(shell $(BIN)/python -c "import tomllib; print(' '.join(p.removesuffix('.py').replace('/', '.') for p in tomllib.load(open('pyproject.toml', 'rb'))['tool']['mutmut']['only_mutate']))")
 mutants: venv
 	for module in $(MUTANT_MODULES); do \
 	  OMP_NUM_THREADS=1 PYTHONPATH= $(BIN)/mutmut run "$$module.*" || exit 1; done
-	$(BIN)/python -m stablernn_lib.mutation_report
+	$(BIN)/python -m stablernn_lib.book.mutation_report
 
 ## Same as `make book` (the student site).
 student: book

@@ -7,20 +7,18 @@ import pytest
 import yaml
 from book_support import HTML_DIR, ROOT, build_book
 
-from stablernn_lib.book import (
+from stablernn_lib.book.config import read_book_config, repository, toc_files
+from stablernn_lib.book.tools import (
     COLAB_SETUP_TAG,
     chapter_layout_problems,
     colab_setup_source,
     fix_layout,
     forget_stale_build,
-    read_book_config,
-    repository,
     strip_notebook,
     stripping_problems,
-    toc_files,
     toc_problems,
 )
-from stablernn_lib.book import main as book_main
+from stablernn_lib.book.tools import main as book_main
 
 CONTRACT_KEYS = {
     "miller2019stable", "pascanu2013difficulty", "hochreiter1997lstm", "elman1990finding",
@@ -119,7 +117,7 @@ def test_book_builds_with_warnings_as_errors():
     assert "cdn.jsdelivr" not in chapter and "cdnjs" not in chapter
 
 
-# --- stablernn_lib.book: notebook tools ---------------------------------------------------
+# --- stablernn_lib.book.tools: notebook tools ---------------------------------------------------
 
 
 def make_notebook(*cells):
@@ -208,7 +206,7 @@ def test_toc_problems_report_missing_and_unlisted_files(tmp_path):
 def test_sphinx_extension_removes_duplicate_scripts():
     from sphinx.builders.html._assets import _JavaScript
 
-    from stablernn_lib.book import _deduplicate_scripts
+    from stablernn_lib.book.tools import _deduplicate_scripts
 
     inline = [_JavaScript(None, body="const A = 1"), _JavaScript("", body="const A = 1")]
     context = {"script_files": [*inline, _JavaScript("a.js"), _JavaScript("a.js", defer="defer")]}

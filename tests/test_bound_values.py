@@ -16,12 +16,12 @@ import pytest
 import sympy as sp
 import torch
 
-from stablernn_lib import bounds
-from stablernn_lib import eventual_stability as ev
-from stablernn_lib import general_lemmas as gl
-from stablernn_lib import lemma_algebra as la
-from stablernn_lib import lstm_stability as ls
-from stablernn_lib.models import LSTMMap, random_vanilla_rnn
+from stablernn_lib.core import bounds
+from stablernn_lib.core.models import LSTMMap, random_vanilla_rnn
+from stablernn_lib.symbolic import lemma_algebra as la
+from stablernn_lib.theory import eventual_stability as ev
+from stablernn_lib.theory import general_lemmas as gl
+from stablernn_lib.theory import lstm_stability as ls
 
 # (lam, lx, bx, lp, sp, l_rho, l2_rho): l_rho != 1 so that no power of it can be dropped
 POINTS = [
@@ -309,9 +309,48 @@ def test_distinct_limits_merges_within_the_tolerance_only():
 
 
 def test_a_non_integer_context_is_named_in_the_error():
-    from stablernn_lib.truncation import truncated_states
+    from stablernn_lib.core.truncation import truncated_states
 
     model = random_vanilla_rnn(2, 3, 0.5, "tanh")
     inputs = torch.zeros(5, 1, 2, dtype=torch.float64)
     with pytest.raises(TypeError, match="must be an int, got float"):
         truncated_states(model, inputs, 2.0)
+
+
+# ----------------------------------------------------------------------------- stability
+
+
+def test_spectral_projection_defaults_to_the_unit_ball_and_jacobian_norms_are_spectral():
+    from stablernn_lib.core.stability import jacobian_norms, project_spectral_ball
+
+    g = torch.Generator().manual_seed(5)
+    W = 3 * torch.randn(4, 4, generator=g, dtype=torch.float64)
+    assert float(torch.linalg.matrix_norm(project_spectral_ball(W), ord=2)) == pytest.approx(1.0)
+    model = random_vanilla_rnn(2, 4, 0.9, "tanh")
+    states = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    inputs = torch.randn(3, 2, generator=g, dtype=torch.float64)
+    # independent: diag(tanh'(a)) W, and its largest singular value by numpy
+    a = states @ model.weight_hh.detach().T + inputs @ model.weight_ih.detach().T
+    expected = [
+        np.linalg.norm(((1 - torch.tanh(row) ** 2)[:, None] * model.weight_hh.detach()).numpy(), 2)
+        for row in a
+    ]
+    assert jacobian_norms(model, states, inputs).numpy() == pytest.approx(expected, rel=1e-10)
+
+
+def test_stability_errors_name_the_problem():
+    from stablernn_lib.core.stability import (
+        contraction_constant,
+        jacobian_norms,
+        project_spectral_ball,
+    )
+
+    with pytest.raises(TypeError, match="got LSTMMap; for an LSTM use"):
+        contraction_constant(LSTMMap(2, 3, dtype=torch.float64))
+    bad = torch.tensor([[1.0, math.nan], [0.0, 1.0]], dtype=torch.float64)
+    with pytest.raises(ValueError, match="lower the learning rate or resume"):
+        project_spectral_ball(bad)
+    model = random_vanilla_rnn(2, 4, 0.5, "tanh")
+    states = torch.zeros(5, 4, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"with N = 5, got \(5, 3\)"):
+        jacobian_norms(model, states, torch.zeros(5, 3, dtype=torch.float64))

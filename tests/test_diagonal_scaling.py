@@ -8,17 +8,17 @@ import pytest
 import sympy as sp
 import torch
 
-from stablernn_lib import eventual_stability as ev
-from stablernn_lib.diagonal_scaling import (
+from stablernn_lib.core.models import random_vanilla_rnn
+from stablernn_lib.theory import eventual_stability as ev
+from stablernn_lib.theory.diagonal_scaling import (
     _log_norm,
     certificate_table,
     diagonal_certificate,
     scaled_matrix,
     scaled_pair_ratios,
 )
-from stablernn_lib.lemmas import truncation_gaps
-from stablernn_lib.lstm_stability import concentrated_authors_lstm
-from stablernn_lib.models import random_vanilla_rnn
+from stablernn_lib.theory.lemmas import truncation_gaps
+from stablernn_lib.theory.lstm_stability import concentrated_authors_lstm
 
 EPS = torch.finfo(torch.float64).eps
 

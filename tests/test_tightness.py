@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from stablernn_lib import tightness
-from stablernn_lib.weights_close import decay_recurrence_solution_log10, proposition2_bound
+from stablernn_lib.theory import tightness
+from stablernn_lib.theory.weights_close import decay_recurrence_solution_log10, proposition2_bound
 
 # float64 rounding in a ratio of two computed norms (sequences of a few dozen steps)
 TOL = 1e-9
@@ -145,7 +145,7 @@ def test_beta_and_the_one_unit_hessian_share_their_leading_order_in_sympy():
     ``L_x = B_x = 1``, ``L_p = B_h``, ``S_p = 1`` is ``3 / (1 - lam)^4`` to leading order."""
     import sympy as sp
 
-    from stablernn_lib import lemma_algebra as la
+    from stablernn_lib.symbolic import lemma_algebra as la
 
     W, U, lam = sp.symbols("W U lambda", positive=True)
     p = U**2 / (2 * (1 - W) ** 2)
