@@ -354,3 +354,5 @@ def test_stability_errors_name_the_problem():
     states = torch.zeros(5, 4, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"with N = 5, got \(5, 3\)"):
         jacobian_norms(model, states, torch.zeros(5, 3, dtype=torch.float64))
+    with pytest.raises(TypeError, match="expected a torch.Tensor, got list"):
+        project_spectral_ball([[1.0, 0.0], [0.0, 1.0]])

@@ -60,7 +60,7 @@ def module_summary(module: str, mutants_dir: Path, accepted: dict[str, str]) -> 
     denominator = run - len(equivalent)
     return {
         "module": module,
-        "status": "complete" if counts.get("not run", 0) == 0 else "partial",
+        "status": "complete" if run == len(codes) else ("not run" if run == 0 else "partial"),
         "mutants": len(codes),
         "counts": counts,
         "accepted": len(equivalent),
@@ -90,7 +90,7 @@ def markdown(summaries: list[dict[str, Any]], with_diffs: bool) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
-        if s["status"] == "not run":
+        if s["status"] == "not run" and "counts" not in s:
             lines.append(f"| {s['module']} | not run | | | | | | | | |")
             continue
         c = s["counts"]
