@@ -606,57 +606,23 @@ def lstm_search(
 def random_baselines(config: TightnessConfig) -> dict[str, float | None]:
     """The worst ratios on random instances, as drawn by the chapters' experiments."""
     n = config.random_instances
-    sizes = {"hidden_size": config.hidden_size, "input_size": config.input_size}
-    lemma1 = max(
-        float(
-            np.nanmax(
-                truncation_experiment(
-                    config.lams,
-                    config.ks,
-                    model=act,
-                    num_instances=n,
-                    seq_len=config.seq_len,
-                    seed=config.seed,
-                    progress=False,
-                    **sizes,
-                ).tightness()
-            )
-        )
-        for act in config.activations
+    common = {
+        "num_instances": n,
+        "seed": config.seed,
+        "progress": False,
+        "seq_len": config.seq_len,
+        "hidden_size": config.hidden_size,
+        "input_size": config.input_size,
+    }
+
+    def worst(run: Callable[[str], Any]) -> float:
+        return max(float(np.nanmax(run(act).tightness())) for act in config.activations)
+
+    lemma1 = worst(lambda a: truncation_experiment(config.lams, config.ks, model=a, **common))
+    lemma2 = worst(
+        lambda a: gradient_gap_experiment(config.lams, config.ks, activation=a, **common)
     )
-    lemma2 = max(
-        float(
-            np.nanmax(
-                gradient_gap_experiment(
-                    config.lams,
-                    config.ks,
-                    num_instances=n,
-                    seed=config.seed,
-                    progress=False,
-                    activation=act,
-                    seq_len=config.seq_len,
-                    **sizes,
-                ).tightness()
-            )
-        )
-        for act in config.activations
-    )
-    lemma3 = max(
-        float(
-            np.nanmax(
-                smoothness_experiment(
-                    config.lams,
-                    num_instances=n,
-                    seed=config.seed,
-                    progress=False,
-                    activation=act,
-                    seq_len=config.seq_len,
-                    **sizes,
-                ).tightness()
-            )
-        )
-        for act in config.activations
-    )
+    lemma3 = worst(lambda a: smoothness_experiment(config.lams, activation=a, **common))
     generator = torch.Generator().manual_seed(config.seed)
     lstm = 0.0
     for hidden in config.lstm_hidden_sizes:
