@@ -615,14 +615,15 @@ def random_baselines(config: TightnessConfig) -> dict[str, float | None]:
         "input_size": config.input_size,
     }
 
-    def worst(run: Callable[[str], Any]) -> float:
-        return max(float(np.nanmax(run(act).tightness())) for act in config.activations)
+    def worst(experiment: Callable[[str], Any]) -> float:
+        """The largest ratio of ``experiment(activation)`` over the config's activations."""
+        return max(float(np.nanmax(experiment(act).tightness())) for act in config.activations)
 
-    lemma1 = worst(lambda a: truncation_experiment(config.lams, config.ks, model=a, **common))
+    lemma1 = worst(lambda act: truncation_experiment(config.lams, config.ks, model=act, **common))
     lemma2 = worst(
-        lambda a: gradient_gap_experiment(config.lams, config.ks, activation=a, **common)
+        lambda act: gradient_gap_experiment(config.lams, config.ks, activation=act, **common)
     )
-    lemma3 = worst(lambda a: smoothness_experiment(config.lams, activation=a, **common))
+    lemma3 = worst(lambda act: smoothness_experiment(config.lams, activation=act, **common))
     generator = torch.Generator().manual_seed(config.seed)
     lstm = 0.0
     for hidden in config.lstm_hidden_sizes:

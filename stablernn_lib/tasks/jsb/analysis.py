@@ -40,6 +40,7 @@ from stablernn_lib.tasks.jsb.train import (
     music_run_name,
     result_file_name,
 )
+from stablernn_lib.tasks.plotting import finish_axis, plot_truncated_curves
 from stablernn_lib.tasks.wikitext2 import analysis as lma
 from stablernn_lib.tasks.wikitext2.model import truncated_outputs
 
@@ -457,30 +458,20 @@ def plot_learning_curves(results: dict[str, dict[str, Any]], title: str = "") ->
         axis.semilogx(
             epochs, [m["val_nll"] for m in result["epochs"]], color=f"C{index}", label=LABELS[name]
         )
-    axis.set_xlabel("epoch")
-    axis.set_ylabel("validation NLL per step")
-    axis.set_title(title)
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    return figure
+    return finish_axis(figure, axis, "epoch", "validation NLL per step", title)
 
 
 def plot_truncated_nll(analysis: dict[str, Any], title: str = "") -> Figure:
     """Test NLL of the context-``k`` model against ``k``; dashed: the recurrent model."""
-    figure, axis = plt.subplots(figsize=(6.5, 3.6))
-    for index, (name, entry) in enumerate(
-        (n, e) for n, e in analysis.items() if isinstance(e, dict) and "truncated_eval" in e
-    ):
-        curve = entry["truncated_eval"]
-        color = f"C{index}"
-        axis.semilogx(curve["k"], curve["loss"], "o-", ms=3, color=color, label=LABELS[name])
-        axis.axhline(curve["recurrent_loss"], ls="--", lw=0.8, color=color)
-    axis.set_xlabel("context k (frames)")
-    axis.set_ylabel("test NLL per step")
-    axis.set_title(title)
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    return figure
+    return plot_truncated_curves(
+        analysis,
+        "loss",
+        lambda name: LABELS[name],
+        "context k (frames)",
+        "test NLL per step",
+        title,
+        6.5,
+    )
 
 
 def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int | None:
