@@ -1,14 +1,17 @@
 """The grader end to end, on real notebooks written here: honest, broken and hostile ones.
 
-Two grading runs (module fixtures, through the command line).  The first, with
-generous limits, grades the instructor notebook of every homework, made-up hw04
-submissions, and submissions that attack the grader (one per attack class of issue
-23, listed in instructor.md's threat model): each hostile notebook has a *control*,
-the same answers without the attack, and must get exactly the control's score; the
-honest submissions must get the scores the grader of commit 6918f44 gave them
-(``tests/data/homework_baseline_scores.json``).  The second, with small time limits,
-grades an answer that loops forever, a cell that sleeps, and an answer that forges
-"check start" events to reset its time limit.  A third test grades from a copy of
+Three grading runs (module fixtures, through the command line), each notebook graded
+once.  The first, with generous limits, grades the instructor notebook of every
+homework, made-up hw04 submissions, and submissions that attack the grader (every
+attack class of issue 23, listed in instructor.md's threat model): each hostile
+notebook has a *control*, the same answers without the attacks, and must get exactly
+the control's score; attacks that only add cells share a notebook, and each one's own
+cells are checked for the error its defence raises.  The honest submissions must get
+the scores the grader of commit 6918f44 gave them
+(``tests/data/homework_baseline_scores.json``).  The other two start first and run
+beside it in processes of their own, since they mostly wait: one, with small time
+limits, grades an answer that loops forever, a cell that sleeps, and an answer that
+forges "check start" events to reset its time limit; the other grades from a copy of
 the repository inside a folder of mode 700.
 """
 
@@ -311,49 +314,89 @@ def hw01_answers(kind: str) -> nbformat.NotebookNode:
 def grade(folder: Path, out: Path, *options: str) -> dict:
     arguments = ["homework", "grade", str(folder), "--out", str(out), "--seed", "11", *options]
     assert main(arguments) == 0
+    return read_grades(out)
+
+
+def read_grades(out: Path) -> dict:
+    """The rows of ``out/scores.csv`` by (student, homework) and every report by file name."""
     with open(out / "scores.csv") as handle:
         rows = {(r["student"], r["homework"] or "?"): r for r in csv.DictReader(handle)}
     reports = {p.name: p.read_text() for p in (out / "reports").iterdir()}
     return {"rows": rows, "reports": reports, "out": out}
 
 
-# hostile hw01 submission -> (its control, how it is made)
-ATTACKS = {
-    "mallory": ("stub", lambda nb, paths: with_cells(nb, [MONKEYPATCH])),
-    "patch_helpers": ("wrong", lambda nb, paths: with_cells(nb, [PATCH_HELPERS])),
-    "patch_numerics": ("wrong", lambda nb, paths: with_cells(nb, [PATCH_NUMERICS])),
-    "patch_builtins_json": ("q1", lambda nb, paths: with_cells(nb, [PATCH_BUILTINS_AND_JSON])),
-    "forged_events": ("stub", lambda nb, paths: with_cells(nb, [FORGED_EVENTS])),
-    "forger": ("stub", lambda nb, paths: with_cells(nb, [forge(*paths[:2]), FAKE_PASS_LINES])),
-    "exits": (
+# Hostile hw01 submissions, each beside its control (the same answers, no attack).
+# Attacks that only add cells share a notebook (one student process, not one each);
+# each attack's cells are named (attack_cells) so that its own errors are checked.
+def attack_cells(paths: tuple[Path, Path, Path]) -> dict[str, list[str]]:
+    """The cells of each attack that adds cells, in the order they run."""
+    return {
+        "planted": [PLANTED, WHO_AM_I],  # first: its exit restarts the process once, early
+        "monkeypatch": [MONKEYPATCH],
+        "forged_events": [FORGED_EVENTS],
+        "forger": [forge(*paths[:2]), FAKE_PASS_LINES],
+        "patch_helpers": [PATCH_HELPERS],
+        "patch_numerics": [PATCH_NUMERICS],
+        "big_output": [BIG_OUTPUT],
+        "memory_hog": [MEMORY_HOG],
+        "snoop": snoop(*paths),
+        "leftovers": [LEFTOVERS],
+        "rubric_thief": [SHOW_RUBRIC, RUBRIC_THIEF],
+        "processes": [LEFT_RUNNING, PROCESS_FLOOD],
+        "patch_builtins_json": [PATCH_BUILTINS_AND_JSON],  # last: it replaces print and json
+    }
+
+
+# notebook -> (its control, the attacks whose cells it adds)
+CELL_ATTACKS = {
+    "forgers": ("stub", ("monkeypatch", "forged_events", "forger")),
+    # apart: together, every check ends the student process and is started again
+    "patch_helpers": ("wrong", ("patch_helpers",)),
+    "patch_numerics": ("wrong", ("patch_numerics",)),
+    "escapes": (
         "q1",
-        lambda nb, paths: with_answers(nb, {"hw01.q2": EXITING_TRUNCATED, "hw01.q3": DYING_LSTM}),
-    ),
-    "interrupts": ("q1", lambda nb, paths: with_answers(nb, {"hw01.q2": INTERRUPTED_TRUNCATED})),
-    "big_output": ("q1", lambda nb, paths: with_cells(nb, [BIG_OUTPUT])),
-    "memory_hog": ("q1", lambda nb, paths: with_cells(nb, [MEMORY_HOG])),
-    "processes": ("q1", lambda nb, paths: with_cells(nb, [LEFT_RUNNING, PROCESS_FLOOD])),
-    "snoop": ("q1", lambda nb, paths: with_cells(nb, snoop(*paths))),
-    "planted": ("q1", lambda nb, paths: with_cells(nb, [PLANTED, WHO_AM_I])),
-    "mutating": (
-        "ignoring",
-        lambda nb, paths: with_answers(
-            nb, {"hw01.q1": MUTATING_STATES, "hw01.q2": MUTATING_TRUNCATED}
+        (
+            "planted",
+            "big_output",
+            "memory_hog",
+            "snoop",
+            "leftovers",
+            "rubric_thief",
+            "processes",
+            "patch_builtins_json",
         ),
     ),
-    "magic_gate": (
-        "q1",
-        lambda nb, paths: with_answers(nb, {"hw01.q2": magic_bypass(solution("hw01.q2"))}),
-    ),
-    "aliased_gate": (
-        "q1",
-        lambda nb, paths: with_cells(
-            with_answers(nb, {"hw01.q2": aliased(solution("hw01.q2"))}), [ALIAS_CELL]
-        ),
-    ),
-    "leftovers": ("q1", lambda nb, paths: with_cells(nb, [LEFTOVERS])),
-    "rubric_thief": ("q1", lambda nb, paths: with_cells(nb, [SHOW_RUBRIC, RUBRIC_THIEF])),
 }
+# notebook -> (its control, the answers it replaces)
+ANSWER_ATTACKS = {
+    "exits": ("q1", lambda: {"hw01.q2": EXITING_TRUNCATED, "hw01.q3": DYING_LSTM}),
+    "interrupts": ("q1", lambda: {"hw01.q2": INTERRUPTED_TRUNCATED}),
+    "mutating": ("ignoring", lambda: {"hw01.q1": MUTATING_STATES, "hw01.q2": MUTATING_TRUNCATED}),
+    "magic_gate": ("q1", lambda: {"hw01.q2": magic_bypass(solution("hw01.q2"))}),
+    "aliased_gate": ("q1", lambda: {"hw01.q2": aliased(solution("hw01.q2"))}),
+}
+ATTACKS = {name: control for name, (control, _) in {**CELL_ATTACKS, **ANSWER_ATTACKS}.items()}
+
+
+def write_attacks(folder: Path, paths: tuple[Path, Path, Path]) -> dict[str, list[int]]:
+    """Write every hostile notebook; returns the cell numbers (1-based) of each attack."""
+    cells = attack_cells(paths)
+    numbers: dict[str, list[int]] = {}
+    for name, (control, attacks) in CELL_ATTACKS.items():
+        nb = hw01_answers(control)
+        at = next(i for i, c in enumerate(nb.cells) if is_solution_cell(c))
+        sources = []
+        for attack in attacks:
+            first = at + len(sources) + 1
+            numbers[attack] = list(range(first, first + len(cells[attack])))
+            sources += cells[attack]
+        nbformat.write(with_cells(nb, sources, at), folder / f"{name}_hw01.ipynb")
+    for name, (control, answers) in ANSWER_ATTACKS.items():
+        nb = with_answers(hw01_answers(control), answers())
+        if name == "aliased_gate":
+            nb = with_cells(nb, [ALIAS_CELL])
+        nbformat.write(nb, folder / f"{name}_hw01.ipynb")
+    return numbers
 
 
 def shared_memory_segments() -> set[tuple[str, str, str]]:
@@ -410,8 +453,90 @@ def write_links(folder: Path, secret_folder: Path) -> None:
     os.mkfifo(folder / "fifo_hw01.ipynb")
 
 
+def grading_command(folder: Path, out: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "stablernn_lib", "homework", "grade", str(folder)] + [
+        "--out",
+        str(out),
+        "--seed",
+        "11",
+        *options,
+    ]
+
+
+def start_grading(command: list[str], cwd: Path, pythonpath: Path) -> subprocess.Popen:
+    """Start a grading command in a process of its own (output kept for the failure message)."""
+    environment = {**os.environ, "PYTHONPATH": str(pythonpath), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def finish(background: dict, name: str) -> Path:
+    """Wait for the background grading ``name``; its output folder once it succeeded."""
+    process = background["processes"][name]
+    if name not in background["output"]:
+        background["output"][name] = process.communicate(timeout=1800)[0]  # a hung test
+    assert process.returncode == 0, background["output"][name][-2000:]
+    return background[name]
+
+
+def write_private_checkout(tmp: Path) -> tuple[Path, Path, Path]:
+    """A checkout in a folder of mode 700 (like /root), a submission and an output folder."""
+    private = tmp / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    checkout = private / "course"
+    shutil.copytree(
+        ROOT / "stablernn_lib",
+        checkout / "stablernn_lib",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    shutil.copytree(ROOT / "chapters" / "homework", checkout / "chapters" / "homework")
+    folder = tmp / "submissions"
+    folder.mkdir(mode=0o700)
+    nbformat.write(hw01_answers("q1"), folder / "alice_hw01.ipynb")
+    return checkout, folder, tmp / "out"
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def background(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The gradings that mostly wait (time limits), started first to run beside the big one.
+
+    "small limits": an answer that loops forever, a cell that sleeps and an answer that
+    forges "check start" events, graded with a 20 s notebook limit and check limits
+    scaled by 0.3; "private": one notebook graded from a checkout in a mode-700 folder.
+    """
+    folder = tmp_path_factory.mktemp("slow-submissions")
+    endless = with_answers(hw01_answers("q1"), {"hw01.q3": ENDLESS_LSTM})
+    sleeping = with_cells(hw01_answers("q1"), ["import time\ntime.sleep(600)"], at=10_000)
+    forged = with_answers(hw01_answers("q1"), {"hw01.q3": FORGED_START})
+    nbformat.write(forged, folder / "forged_start_hw01.ipynb")
+    nbformat.write(endless, folder / "endless_hw01.ipynb")
+    nbformat.write(sleeping, folder / "sleeping_hw01.ipynb")
+    out = tmp_path_factory.mktemp("slow-grades")
+    small = grading_command(folder, out, "--timeout", "20", "--time-scale", "0.3")
+    checkout, private_folder, private_out = write_private_checkout(
+        tmp_path_factory.mktemp("private-checkout")
+    )
+    processes = {
+        "small limits": start_grading(small, ROOT, ROOT),
+        "private": start_grading(grading_command(private_folder, private_out), checkout, checkout),
+    }
+    yield {"processes": processes, "output": {}, "small limits": out, "private": private_out}
+    for process in processes.values():  # a test that failed early: end what still runs
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory, background: dict) -> dict:
+    """One grading run of every honest, made-up and hostile notebook (generous limits)."""
     folder = tmp_path_factory.mktemp("submissions")
     out = tmp_path_factory.mktemp("grades")
     for homework in homeworks():
@@ -430,11 +555,10 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     made_up["crashing"].cells.insert(2, nbformat.v4.new_code_cell('raise RuntimeError("boom")'))
     for kind in ("stub", "wrong", "q1", "ignoring"):
         made_up[f"control_{kind}_hw01"] = hw01_answers(kind)
-    victim = folder / "control_stub_hw01.ipynb"
-    for student, (control, make) in ATTACKS.items():
-        made_up[f"{student}_hw01"] = make(hw01_answers(control), (out, victim, folder))
     for student, nb in made_up.items():
         nbformat.write(nb, folder / f"{student}.ipynb")
+    victim = folder / "control_stub_hw01.ipynb"
+    cells = write_attacks(folder, (out, victim, folder))
     (folder / "unreadable.ipynb").write_text("this is not a notebook")
     hw04_stub = student_notebook(notebook("hw04"))
     constant = with_answers(
@@ -446,8 +570,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     nbformat.write(hw07, folder / "zero_recursion_hw07.ipynb")
     mismatch = hw01_answers("q1")
     nbformat.write(mismatch, folder / "mismatch_hw04.ipynb")  # says hw01 inside
-    for name in ("=HYPERLINK(1)", "+cmd", "-2+3", "@SUM(A1)"):
-        nbformat.write(hw01_answers("q1"), folder / f"{name}.ipynb")
+    for name in FORMULA_NAMES:  # students (folders) whose names a spreadsheet would run
+        (folder / name).mkdir()
+        (folder / name / "hw01.ipynb").write_text("not a notebook: no process needed")
     malformed = write_malformed(folder)
     secret_folder = tmp_path_factory.mktemp("secret")
     secret_folder.chmod(0o700)
@@ -455,20 +580,32 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     shm_before = shared_memory_segments()
     graded = grade(folder, out, "--memory-mb", "3072", "--processes", "48")
     new_segments = shared_memory_segments() - shm_before
-    return {**graded, "folder": folder, "malformed": malformed, "shm": new_segments}
+    return {**graded, "folder": folder, "malformed": malformed, "shm": new_segments, "cells": cells}
 
 
 @pytest.fixture(scope="module")
-def graded_with_small_limits(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    folder = tmp_path_factory.mktemp("slow-submissions")
-    endless = with_answers(hw01_answers("q1"), {"hw01.q3": ENDLESS_LSTM})
-    sleeping = with_cells(hw01_answers("q1"), ["import time\ntime.sleep(600)"], at=10_000)
-    forged = with_answers(hw01_answers("q1"), {"hw01.q3": FORGED_START})
-    nbformat.write(forged, folder / "forged_start_hw01.ipynb")
-    nbformat.write(endless, folder / "endless_hw01.ipynb")
-    nbformat.write(sleeping, folder / "sleeping_hw01.ipynb")
-    out = tmp_path_factory.mktemp("slow-grades")
-    return grade(folder, out, "--timeout", "20", "--time-scale", "0.3")
+def graded_with_small_limits(background: dict) -> dict:
+    return read_grades(finish(background, "small limits"))
+
+
+@pytest.fixture(scope="module")
+def everything_graded(graded: dict, graded_with_small_limits: dict, background: dict) -> dict:
+    """``graded``, once no grading runs any more (for checks of what is left on the host)."""
+    finish(background, "private")
+    return graded
+
+
+FORMULA_NAMES = ("=HYPERLINK(1)", "+cmd", "-2+3", "@SUM(A1)")
+
+
+def cell_errors(graded, student: str, attack: str) -> list[str]:
+    """The report's error line of each cell of ``attack`` (in the notebook ``student``)."""
+    text = report(graded, student)
+    lines = text.split("## Cells that raised an error")[1].split("\n## ")[0].splitlines()
+    found = []
+    for number in graded["cells"][attack]:
+        found += [line for line in lines if line.startswith(f"- cell {number} (")]
+    return found
 
 
 def score(graded, student: str, homework: str = "hw04") -> float:
@@ -531,7 +668,7 @@ def test_controls_score_what_their_answers_deserve(graded) -> None:
 
 @pytest.mark.parametrize("student", sorted(ATTACKS))
 def test_an_attack_scores_exactly_its_control(graded, student: str) -> None:
-    control = ATTACKS[student][0]
+    control = ATTACKS[student]
     row = graded["rows"][(f"{student}_hw01", "hw01")]
     expected = graded["rows"][(f"control_{control}_hw01", "hw01")]
     for question in get_homework("hw01").questions:
@@ -540,7 +677,8 @@ def test_an_attack_scores_exactly_its_control(graded, student: str) -> None:
 
 
 def test_the_monkeypatch_of_issue_12_scores_zero(graded) -> None:
-    assert score(graded, "mallory_hw01", "hw01") == 0
+    assert "monkeypatch" in CELL_ATTACKS["forgers"][1]
+    assert score(graded, "forgers_hw01", "hw01") == 0
 
 
 def test_exits_and_interrupts_in_answers_fail_only_their_checks(graded) -> None:
@@ -550,18 +688,23 @@ def test_exits_and_interrupts_in_answers_fail_only_their_checks(graded) -> None:
 
 
 def test_files_outside_the_submission_cannot_be_read_or_written(graded) -> None:
-    forged = report(graded, "forger_hw01")
-    assert "Error: [Errno" in forged  # writing the grader's scores.csv: not even visible
+    forged = cell_errors(graded, "forgers_hw01", "forger")
+    assert len(forged) == 1 and "Error: [Errno" in forged[0]  # the grader's scores.csv
     assert (graded["out"] / "scores.csv").read_text().startswith("student,homework,")
-    snooped = report(graded, "snoop_hw01")
-    assert snooped.count("Error: [Errno") == 4  # read, list, list the output, write
+    snooped = cell_errors(graded, "escapes_hw01", "snoop")
+    assert len(snooped) == 4  # read, list, list the output, write
+    assert all("Error: [Errno" in line for line in snooped), snooped
     assert "vandalized" not in (graded["folder"] / "control_stub_hw01.ipynb").read_text()
 
 
 @needs_root
-def test_memory_and_process_limits_hold(graded) -> None:
-    assert "allocate" in report(graded, "memory_hog_hw01")  # torch's out-of-memory error
-    assert "BlockingIOError" in report(graded, "processes_hw01")  # RLIMIT_NPROC
+def test_memory_and_process_limits_hold(everything_graded) -> None:
+    graded = everything_graded
+    (hog,) = cell_errors(graded, "escapes_hw01", "memory_hog")
+    assert "allocate" in hog  # torch's out-of-memory error
+    assert any(
+        "BlockingIOError" in line for line in cell_errors(graded, "escapes_hw01", "processes")
+    )
     low, high = SANDBOX_UIDS
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
@@ -572,7 +715,7 @@ def test_memory_and_process_limits_hold(graded) -> None:
         assert not low <= uid < high, f"a student process is still running: {status.parent}"
 
 
-REFUSED = ("unreadable", "link_", "linked_folder", "fifo_", "mismatch_")
+REFUSED = ("unreadable", "link_", "linked_folder", "fifo_", "mismatch_", "'")
 
 
 def test_other_submissions_are_graded_whatever_one_does(graded) -> None:
@@ -634,7 +777,7 @@ def test_honest_scores_are_those_of_the_previous_grader(graded) -> None:
 
 
 def test_planted_modules_never_run_and_nothing_runs_as_root(graded) -> None:
-    text = report(graded, "planted_hw01")
+    text = " ".join(cell_errors(graded, "escapes_hw01", "planted"))
     uid = int(text.split("uid=")[1].split()[0])
     if AS_ROOT:
         assert SANDBOX_UIDS[0] <= uid < SANDBOX_UIDS[1], uid
@@ -690,7 +833,8 @@ def test_non_finite_and_constant_answers_fail_the_property_checks(graded) -> Non
     assert float(graded["rows"][("zero_recursion_hw07", "hw07")]["hw07.q2"]) == 0
 
 
-def test_nothing_is_left_in_shared_memory_or_lock_folders(graded) -> None:
+def test_nothing_is_left_in_shared_memory_or_lock_folders(everything_graded) -> None:
+    graded = everything_graded
     assert not {s for s in graded["shm"] if s[1] == "4096" and s[0].endswith("666")}
     for folder in ("/dev/shm", "/run/lock", "/tmp", "/var/tmp"):
         assert not Path(folder, PWNED).exists(), folder
@@ -705,20 +849,20 @@ def test_homework_id_mismatch_is_flagged(graded) -> None:
 def test_formula_names_are_neutralized_in_scores_csv(graded) -> None:
     text = (graded["out"] / "scores.csv").read_text()
     lines = text.splitlines()
-    for name in ("=HYPERLINK(1)", "+cmd", "-2+3", "@SUM(A1)"):
+    for name in FORMULA_NAMES:
         assert any(
             line.startswith(f"'{name},") or line.startswith(f'"\'{name}",') for line in lines
         ), name
         assert not any(line.startswith(name) for line in lines)
-        assert float(graded["rows"][(f"'{name}", "hw01")]["total"]) == 2
+        assert graded["rows"][(f"'{name}", "hw01")]["status"].startswith("unreadable notebook")
 
 
 def test_the_student_edition_cannot_show_rubrics(graded) -> None:
-    text = report(graded, "rubric_thief_hw01")
-    errors = text.split("## Cells that raised an error")[1].split("\n## ")[0]
-    assert "ImportError" in errors  # show_rubric is gone
-    assert "is in its instructor notebook" in errors  # the sandbox holds no notebook
-    assert "applications of phi_w" not in errors
+    shown, stolen = cell_errors(graded, "escapes_hw01", "rubric_thief")
+    assert "ImportError" in shown  # show_rubric is gone
+    assert "is in its instructor notebook" in stolen  # the sandbox holds no notebook
+    errors = report(graded, "escapes_hw01").split("## Cells that raised an error")[1]
+    assert "applications of phi_w" not in errors.split("\n## ")[0]  # (the rubric of hw01.q4)
 
 
 def test_forged_check_start_events_do_not_reset_the_time_limit(graded_with_small_limits) -> None:
@@ -727,45 +871,9 @@ def test_forged_check_start_events_do_not_reset_the_time_limit(graded_with_small
     assert "| timeout |" in report(graded_with_small_limits, "forged_start")
 
 
-def test_grading_works_from_a_checkout_in_a_private_folder(tmp_path: Path) -> None:
+def test_grading_works_from_a_checkout_in_a_private_folder(background: dict) -> None:
     """A checkout whose parent folder is mode 700 (like /root): the sandbox still reads it."""
-    private = tmp_path / "private"
-    private.mkdir(mode=0o700)
-    private.chmod(0o700)
-    checkout = private / "course"
-    shutil.copytree(
-        ROOT / "stablernn_lib",
-        checkout / "stablernn_lib",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    shutil.copytree(ROOT / "chapters" / "homework", checkout / "chapters" / "homework")
-    folder = tmp_path / "submissions"
-    folder.mkdir(mode=0o700)
-    nbformat.write(hw01_answers("q1"), folder / "alice_hw01.ipynb")
-    out = tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "stablernn_lib",
-        "homework",
-        "grade",
-        str(folder),
-        "--out",
-        str(out),
-        "--seed",
-        "11",
-    ]
-    environment = {**os.environ, "PYTHONPATH": str(checkout), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        command,
-        cwd=checkout,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    out = finish(background, "private")
     rows = list(csv.DictReader((out / "scores.csv").open()))
     assert [r["total"] for r in rows] == ["2"], rows
     assert json.loads((out / "grading.json").read_text())["isolation"] == "bubblewrap"

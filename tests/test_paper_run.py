@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def wait_until(condition, what: str) -> None:
     deadline = time.monotonic() + SAFETY
     while not condition():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def supervisor_done(out: Path) -> bool:
@@ -52,9 +53,75 @@ def start(jobs: list[pr.Job], out: Path, corpus: Path, **kwargs) -> dict:
     )
 
 
+# The jobs of the three runs below: (killed, other), (long, short), (exploding,).
+KILLED, OTHER = pr.Job("rnn", True, TINY), pr.Job("lstm", False, replace(TINY, epochs=2))
+LONG, SHORT = pr.Job("lstm", True, TINY), pr.Job("rnn", False, replace(TINY, epochs=1))
+EXPLODING = pr.Job("rnn", False, replace(TINY, epochs=2, lr=1e4, clip=1e4))
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     return write_synthetic_corpus(tmp_path_factory.mktemp("corpus"), lines=(800, 40, 40))
+
+
+def kill_mid_run(out: Path) -> None:
+    """SIGKILL the killed job's worker after its first epoch; wait for the run's end."""
+    wait_until(lambda: epochs_done(out, KILLED) >= 1, "the first epoch")
+    worker = pr._read_json(out / "runs" / KILLED.name / "worker.json")
+    os.kill(worker["pid"], signal.SIGKILL)
+    wait_until(lambda: supervisor_done(out), "the end of the run")
+
+
+def stop_then_resume(out: Path, back: Path, corpus: Path) -> dict:
+    """Stop the run once the short job is done and the long one has an epoch; then, in a
+    new folder holding only what came back (results, the long job's checkpoint), start
+    it again and wait for its end.  Returns what was seen on the way."""
+    wait_until(lambda: pr.final_result(out, SHORT.name) is not None, "the short job")
+    wait_until(lambda: epochs_done(out, LONG) >= 1, "an epoch of the long job")
+    signalled = pr.stop_run(out)  # the supervisor, which passes the request on
+    wait_until(lambda: supervisor_done(out), "the stop")
+    seen = {
+        "signalled": signalled,
+        "states": {row["job"]: row["state"] for row in pr.run_status(out)},
+        "status": pr.format_status(out),
+    }
+    # The machine is lost; what came back: the results and the long job's checkpoint.
+    shutil.copytree(out / "results", back / "results")
+    (back / "runs" / LONG.name).mkdir(parents=True)
+    shutil.copy(out / "runs" / LONG.name / "checkpoint.pt", back / "runs" / LONG.name)
+    start([LONG, SHORT], back, corpus, retries=0)
+    wait_until(lambda: supervisor_done(back), "the resumed run")
+    return seen
+
+
+@pytest.fixture(scope="module")
+def runs(corpus: Path, tmp_path_factory) -> dict:
+    """The module's three runs, all started at once so that they train side by side.
+
+    Threads drive the killed and the stopped run (:func:`kill_mid_run`,
+    :func:`stop_then_resume`) while the tests wait for them in turn, so no run waits for
+    another's test.  "second start" is what a second ``start`` in the diverged run's
+    folder raised while its supervisor was running (it runs for seconds: it imports torch).
+    """
+    folder = tmp_path_factory.mktemp("runs")
+    outs = {name: folder / name for name in ("killed", "stopped", "diverged", "copied-back")}
+    start([KILLED, OTHER], outs["killed"], corpus, retries=1)
+    start([LONG, SHORT], outs["stopped"], corpus, retries=0)
+    start([EXPLODING], outs["diverged"], corpus, retries=3)
+    try:
+        start([EXPLODING], outs["diverged"], corpus, retries=3)
+        second = "started"
+    except ValueError as error:
+        second = str(error)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        drivers = {
+            "kill": pool.submit(kill_mid_run, outs["killed"]),
+            "stop": pool.submit(stop_then_resume, outs["stopped"], outs["copied-back"], corpus),
+        }
+        yield {**outs, **drivers, "second start": second}
+        for out in outs.values():  # a failed test may leave a run going: end it
+            if out.exists():
+                pr.stop_run(out)
 
 
 def test_jobs_from_variants_configs_and_seeds() -> None:
@@ -76,15 +143,9 @@ def test_jobs_from_variants_configs_and_seeds() -> None:
         pr.make_jobs(["rnn-stable", "rnn-stable@full"])
 
 
-def test_a_killed_worker_is_restarted_and_resumes(corpus: Path, tmp_path: Path) -> None:
-    killed, other = pr.Job("rnn", True, TINY), pr.Job("lstm", False, replace(TINY, epochs=2))
-    out = tmp_path / "run"
-    start([killed, other], out, corpus, retries=1)
-    wait_until(lambda: epochs_done(out, killed) >= 1, "the first epoch")
-    worker = pr._read_json(out / "runs" / killed.name / "worker.json")
-    os.kill(worker["pid"], signal.SIGKILL)
-    wait_until(lambda: supervisor_done(out), "the end of the run")
-
+def test_a_killed_worker_is_restarted_and_resumes(runs: dict) -> None:
+    killed, other, out = KILLED, OTHER, runs["killed"]
+    runs["kill"].result(timeout=2 * SAFETY)
     rows = {row["job"]: row for row in pr.run_status(out)}
     assert rows[killed.name]["state"] == rows[other.name]["state"] == "completed"
     assert rows[killed.name]["exit_codes"] == [-signal.SIGKILL, 0]
@@ -99,27 +160,12 @@ def test_a_killed_worker_is_restarted_and_resumes(corpus: Path, tmp_path: Path) 
     assert "supervisor: not running" in text
 
 
-def test_stop_then_resume_on_another_machine_from_what_came_back(
-    corpus: Path, tmp_path: Path
-) -> None:
-    long, short = pr.Job("lstm", True, TINY), pr.Job("rnn", False, replace(TINY, epochs=1))
-    out = tmp_path / "gpu-machine"
-    start([long, short], out, corpus, retries=0)
-    wait_until(lambda: pr.final_result(out, short.name) is not None, "the short job")
-    wait_until(lambda: epochs_done(out, long) >= 1, "an epoch of the long job")
-    assert pr.stop_run(out) == 1  # the supervisor, which passes the request on
-    wait_until(lambda: supervisor_done(out), "the stop")
-    states = {row["job"]: row["state"] for row in pr.run_status(out)}
-    assert states == {long.name: "stopped", short.name: "completed"}
-    assert "supervisor: not running" in pr.format_status(out)
-
-    # The machine is lost; what came back: the results and the long job's checkpoint.
-    back = tmp_path / "copied-back"
-    shutil.copytree(out / "results", back / "results")
-    (back / "runs" / long.name).mkdir(parents=True)
-    shutil.copy(out / "runs" / long.name / "checkpoint.pt", back / "runs" / long.name)
-    start([long, short], back, corpus, retries=0)
-    wait_until(lambda: supervisor_done(back), "the resumed run")
+def test_stop_then_resume_on_another_machine_from_what_came_back(runs: dict) -> None:
+    long, short, back = LONG, SHORT, runs["copied-back"]
+    seen = runs["stop"].result(timeout=3 * SAFETY)
+    assert seen["signalled"] == 1  # the supervisor, which passes the request on
+    assert seen["states"] == {long.name: "stopped", short.name: "completed"}
+    assert "supervisor: not running" in seen["status"]
     assert not (back / "runs" / short.name).exists()  # finished before: not run again
     result = pr.final_result(back, long.name)
     assert result["status"] == "completed"
@@ -128,10 +174,8 @@ def test_stop_then_resume_on_another_machine_from_what_came_back(
     assert [a["start_step"] > 0 for a in result["attempts"]] == [True]
 
 
-def test_a_diverged_run_is_a_final_result(corpus: Path, tmp_path: Path) -> None:
-    exploding = pr.Job("rnn", False, replace(TINY, epochs=2, lr=1e4, clip=1e4))
-    out = tmp_path / "run"
-    start([exploding], out, corpus, retries=3)
+def test_a_diverged_run_is_a_final_result(runs: dict) -> None:
+    exploding, out = EXPLODING, runs["diverged"]
     wait_until(lambda: supervisor_done(out), "the run")
     result = pr.final_result(out, exploding.name)
     assert result["status"] == "diverged" and "diverged" in result["error"]
@@ -139,15 +183,14 @@ def test_a_diverged_run_is_a_final_result(corpus: Path, tmp_path: Path) -> None:
     assert "diverged" in pr.format_status(out)
 
 
-def test_start_refuses_a_changed_job_and_a_second_supervisor(corpus: Path, tmp_path) -> None:
-    job = pr.Job("rnn", False, replace(TINY, epochs=1))
-    out = tmp_path / "run"
-    start([job], out, corpus)
-    with pytest.raises(ValueError, match="already running"):
-        start([job], out, corpus)
+def test_start_refuses_a_changed_job_and_a_second_supervisor(runs: dict, corpus: Path) -> None:
+    assert "already running" in runs["second start"]
+    out = runs["diverged"]
     wait_until(lambda: supervisor_done(out), "the run")
-    changed = pr.Job("rnn", False, replace(TINY, epochs=1, lr=1.0))
+    changed = pr.Job("rnn", False, replace(EXPLODING.config, lr=1.0))
+    assert changed.name == EXPLODING.name
     with pytest.raises(ValueError, match="another config"):
         start([changed], out, corpus)
     plan = json.loads((out / "plan.json").read_text())
-    assert [record["name"] for record in plan["jobs"]] == [job.name]
+    assert [record["name"] for record in plan["jobs"]] == [EXPLODING.name]
+    assert plan["jobs"][0]["config"]["lr"] == EXPLODING.config.lr
