@@ -25,8 +25,8 @@ from stablernn_lib.lstm_stability import (
     sample_box_states,
 )
 from stablernn_lib.models import LSTMMap, random_lstm, random_vanilla_rnn
-from stablernn_lib.plots import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style
 from stablernn_lib.stability import project_spectral_ball, project_to_stable_, spectral_norm
+from stablernn_lib.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
 from stablernn_lib.tables import format_value
 
 # ----------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def trajectories_figure(
     right.set(xlabel="time $t$", title=rf"$\lambda = L_\rho \|W\|_2 = {lam:g}$")
     right.legend(loc="best")
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 # ----------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.1))
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 # ----------------------------------------------------------------------------
@@ -250,7 +250,7 @@ def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) ->
     left.legend()
     right.legend()
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 # ----------------------------------------------------------------------------
@@ -353,12 +353,12 @@ def lstm_verification_figure(rows: list[dict[str, object]]) -> Figure:
     axis.axhline(1.0, color="black", lw=0.8, ls=":")
     axis.set_yscale("log")
     axis.set_xticks(
-        positions, [str(row["model"]) for row in rows], rotation=35, ha="right", fontsize=7
+        positions, [str(row["model"]) for row in rows], rotation=35, ha="right"
     )
     axis.set_ylabel("Lipschitz constant of one step")
     axis.legend(loc="upper left")
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def spectral_projection_check(
@@ -420,6 +420,6 @@ def iterated_norms_figure(
         axis.semilogy(steps, norms, "o-", color=color, label=name, ms=3)
     axis.axhline(1.0, color="black", lw=0.8, ls=":")
     axis.set(xlabel="number of steps $r$", ylabel=r"max $\|\partial s_r / \partial s_0\|_2$")
-    axis.legend(fontsize=7)
+    axis.legend()
     fig.tight_layout()
-    return fig
+    return finish(fig)

@@ -39,6 +39,7 @@ from stablernn_lib.music import (
     result_file_name,
 )
 from stablernn_lib.music_data import PianoRolls, load_jsb
+from stablernn_lib.style import finish, model_color
 
 # The variants of the chapter's table, in order (model, variant).
 TABLE_VARIANTS: tuple[tuple[str, str], ...] = (
@@ -318,35 +319,35 @@ def stability_cost_sentences(
 def plot_learning_curves(results: dict[str, dict[str, Any]], title: str = "") -> Figure:
     """Validation NLL per epoch of every run (log epochs), with the epochs where lr dropped."""
     figure, axis = plt.subplots(figsize=(6.5, 3.6))
-    for index, (name, result) in enumerate(results.items()):
+    for name, result in results.items():
         epochs = [m["epoch"] for m in result["epochs"]]
         axis.semilogx(
-            epochs, [m["val_nll"] for m in result["epochs"]], color=f"C{index}", label=LABELS[name]
-        )
+            epochs, [m["val_nll"] for m in result["epochs"]], color=model_color(name),
+            label=LABELS[name],
+        )  # fmt: skip
     axis.set_xlabel("epoch")
     axis.set_ylabel("validation NLL per step")
     axis.set_title(title)
-    axis.legend(fontsize=8)
+    axis.legend()
     figure.tight_layout()
-    return figure
+    return finish(figure)
 
 
 def plot_truncated_nll(analysis: dict[str, Any], title: str = "") -> Figure:
     """Test NLL of the context-``k`` model against ``k``; dashed: the recurrent model."""
     figure, axis = plt.subplots(figsize=(6.5, 3.6))
-    for index, (name, entry) in enumerate(
-        (n, e) for n, e in analysis.items() if isinstance(e, dict) and "truncated_eval" in e
-    ):
-        curve = entry["truncated_eval"]
-        color = f"C{index}"
+    for name, entry in analysis.items():
+        if not (isinstance(entry, dict) and "truncated_eval" in entry):
+            continue
+        curve, color = entry["truncated_eval"], model_color(name)
         axis.semilogx(curve["k"], curve["loss"], "o-", ms=3, color=color, label=LABELS[name])
         axis.axhline(curve["recurrent_loss"], ls="--", lw=0.8, color=color)
     axis.set_xlabel("context k (frames)")
     axis.set_ylabel("test NLL per step")
     axis.set_title(title)
-    axis.legend(fontsize=8)
+    axis.legend()
     figure.tight_layout()
-    return figure
+    return finish(figure)
 
 
 def context_used(curve: dict[str, Any], tolerance: float = 0.01) -> int | None:
@@ -404,7 +405,7 @@ def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
         axis.set_xlabel("frame (time step of the score)")
     figure.colorbar(image, ax=axes[1], fraction=0.05, label="P(key sounds)")
     figure.tight_layout()
-    return figure
+    return finish(figure)
 
 
 def _command(args: argparse.Namespace) -> int:

@@ -186,19 +186,25 @@ def run_question(
 
 
 def format_result(question: Question, result: QuestionResult) -> str:
-    """A plain-text report: one line per check, with the reason for each failure."""
-    scored = [o for o in result.outcomes if o.weight > 0]
-    passed = sum(o.passed for o in scored)
-    hidden = any(o.hidden for o in result.outcomes)
+    """A plain-text report: one line per check, with the reason for each failure.
+
+    The count in the first line covers every line below it; a check that carries no
+    points (weight 0) is marked "[no points]".
+    """
+    shown = result.outcomes
+    passed = sum(o.passed for o in shown)
+    hidden = any(o.hidden for o in shown)
     points = f" ({result.points:g} of {result.max_points:g} points)" if hidden else ""
     kind = "checks" if hidden else "visible checks"
-    lines = [f"{question.id} {question.function}: {passed} of {len(scored)} {kind} passed{points}"]
-    for outcome in result.outcomes:
+    lines = [f"{question.id} {question.function}: {passed} of {len(shown)} {kind} passed{points}"]
+    for outcome in shown:
         mark = {"pass": "PASS", "not attempted": "TODO", "timeout": "TIME"}.get(
             outcome.status, "FAIL"
         )
-        hidden = " [hidden]" if outcome.hidden else ""
-        lines.append(f"  {mark}  {outcome.name}{hidden}: {outcome.message}")
+        notes = (" [hidden]" if outcome.hidden else "") + (
+            " [no points]" if outcome.weight == 0 else ""
+        )
+        lines.append(f"  {mark}  {outcome.name}{notes}: {outcome.message}")
     return "\n".join(lines)
 
 
