@@ -451,6 +451,7 @@ def setup(app) -> dict[str, Any]:
     app.add_js_file(None, body=MATHJAX2_SHIM, priority=100)
     citation_style.register()  # bibtex_reference_style author_year_round, labels alike
     app.add_css_file("course.css")  # book/course.css: outputs wrap, wide tables scroll
+    app.add_js_file("course.js")  # book/course.js: wide display equations scaled to fit
     app.add_config_value("colab_notebooks_branch", "", "html")
     app.add_config_value("instructor_repository_url", "", "html")
     app.connect("config-inited", _colab_launch_target)

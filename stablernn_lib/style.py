@@ -36,7 +36,7 @@ MODEL_COLORS = {
 FLOOR = 1e-16  # log-scale plots show exact zeros at this height
 
 DPI = 96  # CSS pixels per inch: a figure point is a page point
-COLUMN_PX = 720  # the site's text column at a 1400 px window (measured in headless Chromium)
+COLUMN_PX = 800  # the site's text column at a 1400 px window: 848 px, less its margins (Chromium)
 MAX_WIDTH_IN = COLUMN_PX / DPI
 MIN_PT = 9.0
 
@@ -80,9 +80,10 @@ def model_color(name: str) -> str:
     return MODEL_COLORS[max(matches, key=len)]
 
 
-def _texts(fig: Figure) -> list[Text]:
-    """Every visible, non-empty text of ``fig`` once it is drawn (tick labels included)."""
-    fig.canvas.draw()
+def _texts(fig: Figure, draw: bool = True) -> list[Text]:
+    """Every visible, non-empty text of ``fig`` (tick labels only once it is drawn)."""
+    if draw:
+        fig.canvas.draw()
     return [
         text
         for text in fig.findobj(Text)
@@ -97,17 +98,28 @@ def rendered_scale(fig: Figure) -> float:
 
 
 def finish(fig: Figure) -> Figure:
-    """Fit ``fig`` to the column at :data:`DPI` and raise every smaller text to :data:`MIN_PT`."""
+    """Fit ``fig`` to the column at :data:`DPI` and raise every smaller text to :data:`MIN_PT`.
+
+    Cheap enough for every frame of a widget: no drawing, and a new layout only when
+    something changed (a second call changes nothing).
+    """
+    changed = fig.get_dpi() != DPI
     fig.set_dpi(DPI)
     width, height = fig.get_size_inches()
-    if width > MAX_WIDTH_IN:  # the height shrinks less (to 3/4 at most): labels keep room
+    if width > MAX_WIDTH_IN + 1e-9:  # the height shrinks less (to 3/4 at most): labels keep room
         fig.set_size_inches(MAX_WIDTH_IN, height * max(MAX_WIDTH_IN / width, 0.75))
+        changed = True
     for axis in fig.get_axes():
+        for tick in axis.get_xticklabels() + axis.get_yticklabels():
+            changed |= tick.get_fontsize() < MIN_PT
         axis.tick_params(which="both", labelsize=max(MIN_PT, STYLE["xtick.labelsize"]))
-    for text in _texts(fig):
+        for offset in (axis.xaxis.get_offset_text(), axis.yaxis.get_offset_text()):
+            offset.set_fontsize(max(offset.get_fontsize(), MIN_PT))
+    for text in _texts(fig, draw=False):
         if text.get_fontsize() < MIN_PT:
             text.set_fontsize(MIN_PT)
-    if fig.get_layout_engine() is None:
+            changed = True
+    if changed and fig.get_layout_engine() is None:
         fig.tight_layout()
     return fig
 

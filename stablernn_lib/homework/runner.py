@@ -189,7 +189,7 @@ def format_result(question: Question, result: QuestionResult) -> str:
     """A plain-text report: one line per check, with the reason for each failure.
 
     The count in the first line covers every line below it; a check that carries no
-    points (weight 0) is marked "[no points]".
+    points (weight 0) says so, and whether the question's points need it to pass.
     """
     shown = result.outcomes
     passed = sum(o.passed for o in shown)
@@ -201,9 +201,8 @@ def format_result(question: Question, result: QuestionResult) -> str:
         mark = {"pass": "PASS", "not attempted": "TODO", "timeout": "TIME"}.get(
             outcome.status, "FAIL"
         )
-        notes = (" [hidden]" if outcome.hidden else "") + (
-            " [no points]" if outcome.weight == 0 else ""
-        )
+        unweighted = " [required, no points of its own]" if outcome.required else " [no points]"
+        notes = (" [hidden]" if outcome.hidden else "") + (unweighted if not outcome.weight else "")
         lines.append(f"  {mark}  {outcome.name}{notes}: {outcome.message}")
     return "\n".join(lines)
 
