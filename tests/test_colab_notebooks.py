@@ -243,6 +243,7 @@ def test_colab_figures_match_the_site_after_a_default_mode_run():
 
     assert build_book().returncode == 0
     executed = BUILD_DIR / "jupyter_execute"
+    macros = colab.book_macros(colab.read_config(ROOT))
     compared = 0
     for docname in colab.notebook_docnames(STUDENT_DIR):
         notebook = nbformat.read(HTML_DIR / "_sources" / f"{docname}.ipynb", as_version=4)
@@ -254,6 +255,17 @@ def test_colab_figures_match_the_site_after_a_default_mode_run():
         site = site_figures(HTML_DIR / f"{docname}.html")
         assert colab_figures(notebook, run) == site, docname
         compared += len(site)
+        # outputs reach Colab too (a student's own run): no book macro in them
+        shown = [
+            text
+            for cell in run.cells
+            if cell.cell_type == "code"
+            for output in cell.outputs
+            for kind, text in output.get("data", {}).items()
+            if kind in ("text/markdown", "text/latex", "text/html")
+        ]
+        with_macros = [t for t in map(str, shown) if colab.expand_macros(t, macros) != t]
+        assert not with_macros, f"{docname}: a book macro in an output: {with_macros[:1]}"
     assert compared >= 20  # not vacuous: Chapters 1 to 9 draw figures
 
 
