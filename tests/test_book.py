@@ -328,3 +328,14 @@ def test_the_built_student_site_shows_no_empty_full_scale_cell():
     page = (HTML_DIR / "chapters" / "08_wikitext2_experiments.html").read_text(encoding="utf-8")
     assert "tag_full-scale" not in page  # in the default mode no full-scale result exists
     assert 'if "full" in shown' not in page
+
+
+def test_the_site_theme_is_pinned_to_the_checked_version():
+    """A floating theme changed the page (two search fields): the book extra pins it."""
+    from importlib.metadata import version
+
+    text = (ROOT / "pyproject.toml").read_text()  # (tomllib needs Python 3.11)
+    pins = dict(re.findall(r'^\s*"([\w-]+)==([\w.]+)",', text, re.M))
+    for package in ("sphinx-book-theme", "pydata-sphinx-theme"):
+        assert package in pins, f"pin {package} in pyproject.toml's book extra"
+        assert version(package) == pins[package], f"installed {package} differs from the pin"

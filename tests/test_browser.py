@@ -246,13 +246,8 @@ OVERFLOW_SCRIPT = """() => {
 }"""
 
 
-@pytest.mark.parametrize("width", [1400, 400])
-def test_display_equations_fit_the_column(browser, site_url, width):
-    """At 1400 px every display equation fits its column; at 400 px (a phone) a wider one
-    scrolls sideways but is never cut off. Screenshots of every page at both widths go
-    to _build/screenshots/<width>/, the overflow counts to _build/page_widths_<width>.json."""
-    import json
-
+def offline_page(browser, site_url: str, width: int):
+    """A new browser context ``width`` px wide and its page; requests off the site abort."""
     context = browser.new_context(viewport={"width": width, "height": 1000})
     page = context.new_page()
     page.route(
@@ -261,6 +256,17 @@ def test_display_equations_fit_the_column(browser, site_url, width):
         if route.request.url.startswith((site_url, "data:", "blob:"))
         else route.abort(),
     )
+    return context, page
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_display_equations_fit_the_column(browser, site_url, width):
+    """At 1400 px every display equation fits its column; at 400 px (a phone) a wider one
+    scrolls sideways but is never cut off. Screenshots of every page at both widths go
+    to _build/screenshots/<width>/, the overflow counts to _build/page_widths_<width>.json."""
+    import json
+
+    context, page = offline_page(browser, site_url, width)
     folder = SCREENSHOTS / str(width)
     folder.mkdir(parents=True, exist_ok=True)
     failures, record = {}, {}
@@ -320,14 +326,7 @@ def test_nothing_is_wider_than_the_column_on_a_phone(browser, site_url):
     import json
 
     width = 400
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    page = context.new_page()
-    page.route(
-        "**/*",
-        lambda route: route.continue_()
-        if route.request.url.startswith((site_url, "data:", "blob:"))
-        else route.abort(),
-    )
+    context, page = offline_page(browser, site_url, width)
     failures, checked = {}, 0
     for page_name in book_pages():
         if not (HTML_DIR / page_name).is_file():
@@ -346,8 +345,7 @@ def test_nothing_is_wider_than_the_column_on_a_phone(browser, site_url):
 
 def test_wide_tables_scroll_with_their_first_column_fixed(browser, site_url):
     """Chapter 8's result tables at 400 px: inside a scroll container, first column sticky."""
-    context = browser.new_context(viewport={"width": 400, "height": 900})
-    page = context.new_page()
+    context, page = offline_page(browser, site_url, 400)
     page.goto(site_url + "chapters/08_wikitext2_experiments.html", wait_until="load")
     tables = page.eval_on_selector_all(
         "main table",
