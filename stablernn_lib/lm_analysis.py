@@ -565,15 +565,19 @@ def plot_truncated_eval(analysis: dict[str, Any], title: str = "") -> Figure:
 def plot_jacobian_norms(analysis: dict[str, Any], title: str = "") -> Figure:
     """Histograms of the per-step state-Jacobian norms, per model and layer."""
     names = [n for n, e in analysis.items() if isinstance(e, dict) and "jacobian_norms" in e]
-    figure, axes = plt.subplots(1, len(names), figsize=(3 * len(names), 3), squeeze=False)
-    for axis, name in zip(axes[0], names, strict=True):
+    columns = min(2, len(names))  # two panels a row: each wide enough to read at column width
+    rows = math.ceil(len(names) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(8, 2.6 * rows), squeeze=False)
+    for axis in axes.flat[len(names) :]:
+        axis.set_visible(False)
+    for axis, name in zip(axes.flat, names, strict=False):
         for layer, norms in enumerate(analysis[name]["jacobian_norms"]):
             axis.hist(  # the model's colour; layer 1 filled, layer 2 outlined
                 norms, bins=30, color=model_color(name), lw=1.5, label=f"layer {layer + 1}",
                 histtype="stepfilled" if layer == 0 else "step", alpha=0.5 if layer == 0 else 1,
             )  # fmt: skip
         axis.axvline(1.0, color="k", lw=0.8)
-        axis.set_title(name, fontsize=9)
+        axis.set_title(name)
         axis.set_xlabel(r"$\|\partial h_t / \partial h_{t-1}\|_2$")
     axes[0][0].legend()
     figure.suptitle(title)
