@@ -394,6 +394,18 @@ def _colab_launch_target(app, config) -> None:
     config.html_theme_options = options
 
 
+def _one_search_field(app, config) -> None:
+    """Keep the search field of the sidebar only.
+
+    pydata-sphinx-theme 0.17.1 fills an unset ``navbar_persistent`` with its search
+    button, which sphinx-book-theme 1.3.0 means to leave empty: every page then had a
+    second search field in a header bar of its own. Setting it empty removes that bar.
+    """
+    options = dict(config.html_theme_options or {})
+    options.setdefault("navbar_persistent", [])
+    config.html_theme_options = options
+
+
 def _write_colab_sources(app, exception) -> None:
     """Replace the site's ``_sources/*.ipynb`` (the download button) by the Colab notebooks.
 
@@ -455,6 +467,7 @@ def setup(app) -> dict[str, Any]:
     app.add_config_value("colab_notebooks_branch", "", "html")
     app.add_config_value("instructor_repository_url", "", "html")
     app.connect("config-inited", _colab_launch_target)
+    app.connect("config-inited", _one_search_field)
     app.connect("build-finished", _write_colab_sources)
     app.connect("doctree-read", _drop_empty_full_scale_cells)
     # early: a later handler may return a template name, which ends the event

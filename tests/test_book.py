@@ -323,6 +323,16 @@ def test_the_student_site_drops_empty_full_scale_cells_only():
 
 @pytest.mark.book
 @pytest.mark.slow
+def test_the_built_site_has_one_search_field():
+    """The sidebar's search field, and no header bar with a second one (see _one_search_field)."""
+    assert build_book().returncode == 0
+    page = (HTML_DIR / "intro.html").read_text(encoding="utf-8")
+    assert page.count('class="btn search-button-field') == 1
+    assert "navbar-persistent--container" not in page
+
+
+@pytest.mark.book
+@pytest.mark.slow
 def test_the_built_student_site_shows_no_empty_full_scale_cell():
     assert build_book().returncode == 0
     page = (HTML_DIR / "chapters" / "08_wikitext2_experiments.html").read_text(encoding="utf-8")

@@ -305,8 +305,9 @@ WIDER_THAN_COLUMN_SCRIPT = """() => {
   };
   const wide = [];
   for (const node of article.querySelectorAll("*")) {
-    const rect = node.getBoundingClientRect();
-    if (rect.width === 0 || rect.height === 0 || getComputedStyle(node).position === "fixed") {
+    const rect = node.getBoundingClientRect(), look = getComputedStyle(node);
+    if (rect.width === 0 || rect.height === 0 || look.position === "fixed" ||
+        look.visibility === "hidden") {  // e.g. a heading's "#" link until hovered
       continue;
     }
     if ((rect.right > right || rect.left < left) && !held(node)) {
