@@ -25,8 +25,8 @@ $(STAMP): $(SETUP_FILES)
 ## (no homework solution, model answer, rubric or exercise solution) is written to student/
 ## and built, executing every chapter in smoke mode on the CPU. Publishing: instructor.md.
 book: venv
-	$(BIN)/python -m stablernn_lib.book check-claims   # the paper's numbers carry their source mark
-	$(BIN)/python -m stablernn_lib.book forget-stale-build
+	$(BIN)/python -m stablernn_lib book check-claims   # the paper's numbers carry their source mark
+	$(BIN)/python -m stablernn_lib book forget-stale-build
 	$(BIN)/python -m stablernn_lib homework student-edition --out student/
 	rm -rf _build/html   # no page or search-index entry of an earlier (instructor) build survives
 	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build student/ --path-output . -W --keep-going

@@ -3,7 +3,7 @@
 Everything else about the package is in ``pyproject.toml``. When a wheel is built (by
 ``pip install git+...`` on Colab, or ``pip install .``), every JSON and CSV file under
 ``data/results/`` is copied to ``stablernn_lib/_results/``, where
-``stablernn_lib.results.results_root`` finds it outside a checkout.
+``stablernn_lib.core.results.results_root`` finds it outside a checkout.
 """
 
 import shutil

@@ -1,7 +1,9 @@
 """Command line: ``python -m stablernn_lib <command> ...``.
 
-Each module in ``COMMAND_MODULES`` defines ``register(subparsers)``, which adds
-its subcommand and sets ``func`` to the function that runs it.
+``COMMANDS`` names each subcommand's module and one-line help. A module is imported
+only when its subcommand runs, so ``--help``, ``train`` and ``benchmark`` work without
+the ``book`` extra; the module's ``register(subparsers)`` adds the subcommand's
+arguments and sets ``func`` to the function that runs it.
 
 An error of a command prints its message, not a traceback (the messages name the
 problem and the fix); ``--debug``, anywhere on the line, shows the traceback.
@@ -13,22 +15,52 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-
-COMMAND_MODULES: tuple[str, ...] = (
-    "stablernn_lib.homework.cli",
-    "stablernn_lib.weights_close",
-    "stablernn_lib.train",
-    "stablernn_lib.music",
-    "stablernn_lib.music_analysis",
-    "stablernn_lib.lm_analysis",
-    "stablernn_lib.benchmark",
-    "stablernn_lib.tightness",
-    "stablernn_lib.book",
-)
+from typing import NamedTuple
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser with every registered subcommand."""
+class Command(NamedTuple):
+    module: str
+    help: str
+    extra: str | None = None  # the pip extra the module needs beyond the plain install
+
+
+COMMANDS: dict[str, Command] = {
+    "homework": Command("stablernn_lib.homework.cli", "student editions and grading", "book"),
+    "figure1": Command(
+        "stablernn_lib.theory.weights_close",
+        "weights of recurrent and truncated models under projected GD (Figure 1b)",
+    ),
+    "train": Command(
+        "stablernn_lib.tasks.wikitext2.train", "train a word-level language model on WikiText-2"
+    ),
+    "train-music": Command(
+        "stablernn_lib.tasks.jsb.train", "train an RNN or LSTM on JSB Chorales (Chapter 9)"
+    ),
+    "jsb-analysis": Command(
+        "stablernn_lib.tasks.jsb.analysis",
+        "gradient, truncation and Jacobian measurements on the JSB models (Chapter 9)",
+    ),
+    "lm-analysis": Command(
+        "stablernn_lib.tasks.wikitext2.analysis",
+        "Figure 2, truncated evaluation, Jacobians, weights close (WikiText-2)",
+    ),
+    "benchmark": Command(
+        "stablernn_lib.tasks.benchmark",
+        "projection overhead, Figure-2 speed-up, tokens/s (WikiText-2 models)",
+    ),
+    "paper-run": Command(
+        "stablernn_lib.tasks.paper_run",
+        "train a list of variants in parallel, detached, on one GPU (paper scale)",
+    ),
+    "tightness": Command(
+        "stablernn_lib.theory.tightness",
+        "adversarial search for the worst ratio measured / bound of each bound",
+    ),
+    "book": Command("stablernn_lib.book.tools", "strip and check the book's notebooks", "book"),
+}
+
+
+def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     parser = argparse.ArgumentParser(
         prog="python -m stablernn_lib",
         description="Experiments and tools of the course 'Stable Recurrent Models'.",
@@ -36,19 +68,45 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an error, not only its message"
     )
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    return parser, parser.add_subparsers(dest="command", required=True)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser: with ``command``, that subcommand's full parser (its module imported);
+    without, every subcommand listed by name and help only (nothing imported)."""
+    parser, subparsers = _top_parser()
+    if command in COMMANDS:
+        importlib.import_module(COMMANDS[command].module).register(subparsers)
+    else:
+        for name, entry in COMMANDS.items():
+            subparsers.add_parser(name, help=entry.help)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen command; returns the exit status (1 on an error)."""
+    """Parse ``argv`` and run the chosen command; returns the exit status.
+
+    A command whose extra is not installed says which one to install (status 2); any
+    other error prints its message, no traceback (status 1): ``--debug`` shows it.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    args = build_parser().parse_args([arg for arg in argv if arg != "--debug"])
+    argv = [arg for arg in argv if arg != "--debug"]
+    command = argv[0] if argv else None
+    extra = COMMANDS[command].extra if command in COMMANDS else None
     try:
+        args = build_parser(command).parse_args(argv)
         return int(args.func(args) or 0)
+    except ModuleNotFoundError as error:
+        if extra is None or debug:
+            raise
+        print(
+            f"`{command}` needs the package {error.name!r}, which is missing: install the "
+            f"'{extra}' extra, e.g. pip install \"stablernn_lib[{extra}]\" "
+            f'(or pip install -e ".[{extra}]" in a checkout)',
+            file=sys.stderr,
+        )
+        return 2
     except Exception as error:
         if debug:
             raise

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import nbformat
 
-from stablernn_lib.book import forget_stale_build, toc_files
-from stablernn_lib.io import atomic_write_json
-from stablernn_lib.notebook_times import write_times
+from stablernn_lib.book.notebook_times import write_times
+from stablernn_lib.book.tools import forget_stale_build, toc_files
+from stablernn_lib.core.io import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_DIR = ROOT / "_build"

@@ -13,14 +13,19 @@ import pytest
 import torch
 from torch.nn.functional import cross_entropy
 
-from stablernn_lib import lm_analysis as lma
-from stablernn_lib.data import Corpus, batchify, write_synthetic_corpus
-from stablernn_lib.language_model import (
+from stablernn_lib.tasks.wikitext2 import analysis as lma
+from stablernn_lib.tasks.wikitext2.data import Corpus, batchify, write_synthetic_corpus
+from stablernn_lib.tasks.wikitext2.model import (
     WordLanguageModel,
     evaluate_loss,
     truncated_loss,
 )
-from stablernn_lib.train import CONFIGS, load_trained_model, run_name, train_language_model
+from stablernn_lib.tasks.wikitext2.train import (
+    CONFIGS,
+    load_trained_model,
+    run_name,
+    train_language_model,
+)
 
 # The cpu config at toy sizes: the synthetic corpus has 200 words, so the cutoffs shrink.
 TINY_ADAPTIVE = replace(

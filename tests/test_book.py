@@ -8,20 +8,18 @@ import pytest
 import yaml
 from book_support import HTML_DIR, ROOT, build_book
 
-from stablernn_lib.book import (
+from stablernn_lib.book.config import read_book_config, repository, toc_files
+from stablernn_lib.book.tools import (
     COLAB_SETUP_TAG,
     chapter_layout_problems,
     colab_setup_source,
     fix_layout,
     forget_stale_build,
-    read_book_config,
-    repository,
     strip_notebook,
     stripping_problems,
-    toc_files,
     toc_problems,
 )
-from stablernn_lib.book import main as book_main
+from stablernn_lib.book.tools import main as book_main
 
 CONTRACT_KEYS = {
     "miller2019stable", "pascanu2013difficulty", "hochreiter1997lstm", "elman1990finding",
@@ -120,7 +118,7 @@ def test_book_builds_with_warnings_as_errors():
     assert "cdn.jsdelivr" not in chapter and "cdnjs" not in chapter
 
 
-# --- stablernn_lib.book: notebook tools ---------------------------------------------------
+# --- stablernn_lib.book.tools: notebook tools ---------------------------------------------------
 
 
 def make_notebook(*cells):
@@ -209,7 +207,7 @@ def test_toc_problems_report_missing_and_unlisted_files(tmp_path):
 def test_sphinx_extension_removes_duplicate_scripts():
     from sphinx.builders.html._assets import _JavaScript
 
-    from stablernn_lib.book import _deduplicate_scripts
+    from stablernn_lib.book.tools import _deduplicate_scripts
 
     inline = [_JavaScript(None, body="const A = 1"), _JavaScript("", body="const A = 1")]
     context = {"script_files": [*inline, _JavaScript("a.js"), _JavaScript("a.js", defer="defer")]}
@@ -275,8 +273,8 @@ def test_a_smoke_runs_scratch_folder_is_gone_after_the_kernel_exits(tmp_path):
     notebook = nbformat.v4.new_notebook(
         cells=[
             nbformat.v4.new_code_cell(
-                "import stablernn_lib.runtime\n"
-                "runs = stablernn_lib.runtime.scratch_dir('chapter-test-')\n"
+                "import stablernn_lib.core.runtime\n"
+                "runs = stablernn_lib.core.runtime.scratch_dir('chapter-test-')\n"
                 "(runs / 'model.pt').write_text('weights')\n"
                 "print(runs)"
             )
@@ -293,7 +291,7 @@ def test_the_student_site_drops_empty_full_scale_cells_only():
 
     from docutils import nodes
 
-    from stablernn_lib.book import FULL_SCALE_TAG, _drop_empty_full_scale_cells
+    from stablernn_lib.book.tools import FULL_SCALE_TAG, _drop_empty_full_scale_cells
 
     def cell(tag: str, output: bool) -> nodes.container:
         node = nodes.container(nb_element="cell_code", classes=["cell", f"tag_{tag}"])

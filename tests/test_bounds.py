@@ -1,4 +1,4 @@
-"""The constants of Lemmas 1-3 (stablernn_lib.bounds): formulas, bad input, and the
+"""The constants of Lemmas 1-3 (stablernn_lib.core.bounds): formulas, bad input, and the
 bounds asserted against measurements on many random float64 instances."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
-from stablernn_lib import bounds
-from stablernn_lib.lemmas import (
+from stablernn_lib.core import bounds
+from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
+from stablernn_lib.theory.lemmas import (
     flat_parameters,
     gradient_gaps,
     parameter_gradient,
@@ -18,7 +19,6 @@ from stablernn_lib.lemmas import (
     random_rnn_with_inputs,
     truncation_gaps,
 )
-from stablernn_lib.stability import activation_lipschitz, spectral_norm
 
 torch.set_num_threads(1)  # tiny tensors: threads only add overhead
 

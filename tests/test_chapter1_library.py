@@ -13,8 +13,9 @@ import sympy as sp
 import torch
 from matplotlib.figure import Figure
 
-from stablernn_lib import plots, symbolic
-from stablernn_lib.models import LSTMMap, random_lstm
+from stablernn_lib.core.models import LSTMMap, random_lstm
+from stablernn_lib.figures import plots
+from stablernn_lib.symbolic import symbolic
 
 
 def test_symbolic_jacobian_has_the_known_blocks():

@@ -1,7 +1,7 @@
 """The Colab notebooks: every notebook page of the book, rendered as Colab renders Markdown.
 
 Colab, Jupyter and GitHub know neither MyST nor the book's MathJax macros. The generated
-notebooks (``stablernn_lib.colab``) are rendered here with a plain CommonMark parser
+notebooks (``stablernn_lib.book.colab``) are rendered here with a plain CommonMark parser
 (markdown-it-py, no MyST plugins) after taking the math out, as those front ends do; a
 directive fence, a role (``{paper}`` included), a MyST target or a book macro left in
 them fails the test. The
@@ -22,8 +22,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from stablernn_lib import book, colab, paper_claims
-from stablernn_lib.homework.notebooks import ANSWER_PLACEHOLDER
+from stablernn_lib.book import colab
+from stablernn_lib.book import tools as book
+from stablernn_lib.core import paper_claims
+from stablernn_lib.homework.notebooks import ANSWER_PLACEHOLDER, student_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -34,7 +36,7 @@ MATHJAX = ROOT / "book" / "vendor" / "mathjax" / "tex-mml-chtml.js"
 def editions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("colab")
     for edition in ("student", "instructor"):
-        colab.write_colab_notebooks(ROOT, out / edition, edition)
+        colab.write_colab_notebooks(ROOT, out / edition, edition, student_notebook)
     return {edition: out / edition for edition in ("student", "instructor")}
 
 
@@ -136,10 +138,10 @@ def test_paper_numbers_carry_their_mark_and_no_paper_role_is_left(editions):
 
 def test_the_site_hands_out_the_generated_notebooks():
     """The build hook replaces _sources/*.ipynb; the launch buttons point at them."""
-    from stablernn_lib import book
+    from stablernn_lib.book.config import read_book_config
     from stablernn_lib.homework.student_edition import STUDENT_SITE_BRANCH
 
-    assert book.read_book_config()["sphinx"]["config"]["colab_notebooks_branch"]
+    assert read_book_config()["sphinx"]["config"]["colab_notebooks_branch"]
     assert STUDENT_SITE_BRANCH == "gh-pages"
 
 
@@ -362,4 +364,6 @@ def test_the_instructor_site_links_only_to_a_private_fork():
     student = theme(True, "")
     assert student["repository_url"] == "https://github.com/public/course"
     assert student["launch_buttons"]["colab_url"]
-    assert book.read_book_config()["sphinx"]["config"]["instructor_repository_url"] == ""
+    from stablernn_lib.book.config import read_book_config
+
+    assert read_book_config()["sphinx"]["config"]["instructor_repository_url"] == ""

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from stablernn_lib import data
-from stablernn_lib.data import (
+from stablernn_lib.tasks.wikitext2 import data
+from stablernn_lib.tasks.wikitext2.data import (
     WIKITEXT2_SHA256,
     WIKITEXT2_TOKENS,
     WIKITEXT2_VOCAB_SIZE,

@@ -8,17 +8,17 @@ import pytest
 import sympy as sp
 import torch
 
-from stablernn_lib import eventual_stability as ev
-from stablernn_lib.diagonal_scaling import (
+from stablernn_lib.core.models import random_vanilla_rnn
+from stablernn_lib.theory import eventual_stability as ev
+from stablernn_lib.theory.diagonal_scaling import (
     _log_norm,
     certificate_table,
     diagonal_certificate,
     scaled_matrix,
     scaled_pair_ratios,
 )
-from stablernn_lib.lemmas import truncation_gaps
-from stablernn_lib.lstm_stability import concentrated_authors_lstm
-from stablernn_lib.models import random_vanilla_rnn
+from stablernn_lib.theory.lemmas import truncation_gaps
+from stablernn_lib.theory.lstm_stability import concentrated_authors_lstm
 
 EPS = torch.finfo(torch.float64).eps
 
@@ -141,7 +141,7 @@ def test_certificate_table_says_who_is_certified():
     )
     assert "| m | 0 | 1.200 | 0.900 | 0.800 | 3.0 | no | yes |" in table
     # Colab shows this output too and knows none of the book's macros (_config.yml)
-    from stablernn_lib import colab
+    from stablernn_lib.book import colab
 
     macros = colab.book_macros(colab.read_config())
     assert colab.expand_macros(table, macros) == table and "\\lVert W \\rVert_2" in table

@@ -9,10 +9,11 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from stablernn_lib import figures_stability as figs
-from stablernn_lib import lstm_stability as ls
-from stablernn_lib.stability import project_spectral_ball, spectral_norm
-from stablernn_lib.widgets import interactive_plot
+from stablernn_lib.core.norms import spectral_norm
+from stablernn_lib.core.stability import project_spectral_ball
+from stablernn_lib.figures import stability as figs
+from stablernn_lib.figures.widgets import interactive_plot
+from stablernn_lib.theory import lstm_stability as ls
 
 
 def _gaps(lam: float, activation: str, matrix: str) -> np.ndarray:

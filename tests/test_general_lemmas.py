@@ -9,10 +9,10 @@ import pytest
 import sympy as sp
 import torch
 
-from stablernn_lib import general_lemmas as gl
-from stablernn_lib import lemma_algebra as la
-from stablernn_lib import lstm_stability as ls
-from stablernn_lib.models import LSTMMap
+from stablernn_lib.core.models import LSTMMap
+from stablernn_lib.symbolic import lemma_algebra as la
+from stablernn_lib.theory import general_lemmas as gl
+from stablernn_lib.theory import lstm_stability as ls
 
 
 def test_rsolve_solutions_match_iterating_the_recursions():
@@ -101,7 +101,7 @@ def test_lstm_weight_lipschitz_bound_holds_on_random_instances(generator):
 
 
 def test_proposition2_exact_rate_is_the_gamma_function_form():
-    from stablernn_lib import weights_close
+    from stablernn_lib.theory import weights_close
 
     t, c, d = sp.symbols("t c d", positive=True)
     closed = d / c * (sp.gamma(t + c) / (sp.gamma(1 + c) * sp.gamma(t)) - 1)

@@ -8,9 +8,12 @@ import matplotlib
 import pytest
 import torch
 
-from stablernn_lib import figures_gradients, gradients, one_unit, symbolic_gradients
-from stablernn_lib.models import random_vanilla_rnn
-from stablernn_lib.stability import activation_lipschitz, spectral_norm
+from stablernn_lib.core import gradients
+from stablernn_lib.core.models import random_vanilla_rnn
+from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
+from stablernn_lib.figures import gradients as figures_gradients
+from stablernn_lib.symbolic import gradients as symbolic_gradients
+from stablernn_lib.theory import one_unit
 
 matplotlib.use("Agg")
 

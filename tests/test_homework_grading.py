@@ -2,10 +2,14 @@
 
 Two grading runs (module fixtures, through the command line).  The first, with
 generous limits, grades the instructor notebook of every homework, made-up hw04
-submissions, and hw01 submissions that attack the grader: each hostile notebook has
-a *control*, the same answers without the attack, and must get exactly the control's
-score.  The second, with small time limits, grades an answer that loops forever and a
-cell that sleeps.
+submissions, and submissions that attack the grader (one per attack class of issue
+23, listed in instructor.md's threat model): each hostile notebook has a *control*,
+the same answers without the attack, and must get exactly the control's score; the
+honest submissions must get the scores the grader of commit 6918f44 gave them
+(``tests/data/homework_baseline_scores.json``).  The second, with small time limits,
+grades an answer that loops forever, a cell that sleeps, and an answer that forges
+"check start" events to reset its time limit.  A third test grades from a copy of
+the repository inside a folder of mode 700.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -20,12 +27,15 @@ import pytest
 
 from stablernn_lib.__main__ import main
 from stablernn_lib.homework import get_homework, homeworks
-from stablernn_lib.homework.grading import SANDBOX_UIDS
+from stablernn_lib.homework.isolation import SANDBOX_UIDS, bwrap_binary
 from stablernn_lib.homework.notebooks import is_solution_cell, question_of, student_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 AS_ROOT = os.geteuid() == 0
+BASELINE = json.loads((ROOT / "tests" / "data" / "homework_baseline_scores.json").read_text())
+SECRET = "TOP-SECRET-7d1c0e"  # in a root-only file a submission links to
+PWNED = "stablernn-pwned-4f2a"  # what planted modules would write if they ever ran
 needs_root = pytest.mark.skipif(
     not AS_ROOT, reason="file isolation and process limits need the grader to run as root"
 )
@@ -148,6 +158,93 @@ for fd in map(int, os.listdir("/proc/self/fd")):
             pass
 """
 
+# issue 23, class 1: modules planted in the working folder and user site, then an exit
+PLANTED = f"""import os, pathlib
+payload = "import os\\nopen('/tmp/{PWNED}', 'w').write(str(os.getuid()))\\nos._exit(0)\\n"
+for name in ("json.py", "sitecustomize.py", "usercustomize.py", "stablernn_lib/__init__.py",
+             "stablernn_lib/homework/__init__.py", "IPython/__init__.py", "torch/__init__.py",
+             ".local/lib/python3.11/site-packages/evil.pth"):
+    path = pathlib.Path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(payload if name.endswith(".py") else "import os; os._exit(0)\\n")
+os._exit(0)
+"""
+WHO_AM_I = """import os
+raise RuntimeError(f"uid={os.getuid()} home={os.environ.get('HOME')}")
+"""
+# class 2: answers that zero their inputs in place and return what fits the zeroed inputs
+MUTATING_STATES = """import torch
+def rnn_states(W, U, inputs):
+    W.zero_()
+    return torch.stack([torch.tanh(x @ U.T) for x in inputs])
+"""
+MUTATING_TRUNCATED = """import torch
+def truncated_rnn_states(W, U, inputs, k):
+    W.zero_()
+    return torch.stack([torch.tanh(x @ U.T) for x in inputs])
+"""
+# their control: the same answers for W = 0, without touching W (right only when T = 1)
+IGNORING_STATES = MUTATING_STATES.replace("    W.zero_()\n", "")
+IGNORING_TRUNCATED = MUTATING_TRUNCATED.replace("    W.zero_()\n", "")
+# class 6: SysV shared memory, /dev/shm, /run/lock and /tmp files left behind
+LEFTOVERS = f"""import ctypes, os
+libc = ctypes.CDLL(None)
+segment = libc.shmget(0, 4096, 0o1666)  # IPC_PRIVATE, IPC_CREAT | 0666
+for folder in ("/dev/shm", "/run/lock", "/tmp", "/var/tmp"):
+    try:
+        open(os.path.join(folder, "{PWNED}"), "w").write("left")
+    except OSError:
+        pass
+"""
+# class 6: forged "check start" events, to reset the check's time limit while it runs
+FORGED_START = """import json, os, time
+def lstm_step(weight_hh, weight_ih, bias, c, h, x):
+    for _ in range(120):
+        for fd in range(3, 40):
+            for name in ("B = 2, D = 3, H = 2", "same as torch.nn.LSTMCell, random sizes"):
+                event = {"event": "check", "key": ["hw01.q3", name], "phase": "start"}
+                try:
+                    os.write(fd, (json.dumps(event) + "\\n").encode())
+                except OSError:
+                    pass
+        time.sleep(0.5)
+    raise ValueError("outlived every limit")
+"""
+
+
+# class 6: IPython syntax around a forbidden call (the gate used to fail open)
+def magic_bypass(solution: str) -> str:
+    unused = "\n\ndef _unused(W, U, inputs, k):\n    return truncated_states(W, U, inputs, k)\n"
+    return "%time _ = 1\n" + solution + unused
+
+
+ALIAS_CELL = "from stablernn_lib.core.truncation import truncated_states as helper"
+
+
+def aliased(solution: str) -> str:
+    return solution + "\n\ndef _unused(W, U, inputs, k):\n    return helper(W, U, inputs, k)\n"
+
+
+RUBRIC_THIEF = """from stablernn_lib.homework.rubrics import rubric_markdown
+from stablernn_lib.homework import get_question
+raise RuntimeError("rubric: " + rubric_markdown(get_question("hw01.q4")))
+"""
+SHOW_RUBRIC = "from stablernn_lib.homework import show_rubric\nshow_rubric('hw01.q4')"
+CONSTANT_PROJECTION = """import torch
+def spectral_projection(W, radius):
+    return torch.zeros_like(W)
+"""
+NAN_LAMBDA = """def rnn_contraction_constant(W, activation):
+    return float("nan")
+"""
+CONSTANT_ESTIMATE = """def lipschitz_lower_bound(step, h, h2, x):
+    return 0.1
+"""
+ZERO_RECURSION = """import torch
+def error_recursion(alpha, beta, c, steps):
+    return torch.zeros(steps, dtype=torch.float64)
+"""
+
 
 def forge(out: Path, victim: Path) -> str:
     return f"""import json, os, pathlib
@@ -207,6 +304,7 @@ def hw01_answers(kind: str) -> nbformat.NotebookNode:
         "stub": stub,
         "wrong": with_answers(stub, {"hw01.q1": WRONG_STATES, "hw01.q2": WRONG_TRUNCATED}),
         "q1": with_answers(stub, {"hw01.q1": q1}),
+        "ignoring": with_answers(stub, {"hw01.q1": IGNORING_STATES, "hw01.q2": IGNORING_TRUNCATED}),
     }[kind]
 
 
@@ -236,7 +334,80 @@ ATTACKS = {
     "memory_hog": ("q1", lambda nb, paths: with_cells(nb, [MEMORY_HOG])),
     "processes": ("q1", lambda nb, paths: with_cells(nb, [LEFT_RUNNING, PROCESS_FLOOD])),
     "snoop": ("q1", lambda nb, paths: with_cells(nb, snoop(*paths))),
+    "planted": ("q1", lambda nb, paths: with_cells(nb, [PLANTED, WHO_AM_I])),
+    "mutating": (
+        "ignoring",
+        lambda nb, paths: with_answers(
+            nb, {"hw01.q1": MUTATING_STATES, "hw01.q2": MUTATING_TRUNCATED}
+        ),
+    ),
+    "magic_gate": (
+        "q1",
+        lambda nb, paths: with_answers(nb, {"hw01.q2": magic_bypass(solution("hw01.q2"))}),
+    ),
+    "aliased_gate": (
+        "q1",
+        lambda nb, paths: with_cells(
+            with_answers(nb, {"hw01.q2": aliased(solution("hw01.q2"))}), [ALIAS_CELL]
+        ),
+    ),
+    "leftovers": ("q1", lambda nb, paths: with_cells(nb, [LEFTOVERS])),
+    "rubric_thief": ("q1", lambda nb, paths: with_cells(nb, [SHOW_RUBRIC, RUBRIC_THIEF])),
 }
+
+
+def shared_memory_segments() -> set[tuple[str, str, str]]:
+    """``(perms, size, shmid)`` of every SysV shared-memory segment the host can see."""
+    lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    return {(f[2], f[3], f[1]) for f in (line.split() for line in lines)}
+
+
+def solution(question_id: str) -> str:
+    homework = question_id.split(".")[0]
+    return next(
+        c.source
+        for c in notebook(homework).cells
+        if is_solution_cell(c) and question_of(c) == question_id
+    )
+
+
+def write_malformed(folder: Path) -> list[str]:
+    """Notebooks whose metadata or size the grader must refuse, each with its own message."""
+    good = nbformat.writes(hw01_answers("q1"))
+    variants = {
+        "meta_list": lambda nb: nb["metadata"].update(homework=["hw01"]),
+        "meta_number": lambda nb: nb["metadata"].update(homework=7),
+        "meta_id_list": lambda nb: nb["metadata"].update(homework={"id": ["hw01"]}),
+        "tags_number": lambda nb: nb["cells"][3]["metadata"].update(tags=5),
+        "cell_meta_list": lambda nb: nb["cells"][3]["metadata"].update(homework=["hw01.q1"]),
+        "huge_check": lambda nb: nb["cells"].append(
+            {
+                "cell_type": "code",
+                "metadata": {"tags": ["check"]},
+                "outputs": [],
+                "execution_count": None,
+                "source": "x = 1\n" * 1_000_000,
+            }
+        ),
+    }
+    for name, change in variants.items():
+        raw = json.loads(good)
+        change(raw)
+        (folder / f"{name}_hw01.ipynb").write_text(json.dumps(raw))
+    return sorted(variants)
+
+
+def write_links(folder: Path, secret_folder: Path) -> None:
+    """Links to another student's notebook, to a root-only file, and a linked folder."""
+    secret = secret_folder / "secret.ipynb"
+    secret.write_text(SECRET * 50)
+    secret.chmod(0o600)
+    (folder / "link_victim_hw01.ipynb").symlink_to(
+        folder / "instructor" / "hw01_recurrent_models.ipynb"
+    )
+    (folder / "link_secret_hw01.ipynb").symlink_to(secret)
+    (folder / "linked_folder").symlink_to(folder / "instructor", target_is_directory=True)
+    os.mkfifo(folder / "fifo_hw01.ipynb")
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +428,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "hard_coded": with_answers(stub, {"hw04.q2": HARD_CODED_LAMBDA}),
     }
     made_up["crashing"].cells.insert(2, nbformat.v4.new_code_cell('raise RuntimeError("boom")'))
-    for kind in ("stub", "wrong", "q1"):
+    for kind in ("stub", "wrong", "q1", "ignoring"):
         made_up[f"control_{kind}_hw01"] = hw01_answers(kind)
     victim = folder / "control_stub_hw01.ipynb"
     for student, (control, make) in ATTACKS.items():
@@ -265,7 +436,26 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for student, nb in made_up.items():
         nbformat.write(nb, folder / f"{student}.ipynb")
     (folder / "unreadable.ipynb").write_text("this is not a notebook")
-    return {**grade(folder, out, "--memory-mb", "3072", "--processes", "48"), "folder": folder}
+    hw04_stub = student_notebook(notebook("hw04"))
+    constant = with_answers(
+        hw04_stub,
+        {"hw04.q1": CONSTANT_PROJECTION, "hw04.q2": NAN_LAMBDA, "hw04.q3": CONSTANT_ESTIMATE},
+    )
+    nbformat.write(constant, folder / "constant.ipynb")
+    hw07 = with_answers(notebook("hw07"), {"hw07.q2": ZERO_RECURSION})
+    nbformat.write(hw07, folder / "zero_recursion_hw07.ipynb")
+    mismatch = hw01_answers("q1")
+    nbformat.write(mismatch, folder / "mismatch_hw04.ipynb")  # says hw01 inside
+    for name in ("=HYPERLINK(1)", "+cmd", "-2+3", "@SUM(A1)"):
+        nbformat.write(hw01_answers("q1"), folder / f"{name}.ipynb")
+    malformed = write_malformed(folder)
+    secret_folder = tmp_path_factory.mktemp("secret")
+    secret_folder.chmod(0o700)
+    write_links(folder, secret_folder)
+    shm_before = shared_memory_segments()
+    graded = grade(folder, out, "--memory-mb", "3072", "--processes", "48")
+    new_segments = shared_memory_segments() - shm_before
+    return {**graded, "folder": folder, "malformed": malformed, "shm": new_segments}
 
 
 @pytest.fixture(scope="module")
@@ -273,6 +463,8 @@ def graded_with_small_limits(tmp_path_factory: pytest.TempPathFactory) -> dict:
     folder = tmp_path_factory.mktemp("slow-submissions")
     endless = with_answers(hw01_answers("q1"), {"hw01.q3": ENDLESS_LSTM})
     sleeping = with_cells(hw01_answers("q1"), ["import time\ntime.sleep(600)"], at=10_000)
+    forged = with_answers(hw01_answers("q1"), {"hw01.q3": FORGED_START})
+    nbformat.write(forged, folder / "forged_start_hw01.ipynb")
     nbformat.write(endless, folder / "endless_hw01.ipynb")
     nbformat.write(sleeping, folder / "sleeping_hw01.ipynb")
     out = tmp_path_factory.mktemp("slow-grades")
@@ -357,13 +549,12 @@ def test_exits_and_interrupts_in_answers_fail_only_their_checks(graded) -> None:
     assert "KeyboardInterrupt" in report(graded, "interrupts_hw01")
 
 
-@needs_root
 def test_files_outside_the_submission_cannot_be_read_or_written(graded) -> None:
     forged = report(graded, "forger_hw01")
-    assert "PermissionError" in forged  # writing the grader's scores.csv
+    assert "Error: [Errno" in forged  # writing the grader's scores.csv: not even visible
     assert (graded["out"] / "scores.csv").read_text().startswith("student,homework,")
     snooped = report(graded, "snoop_hw01")
-    assert snooped.count("PermissionError") == 4  # read, list, list the output, write
+    assert snooped.count("Error: [Errno") == 4  # read, list, list the output, write
     assert "vandalized" not in (graded["folder"] / "control_stub_hw01.ipynb").read_text()
 
 
@@ -381,9 +572,13 @@ def test_memory_and_process_limits_hold(graded) -> None:
         assert not low <= uid < high, f"a student process is still running: {status.parent}"
 
 
+REFUSED = ("unreadable", "link_", "linked_folder", "fifo_", "mismatch_")
+
+
 def test_other_submissions_are_graded_whatever_one_does(graded) -> None:
+    refused = {f"{name}_hw01" for name in graded["malformed"]}
     for (student, _), row in graded["rows"].items():
-        if student != "unreadable":
+        if student not in refused and not student.startswith(REFUSED):
             assert row["status"] == "graded", (student, row)
 
 
@@ -410,4 +605,183 @@ def test_grading_record(graded) -> None:
     record = json.loads((graded["out"] / "grading.json").read_text())
     assert record["seed"] == 11 and len(record["submissions"]) == len(graded["rows"])
     assert record["limits"]["memory_mb"] == 3072
-    assert record["isolation"] == ("own user id" if AS_ROOT else "same user id (not root)")
+    assert record["isolation"] == "bubblewrap" and record["sandboxed"], record["warnings"]
+    assert record["warnings"] == []
+
+
+# ------------------------------------------------------------- issue 23: hostile submissions
+
+
+def all_output(graded) -> str:
+    """Everything the grader wrote: scores.csv, grading.json and every report."""
+    out = graded["out"]
+    return "\n".join(
+        [
+            (out / "scores.csv").read_text(),
+            (out / "grading.json").read_text(),
+            *graded["reports"].values(),
+        ]
+    )
+
+
+def test_honest_scores_are_those_of_the_previous_grader(graded) -> None:
+    """The sandbox changes no honest score: the rows of commit 6918f44's grader, seed 11."""
+    assert BASELINE["seed"] == 11
+    rows = {f"{r['student']}/{r['notebook']}": r for r in graded["rows"].values()}
+    for key, expected in BASELINE["scores"].items():
+        got = {q: rows[key][q] for q in expected}
+        assert got == expected, key
+
+
+def test_planted_modules_never_run_and_nothing_runs_as_root(graded) -> None:
+    text = report(graded, "planted_hw01")
+    uid = int(text.split("uid=")[1].split()[0])
+    if AS_ROOT:
+        assert SANDBOX_UIDS[0] <= uid < SANDBOX_UIDS[1], uid
+    else:
+        assert uid == os.getuid()
+    assert "home=/nonexistent" in text
+    assert not Path("/tmp", PWNED).exists()
+    assert PWNED not in all_output(graded)
+
+
+def test_mutated_inputs_earn_nothing(graded) -> None:
+    """Zeroing W in place earns what ignoring W earns (the T = 1 and k = 1 cases), not more."""
+    row = graded["rows"][("mutating_hw01", "hw01")]
+    assert float(row["hw01.q1"]) < 2 and float(row["hw01.q2"]) < 3
+    assert "| a (4, 2, 3) input | visible | fail |" in report(graded, "mutating_hw01")
+
+
+def test_malformed_metadata_and_huge_cells_are_refused_one_by_one(graded) -> None:
+    messages = {
+        "meta_list": "metadata.homework must be an object",
+        "meta_number": "metadata.homework must be an object",
+        "meta_id_list": "metadata.homework.id must be a short string",
+        "tags_number": "metadata.tags must be a list of strings",
+        "cell_meta_list": "metadata.homework must be an object",
+        "huge_check": "larger than 1 MB of source",
+    }
+    for name in graded["malformed"]:
+        row = graded["rows"][(f"{name}_hw01", "hw01")]
+        assert messages[name] in row["status"] and float(row["total"]) == 0, row
+    assert score(graded, "control_q1_hw01", "hw01") == 2
+
+
+def test_links_and_special_files_are_refused_and_leak_nothing(graded) -> None:
+    for student in ("link_victim_hw01", "link_secret_hw01", "fifo_hw01"):
+        row = graded["rows"][(student, "hw01")]
+        assert row["status"].startswith("refused") and float(row["total"]) == 0, row
+    assert not any(student == "linked_folder" for student, _ in graded["rows"])
+    assert SECRET not in all_output(graded)
+    assert score(graded, "instructor", "hw01") == 8
+
+
+def test_the_source_gate_reads_magics_and_follows_aliases(graded) -> None:
+    for student in ("magic_gate_hw01", "aliased_gate_hw01"):
+        row = graded["rows"][(student, "hw01")]
+        assert float(row["hw01.q2"]) == 0, row
+        assert "truncated_states" in report(graded, student)
+
+
+def test_non_finite_and_constant_answers_fail_the_property_checks(graded) -> None:
+    row = graded["rows"][("constant", "hw04")]
+    assert float(row["hw04.q1"]) == 0 and float(row["hw04.q2"]) == 0
+    assert float(row["hw04.q3"]) == 0
+    assert float(graded["rows"][("zero_recursion_hw07", "hw07")]["hw07.q2"]) == 0
+
+
+def test_nothing_is_left_in_shared_memory_or_lock_folders(graded) -> None:
+    assert not {s for s in graded["shm"] if s[1] == "4096" and s[0].endswith("666")}
+    for folder in ("/dev/shm", "/run/lock", "/tmp", "/var/tmp"):
+        assert not Path(folder, PWNED).exists(), folder
+
+
+def test_homework_id_mismatch_is_flagged(graded) -> None:
+    row = graded["rows"][("mismatch_hw04", "hw01")]
+    assert "homework id mismatch: graded as hw01 but its file name says hw04" in row["status"]
+    assert float(row["total"]) == 2
+
+
+def test_formula_names_are_neutralized_in_scores_csv(graded) -> None:
+    text = (graded["out"] / "scores.csv").read_text()
+    lines = text.splitlines()
+    for name in ("=HYPERLINK(1)", "+cmd", "-2+3", "@SUM(A1)"):
+        assert any(
+            line.startswith(f"'{name},") or line.startswith(f'"\'{name}",') for line in lines
+        ), name
+        assert not any(line.startswith(name) for line in lines)
+        assert float(graded["rows"][(f"'{name}", "hw01")]["total"]) == 2
+
+
+def test_the_student_edition_cannot_show_rubrics(graded) -> None:
+    text = report(graded, "rubric_thief_hw01")
+    errors = text.split("## Cells that raised an error")[1].split("\n## ")[0]
+    assert "ImportError" in errors  # show_rubric is gone
+    assert "is in its instructor notebook" in errors  # the sandbox holds no notebook
+    assert "applications of phi_w" not in errors
+
+
+def test_forged_check_start_events_do_not_reset_the_time_limit(graded_with_small_limits) -> None:
+    row = graded_with_small_limits["rows"][("forged_start_hw01", "hw01")]
+    assert float(row["hw01.q1"]) == 2 and float(row["hw01.q3"]) == 0
+    assert "| timeout |" in report(graded_with_small_limits, "forged_start")
+
+
+def test_grading_works_from_a_checkout_in_a_private_folder(tmp_path: Path) -> None:
+    """A checkout whose parent folder is mode 700 (like /root): the sandbox still reads it."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    private.chmod(0o700)
+    checkout = private / "course"
+    shutil.copytree(
+        ROOT / "stablernn_lib",
+        checkout / "stablernn_lib",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    shutil.copytree(ROOT / "chapters" / "homework", checkout / "chapters" / "homework")
+    folder = tmp_path / "submissions"
+    folder.mkdir(mode=0o700)
+    nbformat.write(hw01_answers("q1"), folder / "alice_hw01.ipynb")
+    out = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "stablernn_lib",
+        "homework",
+        "grade",
+        str(folder),
+        "--out",
+        str(out),
+        "--seed",
+        "11",
+    ]
+    environment = {**os.environ, "PYTHONPATH": str(checkout), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        command,
+        cwd=checkout,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = list(csv.DictReader((out / "scores.csv").open()))
+    assert [r["total"] for r in rows] == ["2"], rows
+    assert json.loads((out / "grading.json").read_text())["isolation"] == "bubblewrap"
+
+
+def test_without_bwrap_the_fallback_says_so_loudly(monkeypatch, tmp_path: Path, capsys) -> None:
+    """Where bwrap cannot run, grading.json and the console carry the NO SANDBOX warning."""
+    from stablernn_lib.homework import grading
+
+    monkeypatch.setattr(grading, "bwrap_binary", lambda: None)
+    folder = tmp_path / "submissions"
+    folder.mkdir(mode=0o700)
+    nbformat.write(hw01_answers("q1"), folder / "alice_hw01.ipynb")
+    submissions = grading.grade_submissions(folder, tmp_path / "out", seed=11)
+    assert submissions[0].auto_points == 2
+    record = json.loads((tmp_path / "out" / "grading.json").read_text())
+    assert not record["sandboxed"] and "NO SANDBOX" in record["warnings"][0]
+    assert "NO SANDBOX" in capsys.readouterr().err
+    assert bwrap_binary() is not None  # this machine has the sandbox: only the test lost it

@@ -87,7 +87,7 @@ def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_installed_library_is_not_the_checkout(installed_python, tmp_path):
     code = (
-        "import json, stablernn_lib, stablernn_lib.results as r; "
+        "import json, stablernn_lib, stablernn_lib.core.results as r; "
         "print(json.dumps([stablernn_lib.__file__, str(r.results_root())]))"
     )
     found = json.loads(run([str(installed_python), "-c", code], cwd=tmp_path).stdout)

@@ -7,7 +7,12 @@ import json
 import pytest
 import torch
 
-from stablernn_lib.io import atomic_torch_save, atomic_write_json, describe_provenance, provenance
+from stablernn_lib.core.io import (
+    atomic_torch_save,
+    atomic_write_json,
+    describe_provenance,
+    provenance,
+)
 
 
 def test_atomic_json_roundtrip(tmp_path):

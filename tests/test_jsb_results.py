@@ -12,16 +12,40 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
-from stablernn_lib.music import CONFIGS, RESULTS_DIR, result_file_name, same_config
-from stablernn_lib.music_analysis import ALL_VARIANTS, ANALYSIS, TABLE_VARIANTS
-from stablernn_lib.music_data import JSB_SPLIT_SIZES
+from stablernn_lib.core.io import same_config
+from stablernn_lib.tasks.jsb import analysis as ma
+from stablernn_lib.tasks.jsb.analysis import ALL_VARIANTS, ANALYSIS, TABLE_VARIANTS
+from stablernn_lib.tasks.jsb.data import JSB_SPLIT_SIZES
+from stablernn_lib.tasks.jsb.train import (
+    CONFIGS,
+    PUBLISHED_RESULTS,
+    RESULTS_DIR,
+    published_config,
+    result_file_name,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "chapters" / "09_polyphonic_music.ipynb"
+# The result files of the seeded configs (authors' model, no input layer) committed so far.
+SEEDED = sorted(
+    path.relative_to(RESULTS_DIR).as_posix()
+    for folder, _ in PUBLISHED_RESULTS.values()
+    if folder
+    for path in [
+        *(RESULTS_DIR / folder).glob("*.json"),
+        *(RESULTS_DIR / folder).glob("seed*/*.json"),
+    ]
+    if path.name != "analysis.json"
+)
 
 RUNS = [(cell, variant, "full") for cell, variant in ALL_VARIANTS] + [
     (cell, variant, "adam") for cell, variant in TABLE_VARIANTS
 ]
+BASELINE = 11.09  # the no-memory baseline (tests/test_music_baseline.py checks it)
 
 
 def _load(name: str) -> dict:
@@ -65,3 +89,60 @@ def test_analysis_of_the_full_models_is_complete_and_matches_the_code() -> None:
         curve = entry["truncated_eval"]
         assert curve["k"] == list(ANALYSIS.ks)
         assert all(math.isfinite(loss) for loss in curve["loss"] + [curve["recurrent_loss"]])
+
+
+def test_committed_runs_are_the_encoder_variant_and_most_ran_every_epoch() -> None:
+    for cell, variant, config in RUNS:
+        result = _load(result_file_name(cell, variant, config))
+        # written before the field existed: read with its default, the input layer
+        assert "input_encoder" not in result["config"] and CONFIGS[config].input_encoder
+    full = ma.load_results()
+    ran_all = [name for name, r in full.items() if len(r["epochs"]) == r["config"]["epochs"]]
+    assert sorted(set(full) - set(ran_all)) == ["lstm-unconstrained"]  # --stop-below-lr ended it
+    assert ma.epochs_sentences(full)[0].startswith(f"{len(ran_all)} of {len(full)} runs ran")
+
+
+def test_chapter9_tables_are_computed_from_the_committed_files() -> None:
+    full, adam = ma.load_results(), ma.load_results(config="adam")
+    assert set(full) == {f"{c}-{v}" for c, v in ALL_VARIANTS}
+    assert set(adam) == {f"{c}-{v}" for c, v in TABLE_VARIANTS}
+    table = ma.results_table(full, BASELINE).splitlines()
+    diagnostic = ma.optimizer_diagnostic_table(full, adam, BASELINE).splitlines()
+    for name, result in full.items():
+        row = next(line for line in table if line.startswith(f"| {ma.LABELS[name]} |"))
+        cells = [cell.strip() for cell in row.split("|")[1:-1]]
+        assert cells[1] == f"{result['test_nll']:.2f}"
+        gap = 100 * (result["test_nll"] - BASELINE) / BASELINE
+        assert cells[2].startswith(f"{gap:+.1f}%")
+        assert cells[3:5] == [str(len(result["epochs"])), str(result["best_epoch"])]
+    for name, result in adam.items():
+        row = next(line for line in diagnostic if line.startswith(f"| {ma.LABELS[name]} |"))
+        assert f"| {result['test_nll']:.2f} ({result['best_epoch']}) |" in row
+        assert f"| {full[name]['test_nll']:.2f} ({len(full[name]['epochs'])}) |" in row
+    for lines in (table, diagnostic):
+        assert lines[-1].startswith(f"| {ma.BASELINE_LABEL} | {BASELINE:.2f} |")
+
+
+def test_every_jsb_table_of_chapter9_prints_the_baseline() -> None:
+    notebook = json.loads(CHAPTER.read_text(encoding="utf8"))
+    code = "\n".join(
+        "".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"
+    )
+    calls = [line for line in code.splitlines() if "_table(" in line and "ma." in line]
+    assert len(calls) >= 3, calls  # the full runs, the Adam diagnostic, the seeded configs
+    assert all("baseline" in line for line in calls), calls
+    assert "baseline = independent_keys_nll(rolls.train, rolls.test)" in code
+    assert "ma.load_results()" in code and 'ma.load_results(config="adam")' in code
+
+
+@pytest.mark.parametrize("name", SEEDED)
+def test_seeded_result_is_complete_and_matches_its_config(name: str) -> None:
+    result = _load(name)
+    config = published_config(result["config"]["name"])
+    assert config is not None and same_config(result["config"], config)
+    cell, variant = result["model"], result["variant"]
+    assert result_file_name(cell, variant, config.name) == name
+    assert result["seed"] == config.seed and not config.input_encoder
+    assert result["status"] == "completed" and 0 < result["test_nll"] < 88 * math.log(2)
+    assert {"git_commit", "criteria_commit", "device", "created_utc"} <= set(result["provenance"])
+    assert len(result["epochs"]) == config.epochs or "stopped_early" in result

@@ -7,8 +7,11 @@ import math
 import pytest
 import torch
 
-from stablernn_lib.data import batchify
-from stablernn_lib.language_model import (
+from stablernn_lib.core.norms import spectral_norm
+from stablernn_lib.core.stability import project_spectral_ball
+from stablernn_lib.tasks.wikitext2.analysis import layer_map
+from stablernn_lib.tasks.wikitext2.data import batchify
+from stablernn_lib.tasks.wikitext2.model import (
     WordLanguageModel,
     evaluate_loss,
     project_spectral_balls_,
@@ -17,9 +20,7 @@ from stablernn_lib.language_model import (
     truncated_loss,
     truncated_outputs,
 )
-from stablernn_lib.lm_analysis import layer_map
-from stablernn_lib.lstm_stability import lstm_contraction_bound
-from stablernn_lib.stability import project_spectral_ball, spectral_norm
+from stablernn_lib.theory.lstm_stability import lstm_contraction_bound
 
 
 def tiny(cell: str, layers: int = 2, stable: bool = False) -> WordLanguageModel:
@@ -146,3 +147,38 @@ def test_truncated_loss_with_long_context_is_the_recurrent_loss(cell: str) -> No
     )
     assert abs(truncated_loss(model, source, k=1) - recurrent) > 1e-5
     assert math.isfinite(truncated_loss(model, source, k=3))
+
+
+def test_lstm_constraint_choices_and_their_sets() -> None:
+    from stablernn_lib.theory.lstm_stability import (
+        AUTHORS_RECURRENT_SCALES,
+        COURSE_BIAS_BOUND,
+        course_lstm_constraint,
+        free_forget_constraint,
+        gate_blocks,
+    )
+
+    with pytest.raises(ValueError, match="unknown lstm_constraint 'tight'"):
+        WordLanguageModel("lstm", 30, 6, 5, 2, stable=True, lstm_constraint="tight")
+    lifted, course = free_forget_constraint(), course_lstm_constraint()
+    assert lifted.bias_max["f"] == COURSE_BIAS_BOUND and course.bias_max["f"] == 0.0
+    assert lifted.input_radius["f"] == lifted.input_radius["i"] > course.input_radius["f"]
+    assert lifted.recurrent_radius == course.recurrent_radius
+    torch.manual_seed(0)
+    model = WordLanguageModel("lstm", 30, 6, 5, 2, stable=True, lstm_constraint="free-forget")
+    with torch.no_grad():
+        for layer in range(2):
+            getattr(model.rnn, f"bias_ih_l{layer}").add_(3.0)  # forget bias far above 0
+            getattr(model.rnn, f"weight_ih_l{layer}").mul_(50.0)
+    project_stable_(model)
+    forget = gate_blocks(model.rnn.bias_ih_l0 + model.rnn.bias_hh_l0)["f"]
+    assert forget.max() > 1.0  # the lifted cap lets the forget bias stay positive
+    # the authors' rule: every column of every recurrent block sums to its constant
+    model = WordLanguageModel("lstm", 30, 6, 5, 2, stable=True, lstm_constraint="authors")
+    project_stable_(model)
+    for layer in range(2):
+        blocks = gate_blocks(getattr(model.rnn, f"weight_hh_l{layer}").detach())
+        for gate, c in AUTHORS_RECURRENT_SCALES.items():
+            sums = blocks[gate].abs().sum(dim=0)
+            assert torch.allclose(sums, torch.full_like(sums, c), rtol=1e-5), (layer, gate)
+    assert model.encoder.weight.abs().max() <= 1.0

@@ -1,5 +1,5 @@
-"""The experiments of Chapters 5 and 6 (stablernn_lib.lemmas), their figures and the
-symbolic steps (stablernn_lib.lemma_algebra)."""
+"""The experiments of Chapters 5 and 6 (stablernn_lib.theory.lemmas), their figures and the
+symbolic steps (stablernn_lib.symbolic.lemma_algebra)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,12 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from tolerances import rounding_tolerance  # noqa: E402
 
-from stablernn_lib import bounds, lemma_algebra, lemma_plots  # noqa: E402
-from stablernn_lib.lemmas import (  # noqa: E402
+from stablernn_lib.core import bounds
+from stablernn_lib.core.models import random_vanilla_rnn  # noqa: E402
+from stablernn_lib.core.truncation import truncated_states_reference  # noqa: E402
+from stablernn_lib.figures import lemmas as lemma_plots
+from stablernn_lib.symbolic import lemma_algebra  # noqa: E402
+from stablernn_lib.theory.lemmas import (  # noqa: E402
     cube_inputs,
     finite_difference_gradient,
     flat_parameters,
@@ -34,9 +38,11 @@ from stablernn_lib.lemmas import (  # noqa: E402
     truncation_experiment,
     truncation_gaps,
 )
-from stablernn_lib.lstm_stability import lstm_certificate, random_stable_lstm, weighted_state_norm  # noqa: E402
-from stablernn_lib.models import random_vanilla_rnn  # noqa: E402
-from stablernn_lib.truncation import truncated_states_reference  # noqa: E402
+from stablernn_lib.theory.lstm_stability import (  # noqa: E402
+    lstm_certificate,
+    random_stable_lstm,
+    weighted_state_norm,
+)
 
 torch.set_num_threads(1)  # tiny tensors: threads only add overhead
 

@@ -8,16 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from stablernn_lib.benchmark import (
+from stablernn_lib.core.io import atomic_write_json
+from stablernn_lib.tasks.benchmark import (
     format_benchmark,
     result_path,
     run_benchmark,
     training_time_table,
 )
-from stablernn_lib.data import WIKITEXT2_TOKENS, Corpus, batchify, write_synthetic_corpus
-from stablernn_lib.io import atomic_write_json
-from stablernn_lib.language_model import WordLanguageModel, project_stable_
-from stablernn_lib.lm_analysis import (
+from stablernn_lib.tasks.wikitext2.analysis import (
     epochs_table,
     gradient_by_distance,
     gradient_by_distance_naive,
@@ -31,7 +29,14 @@ from stablernn_lib.lm_analysis import (
     truncated_eval_curve,
     weights_close_experiment,
 )
-from stablernn_lib.train import CONFIGS
+from stablernn_lib.tasks.wikitext2.data import (
+    WIKITEXT2_TOKENS,
+    Corpus,
+    batchify,
+    write_synthetic_corpus,
+)
+from stablernn_lib.tasks.wikitext2.model import WordLanguageModel, project_stable_
+from stablernn_lib.tasks.wikitext2.train import CONFIGS
 
 
 def tiny(cell: str, layers: int = 2) -> WordLanguageModel:

@@ -10,10 +10,11 @@ import torch
 from tolerances import close_kwargs
 from torch import nn
 
-from stablernn_lib import lstm_stability as ls
-from stablernn_lib import stability_symbolic as ss
-from stablernn_lib.models import LSTMMap, random_lstm
-from stablernn_lib.stability import ACTIVATION_LIPSCHITZ, state_jacobians
+from stablernn_lib.core.models import LSTMMap, random_lstm
+from stablernn_lib.core.norms import ACTIVATION_LIPSCHITZ
+from stablernn_lib.core.stability import state_jacobians
+from stablernn_lib.symbolic import stability as ss
+from stablernn_lib.theory import lstm_stability as ls
 
 # ----------------------------------------------------------------------------
 # The l1-ball projection
@@ -565,3 +566,18 @@ def test_gate_norm_table_gives_both_induced_norms_of_every_block(generator):
         "| `W_i`", "| `W_f`", "| `W_z`", "| `W_o`", "| `U_f`"
     ]
     assert lines[-1].startswith("Forget bias in [")
+
+
+def test_the_authors_data_set_idiom_leaves_the_parameter_unchanged_but_ours_does_not() -> None:
+    """Chapter 8: the fork's ``weight.data.set_(new)`` rebinds a temporary tensor on current
+    PyTorch, so the rule it meant to apply never reaches the parameter; the course's
+    ``authors_lstm_rescaling_`` writes into the parameter itself."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4)
+    before = lstm.weight_hh_l0.detach().clone()
+    lstm.weight_hh_l0.data.set_(torch.ones_like(before))
+    assert torch.equal(lstm.weight_hh_l0.detach(), before)
+    ls.authors_lstm_rescaling_(lstm.weight_hh_l0.data, lstm.weight_ih_l0.data)
+    assert not torch.allclose(lstm.weight_hh_l0.detach(), before)
+    sums = ls.gate_blocks(lstm.weight_hh_l0.detach())["f"].abs().sum(dim=0)
+    assert torch.allclose(sums, torch.full_like(sums, ls.AUTHORS_RECURRENT_SCALES["f"]))

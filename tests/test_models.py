@@ -6,14 +6,14 @@ import pytest
 import torch
 from torch import nn
 
-from stablernn_lib.models import (
+from stablernn_lib.core.models import (
     LinearRNN,
     LSTMMap,
     VanillaRNN,
     random_lstm,
     random_vanilla_rnn,
 )
-from stablernn_lib.stability import contraction_constant
+from stablernn_lib.core.stability import contraction_constant
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

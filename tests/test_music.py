@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -10,14 +11,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from stablernn_lib.lm_analysis import (
-    gradient_by_distance,
-    gradient_by_distance_naive,
-    state_jacobian_norms,
-    truncated_eval_curve,
-)
-from stablernn_lib.lstm_stability import lstm_certificate_from_tensors
-from stablernn_lib.music import (
+from stablernn_lib.core.io import same_config
+from stablernn_lib.tasks.jsb.data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
     MusicModel,
     build_music_model,
@@ -25,12 +21,19 @@ from stablernn_lib.music import (
     load_music_model,
     pad_rolls,
     project_music_stable_,
+    published_config,
     result_file_name,
-    same_config,
     should_decay,
     train_music_model,
+    with_seed,
 )
-from stablernn_lib.music_data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.wikitext2.analysis import (
+    gradient_by_distance,
+    gradient_by_distance_naive,
+    state_jacobian_norms,
+    truncated_eval_curve,
+)
+from stablernn_lib.theory.lstm_stability import lstm_certificate_from_tensors
 
 TINY = replace(CONFIGS["smoke"], name="tiny", hidden_size=16, epochs=3, train_sequences=None)
 
@@ -128,9 +131,10 @@ def test_smoke_training_lowers_validation_nll(rolls, tmp_path):
     assert again["provenance"] == result["provenance"] and again["epochs"] == result["epochs"]
 
 
-@pytest.mark.parametrize("cell", ["rnn", "lstm"])
-def test_stable_variants_stay_in_their_sets_after_every_step(rolls, tmp_path, cell):
-    bound = TINY.input_bound
+@pytest.mark.parametrize(("cell", "encoder"), [("rnn", False), ("lstm", False), ("lstm", True)])
+def test_stable_variants_stay_in_their_sets_after_every_step(rolls, tmp_path, cell, encoder):
+    config = replace(TINY, input_encoder=encoder)
+    bound = config.input_bound
     checked = []
 
     def check(step: int, model: MusicModel) -> None:
@@ -139,8 +143,10 @@ def test_stable_variants_stay_in_their_sets_after_every_step(rolls, tmp_path, ce
                 norm = torch.linalg.matrix_norm(model.rnn.weight_hh_l0.double(), 2)
                 assert norm <= 1 + 1e-5
             else:
-                rows = torch.cat([model.encoder.weight, model.encoder.bias[:, None]], 1)
-                assert rows.abs().sum(1).max() <= bound * (1 + 1e-5)
+                assert model.input_encoder == encoder
+                if encoder:  # without it, the inputs are the frames: in [0, 1]
+                    rows = torch.cat([model.encoder.weight, model.encoder.bias[:, None]], 1)
+                    assert rows.abs().sum(1).max() <= bound * (1 + 1e-5)
                 rnn = model.rnn
                 certificate = lstm_certificate_from_tensors(
                     rnn.weight_hh_l0.double(),
@@ -151,12 +157,12 @@ def test_stable_variants_stay_in_their_sets_after_every_step(rolls, tmp_path, ce
                 assert certificate.lam < 1
         checked.append(step)
 
-    model = build_music_model(cell, "stable", TINY)
+    model = build_music_model(cell, "stable", config)
     check(0, model)  # projected at initialization
     train_music_model(
         cell,
         "stable",
-        replace(TINY, epochs=1),
+        replace(config, epochs=1),
         rolls=rolls,
         out_dir=tmp_path,
         progress=False,
@@ -167,7 +173,7 @@ def test_stable_variants_stay_in_their_sets_after_every_step(rolls, tmp_path, ce
 
 def test_projection_of_a_wild_model_lands_in_the_set():
     torch.manual_seed(0)
-    model = MusicModel("lstm", hidden_size=5, stable=True)
+    model = MusicModel("lstm", hidden_size=5, stable=True, input_encoder=True)
     with torch.no_grad():
         for param in model.parameters():
             param.mul_(30)
@@ -248,8 +254,13 @@ def test_adam_diagnostic_trains_with_adam_and_publishes_under_its_own_name(
     # a run of another config under the same name (here, fewer epochs) is not published
     shorter = replace(config, epochs=1)
     train_music_model(
-        "rnn", "unconstrained", shorter, rolls=rolls, out_dir=tmp_path / "short",
-        results_dir=results, progress=False,
+        "rnn",
+        "unconstrained",
+        shorter,
+        rolls=rolls,
+        out_dir=tmp_path / "short",
+        results_dir=results,
+        progress=False,
     )
     assert not (results / "rnn-unconstrained-adam.json").exists()
     assert result_file_name("lstm", "stable", "full") == "lstm-stable.json"
@@ -283,3 +294,153 @@ def test_chapter8_analyses_serve_music_models(rolls):
     assert curve["loss"][0] != pytest.approx(curve["recurrent_loss"], rel=1e-4)
     norms = state_jacobian_norms(model, source, positions=20, burn_in=3)
     assert len(norms) == 1 and len(norms[0]) == 20
+
+
+# --- the authors' model (no input layer), dropout, the upstream TCN defaults, seeds -------------
+
+
+def test_the_authors_model_reads_the_frames_themselves():
+    torch.manual_seed(0)
+    model = MusicModel("rnn", hidden_size=8)
+    assert not model.input_encoder and model.encoder is None
+    assert not any(name.startswith("encoder") for name, _ in model.named_parameters())
+    frames = (torch.rand(6, 2, NUM_KEYS) < 0.2).float()
+    assert model.embed(frames) is frames
+    logits, state = model(frames)
+    assert logits.shape == (6, 2, NUM_KEYS) and state.shape == (1, 2, 8)
+    # the forward is the recurrent layer on the frames, then the decoder: nothing in between
+    outputs, _ = model.rnn(frames)
+    torch.testing.assert_close(logits, model.decoder(outputs))
+    with_layer = MusicModel("rnn", hidden_size=8, input_encoder=True)
+    assert with_layer.encoder.weight.shape == (NUM_KEYS, NUM_KEYS)
+    with pytest.raises(ValueError, match="input_bound >= 1"):
+        MusicModel("lstm", stable=True, input_bound=0.5)
+
+
+def test_build_follows_the_config_and_old_configs_keep_the_input_layer():
+    assert CONFIGS["full"].input_encoder and CONFIGS["adam"].input_encoder
+    for name in ("authors", "adam-tcn", "smoke"):
+        assert not CONFIGS[name].input_encoder, name
+    assert build_music_model("lstm", "stable", CONFIGS["full"]).input_encoder
+    assert not build_music_model("lstm", "stable", CONFIGS["adam-tcn"]).input_encoder
+    assert build_music_model("lstm", "unconstrained", CONFIGS["adam-tcn"]).drop.p == 0.25
+
+
+def test_configs_saved_before_the_encoder_and_dropout_fields_still_match():
+    for name in ("full", "adam"):
+        saved = {
+            k: v for k, v in vars(CONFIGS[name]).items() if k not in ("input_encoder", "dropout")
+        }
+        assert same_config(saved, CONFIGS[name])  # read as the encoder variant, no dropout
+    saved = {k: v for k, v in vars(CONFIGS["full"]).items() if k != "input_encoder"}
+    assert not same_config(saved, CONFIGS["authors"])
+
+
+def test_adam_tcn_is_the_upstream_tcn_setting():
+    config = CONFIGS["adam-tcn"]
+    assert (config.optimizer, config.lr, config.clip, config.dropout, config.epochs) == (
+        "adam",
+        1e-3,
+        0.2,
+        0.25,
+        100,
+    )
+    assert (config.hidden_size, config.seed, config.input_encoder) == (256, 1111, False)
+    with pytest.raises(ValueError, match="dropout"):
+        replace(config, dropout=1.0)
+
+
+def test_dropout_acts_in_training_only():
+    torch.manual_seed(0)
+    model = MusicModel("lstm", hidden_size=32, dropout=0.5)
+    outputs = torch.randn(4, 3, 32)
+    model.train()
+    assert not torch.equal(model.decode(outputs), model.decode(outputs))  # a new mask each call
+    model.eval()
+    torch.testing.assert_close(model.decode(outputs), model.decoder(outputs))
+    # the analyses' train mode with dropout off computes the eval function
+    from stablernn_lib.tasks.wikitext2.model import dropout_off
+
+    with dropout_off(model):
+        torch.testing.assert_close(model.decode(outputs), model.decoder(outputs))
+    assert model.drop.p == 0.5
+
+
+def test_evaluation_ignores_dropout(rolls):
+    torch.manual_seed(0)
+    model = MusicModel("rnn", hidden_size=8, dropout=0.5)
+    model.train()
+    first = evaluate_nll(model, rolls.test)
+    assert evaluate_nll(model, rolls.test) == first  # evaluate_nll switches to eval mode
+
+
+def test_seeds_are_their_own_configs_and_results(rolls, tmp_path, monkeypatch):
+    assert result_file_name("rnn", "stable", "adam-tcn") == "adam-tcn/rnn-stable.json"
+    assert result_file_name("rnn", "stable", "adam-tcn-seed3") == "adam-tcn/seed3/rnn-stable.json"
+    assert result_file_name("lstm", "stable", "full-seed2") == "seed2/lstm-stable.json"
+    assert result_file_name("lstm", "stable", "adam-seed2") == "seed2/lstm-stable-adam.json"
+    with pytest.raises(ValueError, match="commits no results"):
+        result_file_name("rnn", "stable", "smoke-seed2")
+    seeded = published_config("adam-tcn-seed3")
+    assert seeded == with_seed(CONFIGS["adam-tcn"], 3)
+    assert (seeded.name, seeded.seed) == ("adam-tcn-seed3", 3)
+    assert published_config("adam-tcn-seed1111") == CONFIGS["adam-tcn"]
+    assert published_config("adam-tcn") is CONFIGS["adam-tcn"]
+    assert published_config("smoke") is None and published_config("adam-tcn-30ep") is None
+    small = replace(CONFIGS["adam-tcn"], hidden_size=8, epochs=1)
+    monkeypatch.setitem(CONFIGS, "adam-tcn", small)  # a small stand-in for the published config
+    results = tmp_path / "results"
+    result = train_music_model(
+        "lstm",
+        "stable",
+        with_seed(small, 3),
+        rolls=rolls,
+        out_dir=tmp_path / "run",
+        results_dir=results,
+        progress=False,
+    )
+    assert result["seed"] == 3 and result["config"]["name"] == "adam-tcn-seed3"
+    assert "criteria_commit" in result["provenance"]
+    written = results / "adam-tcn" / "seed3" / "lstm-stable.json"
+    assert json.loads(written.read_text())["test_nll"] == result["test_nll"]
+    # another seed starts from other weights
+    other = build_music_model("lstm", "stable", with_seed(small, 4))
+    same = build_music_model("lstm", "stable", with_seed(small, 3))
+    assert not torch.equal(other.rnn.weight_hh_l0, same.rnn.weight_hh_l0)
+
+
+def test_train_music_command_takes_a_seed(rolls, tmp_path, monkeypatch):
+    import argparse
+
+    from stablernn_lib.tasks.jsb import train as music
+
+    parser = argparse.ArgumentParser()
+    music.register(parser.add_subparsers())
+    args = parser.parse_args(
+        ["train-music", "--model", "rnn", "--config", "adam-tcn", "--seed", "7", "--epochs", "1"]
+    )
+    seen = {}
+
+    def fake_train(model, variant, config, **kwargs):
+        seen.update(model=model, variant=variant, config=config)
+        return {"model": model, "variant": variant, "status": "completed"}
+
+    monkeypatch.setattr(music, "train_music_model", fake_train)
+    assert args.func(args) == 0
+    assert seen["config"].seed == 7 and seen["config"].name == "adam-tcn-seed7-1ep"
+    assert published_config(seen["config"].name) is None  # fewer epochs: never published
+
+
+def test_jacobian_norms_of_a_float32_lstm_come_from_a_float64_svd():
+    from stablernn_lib.core.stability import jacobian_norms, state_jacobians
+    from stablernn_lib.tasks.wikitext2.analysis import layer_map
+
+    torch.manual_seed(0)
+    model = MusicModel("lstm", hidden_size=8).eval()
+    step_map = layer_map(model, 0)
+    frames = (torch.rand(20, NUM_KEYS) < 0.1).float()
+    states = torch.randn(20, 16)
+    norms = jacobian_norms(step_map, states, frames)
+    assert norms.dtype == torch.float32 and norms.shape == (20,)
+    reference = torch.linalg.svdvals(state_jacobians(step_map, states, frames).double())[:, 0]
+    torch.testing.assert_close(norms.double(), reference, rtol=1e-6, atol=0)

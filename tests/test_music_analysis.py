@@ -8,10 +8,10 @@ from dataclasses import replace
 import matplotlib
 import pytest
 
-from stablernn_lib import music_analysis as ma
-from stablernn_lib import paper_claims
-from stablernn_lib.music import CONFIGS, music_run_name, train_music_model
-from stablernn_lib.music_data import read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.core import paper_claims
+from stablernn_lib.tasks.jsb import analysis as ma
+from stablernn_lib.tasks.jsb.data import read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.jsb.train import CONFIGS, music_run_name, train_music_model
 
 matplotlib.use("Agg")
 
@@ -48,14 +48,17 @@ def test_analysis_of_trained_models(rolls, tmp_path, monkeypatch):
 def test_table_marks_paper_numbers_and_pending_runs():
     results = {
         "rnn-unconstrained": {
+            "seed": 1111,
             "test_nll": 9.5,
             "best_epoch": 12,
             "wall_seconds": 600.0,
             "epochs": [{}] * 20,
         }
     }
-    table = ma.results_table(results)
+    table = ma.results_table(results, baseline=11.0)
     assert "9.50" in table and "not yet run" in table
+    assert f"| {ma.BASELINE_LABEL} | 11.00 |" in table
+    assert "-13.6% (1 seed: no verdict)" in table  # (9.5 - 11) / 11, one seed
     assert paper_claims.marked("jsb-rnn-unconstrained-nll") in table
     sentences = ma.describe_differences(results)
     expected = 9.5 - paper_claims.value("jsb-rnn-unconstrained-nll")
@@ -70,29 +73,126 @@ def test_optimizer_diagnostic_table_reads_each_config_under_its_own_name(tmp_pat
     (tmp_path / "rnn-stable-adam.json").write_text(json.dumps(result(8.8, 17, 50)))
     sgd, adam = ma.load_results(tmp_path), ma.load_results(tmp_path, config="adam")
     assert set(sgd) == set(adam) == {"rnn-stable"}
-    table = ma.optimizer_diagnostic_table(sgd, adam)
+    table = ma.optimizer_diagnostic_table(sgd, adam, baseline=11.09)
     row = next(line for line in table.splitlines() if line.startswith("| RNN, stable |"))
     assert "9.90 (420)" in row and "8.80 (17)" in row
     assert paper_claims.marked("jsb-rnn-stable-nll") in row
     assert table.count("not yet run") == 6  # three other variants, two columns each
+    assert "clip 1," in table.splitlines()[0]  # the diagnostic's clip, not the TCN default 0.2
+    assert table.splitlines()[-1] == f"| {ma.BASELINE_LABEL} | 11.09 | | |"
 
 
-def test_stability_cost_sentences_give_a_verdict_only_for_finished_pairs():
-    results = {
-        "rnn-unconstrained": {"test_nll": 10.0},
-        "rnn-stable": {"test_nll": 10.1},  # +1%: within the 2% criterion
-        "lstm-unconstrained": {"test_nll": 8.0},
+def _runs(**values: list[float]) -> dict[str, dict[int, dict]]:
+    """``{name: {seed: result}}`` with the given test NLLs for seeds 1, 2, ..."""
+    return {
+        name.replace("_", "-"): {
+            seed: {"seed": seed, "test_nll": nll} for seed, nll in enumerate(nlls, 1)
+        }
+        for name, nlls in values.items()
     }
-    rnn, lstm = ma.stability_cost_sentences(results, "test scale")
-    assert "+0.10 nats, +1.0%" in rnn and "this supports" in rnn
-    assert "has not finished" in lstm and "support" not in lstm
-    results["lstm-stable"] = {"test_nll": 8.4}  # +5%
-    lstm = ma.stability_cost_sentences(results, "test scale")[1]
-    assert "+5.0%" in lstm and "does not support" in lstm
-    strict = ma.stability_cost_sentences(results, "test scale", tolerance=0.005)[0]
-    assert "does not support" in strict
+
+
+def test_stability_cost_verdicts_follow_the_criteria_file():
+    # one seed each: numbers, no verdict (criteria.json asks for 5 seeds on JSB)
+    one = _runs(rnn_unconstrained=[10.0], rnn_stable=[10.1], lstm_unconstrained=[8.0])
+    rnn, lstm = ma.stability_cost_sentences(one, "test scale")
+    assert "+0.10 nats, +1.0%" in rnn and "no verdict (fewer than 5 seeds)" in rnn
+    assert "has not finished" in lstm and "verdict" not in lstm
+    assert ma.by_seed({"rnn-stable": {"seed": 4, "test_nll": 9.0}}) == {
+        "rnn-stable": {4: {"seed": 4, "test_nll": 9.0}}
+    }
+    five = _runs(
+        rnn_unconstrained=[10.0, 10.1, 9.9, 10.0, 10.0],
+        rnn_stable=[10.3, 10.4, 10.2, 10.3, 10.3],  # +3%: within the common 5% rule
+        lstm_unconstrained=[8.0, 8.1, 7.9, 8.0, 8.0],
+        lstm_stable=[8.8, 8.9, 8.7, 8.8, 8.8],  # +10%, far beyond 2 sd of seed noise
+    )
+    rnn, lstm = ma.stability_cost_sentences(five, "test scale")
+    assert rnn.endswith("supported.") and "+3.0%" in rnn
+    assert lstm.endswith("not supported.") and "+10.0%" in lstm
+    noisy = _runs(
+        rnn_unconstrained=[10.0, 8.0, 12.0, 10.0, 10.0],
+        rnn_stable=[10.6, 8.6, 12.6, 10.6, 10.6],  # +6%, within seed noise
+    )
+    assert ma.stability_cost_sentences(noisy, "t")[0].endswith("inconclusive.")
+
+
+def test_baseline_comparison_needs_the_seeds_and_the_margin():
+    one = ma.seed_summary(_runs(m=[10.0])["m"])
+    assert ma.baseline_comparison(one, 11.0) == "-9.1% (1 seed: no verdict)"
+    five = ma.seed_summary(_runs(m=[10.0] * 5)["m"])
+    assert ma.baseline_comparison(five, 11.0) == "-9.1%: beats it"
+    close = ma.seed_summary(_runs(m=[10.7] * 5)["m"])  # 2.7% below: within the 5% margin
+    assert ma.baseline_comparison(close, 11.0).endswith("no better than the baseline")
+    assert ma.uses_memory(one, 11.0) and not ma.uses_memory(close, 11.0)
+
+
+def test_seeds_table_reads_every_seed_folder(tmp_path):
+    def write(relative: str, seed: int, nll: float) -> None:
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"seed": seed, "test_nll": nll, "status": "completed"}))
+
+    write("adam-tcn/rnn-unconstrained.json", 1111, 8.0)
+    for seed, nll in ((1, 8.2), (2, 7.9), (3, 8.1), (4, 7.8)):
+        write(f"adam-tcn/seed{seed}/rnn-unconstrained.json", seed, nll)
+    write("adam-tcn/rnn-stable.json", 1111, 8.3)
+    write("adam-tcn/seed2/rnn-stable.json", 2, 8.5)
+    write("adam-tcn/seed9/rnn-stable.json", 9, float("nan"))  # not completed: ignored
+    (tmp_path / "adam-tcn/seed9/rnn-stable.json").write_text('{"status": "interrupted"}')
+    runs = ma.load_seed_results("adam-tcn", tmp_path)
+    assert sorted(runs["rnn-unconstrained"]) == [1, 2, 3, 4, 1111]
+    assert sorted(runs["rnn-stable"]) == [2, 1111]
+    table = ma.seeds_table("adam-tcn", 11.09, tmp_path)
+    rows = {line.split(" | ")[0]: line for line in table.splitlines()}
+    assert "8.00 ± 0.16 (n = 5: 8.20, 7.90, 8.10, 7.80, 8.00)" in rows["| RNN"]
+    assert "beats it" in rows["| RNN"]
+    assert "no verdict (fewer than 5 seeds)" in rows["| RNN, stable"]
+    assert "--config adam-tcn --resume" in rows["| LSTM"]
+    assert table.splitlines()[-1].startswith(f"| {ma.BASELINE_LABEL} | 11.09 |")
+    assert ma.rerun_command("adam-tcn", "lstm", "stable", 3).endswith("--resume --seed 3")
+
+
+def test_epochs_sentences_count_the_runs_that_ran_every_epoch():
+    def run(epochs: int, stopped: dict | None) -> dict:
+        return {"config": {"epochs": 500}, "epochs": [{}] * epochs, "stopped_early": stopped}
+
+    early = {"lr": 1e-6, "stop_below_lr": 1e-5, "max_weight_change": 0.046}
+    first, second = ma.epochs_sentences(
+        {"rnn-stable": run(500, None), "lstm-unconstrained": run(299, early)}
+    )
+    assert first == "1 of 2 runs ran every epoch of their config (RNN, stable)."
+    assert second.startswith("LSTM stopped after epoch 299 of 500") and "0.046" in second
 
 
 def test_piano_roll_contexts_are_in_increasing_order_after_a_json_round_trip():
     entry = {"probs": {k: [[0.5]] for k in (1, 2, 4, 8, 16, 48)}}
     assert ma.piano_roll_contexts(json.loads(json.dumps(entry))) == [1, 2, 4, 8, 16, 48]
+
+
+def test_memory_sentences_read_the_criteria_and_mark_models_near_the_baseline():
+    distances = list(range(25))
+    analysis = {
+        "config": {},
+        "rnn-stable": {
+            "figure2": {"distance": distances, "mean_norm": [0.5**d for d in distances]},
+            "truncated_eval": {"k": [1, 2, 4], "loss": [9.5, 9.08, 9.0], "recurrent_loss": 9.0},
+        },
+        "lstm-unconstrained": {
+            "figure2": {"distance": distances, "mean_norm": [1.0] + [0.08] * 24},
+            "truncated_eval": {"k": [1, 2, 4], "loss": [12.0, 11.5, 11.3], "recurrent_loss": 11.0},
+        },
+    }
+    results = {
+        "rnn-stable": {"seed": 1111, "test_nll": 9.0},  # 18.8% below the baseline
+        "lstm-unconstrained": {"seed": 1111, "test_nll": 10.9},  # 1.7% below: within 5%
+    }
+    stable, lstm = ma.describe_gradient_reach(analysis, results, 11.09)
+    assert "0.00% of the one at distance 0" in stable and stable.endswith("supported")
+    assert "8.00%" in lstm and "not supported [no better than the no-memory baseline" in lstm
+    stable, lstm = ma.describe_truncation(analysis, results, 11.09)
+    assert "from k = 2 frames on" in stable and stable.endswith(
+        "Short context (criteria.json): supported"
+    )
+    assert "never within 1% of it up to k = 4" in lstm and "not supported [no better" in lstm
+    assert "[" not in ma.describe_truncation(analysis)[1]  # no results: no caveat

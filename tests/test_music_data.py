@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stablernn_lib.data import CorpusError, sha256_of
-from stablernn_lib.music_data import (
+from stablernn_lib.tasks.jsb.data import (
     FILE_NAME,
     FOLDER_NAME,
     JSB_SHA256,
@@ -23,6 +22,7 @@ from stablernn_lib.music_data import (
     read_piano_rolls,
     write_synthetic_jsb,
 )
+from stablernn_lib.tasks.wikitext2.data import CorpusError, sha256_of
 
 
 def _real_folder() -> Path | None:

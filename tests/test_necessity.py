@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 
-from stablernn_lib import necessity
-from stablernn_lib.lemma_algebra import same_expression
-from stablernn_lib.models import LinearRNN, VanillaRNN
-from stablernn_lib.stability import project_spectral_ball
-from stablernn_lib.truncation import truncated_states
+from stablernn_lib.core.models import LinearRNN, VanillaRNN
+from stablernn_lib.core.stability import project_spectral_ball
+from stablernn_lib.core.truncation import truncated_states
+from stablernn_lib.symbolic.lemma_algebra import same_expression
+from stablernn_lib.theory import necessity
 
 DTYPE = torch.float64
 TOL = 1e-9  # float64 round-off over a few dozen steps

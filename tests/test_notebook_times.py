@@ -1,4 +1,4 @@
-"""The notebook run times shown on the instructor page (stablernn_lib.notebook_times).
+"""The notebook run times shown on the instructor page (stablernn_lib.book.notebook_times).
 
 The times themselves are benchmarks and never judged; these tests check that the table
 names every notebook of the book, says which ones were not measured or changed since,
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from stablernn_lib import notebook_times
-from stablernn_lib.book import forget_stale_build, toc_files
+from stablernn_lib.book import notebook_times
+from stablernn_lib.book.config import toc_files
+from stablernn_lib.book.tools import forget_stale_build
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,8 @@ from docutils import nodes
 from docutils.core import publish_doctree, publish_parts
 from docutils.parsers.rst import roles
 
-from stablernn_lib import paper_claims
-from stablernn_lib.paper_claims import (
+from stablernn_lib.core import paper_claims
+from stablernn_lib.core.paper_claims import (
     CLAIMS,
     REGISTRY,
     PaperClaim,

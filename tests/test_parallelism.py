@@ -8,9 +8,9 @@ import matplotlib
 import pytest
 import torch
 
-from stablernn_lib import feedforward, parallelism
-from stablernn_lib.models import random_vanilla_rnn
-from stablernn_lib.truncation import truncated_states
+from stablernn_lib.core.models import random_vanilla_rnn
+from stablernn_lib.core.truncation import truncated_states
+from stablernn_lib.figures import feedforward, parallelism
 
 matplotlib.use("Agg")
 

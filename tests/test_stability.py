@@ -7,15 +7,14 @@ import math
 import pytest
 import torch
 
-from stablernn_lib.models import random_lstm, random_vanilla_rnn
-from stablernn_lib.stability import (
-    activation_lipschitz,
+from stablernn_lib.core.models import random_lstm, random_vanilla_rnn
+from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
+from stablernn_lib.core.stability import (
     contraction_constant,
     empirical_lipschitz,
     jacobian_norms,
     project_spectral_ball,
     project_to_stable_,
-    spectral_norm,
     state_jacobians,
 )
 

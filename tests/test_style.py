@@ -10,7 +10,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from stablernn_lib import lm_analysis, music_analysis, plots, style
+from stablernn_lib.core import style
+from stablernn_lib.figures import plots
+from stablernn_lib.tasks.jsb import analysis as music_analysis
+from stablernn_lib.tasks.wikitext2 import analysis as lm_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")

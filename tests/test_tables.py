@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stablernn_lib.tables import config_table, format_value, markdown_table
-from stablernn_lib.train import CONFIGS as LM_CONFIGS
-from stablernn_lib.weights_close import CONFIGS as FIGURE1_CONFIGS
+from stablernn_lib.core.tables import config_table, format_value, markdown_table
+from stablernn_lib.tasks.wikitext2.train import CONFIGS as LM_CONFIGS
+from stablernn_lib.theory.weights_close import CONFIGS as FIGURE1_CONFIGS
 
 
 def test_format_value() -> None:

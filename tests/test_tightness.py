@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from stablernn_lib import tightness
-from stablernn_lib.weights_close import decay_recurrence_solution_log10, proposition2_bound
+from stablernn_lib.theory import tightness
+from stablernn_lib.theory.weights_close import decay_recurrence_solution_log10, proposition2_bound
 
 # float64 rounding in a ratio of two computed norms (sequences of a few dozen steps)
 TOL = 1e-9

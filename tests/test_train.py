@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from stablernn_lib import data
 from stablernn_lib.__main__ import main
-from stablernn_lib.data import Corpus, write_synthetic_corpus
-from stablernn_lib.io import same_config
-from stablernn_lib.train import (
+from stablernn_lib.core.io import same_config
+from stablernn_lib.tasks.training import TrainingDivergedError
+from stablernn_lib.tasks.wikitext2 import data
+from stablernn_lib.tasks.wikitext2.data import Corpus, write_synthetic_corpus
+from stablernn_lib.tasks.wikitext2.train import (
     CONFIGS,
-    TrainingDivergedError,
     load_trained_model,
     published_result_path,
     train_language_model,
+    with_seed,
 )
 
 TINY = replace(CONFIGS["smoke"], name="tiny", embedding_size=16, hidden_size=16, epochs=3)
@@ -104,7 +105,7 @@ def test_killed_and_interrupted_runs_resume_to_the_same_result(
     )
     assert stopped["status"] == "interrupted" and "test_ppl" not in stopped
     assert (
-        torch.load(tmp_path / "int" / "checkpoint.pt", weights_only=False)["progress"]["next_batch"]
+        torch.load(tmp_path / "int" / "checkpoint.pt", weights_only=False)["progress"]["next"]
         > 0
     )
     resumed = train_language_model(
@@ -124,23 +125,6 @@ def test_existing_run_is_not_overwritten_without_resume(corpus: Corpus, tmp_path
         "rnn", False, config, corpus=corpus, out_dir=tmp_path, resume=True, progress=False
     )
     assert again["status"] == "completed"
-
-
-def test_nan_loss_stops_and_keeps_last_good_checkpoint(corpus: Corpus, tmp_path: Path) -> None:
-    def sabotage(step: int, model) -> None:
-        if step == 10:  # in epoch 2 (8 steps per epoch)
-            with torch.no_grad():
-                model.rnn.weight_hh_l0.fill_(math.nan)
-
-    with pytest.raises(
-        TrainingDivergedError, match=r"loss nan.*after epoch 1\) was kept.*lower lr"
-    ):
-        train_language_model(
-            "lstm", False, TINY, corpus=corpus, out_dir=tmp_path, progress=False, on_step=sabotage
-        )
-    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
-    assert saved["progress"]["epoch"] == 1
-    assert all(torch.isfinite(v).all() for v in saved["model_state"].values())
 
 
 def test_exploding_loss_stops_before_any_checkpoint(corpus: Corpus, tmp_path: Path) -> None:
@@ -197,3 +181,43 @@ def test_a_config_saved_before_a_field_was_added_still_matches() -> None:
     assert not same_config(saved, CONFIGS["cpu-first-layer"])
     assert not same_config(saved | {"epochs": 7}, CONFIGS["cpu"])
     assert not same_config(saved | {"unknown_knob": 1}, CONFIGS["cpu"])
+
+
+def test_another_seed_is_its_own_config_committed_under_its_seed_folder(tmp_path) -> None:
+    seeded = with_seed(CONFIGS["cpu"], 2)
+    assert (seeded.name, seeded.seed) == ("cpu-seed2", 2)
+    assert with_seed(CONFIGS["cpu"], CONFIGS["cpu"].seed) == CONFIGS["cpu"]
+    published = published_result_path(seeded, "rnn", False)
+    assert published is not None and published.parent.name == "seed2"
+    assert published.parent.parent.name == "cpu"
+    # the seed in the name must be the seed in the config, or nothing is published
+    assert published_result_path(replace(seeded, seed=3), "rnn", False) is None
+    assert published_result_path(with_seed(CONFIGS["smoke"], 2), "rnn", False) is None
+
+
+def test_cli_seed_option_trains_another_config(tmp_path: Path, monkeypatch) -> None:
+    folder = write_synthetic_corpus(tmp_path / "wikitext-2")
+    sums = {name: data.sha256_of(folder / name) for name in data.WIKITEXT2_SHA256}
+    monkeypatch.setattr(data, "WIKITEXT2_SHA256", sums)  # accept the synthetic files
+    out = tmp_path / "run"
+    argv = ["train", "--model", "rnn", "--config", "smoke", "--epochs", "1", "--seed", "7"]
+    assert main([*argv, "--data", str(tmp_path), "--out", str(out), "--device", "cpu"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["seed"] == 7 and result["config"]["name"] == "smoke-seed7-1ep"
+    assert result["provenance"]["criteria_commit"] != ""
+
+
+def test_every_ablation_config_changes_one_thing_from_cpu() -> None:
+    base = vars(CONFIGS["cpu"])
+    for name in (
+        "cpu-authors-first",
+        "cpu-authors-all",
+        "cpu-free-forget",
+        "cpu-lr20",
+        "cpu-converged",
+        "cpu-first-layer",
+    ):
+        changed = {k for k, v in vars(CONFIGS[name]).items() if base[k] != v} - {"name"}
+        assert changed, name
+        expected = {"lstm_constraint", "projected_layers"} if name == "cpu-authors-first" else None
+        assert changed == expected if expected else len(changed) == 1, (name, changed)

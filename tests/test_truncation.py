@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stablernn_lib.bounds import lemma1_context, lemma1_truncation_bound, state_norm_bound
-from stablernn_lib.models import random_lstm, random_vanilla_rnn
-from stablernn_lib.stability import contraction_constant, spectral_norm
-from stablernn_lib.truncation import truncated_states, truncated_states_reference
+from stablernn_lib.core.bounds import lemma1_context, lemma1_truncation_bound, state_norm_bound
+from stablernn_lib.core.models import random_lstm, random_vanilla_rnn
+from stablernn_lib.core.norms import spectral_norm
+from stablernn_lib.core.stability import contraction_constant
+from stablernn_lib.core.truncation import truncated_states, truncated_states_reference
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 15, 40])

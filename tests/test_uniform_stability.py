@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from stablernn_lib import lstm_stability as ls
-from stablernn_lib.models import LSTMMap
+from stablernn_lib.core.models import LSTMMap
+from stablernn_lib.theory import lstm_stability as ls
 
 SETS = {
     "course": ls.course_lstm_constraint(),

@@ -1,4 +1,4 @@
-"""Proposition 2, Theorem 1 and the Figure 1 experiment (stablernn_lib.weights_close)."""
+"""Proposition 2, Theorem 1 and the Figure 1 experiment (stablernn_lib.theory.weights_close)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 import sympy as sp
 import torch
 
-from stablernn_lib import weights_close as wc
 from stablernn_lib.__main__ import main
-from stablernn_lib.truncation import truncated_states
+from stablernn_lib.core.truncation import truncated_states
+from stablernn_lib.theory import weights_close as wc
 
 SMOKE = wc.CONFIGS["smoke"]
 

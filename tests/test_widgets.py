@@ -1,4 +1,4 @@
-"""Tests of stablernn_lib.widgets.interactive_plot (precomputed frames and live mode)."""
+"""Tests of stablernn_lib.figures.widgets.interactive_plot (precomputed frames and live mode)."""
 
 import sys
 import types
@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from stablernn_lib.widgets import MAX_FRAMES, InteractivePlot, interactive_plot
+from stablernn_lib.figures.widgets import MAX_FRAMES, InteractivePlot, interactive_plot
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -158,7 +158,7 @@ def test_sliders_are_labelled_in_words_or_math_not_python_names():
     plot = interactive_plot(line_figure, {"k": [1, 2]})
     (slider,) = plot.sliders.values()
     assert slider.description == "context k"
-    from stablernn_lib.widgets import slider_label
+    from stablernn_lib.figures.widgets import slider_label
 
     assert slider_label("lam") == "contraction λ"
     assert slider_label("input_bound") == "input bound Bₓ"

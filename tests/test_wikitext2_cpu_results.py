@@ -14,15 +14,15 @@ from dataclasses import asdict
 
 import pytest
 
-from stablernn_lib.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
-from stablernn_lib.io import same_config
-from stablernn_lib.lm_analysis import (
+from stablernn_lib.core.io import same_config
+from stablernn_lib.tasks.wikitext2.analysis import (
     ANALYSIS_CONFIGS,
     MODEL_VARIANTS,
     cpu_reproduction_commands,
     variant_name,
 )
-from stablernn_lib.train import CONFIGS, results_folder
+from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
+from stablernn_lib.tasks.wikitext2.train import CONFIGS, results_folder
 
 FOLDER = results_folder("cpu")
 VARIANTS = [variant_name(cell, stable) for cell, stable in MODEL_VARIANTS]
@@ -126,7 +126,11 @@ def test_cpu_results_are_complete() -> None:
 
 
 def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
-    from stablernn_lib.lm_analysis import claims_verdicts, smallest_k_within, table_by_scale
+    from stablernn_lib.tasks.wikitext2.analysis import (
+        claims_verdicts,
+        smallest_k_within,
+        table_by_scale,
+    )
 
     cpu = {"rnn-unconstrained": {"test_ppl": 200.0}, "rnn-stable": {"test_ppl": 230.0}}
     table = table_by_scale({"ours, cpu scale": cpu, "ours, full scale": {}})
@@ -172,3 +176,48 @@ def test_first_layer_only_run_is_committed_and_matches_the_code() -> None:
     cpu = ANALYSIS_CONFIGS["cpu"]
     assert entry["truncated_eval"]["k"] == list(cpu.truncation_ks)
     assert analysis["config"]["test_tokens"] == cpu.test_tokens
+
+
+def _committed_runs(config: str) -> dict[str, dict[int, float]]:
+    """Independently of the library's loader: {variant: {seed: test ppl}} of a config."""
+    folder = results_folder(config)
+    found: dict[str, dict[int, float]] = {}
+    for path in [*folder.glob("*.json"), *folder.glob("seed*/*.json")]:
+        if path.stem in VARIANTS:
+            run = json.loads(path.read_text())
+            assert run["config"]["seed"] == run["seed"], path
+            if path.parent.name.startswith("seed"):
+                assert path.parent.name == f"seed{run['seed']}", path
+                assert run["config"]["name"] == f"{config}-seed{run['seed']}", path
+            found.setdefault(path.stem, {})[run["seed"]] = run["test_ppl"]
+    return found
+
+
+def test_seeds_table_rows_are_computed_from_the_committed_files() -> None:
+    from stablernn_lib.tasks.wikitext2.analysis import seeds_table
+
+    table = seeds_table("cpu")
+    for variant, by_seed in _committed_runs("cpu").items():
+        values = [by_seed[s] for s in sorted(by_seed)]
+        mean = sum(values) / len(values)
+        shown = f"{mean:.1f}" + ("" if len(values) > 1 else f" (one seed, {sorted(by_seed)[0]})")
+        assert shown in table, (variant, shown)
+        for value in values:
+            assert f"{value:.1f}" in table
+
+
+def test_ablation_rows_are_computed_from_the_committed_files() -> None:
+    from stablernn_lib.tasks.wikitext2.analysis import ABLATION_ROWS, ablation_table
+
+    table, commands = ablation_table()
+    rows = table.splitlines()[2:]
+    assert len(rows) == len(ABLATION_ROWS)
+    for row, (label, config, stable, _, _) in zip(rows, ABLATION_ROWS, strict=True):
+        assert row.startswith(f"| {label} |")
+        runs = _committed_runs(config).get(variant_name("lstm", stable), {})
+        if not runs:
+            assert "not run yet" in row
+            continue
+        mean = sum(runs.values()) / len(runs)
+        assert f"| {mean:.1f}" in row, (label, mean)
+        assert f"--config {config} --resume" in commands

@@ -10,6 +10,6 @@ prints which visible checks passed and why the others failed.  Instructors use
 """
 
 from stablernn_lib.homework.registry import get_homework, get_question, homeworks
-from stablernn_lib.homework.runner import check, show_rubric
+from stablernn_lib.homework.runner import check
 
-__all__ = ["check", "get_homework", "get_question", "homeworks", "show_rubric"]
+__all__ = ["check", "get_homework", "get_question", "homeworks"]

@@ -53,7 +53,9 @@ def _grade(args: argparse.Namespace) -> int:
         memory_mb=args.memory_mb,
         processes=args.processes,
     )
-    submissions = grade_submissions(args.submissions, args.out, seed=args.seed, limits=limits)
+    submissions = grade_submissions(
+        args.submissions, args.out, seed=args.seed, limits=limits, homework=args.homework
+    )
     for s in submissions:
         print(f"{s.student:20s} {s.path.name:40s} {s.auto_points:6g}  {s.status}")
     print(f"wrote {Path(args.out) / 'scores.csv'} and {len(submissions)} reports")
@@ -114,6 +116,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     grade.add_argument(
         "--processes", type=int, default=64, help="processes and threads a submission may run"
+    )
+    grade.add_argument(
+        "--homework", help="the assignment, e.g. hw04 (a notebook saying otherwise is flagged)"
     )
     grade.set_defaults(func=_grade)
 

@@ -73,6 +73,8 @@ def expect_number(
         got = float(got)
     if isinstance(got, bool) or not isinstance(got, (int, float)):
         raise CheckFailedError(f"{what}: expected a number, got {type(got).__name__} for {given}")
+    if not math.isfinite(float(got)):
+        raise CheckFailedError(f"{what}: expected a finite number, got {got} for {given}")
     if not math.isclose(float(got), expected, rel_tol=rel, abs_tol=abs_tol):
         raise CheckFailedError(
             f"{what}: expected {show(float(expected))}, got {show(float(got))} for {given}"

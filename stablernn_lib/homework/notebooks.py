@@ -28,8 +28,8 @@ from typing import Any
 
 import nbformat
 
+from stablernn_lib.core.io import atomic_write_text
 from stablernn_lib.homework.registry import Question, get_question, homeworks
-from stablernn_lib.io import atomic_write_text
 
 SOLUTION_TAG = "solution"
 CHECK_TAG = "check"
@@ -223,10 +223,10 @@ def student_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def sync_colab_cells(root: Path) -> list[Path]:
     """Make the first cell of every homework notebook the book's Colab setup cell.
 
-    The cell comes from :func:`stablernn_lib.book.colab_setup_cell` (built from
+    The cell comes from :func:`stablernn_lib.book.tools.colab_setup_cell` (built from
     ``_config.yml``'s repository), as in the chapters.  Returns the notebooks changed.
     """
-    from stablernn_lib.book import colab_setup_cell
+    from stablernn_lib.book.tools import colab_setup_cell
 
     colab = colab_setup_cell()
     changed = []

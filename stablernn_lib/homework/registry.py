@@ -2,7 +2,8 @@
 
 A *homework* belongs to one chapter (``hw04`` to ``chapters/04_stability.ipynb``) and
 holds two to four *questions*.  A code question names the function the student writes
-and carries its checks; a proof question carries a rubric and is graded by hand.
+and carries its checks; a proof question is graded by hand with the rubric of its
+instructor notebook.
 
 A *check* is a function ``run(answer, ctx) -> str``: it calls the student's function on
 some input, returns a message saying what held when everything is right, and raises
@@ -19,6 +20,7 @@ to :data:`HOMEWORK_MODULES`.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import importlib
 from collections.abc import Callable
@@ -62,12 +64,14 @@ class CheckContext:
     ``generator`` is seeded per check (from the grading seed for hidden checks), so a
     check draws the same instance every time it runs with the same seed.  ``source``
     is the source code of the student's answer when known (for the independence
-    check), else ``None``.
+    check), else ``None``; ``notebook`` is every code cell of the submission (the
+    independence check follows the aliases it defines), when known.
     """
 
     seed: int
     generator: torch.Generator
     source: str | None = None
+    notebook: str | None = None
 
     def randn(self, *shape: int, scale: float = 1.0) -> torch.Tensor:
         """A float64 tensor of i.i.d. ``N(0, scale^2)`` entries from this check's generator."""
@@ -81,12 +85,26 @@ class CheckContext:
         """One integer drawn uniformly from ``low..high`` (both included)."""
         return int(torch.randint(low, high + 1, (), generator=self.generator))
 
-    def call(self, function: Callable[..., Any], *args: Any, given: str = "", **kwargs: Any):
+    def call(
+        self,
+        function: Callable[..., Any],
+        *args: Any,
+        given: str = "",
+        inplace: bool = False,
+        **kwargs: Any,
+    ):
         """Call the student's function; turn its exceptions into readable ones.
 
-        ``NotImplementedError`` becomes :class:`NotAttemptedError`; any other exception
-        becomes :class:`StudentError` naming the exception and ``given`` (the input).
+        The function gets copies of the check's tensors, modules and containers, so a
+        check computes its expected values from inputs no answer could change; only a
+        question about in-place semantics passes ``inplace=True`` (its check keeps its
+        own copies from before the call).  ``NotImplementedError`` becomes
+        :class:`NotAttemptedError`; any other exception becomes :class:`StudentError`
+        naming the exception and ``given`` (the input).
         """
+        if not inplace:
+            args = tuple(pristine(a) for a in args)
+            kwargs = {k: pristine(v) for k, v in kwargs.items()}
         try:
             return function(*args, **kwargs)
         except NotImplementedError as error:
@@ -98,6 +116,19 @@ class CheckContext:
             raise StudentError(
                 f"your function raised {type(error).__name__}: {error}{where}"
             ) from error
+
+
+def pristine(value: Any) -> Any:
+    """A copy of ``value`` that shares no tensor storage with it (other values as they are)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    if isinstance(value, torch.nn.Module):
+        return copy.deepcopy(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(pristine(v) for v in value)
+    if isinstance(value, dict):
+        return {k: pristine(v) for k, v in value.items()}
+    return value
 
 
 CheckFunction = Callable[[Any, CheckContext], str]
@@ -127,7 +158,9 @@ class Question:
     questions); ``task`` is the one-paragraph statement used in stubs and reports;
     ``tests`` says what the question tests (instructor page); ``forbidden`` lists
     names whose use in the answer defeats the question (the library function it
-    re-implements); ``rubric`` lists ``(criterion, points)`` for proof questions.
+    re-implements).  A proof question's rubric lives only in its instructor notebook
+    (a Markdown cell tagged ``rubric``, read by :mod:`stablernn_lib.homework.rubrics`),
+    never in the library that students install.
     """
 
     id: str
@@ -139,13 +172,10 @@ class Question:
     function: str | None = None
     checks: tuple[Check, ...] = ()
     forbidden: tuple[str, ...] = ()
-    rubric: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind == "code" and (not self.function or not self.checks):
             raise ValueError(f"code question {self.id} needs a function name and checks")
-        if self.kind == "proof" and abs(sum(p for _, p in self.rubric) - self.points) > 1e-9:
-            raise ValueError(f"the rubric of {self.id} must add up to its {self.points} points")
 
     @property
     def visible_checks(self) -> tuple[Check, ...]:
@@ -186,17 +216,26 @@ class Homework:
 def independence_check(forbidden: tuple[str, ...]) -> Check:
     """A visible gate (weight 0, required): the answer must not use the names it re-implements.
 
-    It reads the source code, so it stops the honest shortcut, not a determined one
-    (``getattr`` with a computed name passes); the instructor page says so.
+    It reads the source code (IPython syntax included), follows the aliases the
+    notebook defines (``from m import f as g``, ``g = m.f``), and fails closed: source
+    it cannot parse fails the gate.  A determined student still passes it (``getattr``
+    with a computed name); the instructor page says so.
     """
 
     def run(answer: Any, ctx: CheckContext) -> str:
         if ctx.source is None:
             return "source code not available here; the grader checks it"
-        used = sorted(set(forbidden) & names_used(ctx.source))
-        if used:
+        try:
+            used = names_used(ctx.source, ctx.notebook or "")
+        except SyntaxError:
             raise CheckFailedError(
-                f"your answer uses {', '.join(used)}: this question asks you to write it "
+                "the grader could not parse your answer's cells (Python or IPython syntax): "
+                "fix the syntax error so that the source check can run"
+            ) from None
+        found = sorted(set(forbidden) & used)
+        if found:
+            raise CheckFailedError(
+                f"your answer uses {', '.join(found)}: this question asks you to write it "
                 "yourself (plain torch operations are fine)"
             )
         return f"does not call {', '.join(forbidden)}"
@@ -204,27 +243,85 @@ def independence_check(forbidden: tuple[str, ...]) -> Check:
     return Check("written from scratch", run, weight=0.0, required=True)
 
 
-def names_used(source: str) -> set[str]:
-    """Names that ``source`` imports, calls, or reads as attributes (empty if it does not parse).
+CELL_BREAK = "\n# ---- next cell ----\n"  # joins cells that are parsed one by one
+
+
+def parse_cells(source: str) -> list[ast.Module]:
+    """Every cell of ``source`` (cells joined by :data:`CELL_BREAK`) as a syntax tree.
+
+    A cell Python cannot parse is read through IPython's input transformer (magics,
+    ``!`` commands); SyntaxError if it still does not parse.
+    """
+    trees = []
+    for cell in source.split(CELL_BREAK):
+        try:
+            trees.append(ast.parse(cell))
+            continue
+        except SyntaxError:
+            pass
+        except (ValueError, RecursionError, MemoryError) as error:
+            raise SyntaxError(f"unreadable source ({type(error).__name__})") from None
+        try:
+            from IPython.core.inputtransformer2 import TransformerManager
+        except ImportError:
+            raise SyntaxError("not Python, and IPython is not installed") from None
+        try:
+            trees.append(ast.parse(TransformerManager().transform_cell(cell)))
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+            raise SyntaxError(f"unreadable source ({type(error).__name__})") from None
+    return trees
+
+
+def _aliases(trees: list[ast.Module]) -> dict[str, set[str]]:
+    """What other names stand for: ``import m.f as g``, ``from m import f as g``, ``g = m.f``."""
+    aliases: dict[str, set[str]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.alias) and node.asname:
+                aliases.setdefault(node.asname, set()).add(node.name.rsplit(".", 1)[-1])
+            elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
+                value = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+                value |= {n.attr for n in ast.walk(node.value) if isinstance(n, ast.Attribute)}
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        aliases.setdefault(target.id, set()).update(value)
+    return aliases
+
+
+def names_used(source: str, notebook: str = "") -> set[str]:
+    """Names that ``source`` imports, calls, or reads as attributes, aliases resolved.
 
     A local variable that happens to share a forbidden name (``grad = ...``) is not
-    counted; ``torch.autograd.grad``, ``from torch.autograd import grad`` and ``grad(...)``
-    are.
+    counted; ``torch.autograd.grad``, ``from torch.autograd import grad``, ``grad(...)``
+    and ``g(...)`` after ``g = torch.autograd.grad`` in any cell of ``notebook`` are.
+    Raises SyntaxError when a cell of ``source`` does not parse (callers fail closed).
     """
+    trees = parse_cells(source)
+    names: set[str] = set()
+    loaded: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                names.add(node.func.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.alias):
+                names.add(node.name.rsplit(".", 1)[-1])
+                if node.asname:
+                    names.add(node.asname)
+            if isinstance(node, ast.Name):
+                loaded.add(node.id)
     try:
-        tree = ast.parse(source)
+        context = parse_cells(notebook) if notebook else []
     except SyntaxError:
-        return set()
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            names.add(node.func.id)
-        elif isinstance(node, ast.Attribute):
-            names.add(node.attr)
-        elif isinstance(node, ast.alias):
-            names.add(node.name.rsplit(".", 1)[-1])
-            if node.asname:
-                names.add(node.asname)
+        context = []  # another cell's syntax error hides no alias the answer's cells use
+    aliases = _aliases(trees + context)
+    todo = list((names | loaded) & aliases.keys())
+    while todo:
+        for target in aliases[todo.pop()] - names:
+            names.add(target)
+            if target in aliases:
+                todo.append(target)
     return names
 
 

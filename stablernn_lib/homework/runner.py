@@ -111,10 +111,13 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def check_context(question: Question, check: Check, seed: int, source: str | None) -> CheckContext:
+def check_context(
+    question: Question, check: Check, seed: int, source: str | None, notebook: str | None = None
+) -> CheckContext:
     """The context a check runs with: its seeded generator (from ``seed`` when hidden)."""
     value = check_seed(seed, question.id, check.name) if check.hidden else VISIBLE_SEED
-    return CheckContext(seed=value, generator=torch.Generator().manual_seed(value), source=source)
+    generator = torch.Generator().manual_seed(value)
+    return CheckContext(seed=value, generator=generator, source=source, notebook=notebook)
 
 
 def run_check(
@@ -125,9 +128,10 @@ def run_check(
     seed: int = 0,
     source: str | None = None,
     time_scale: float = 1.0,
+    notebook: str | None = None,
 ) -> CheckOutcome:
     """Run one check on ``answer``; never raises (except KeyboardInterrupt)."""
-    ctx = check_context(question, check, seed, source)
+    ctx = check_context(question, check, seed, source, notebook)
     start = time.perf_counter()
     status: Status
     try:
@@ -241,16 +245,3 @@ def hidden_checks_note(question: Question) -> str:
         f"{share:.0%} of this question's {question.points:g} points. Passing every visible "
         "check does not yet mean full points.)"
     )
-
-
-def rubric_markdown(question: Question) -> str:
-    """The rubric of a proof question as a Markdown checklist."""
-    items = "\n".join(f"- [ ] ({points:g} pt) {text}" for text, points in question.rubric)
-    return f"**Rubric for {question.id} ({question.points:g} points).**\n\n{items}"
-
-
-def show_rubric(question_id: str) -> Any:
-    """Display the rubric of a proof question (instructor edition only)."""
-    from IPython.display import Markdown
-
-    return Markdown(rubric_markdown(get_question(question_id)))

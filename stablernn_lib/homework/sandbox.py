@@ -1,11 +1,12 @@
 """The student side of grading: run a submission's cells, then call its answers.
 
-The grader (:mod:`stablernn_lib.homework.grading`) starts this module as a separate
-process, ``python -m stablernn_lib.homework.sandbox``, for each submission: under
-another user id when the grader runs as root, in a fresh folder holding only a copy
-of the submission, with resource limits it sets on itself before any student code
-runs.  It reads a *plan* (JSON on stdin: cells, checks, seed, limits, the number of
-the pipe for events), runs the student's cells in an IPython shell, then runs each
+The grader (:mod:`stablernn_lib.homework.grading`) starts :func:`main` in a separate,
+isolated interpreter (``python -I``, in the sandbox of
+:mod:`stablernn_lib.homework.isolation`) for each submission: under another user id
+when the grader runs as root, working in a fresh folder holding only a copy of the
+submission, with resource limits it sets on itself before any student code runs.
+It reads a *plan* (JSON on stdin: cells, checks, seed, limits, its working folder,
+the number of the pipe for events), runs the student's cells in an IPython shell, then runs each
 check with the student's function wrapped in a :class:`Recorder` and sends, for each
 check, what every call of the answer returned, raised or changed in its arguments.
 
@@ -481,6 +482,7 @@ def main() -> None:
 
     if plan.get("uid") is not None:
         drop_privileges(int(plan["uid"]))
+    os.chdir(plan["workdir"])  # only now: the interpreter started in a folder it cannot write
     run_plan(plan)
     os._exit(0)  # do not wait for threads the student's code may have left running
 

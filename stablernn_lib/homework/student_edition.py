@@ -20,8 +20,8 @@ from typing import Any, Literal
 import nbformat
 import yaml
 
+from stablernn_lib.core.io import atomic_write_text
 from stablernn_lib.homework.notebooks import remove_solution_directives, student_notebook
-from stablernn_lib.io import atomic_write_text
 
 MARKER = ".student-edition"
 SKIPPED_TOP_LEVEL = frozenset(
@@ -105,7 +105,7 @@ def student_config(
     ``execute``: ``config`` keeps the book's execution settings; ``homework`` executes
     only the homework notebooks (fast; the chapters are rendered from their stored
     sources); ``off`` executes nothing.  The Colab launch buttons open the student
-    notebooks that the build writes to the site's ``_sources/`` (``stablernn_lib.colab``),
+    notebooks that the build writes to the site's ``_sources/`` (``stablernn_lib.book.colab``),
     on the branch the site is published to: ``branch`` (default ``gh-pages``) of
     ``repository_url`` (default: the book's repository).
     """

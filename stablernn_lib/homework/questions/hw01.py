@@ -164,11 +164,6 @@ HOMEWORK = Homework(
                 "whenever k >= t."
             ),
             tests="reasoning with the recursion and h_0 = 0",
-            rubric=(
-                ("writes h^k_t as k applications of phi_w to the last k inputs from 0", 1),
-                ("for k >= t, both runs start from h_0 = 0 on the same inputs", 1),
-                ("an induction (or an equally precise argument) that they agree step by step", 1),
-            ),
         ),
     ),
 )

@@ -139,11 +139,6 @@ HOMEWORK = Homework(
                 "When is the truncated model cheaper in wall-clock time?"
             ),
             tests="parallel depth versus total work",
-            rubric=(
-                ("the T windows are independent: one batched step advances all of them", 1),
-                ("counts k sequential steps and T k applications of phi_w", 1),
-                ("compares with T dependent steps; wins when k << T and hardware is parallel", 1),
-            ),
         ),
     ),
 )

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from stablernn_lib.homework.expect import expect_close, expect_number, expect_raises
+from stablernn_lib.homework.expect import (
+    expect_close,
+    expect_number,
+    expect_raises,
+    expect_tensor,
+)
 from stablernn_lib.homework.questions.common import scaled_matrix, svd_clip
 from stablernn_lib.homework.registry import (
     Check,
@@ -28,8 +33,7 @@ def projection_in_ball(projection, ctx: CheckContext) -> str:
     W = scaled_matrix(ctx, 4, 3, 3.0)
     given = "W of shape (4, 3) with ||W||_2 = 3, radius = 1"
     got = ctx.call(projection, W.clone(), 1.0, given=given)
-    if not isinstance(got, torch.Tensor) or got.shape != W.shape:
-        raise CheckFailedError(f"expected a tensor of shape (4, 3), got {got!r:.80} for {given}")
+    expect_close(got, svd_clip(W, 1.0), "projection", given, atol=1e-8)
     norm = float(torch.linalg.matrix_norm(got.detach().double(), 2))
     if norm > 1 + 1e-6:
         raise CheckFailedError(f"||P(W)||_2 should be <= 1, got {norm:.6g} for {given}")
@@ -57,7 +61,9 @@ def projection_random_instances(projection, ctx: CheckContext) -> str:
 def projection_nearest(projection, ctx: CheckContext) -> str:
     W = scaled_matrix(ctx, 4, 4, 2.5)
     given = "a random (4, 4) W with ||W||_2 = 2.5, radius = 1"
-    got = ctx.call(projection, W.clone(), 1.0, given=given).detach().double()
+    got = ctx.call(projection, W.clone(), 1.0, given=given)
+    got = expect_tensor(got, (4, 4), "projection", given).detach().double()
+    expect_close(got, svd_clip(W, 1.0), "projection", given, atol=1e-8)
     distance = float(torch.linalg.matrix_norm(W - got))
     for _ in range(200):
         Q = svd_clip(ctx.randn(4, 4) + W, 1.0)
@@ -72,6 +78,7 @@ def projection_nearest(projection, ctx: CheckContext) -> str:
 def projection_idempotent(projection, ctx: CheckContext) -> str:
     W = scaled_matrix(ctx, 3, 5, 3.0)
     once = ctx.call(projection, W.clone(), 0.7, given="a random (3, 5) W, radius 0.7")
+    expect_close(once, svd_clip(W, 0.7), "P(W)", "a random (3, 5) W, radius 0.7", atol=1e-8)
     twice = ctx.call(projection, once.detach().clone(), 0.7, given="P(W), radius 0.7")
     return expect_close(twice, once.detach().double(), "P(P(W)) = P(W)", "radius 0.7", atol=1e-8)
 
@@ -141,7 +148,9 @@ def estimate_below_lambda(function, ctx: CheckContext) -> str:
     lam = ctx.uniform(0.3, 0.95)
     step = _tanh_rnn(ctx, 5, 3, lam)
     h, h2, x = ctx.randn(200, 5, scale=3.0), ctx.randn(200, 5, scale=3.0), ctx.randn(200, 3)
-    got = float(ctx.call(function, step, h, h2, x, given="200 wide pairs"))
+    got = ctx.call(function, step, h, h2, x, given="200 wide pairs")
+    expect_number(got, _ratio(step, h, h2, x), "largest ratio", "200 wide pairs", rel=1e-6)
+    got = float(got)
     if not 0 < got <= lam + 1e-9:
         raise CheckFailedError(
             f"a lower bound on a {lam:.3g}-contraction must lie in (0, {lam:.3g}], got {got:.6g}"
@@ -221,15 +230,6 @@ CONTRACTION_PROOF = Question(
         "for every input x."
     ),
     tests="writing a contraction proof: coordinate-wise Lipschitz bound, operator norm",
-    rubric=(
-        (
-            "uses |rho(a_i) - rho(b_i)| <= L_rho |a_i - b_i| to get "
-            "||rho(a) - rho(b)|| <= L_rho ||a - b|| in the Euclidean norm",
-            1,
-        ),
-        ("notes that U x cancels and bounds ||W (h - h')|| <= ||W||_2 ||h - h'||", 1),
-        ("concludes lambda = L_rho ||W||_2 < 1, the same for every x", 1),
-    ),
 )
 
 HOMEWORK = Homework(

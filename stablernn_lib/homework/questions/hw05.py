@@ -145,15 +145,6 @@ HOMEWORK = Homework(
                 "||h_s|| <= L_x B_x / (1 - lambda) when ||x_t|| <= B_x; then solve for k."
             ),
             tests="the proof of Lemma 1 with its explicit constant",
-            rubric=(
-                (
-                    "induction over the last k steps: both runs see the same inputs, so the gap "
-                    "shrinks by lambda per step, from ||h_{t-k} - 0||",
-                    1.5,
-                ),
-                ("||h_s|| <= lambda ||h_{s-1}|| + L_x B_x and the geometric series", 1.5),
-                ("k >= log(L_x B_x / ((1 - lambda) eps)) / log(1 / lambda)", 1),
-            ),
         ),
     ),
 )

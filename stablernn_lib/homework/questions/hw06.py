@@ -118,11 +118,6 @@ HOMEWORK = Homework(
                 "||d h_t / d h_s||_2 <= lambda^(t - s)."
             ),
             tests="from a Lipschitz constant to Jacobian norms (the first step of Lemma 2)",
-            rubric=(
-                ("takes the directional derivative as a limit of difference quotients", 1),
-                ("bounds the quotient by lambda and takes the sup over unit directions", 1),
-                ("chain rule and submultiplicativity give lambda^(t - s)", 1),
-            ),
         ),
     ),
 )

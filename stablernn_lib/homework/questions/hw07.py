@@ -78,7 +78,10 @@ def recursion_random(function, ctx: CheckContext) -> str:
 
 def recursion_below_bound(function, ctx: CheckContext) -> str:
     alpha, beta, c, steps = ctx.uniform(0.05, 1.0), ctx.uniform(0.1, 2.0), 0.3, 200
-    errors = torch.as_tensor(ctx.call(function, alpha, beta, c, steps), dtype=torch.float64)
+    given = f"alpha = {alpha:.3g}, beta = {beta:.3g}, c = 0.3, N = {steps}"
+    got = ctx.call(function, alpha, beta, c, steps, given=given)
+    errors = torch.as_tensor(got, dtype=torch.float64)
+    expect_close(errors, _recursion(alpha, beta, c, steps), "e_1..e_N", given, atol=1e-12)
     bound = alpha * c * steps ** (alpha * beta + 1)
     if float(errors[-1]) > bound:
         raise CheckFailedError(
@@ -137,11 +140,6 @@ HOMEWORK = Homework(
                 "e_N <= alpha c N^(alpha beta + 1) for the recursion of question 2."
             ),
             tests="the key estimate of Proposition 2's proof",
-            rubric=(
-                ("1 + x <= e^x turns the product into exp(alpha beta sum 1/j)", 1),
-                ("sum_{j=t+1}^{N} 1/j <= log(N / t) by comparison with an integral", 1),
-                ("unrolls e_N as a sum over t and bounds each term to get the N^(ab + 1)", 1),
-            ),
         ),
     ),
 )

@@ -70,7 +70,7 @@ def _projection_match(function, ctx: CheckContext, layers: int, hidden: int) -> 
     tensors = {name: p for name, p in rnn.named_parameters()}
     radius = ctx.uniform(0.5, 1.0)
     given = f"an nn.RNN with {layers} layers of {hidden} units, radius {radius:.3g}"
-    ctx.call(function, rnn, radius, given=given)
+    ctx.call(function, rnn, radius, given=given, inplace=True)
     for name, parameter in rnn.named_parameters():
         if parameter is not tensors[name]:
             raise CheckFailedError(f"{name} was replaced, not changed in place, for {given}")

@@ -12,7 +12,7 @@ from stablernn_lib.homework.registry import (
     Homework,
     Question,
 )
-from stablernn_lib.lstm_stability import project_l1_ball
+from stablernn_lib.theory.lstm_stability import project_l1_ball
 
 
 def _reference_nll(logits: torch.Tensor, frames: torch.Tensor) -> float:
@@ -49,7 +49,7 @@ def _rows_match(function, ctx: CheckContext, rows: int, columns: int, bound: flo
     expected = project_l1_ball(joint, bound)
     weight_in, bias_in = weight.clone(), bias.clone()
     given = f"weight ({rows}, {columns}), bias ({rows},), bound {bound:.3g}"
-    result = ctx.call(function, weight_in, bias_in, bound, given=given)
+    result = ctx.call(function, weight_in, bias_in, bound, given=given, inplace=True)
     if result is not None:
         raise CheckFailedError(
             f"expected None (an in-place projection), got {result!r} for {given}"
@@ -67,7 +67,7 @@ def rows_random(function, ctx: CheckContext) -> str:
     _rows_match(function, ctx, ctx.integer(1, 10), ctx.integer(1, 30), ctx.uniform(0.2, 3.0))
     weight = torch.full((2, 3), 0.1, dtype=torch.float64)
     bias = torch.zeros(2, dtype=torch.float64)
-    ctx.call(function, weight, bias, 1.0, given="rows already inside the ball")
+    ctx.call(function, weight, bias, 1.0, given="rows already inside the ball", inplace=True)
     expect_close(weight, torch.full((2, 3), 0.1, dtype=torch.float64), "weight", "inside", atol=0)
     return _rows_match(function, ctx, 3, 88, 1.0)
 

@@ -1,0 +1,146 @@
+"""The pre-registered criteria (``data/results/criteria.json``) and the verdicts they give.
+
+The file was committed before the runs it judges; every chapter reads its verdicts from
+here, never from prose.  Values over seeds are summarized as mean +- sample sd
+(``n - 1`` in the denominator); two models differ "beyond seed noise" when their means
+are more than ``k`` pooled sds apart, ``pooled = sqrt((sd_a^2 + sd_b^2) / 2)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from stablernn_lib.core.results import results_path
+
+TASKS = ("wikitext2", "jsb")
+
+
+@lru_cache(maxsize=1)
+def load_criteria() -> dict[str, Any]:
+    """The committed criteria file, parsed."""
+    path = results_path("criteria.json")
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: the pre-registered criteria are part of the course's results; "
+            "restore it from git (git checkout -- data/results/criteria.json)"
+        )
+    with open(path, encoding="utf8") as handle:
+        return json.load(handle)
+
+
+def _check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; use one of {TASKS}")
+    return task
+
+
+@dataclass(frozen=True)
+class SeedSummary:
+    """One model's metric over its seeds: ``values`` in seed order, with ``seeds``."""
+
+    values: tuple[float, ...]
+    seeds: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.values or len(self.values) != len(self.seeds):
+            raise ValueError("a SeedSummary needs one value per seed, and at least one")
+        if not all(math.isfinite(v) for v in self.values):
+            raise ValueError(f"non-finite metric among {self.values}: a diverged run?")
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def sd(self) -> float:
+        """Sample standard deviation (0 for one seed: no spread measured)."""
+        return statistics.stdev(self.values) if self.n > 1 else 0.0
+
+    def describe(self, digits: int = 1) -> str:
+        """``mean ± sd (n = 3: a, b, c)``, or the single value with its seed."""
+        each = ", ".join(f"{v:.{digits}f}" for v in self.values)
+        if self.n == 1:
+            return f"{self.values[0]:.{digits}f} (one seed, {self.seeds[0]})"
+        return f"{self.mean:.{digits}f} ± {self.sd:.{digits}f} (n = {self.n}: {each})"
+
+
+def enough_seeds(task: str, *summaries: SeedSummary) -> bool:
+    """Whether every model has the seeds a claim needs (``criteria.seeds[task]``)."""
+    needed = load_criteria()["seeds"][_check_task(task)]
+    return all(s.n >= needed for s in summaries)
+
+
+def pooled_sd(a: SeedSummary, b: SeedSummary) -> float:
+    return math.sqrt((a.sd**2 + b.sd**2) / 2)
+
+
+def beyond_noise(a: SeedSummary, b: SeedSummary) -> bool:
+    """``|mean_a - mean_b| > k * pooled sd`` with ``k = criteria.seed_noise.sd_multiple``."""
+    k = load_criteria()["seed_noise"]["sd_multiple"]
+    return abs(a.mean - b.mean) > k * pooled_sd(a, b)
+
+
+def relative_gap(value: float, reference: float) -> float:
+    """``(value - reference) / reference``: how much worse (> 0) a lower-is-better metric is."""
+    return (value - reference) / reference
+
+
+def stability_cost_verdict(task: str, free: SeedSummary, stable: SeedSummary) -> str:
+    """ "supported", "not supported", "inconclusive" or "no verdict (...)" for "stability costs
+    little" (criteria.stability_cost)."""
+    if not enough_seeds(task, free, stable):
+        needed = load_criteria()["seeds"][task]
+        return f"no verdict (fewer than {needed} seeds)"
+    tolerance = load_criteria()["stability_cost"]["relative_tolerance"]
+    if relative_gap(stable.mean, free.mean) <= tolerance:
+        return "supported"
+    return "not supported" if beyond_noise(free, stable) else "inconclusive"
+
+
+def single_seed_readable(row: float, reference: SeedSummary) -> bool:
+    """Whether a one-seed ablation row may be read: its effect exceeds ``k`` seed sds of the
+    reference (criteria.single_seed_ablation; needs a reference with at least two seeds)."""
+    if reference.n < 2:
+        return False
+    k = load_criteria()["single_seed_ablation"]["sd_multiple"]
+    return abs(row - reference.mean) > k * reference.sd
+
+
+def beats_baseline(model: SeedSummary, baseline: float) -> bool:
+    """Whether a model's mean is below the trivial baseline by more than the margin
+    (criteria.beats_baseline, a fraction of the baseline's value)."""
+    margin = load_criteria()["beats_baseline"]["relative_margin"]
+    return model.mean < baseline * (1 - margin)
+
+
+def reproduces_paper(model: SeedSummary, paper: float, scale: str, paper_scale: bool) -> str:
+    """ "reproduced" / "not reproduced" within criteria.reproduces_paper, judged only at the
+    paper's scale; elsewhere "not comparable: <scale>"."""
+    if not paper_scale:
+        return f"not comparable: {scale}"
+    tolerance = load_criteria()["reproduces_paper"]["relative_tolerance"]
+    close = abs(relative_gap(model.mean, paper)) <= tolerance
+    return "reproduced" if close else "not reproduced"
+
+
+def summarize(values_by_seed: dict[int, float]) -> SeedSummary:
+    """A :class:`SeedSummary` from ``{seed: value}`` (seeds in increasing order)."""
+    seeds = tuple(sorted(values_by_seed))
+    return SeedSummary(tuple(values_by_seed[s] for s in seeds), seeds)
+
+
+def criterion(name: str) -> dict[str, Any]:
+    """One rule of the file (e.g. ``criterion("truncation")["relative_tolerance"]``)."""
+    rules = load_criteria()
+    if name not in rules:
+        raise KeyError(f"no criterion {name!r} in criteria.json; it has {sorted(rules)}")
+    return rules[name]

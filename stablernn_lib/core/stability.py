@@ -1,0 +1,149 @@
+"""Stability as contractivity: Lipschitz constants, spectral norms, projections.
+
+A model is ``lambda``-contractive when
+``||phi_w(h, x) - phi_w(h', x)|| <= lambda ||h - h'||`` for all ``h, h', x``
+with ``lambda < 1``.  For the vanilla RNN ``h' = rho(W h + U x)`` this holds with
+``lambda = L_rho ||W||_2``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.func import jacrev, vmap
+
+from stablernn_lib.core.models import RecurrentMap, VanillaRNN
+from stablernn_lib.core.norms import activation_lipschitz, check_matrix, spectral_norm
+
+
+def contraction_constant(model: VanillaRNN) -> float:
+    """``lambda = L_rho ||W||_2`` for a vanilla (or linear) RNN; stable when ``< 1``."""
+    if not isinstance(model, VanillaRNN):
+        raise TypeError(
+            f"contraction_constant needs a VanillaRNN or LinearRNN, got {type(model).__name__}; "
+            "for an LSTM use stablernn_lib.theory.lstm_stability.lstm_contraction_bound"
+        )
+    return activation_lipschitz(model.activation) * spectral_norm(model.weight_hh)
+
+
+def project_spectral_ball(matrix: Tensor, radius: float = 1.0) -> Tensor:
+    """The Euclidean projection of ``W`` onto ``{||W||_2 <= radius}``.
+
+    With ``W = U diag(s) V^T``, the nearest matrix in Frobenius norm is
+    ``U diag(min(s, radius)) V^T``.  Works on ``(m, n)`` or batches ``(..., m, n)``.
+    """
+    check_matrix(matrix)
+    if not radius > 0:
+        raise ValueError(f"the radius must be positive, got {radius}")
+    check_finite(matrix)
+    try:
+        U, s, Vh = torch.linalg.svd(matrix, full_matrices=False)
+    except torch.linalg.LinAlgError:
+        return project_spectral_ball_by_eigh(matrix, radius)
+    return (U * s.clamp(max=radius).unsqueeze(-2)) @ Vh
+
+
+def check_finite(matrix: Tensor) -> None:
+    """Raise when a matrix to project has NaN or infinite entries (a host sync on a GPU)."""
+    if not torch.isfinite(matrix).all():
+        raise ValueError(
+            "the matrix to project has NaN or infinite entries: the run diverged before "
+            "the projection; lower the learning rate or resume from an earlier checkpoint"
+        )
+
+
+def project_spectral_ball_by_eigh(
+    matrix: Tensor, radius: float, dtype: torch.dtype = torch.float64
+) -> Tensor:
+    """The projection of :func:`project_spectral_ball` from ``W^T W = V diag(s^2) V^T``.
+
+    ``W V diag(min(1, radius / s)) V^T = U diag(min(s, radius)) V^T``, computed in ``dtype``
+    and returned in the matrix's dtype; ``(m, n)`` or batches ``(..., m, n)``.  The
+    symmetric eigensolver is cheaper than an SVD (the fast path of
+    :func:`~stablernn_lib.tasks.wikitext2.model.project_spectral_balls_` uses it), and it has no
+    trouble with repeated eigenvalues, while LAPACK's SVD can fail to converge on a matrix
+    with many equal singular values, which is exactly what repeated projections produce
+    (every clipped value equals ``radius``).  The error stays at the rounding of ``dtype``
+    times ``||W||_2^2``: ``min(1, radius / sqrt(lambda))`` is a Lipschitz function of the
+    eigenvalues ``lambda`` of ``W^T W``; singular values far below ``radius`` lose relative
+    accuracy in ``s^2``, but their factor is 1 either way.
+    """
+    wide = matrix.shape[-2] < matrix.shape[-1]
+    w = matrix.to(dtype).mT if wide else matrix.to(dtype)
+    eigenvalues, V = torch.linalg.eigh(w.mT @ w)
+    singular_values = eigenvalues.clamp(min=0).sqrt()
+    scale = (radius / singular_values.clamp(min=radius)).unsqueeze(-2)
+    projected = w @ ((V * scale) @ V.mT)
+    return (projected.mT if wide else projected).to(matrix.dtype)
+
+
+@torch.no_grad()
+def project_to_stable_(model: VanillaRNN, radius: float = 1.0) -> VanillaRNN:
+    """Project ``W`` in place so that ``||W||_2 <= radius`` (stable if ``L_rho radius < 1``)."""
+    if not isinstance(model, VanillaRNN):
+        raise TypeError(f"project_to_stable_ needs a VanillaRNN, got {type(model).__name__}")
+    model.weight_hh.copy_(project_spectral_ball(model.weight_hh, radius))
+    return model
+
+
+def _check_points(model: RecurrentMap, states: Tensor, inputs: Tensor) -> None:
+    if states.dim() != 2 or states.shape[1] != model.state_size:
+        raise ValueError(
+            f"states must have shape (N, {model.state_size}), got {tuple(states.shape)}"
+        )
+    if inputs.dim() != 2 or inputs.shape != (states.shape[0], model.input_size):
+        raise ValueError(
+            f"inputs must have shape (N, {model.input_size}) with N = {states.shape[0]}, "
+            f"got {tuple(inputs.shape)}"
+        )
+
+
+def state_jacobians(model: RecurrentMap, states: Tensor, inputs: Tensor) -> Tensor:
+    """Jacobians ``d phi_w / d h`` at ``N`` points: ``(N, S), (N, D) -> (N, S, S)``."""
+    _check_points(model, states, inputs)
+
+    def single(state: Tensor, x: Tensor) -> Tensor:
+        return model.step(state.unsqueeze(0), x.unsqueeze(0)).squeeze(0)
+
+    return vmap(jacrev(single))(states.detach(), inputs.detach())
+
+
+def jacobian_norms(model: RecurrentMap, states: Tensor, inputs: Tensor) -> Tensor:
+    """Spectral norms of the state Jacobians at ``N`` points, shape ``(N,)``.
+
+    The largest of them is a lower bound on the Lipschitz constant of ``phi_w``
+    in ``h`` (Euclidean norm), and equals it when the points include the worst case.
+    The SVD runs in float64: LAPACK's float32 SVD fails to converge on some trained
+    LSTM Jacobians (a JSB LSTM's, with many singular values near 1).
+    """
+    jacobians = state_jacobians(model, states, inputs).detach()
+    return torch.linalg.matrix_norm(jacobians.double(), ord=2).to(jacobians.dtype)
+
+
+@torch.no_grad()
+def empirical_lipschitz(
+    model: RecurrentMap,
+    inputs: Tensor,
+    num_pairs: int = 1000,
+    scale: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> float:
+    """Largest ratio ``||phi(h, x) - phi(h', x)|| / ||h - h'||`` over random pairs.
+
+    For each input row ``x`` (shape ``(N, D)``), ``num_pairs // N`` pairs of
+    states are drawn with i.i.d. ``N(0, scale^2)`` entries.  The result is a lower
+    bound on the Lipschitz constant in ``h`` (Euclidean norm).
+    """
+    if inputs.dim() != 2 or inputs.shape[1] != model.input_size:
+        raise ValueError(
+            f"inputs must have shape (N, {model.input_size}), got {tuple(inputs.shape)}"
+        )
+    if num_pairs < 1 or scale <= 0:
+        raise ValueError("num_pairs must be >= 1 and scale > 0")
+    repeats = max(1, num_pairs // inputs.shape[0])
+    x = inputs.repeat(repeats, 1)
+    shape = (x.shape[0], model.state_size)
+    h = torch.randn(shape, generator=generator, dtype=x.dtype).to(x.device) * scale
+    h_prime = torch.randn(shape, generator=generator, dtype=x.dtype).to(x.device) * scale
+    numerator = (model.step(h, x) - model.step(h_prime, x)).norm(dim=-1)
+    return float((numerator / (h - h_prime).norm(dim=-1)).max())

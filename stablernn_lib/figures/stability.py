@@ -1,0 +1,426 @@
+"""Figures and small experiments of chapter 4 (stability as contractivity).
+
+Every figure function returns a matplotlib ``Figure`` so it can feed
+:func:`stablernn_lib.figures.widgets.interactive_plot` or be shown as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
+
+from stablernn_lib.core.models import LSTMMap, random_lstm, random_vanilla_rnn
+from stablernn_lib.core.norms import spectral_norm
+from stablernn_lib.core.stability import project_spectral_ball, project_to_stable_
+from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
+from stablernn_lib.core.tables import format_value
+from stablernn_lib.theory.lstm_stability import (
+    authors_rescaled_lstm,
+    concentrated_authors_lstm,
+    iterated_jacobian_norms,
+    measured_contraction,
+    project_lstm_,
+    random_stable_lstm,
+    sample_box_states,
+)
+
+# ----------------------------------------------------------------------------
+# Two trajectories from different initial states
+# ----------------------------------------------------------------------------
+
+MATRIX_KINDS = ("scaled orthogonal", "gaussian")
+
+
+@lru_cache(maxsize=64)
+def _trajectory_pair(
+    lam: float, activation: str, matrix: str, steps: int, hidden_size: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """States ``(T + 1, H)`` of two runs of one RNN on the same inputs from two initial states."""
+    if matrix not in MATRIX_KINDS:
+        raise ValueError(f"matrix must be one of {MATRIX_KINDS}, got {matrix!r}")
+    generator = torch.Generator().manual_seed(seed)
+    model = random_vanilla_rnn(4, hidden_size, lam, activation, generator=generator)
+    if matrix == "scaled orthogonal":
+        gaussian = torch.randn(hidden_size, hidden_size, generator=generator, dtype=torch.float64)
+        q, _ = torch.linalg.qr(gaussian)
+        with torch.no_grad():
+            model.weight_hh.copy_(lam * q)
+    inputs = torch.randn(steps, 1, 4, generator=generator, dtype=torch.float64)
+    starts = 2 * torch.randn(2, 1, hidden_size, generator=generator, dtype=torch.float64)
+    with torch.no_grad():
+        runs = [torch.cat([h0, model.run(inputs, h0)[:, 0]]) for h0 in starts]
+    return runs[0].numpy(), runs[1].numpy()
+
+
+def trajectories_figure(
+    lam: float,
+    matrix: str = "scaled orthogonal",
+    steps: int = 60,
+    hidden_size: int = 32,
+    seed: int = 0,
+) -> Figure:
+    """Two runs of ``h' = rho(W h + U x)`` (same inputs, different ``h_0``) with ``||W||_2 = lam``.
+
+    Left: unit 0 of both runs of the tanh RNN.  Right: ``||h_t - h'_t||_2`` on a log
+    scale for the tanh and the linear RNN, with the bound ``lam^t ||h_0 - h'_0||_2``.
+    """
+    apply_style()
+    first, second = _trajectory_pair(lam, "tanh", matrix, steps, hidden_size, seed)
+    t = np.arange(first.shape[0])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.2))
+    left.plot(t, first[:, 0], color=FULL_COLOR, label="run from $h_0$")
+    left.plot(t, second[:, 0], color=TRUNCATED_COLOR, ls="--", label="run from $h_0'$")
+    left.set(xlabel="time $t$", ylabel="unit 0 of $h_t$ (tanh)", title=f"{matrix} W")
+    both = np.concatenate([first[:, 0], second[:, 0]])
+    spread = both.max() - both.min()
+    left.set_ylim(both.min() - 0.35 * spread, both.max() + 0.05 * spread)
+    left.legend(loc="lower center", ncol=2)
+    gaps = {}
+    for activation, color in (("tanh", FULL_COLOR), ("identity", TRUNCATED_COLOR)):
+        a, b = _trajectory_pair(lam, activation, matrix, steps, hidden_size, seed)
+        gaps[activation] = np.linalg.norm(a - b, axis=1)
+        right.semilogy(
+            t,
+            np.maximum(gaps[activation], 1e-300),
+            color=color,
+            label=rf"$\|h_t - h_t'\|_2$, {activation}",
+        )
+    start = gaps["tanh"][0]
+    right.semilogy(
+        t,
+        start * lam ** t.astype(float),
+        color=BOUND_COLOR,
+        ls=":",
+        label=r"$\lambda^t \|h_0 - h_0'\|_2$",
+    )
+    low = min(min(gap.min() for gap in gaps.values()), start * lam**steps)
+    high = max(max(gap.max() for gap in gaps.values()), start * lam**steps)
+    right.set_ylim(max(1e-16, low / 10), high * 10)
+    right.set(xlabel="time $t$", title=rf"$\lambda = L_\rho \|W\|_2 = {lam:g}$")
+    right.legend(loc="best")
+    fig.tight_layout()
+    return finish(fig)
+
+
+# ----------------------------------------------------------------------------
+# The stable set of 2 x 2 matrices and the projection, in three planes
+# ----------------------------------------------------------------------------
+
+FAMILIES = {
+    "diagonal": (lambda a, b: [[a, 0.0], [0.0, b]], ((0, 0), (1, 1))),
+    "symmetric": (lambda a, b: [[a, b], [b, a]], ((0, 0), (0, 1))),
+    "rotation-scaling": (lambda a, b: [[a, -b], [b, a]], ((0, 0), (1, 0))),
+}
+
+
+def family_matrix(family: str, a: float, b: float) -> torch.Tensor:
+    """The ``2 x 2`` matrix with coordinates ``(a, b)`` in a family (see ``FAMILIES``)."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+    return torch.tensor(FAMILIES[family][0](a, b), dtype=torch.float64)
+
+
+def family_coordinates(family: str, matrix: torch.Tensor) -> tuple[float, float]:
+    """Read ``(a, b)`` back from a matrix of the family."""
+    (i, j), (k, m) = FAMILIES[family][1]
+    return float(matrix[i, j]), float(matrix[k, m])
+
+
+def projected_point(family: str, a: float, b: float, radius: float = 1.0) -> tuple[float, float]:
+    """Coordinates of the SVD projection of the family's matrix onto ``{||W||_2 <= radius}``."""
+    projected = project_spectral_ball(family_matrix(family, a, b), radius)
+    return family_coordinates(family, projected)
+
+
+@lru_cache(maxsize=8)
+def _unit_ball_boundary(family: str, radius: float, points: int = 721) -> np.ndarray:
+    """Boundary of ``{||W(a, b)||_2 <= radius}``: ``radius * d / ||W(d)||_2`` for unit ``d``.
+
+    ``W(a, b)`` is linear in ``(a, b)`` and the norm is homogeneous, so each direction
+    meets the boundary once.
+    """
+    angles = np.linspace(0, 2 * np.pi, points)
+    directions = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    mats = torch.stack([family_matrix(family, float(a), float(b)) for a, b in directions])
+    norms = torch.linalg.matrix_norm(mats, ord=2).numpy()
+    return radius * directions / norms[:, None]
+
+
+def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.0) -> Figure:
+    """The stable set ``{||W||_2 <= radius}`` in three planes of ``2 x 2`` matrices.
+
+    In each family the Frobenius norm is a multiple of ``sqrt(a^2 + b^2)``, and the SVD
+    projection stays in the family, so the picture shows the Euclidean projection.
+    """
+    apply_style()
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6))
+    names = {"diagonal": "[[a,0],[0,b]]", "symmetric": "[[a,b],[b,a]]"}
+    for axis, family in zip(axes, FAMILIES, strict=True):
+        boundary = _unit_ball_boundary(family, radius)
+        axis.fill(boundary[:, 0], boundary[:, 1], color="#cfe0f1", ec=FULL_COLOR, lw=1.2)
+        pa, pb = projected_point(family, a, b, radius)
+        axis.plot([a, pa], [b, pb], color=BOUND_COLOR, ls="--", lw=1)
+        axis.plot(a, b, "o", color=TRUNCATED_COLOR, label="$W$")
+        axis.plot(pa, pb, "s", color=FULL_COLOR, label=r"$P(W)$")
+        norm = spectral_norm(family_matrix(family, a, b))
+        axis.set(
+            xlim=(-limit, limit),
+            ylim=(-limit, limit),
+            aspect="equal",
+            xlabel="a",
+            ylabel="b",
+            title=f"{family} {names.get(family, '[[a,-b],[b,a]]')}\n$\\|W\\|_2$ = {norm:.2f}",
+        )
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.1))
+    fig.tight_layout()
+    return finish(fig)
+
+
+# ----------------------------------------------------------------------------
+# Projected gradient descent on a small vanilla RNN
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DescentHistory:
+    """Loss and ``||W||_2`` after every step of one (projected) gradient descent run."""
+
+    loss: np.ndarray
+    spectral_norm: np.ndarray
+    projected: bool
+
+
+def gradient_descent_rnn(
+    project: bool,
+    radius: float = 1.0,
+    steps: int = 120,
+    learning_rate: float = 0.5,
+    hidden_size: int = 8,
+    input_size: int = 3,
+    seq_len: int = 20,
+    batch: int = 32,
+    teacher_lam: float = 1.6,
+    seed: int = 0,
+) -> DescentHistory:
+    """Fit a tanh RNN to the states of a teacher RNN with ``||W||_2 = teacher_lam``.
+
+    Full-batch gradient descent on the mean squared error over all time steps;
+    with ``project=True`` the recurrent matrix is projected onto ``{||W||_2 <= radius}``
+    after every step (:func:`stablernn_lib.core.stability.project_to_stable_`).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    teacher = random_vanilla_rnn(input_size, hidden_size, teacher_lam, generator=generator)
+    student = random_vanilla_rnn(input_size, hidden_size, 0.5, generator=generator)
+    inputs = torch.randn(seq_len, batch, input_size, generator=generator, dtype=torch.float64)
+    with torch.no_grad():
+        targets = teacher.run(inputs)
+    losses, norms = [], []
+    for _ in tqdm(range(steps), desc="projected GD" if project else "plain GD", leave=False):
+        student.zero_grad()
+        loss = (student.run(inputs) - targets).pow(2).mean()
+        loss.backward()
+        with torch.no_grad():
+            for param in student.parameters():
+                param -= learning_rate * param.grad
+        if project:
+            project_to_stable_(student, radius)
+        losses.append(float(loss.detach()))
+        norms.append(spectral_norm(student.weight_hh))
+    return DescentHistory(np.array(losses), np.array(norms), project)
+
+
+def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) -> Figure:
+    """Loss and ``||W||_2`` against the step for plain and projected gradient descent."""
+    apply_style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.2))
+    for run in runs:
+        color, label = (FULL_COLOR, "projected") if run.projected else (TRUNCATED_COLOR, "plain")
+        steps = np.arange(1, len(run.loss) + 1)
+        left.semilogy(steps, run.loss, color=color, label=label)
+        right.plot(steps, run.spectral_norm, color=color, label=label)
+    right.axhline(radius, color=BOUND_COLOR, ls=":", label="radius")
+    left.set(xlabel="step", ylabel="training loss")
+    right.set(xlabel="step", ylabel=r"$\|W\|_2$")
+    left.legend()
+    right.legend()
+    fig.tight_layout()
+    return finish(fig)
+
+
+# ----------------------------------------------------------------------------
+# The LSTM certificate against measurements
+# ----------------------------------------------------------------------------
+
+
+def lstm_verification_rows(
+    hidden_size: int = 16,
+    input_size: int = 4,
+    lams: tuple[float, ...] = (0.6, 0.8, 0.95),
+    random_scales: tuple[float, ...] = (0.5, 1.0),
+    num_states: int = 240,
+    seed: int = 0,
+) -> list[dict[str, object]]:
+    """Certificates and measured contraction for random stable, random, projected and
+    authors'-constrained LSTMs (inputs with ``||x||_inf <= 1``); one dict per model."""
+    generator = torch.Generator().manual_seed(seed)
+    models: list[tuple[str, object]] = []
+    for lam in lams:
+        models.append(
+            (
+                f"random_stable_lstm(lam={lam})",
+                random_stable_lstm(input_size, hidden_size, lam, 1.0, generator=generator),
+            )
+        )
+    for scale in random_scales:
+        model = random_lstm(input_size, hidden_size, scale, generator=generator)
+        models.append((f"random_lstm(scale={scale})", model))
+        projected = random_lstm(input_size, hidden_size, scale, generator=generator)
+        project_lstm_(projected, lam=0.9)
+        models.append((f"random_lstm(scale={scale}), projected to 0.9", projected))
+    for forget_bias in (0.0, 1.0):
+        models.append(
+            (
+                f"authors' rescaling, forget bias {forget_bias:g}",
+                authors_rescaled_lstm(
+                    input_size,
+                    hidden_size,
+                    bias_std=0.1,
+                    forget_bias=forget_bias,
+                    generator=generator,
+                ),
+            )
+        )
+    for bias in (0.0, 5.0):
+        models.append(
+            (
+                f"authors' constraint, one unit reads all (bias {bias:g})",
+                concentrated_authors_lstm(input_size, hidden_size, bias),
+            )
+        )
+    rows = []
+    for name, model in tqdm(models, desc="measuring LSTMs", leave=False):
+        rows.append({"model": name, **measured_contraction(model, 1.0, num_states, generator)})
+    return rows
+
+
+def verification_table(rows: list[dict[str, object]]) -> str:
+    """Markdown table of :func:`lstm_verification_rows`: certificates and measurements."""
+    columns = [
+        ("certificate", "proved (inf)"),
+        ("certificate_l1", "proved (l1)"),
+        ("jacobian_certificate_norm", "Jacobian, cert. norm"),
+        ("pairs_certificate_norm", "pairs, cert. norm"),
+        ("jacobian_euclidean", "Jacobian, Euclidean"),
+        ("pairs_euclidean", "pairs, Euclidean"),
+    ]
+    lines = [
+        "| model | " + " | ".join(title for _, title in columns) + " |",
+        "| --- |" + " ---: |" * len(columns),
+    ]
+    for row in rows:
+        cells = [format_value(float(row[key])) for key, _ in columns]
+        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def lstm_verification_figure(rows: list[dict[str, object]]) -> Figure:
+    """Measured Lipschitz constants (certificate's norm and Euclidean) against the proof's bound."""
+    apply_style()
+    fig, axis = plt.subplots(figsize=(9.0, 3.8))
+    positions = np.arange(len(rows))
+    proved = np.array([float(row["certificate"]) for row in rows])
+    shown = np.where(np.isfinite(proved), proved, np.nan)
+    axis.scatter(positions, shown, marker="_", s=400, color=BOUND_COLOR, label="proved bound")
+    axis.scatter(
+        positions - 0.12,
+        [row["jacobian_certificate_norm"] for row in rows],
+        color=FULL_COLOR,
+        label="measured, certificate norm",
+    )
+    axis.scatter(
+        positions + 0.12,
+        [row["jacobian_euclidean"] for row in rows],
+        color=TRUNCATED_COLOR,
+        marker="D",
+        label="measured, Euclidean",
+    )
+    axis.axhline(1.0, color="black", lw=0.8, ls=":")
+    axis.set_yscale("log")
+    axis.set_xticks(
+        positions, [str(row["model"]) for row in rows], rotation=35, ha="right"
+    )
+    axis.set_ylabel("Lipschitz constant of one step")
+    axis.legend(loc="upper left")
+    fig.tight_layout()
+    return finish(fig)
+
+
+def spectral_projection_check(
+    shape: tuple[int, int] = (4, 3),
+    radius: float = 1.0,
+    num_candidates: int = 20000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Compare ``||W - P(W)||_F`` with ``||W - A||_F`` for random ``A`` in the spectral ball.
+
+    Candidates: random matrices rescaled into the ball, and perturbations of ``P(W)``
+    pulled back into the ball.  Returns the projection's distance, the smallest
+    candidate distance, and ``||P(W)||_2``.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    W = 2 * torch.randn(shape, generator=generator, dtype=torch.float64)
+    P = project_spectral_ball(W, radius)
+    far = torch.randn((num_candidates // 2, *shape), generator=generator, dtype=torch.float64)
+    far = far * radius / torch.linalg.matrix_norm(far, ord=2)[:, None, None]
+    far = far * torch.rand(len(far), 1, 1, generator=generator, dtype=torch.float64)
+    near = P + 0.05 * torch.randn(
+        (num_candidates // 2, *shape), generator=generator, dtype=torch.float64
+    )
+    near = near / torch.linalg.matrix_norm(near, ord=2).clamp(min=radius)[:, None, None]
+    candidates = torch.cat([far, near]) * radius
+    return {
+        "distance_to_projection": float((W - P).norm()),
+        "closest_candidate": float((W - candidates).flatten(1).norm(dim=1).min()),
+        "projection_spectral_norm": spectral_norm(P),
+    }
+
+
+def iterated_norms_figure(
+    models: dict[str, LSTMMap],
+    max_steps: int = 40,
+    input_bound: float = 1.0,
+    num_states: int = 90,
+    seed: int = 0,
+) -> Figure:
+    """Largest spectral norm of the ``r``-step Jacobian over sampled states and inputs, vs ``r``."""
+    apply_style()
+    generator = torch.Generator().manual_seed(seed)
+    fig, axis = plt.subplots(figsize=(6.5, 3.4))
+    steps = np.unique(np.geomspace(1, max_steps, 12).astype(int))
+    for (name, model), color in zip(
+        models.items(), [FULL_COLOR, TRUNCATED_COLOR, BOUND_COLOR, "#7a9a01"], strict=False
+    ):
+        states, _ = sample_box_states(model, input_bound, num_states, generator)
+        norms = []
+        for r in steps:
+            inputs = input_bound * (
+                2
+                * torch.rand(
+                    (r, len(states), model.input_size), generator=generator, dtype=states.dtype
+                )
+                - 1
+            )
+            norms.append(float(iterated_jacobian_norms(model, states, inputs).max()))
+        axis.semilogy(steps, norms, "o-", color=color, label=name, ms=3)
+    axis.axhline(1.0, color="black", lw=0.8, ls=":")
+    axis.set(xlabel="number of steps $r$", ylabel=r"max $\|\partial s_r / \partial s_0\|_2$")
+    axis.legend()
+    fig.tight_layout()
+    return finish(fig)

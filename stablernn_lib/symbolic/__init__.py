@@ -1,0 +1,1 @@
+"""Layer 2, the sympy derivations of the paper's constants and Jacobians. Imports ``core`` only."""

@@ -1,0 +1,1 @@
+"""JSB Chorales polyphonic music models (Chapter 9): the piano rolls, training, analysis."""

@@ -1,0 +1,614 @@
+"""Chapter 8's measurements on the JSB Chorales models (Chapter 9), and the chapter's views.
+
+The measurements are the functions of :mod:`stablernn_lib.tasks.wikitext2.analysis`, which take any
+model with ``embed`` / ``recur`` / ``token_nll`` and a held-out *source* ``(N, B, ...)``
+whose rows are time steps.  Here the source is the first ``frames`` frames of every
+test chorale (all 77 have at least 32), a tensor ``(frames, 77, 88)``.
+
+``python -m stablernn_lib jsb-analysis --config full|adam-tcn|authors|smoke`` measures every
+trained model of that config (seed 1111) found in ``data/runs/jsb`` and writes
+``data/results/jsb/analysis.json`` (full), ``data/results/jsb/<config>/analysis.json``
+(adam-tcn, authors) or ``analysis-<config>.json`` in the runs folder (the others); a rerun
+computes only what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from stablernn_lib.core import criteria, paper_claims
+from stablernn_lib.core.io import atomic_write_json, provenance, same_config
+from stablernn_lib.core.style import finish, model_color
+from stablernn_lib.tasks.jsb.data import PianoRolls, load_jsb
+from stablernn_lib.tasks.jsb.train import (
+    CONFIGS,
+    PUBLISHED_RESULTS,
+    RESULTS_DIR,
+    RUNS_DIR,
+    MusicModel,
+    load_music_model,
+    music_run_name,
+    result_file_name,
+)
+from stablernn_lib.tasks.wikitext2 import analysis as lma
+from stablernn_lib.tasks.wikitext2.model import truncated_outputs
+
+# The variants of the chapter's table, in order (model, variant).
+TABLE_VARIANTS: tuple[tuple[str, str], ...] = (
+    ("rnn", "unconstrained"),
+    ("rnn", "stable"),
+    ("lstm", "unconstrained"),
+    ("lstm", "stable"),
+)
+ALL_VARIANTS = (*TABLE_VARIANTS, ("lstm", "authors-bug"))
+PAPER_KEYS = {(cell, variant): f"jsb-{cell}-{variant}-nll" for cell, variant in TABLE_VARIANTS}
+LABELS = {
+    "rnn-unconstrained": "RNN",
+    "rnn-stable": "RNN, stable",
+    "lstm-unconstrained": "LSTM",
+    "lstm-stable": "LSTM, stable",
+    "lstm-authors-bug": "LSTM, authors' bug (no recurrence)",
+}
+BASELINE_LABEL = "no memory: each key on at its training frequency"
+
+
+@dataclass(frozen=True)
+class MusicAnalysisConfig:
+    """What the measurements read: the first ``frames`` frames of every test chorale;
+    gradients up to ``max_distance``; contexts ``ks``; ``jacobian_positions`` states after
+    ``burn_in`` steps; the piano-roll view shows test chorale ``roll_chorale``, its first
+    ``roll_frames`` frames, keys ``roll_keys``, for contexts ``roll_ks``."""
+
+    frames: int = 32
+    max_distance: int = 24
+    ks: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+    jacobian_positions: int = 400
+    burn_in: int = 8
+    roll_chorale: int = 0
+    roll_frames: int = 48
+    roll_keys: tuple[int, int] = (36, 76)
+    roll_ks: tuple[int, ...] = (1, 2, 4, 8, 16, 48)
+
+
+ANALYSIS = MusicAnalysisConfig()
+
+
+def chorale_source(rolls: list[Tensor], frames: int) -> Tensor:
+    """The first ``frames`` frames of every chorale that has that many: ``(frames, N, 88)``."""
+    kept = [roll[:frames] for roll in rolls if roll.shape[0] >= frames]
+    if not kept:
+        raise ValueError(f"no chorale has {frames} frames; use a smaller `frames`")
+    return torch.stack(kept, dim=1)
+
+
+@torch.no_grad()
+def piano_roll_probabilities(
+    model: MusicModel, roll: Tensor, ks: tuple[int, ...], keys: tuple[int, int]
+) -> dict[str, Any]:
+    """The model's probability of every key at every step, as a context-``k`` model.
+
+    ``probs[k][t][j]`` is the predicted probability that key ``keys[0] + j`` sounds at
+    frame ``t + 1`` given frames ``max(0, t-k+1) .. t``; ``roll`` is ``(T, 88)``.
+    """
+    model.eval()
+    source = roll[:, None]  # (T, 1, 88)
+    low, high = keys
+    probs = {}
+    for k in ks:
+        outputs = truncated_outputs(model, source, 0, source.shape[0] - 1, k)
+        p = torch.sigmoid(model.decode(outputs))[:, 0, low:high]
+        probs[str(k)] = p.round(decimals=3).tolist()
+    return {"keys": list(keys), "roll": roll[:, low:high].int().tolist(), "probs": probs}
+
+
+def analyze_model(model: MusicModel, rolls: PianoRolls, config: MusicAnalysisConfig) -> dict:
+    """Every measurement of one trained model, with the wall time of each."""
+    source = chorale_source(rolls.test, config.frames)
+    measurements = {
+        "truncated_eval": lambda: lma.truncated_eval_curve(model, source, list(config.ks)),
+        "figure2": lambda: lma.gradient_by_distance(model, source, config.max_distance),
+        "jacobian_norms": lambda: lma.state_jacobian_norms(
+            model, source, config.jacobian_positions, config.burn_in
+        ),
+        "piano_roll": lambda: piano_roll_probabilities(
+            model,
+            rolls.test[config.roll_chorale][: config.roll_frames],
+            config.roll_ks,
+            config.roll_keys,
+        ),
+    }
+    if model.authors_bug:  # no recurrence: no state map, and gradients reach distance 0 only
+        measurements.pop("jacobian_norms")
+    entry: dict[str, Any] = {"seconds": {}}
+    for name, compute in measurements.items():
+        clock = time.perf_counter()
+        entry[name] = compute()
+        entry["seconds"][name] = time.perf_counter() - clock
+    return entry
+
+
+def analysis_path(config: str, runs_dir: str | Path | None = None) -> Path:
+    """Where the measurements of a config's models go: committed for ``full`` and for the
+    published configs with their own folder, else in the runs folder."""
+    folder = PUBLISHED_RESULTS.get(config, ("",))[0]
+    if config == "full" or folder:
+        return RESULTS_DIR / folder / "analysis.json"
+    return (Path(runs_dir) if runs_dir is not None else RUNS_DIR) / f"analysis-{config}.json"
+
+
+def run_music_analysis(
+    config: str = "smoke",
+    *,
+    rolls: PianoRolls | None = None,
+    data_dir: str | Path | None = None,
+    runs_dir: str | Path | None = None,
+    results_path: str | Path | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Measure every trained model of a config (those not trained yet are listed as missing).
+
+    Reads ``<runs_dir>/<model>-<variant>-<config>/model.pt``; writes the result (after
+    every model, atomically) to ``results_path`` (default: :func:`analysis_path`).  A rerun
+    keeps the models already measured with the same settings.
+    """
+    music_config = CONFIGS[config]
+    runs = Path(runs_dir) if runs_dir is not None else RUNS_DIR
+    results_path = Path(results_path) if results_path is not None else analysis_path(config, runs)
+    rolls = rolls if rolls is not None else load_jsb(data_dir)
+    result: dict[str, Any] = json.loads(
+        json.dumps({"config": asdict(ANALYSIS), "music_config": asdict(music_config)})
+    )
+    if results_path.is_file():
+        previous = json.loads(results_path.read_text(encoding="utf8"))
+        saved = previous.get("music_config")
+        if (
+            previous.get("config") == result["config"]
+            and saved
+            and same_config(saved, music_config)
+        ):
+            result = previous  # same settings (fields added to MusicConfig take defaults)
+    result["provenance"] = provenance("cpu")
+    result["missing"] = []
+    for cell, variant in ALL_VARIANTS:
+        name = f"{cell}-{variant}"
+        run_dir = runs / music_run_name(cell, variant, music_config)
+        if name in result:
+            continue
+        if not (run_dir / "model.pt").is_file():
+            result["missing"].append(name)
+            continue
+        if progress:
+            print(f"measuring {name} ({run_dir})", flush=True)
+        result[name] = analyze_model(load_music_model(run_dir), rolls, ANALYSIS)
+        atomic_write_json(results_path, result)
+    atomic_write_json(results_path, result)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# The chapter's table and figures
+# ---------------------------------------------------------------------------
+
+
+def load_full_analysis(
+    results_dir: str | Path | None = None, config: str = "full"
+) -> dict[str, Any] | None:
+    """The committed measurements of a config's models (``full``: the authors' scale with the
+    input layer; ``adam-tcn``, ``authors``), or None when not yet run."""
+    folder = PUBLISHED_RESULTS[config][0]
+    path = (
+        (Path(results_dir) if results_dir is not None else RESULTS_DIR) / folder / "analysis.json"
+    )
+    return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
+
+
+def load_results(
+    results_dir: str | Path | None = None, config: str = "full"
+) -> dict[str, dict[str, Any]]:
+    """The committed result files of a published config (``"full"``, or the ``"adam"``
+    diagnostic), by ``<model>-<variant>`` (missing ones absent)."""
+    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    found = {}
+    for cell, variant in ALL_VARIANTS:
+        path = folder / result_file_name(cell, variant, config)
+        if path.is_file():
+            found[f"{cell}-{variant}"] = json.loads(path.read_text(encoding="utf8"))
+    return found
+
+
+def load_seed_results(
+    config: str, results_dir: str | Path | None = None
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every committed completed run of a published config, by ``<model>-<variant>`` and seed:
+    the config's own seed (:func:`result_file_name`) and every ``seed<N>/`` beside it."""
+    root = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for cell, variant in ALL_VARIANTS:
+        own = Path(result_file_name(cell, variant, config))
+        for path in [root / own, *sorted((root / own.parent).glob(f"seed*/{own.name}"))]:
+            if not path.is_file():
+                continue
+            run = json.loads(path.read_text(encoding="utf8"))
+            if run.get("status") == "completed" and "test_nll" in run:
+                found.setdefault(f"{cell}-{variant}", {})[int(run["seed"])] = run
+    return found
+
+
+def seed_summary(runs: dict[int, dict[str, Any]]) -> criteria.SeedSummary:
+    """Test NLL over the seeds of one model (``load_seed_results(...)[name]``)."""
+    return criteria.summarize({seed: run["test_nll"] for seed, run in runs.items()})
+
+
+def by_seed(results: dict[str, dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """``{name: result}`` (one run each, as :func:`load_results` gives) as ``{name: {seed:
+    result}}``, the form the verdicts read."""
+    return {name: {int(run["seed"]): run} for name, run in results.items() if "test_nll" in run}
+
+
+def baseline_comparison(summary: criteria.SeedSummary, baseline: float) -> str:
+    """The model's gap to the no-memory baseline and, with the seeds the criteria require,
+    the verdict of ``beats_baseline`` in ``criteria.json``."""
+    gap = f"{100 * criteria.relative_gap(summary.mean, baseline):+.1f}%"
+    if not criteria.enough_seeds("jsb", summary):
+        return f"{gap} ({summary.n} seed{'s' if summary.n > 1 else ''}: no verdict)"
+    beats = criteria.beats_baseline(summary, baseline)
+    return f"{gap}: {'beats it' if beats else 'no better than the baseline'}"
+
+
+def uses_memory(summary: criteria.SeedSummary, baseline: float) -> bool:
+    """Whether the mean NLL is below the baseline by the margin of ``beats_baseline`` (the
+    measured fact, whatever the number of seeds)."""
+    return criteria.beats_baseline(summary, baseline)
+
+
+def _baseline_row(baseline: float, columns: int) -> str:
+    """A table row for the baseline: its NLL in the first column after the label."""
+    return f"| {BASELINE_LABEL} | {baseline:.2f} |" + " |" * (columns - 2)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min"
+
+
+def results_table(
+    results: dict[str, dict[str, Any]], baseline: float, smoke: dict[str, dict] | None = None
+) -> str:
+    """Markdown table: test NLL per time step of the ``full`` runs (the authors' scale and
+    schedule, with the input layer their forward never calls: the ablation), their gap to the
+    no-memory ``baseline``, the smoke runs if given, and the paper's number."""
+    header = (
+        "| model | ours, authors' scale, with input layer | vs baseline | epochs run "
+        "| best epoch | wall time |"
+    )
+    rule = "| --- | --- | --- | --- | --- | --- |"
+    if smoke is not None:
+        header += " ours, smoke |"
+        rule += " --- |"
+    header += " reported by the paper |"
+    rule += " --- |"
+    lines = [header, rule]
+    for cell, variant in ALL_VARIANTS:
+        name = f"{cell}-{variant}"
+        result = results.get(name)
+        if result is not None and "test_nll" in result:
+            ours = f"{result['test_nll']:.2f}"
+            versus = baseline_comparison(seed_summary(by_seed({name: result})[name]), baseline)
+            ran = str(len(result["epochs"]))
+            best = str(result["best_epoch"])
+            wall = _minutes(result["wall_seconds"])
+        else:
+            ours, versus, ran, best, wall = "not yet run", "", "", "", ""
+        row = f"| {LABELS[name]} | {ours} | {versus} | {ran} | {best} | {wall} |"
+        if smoke is not None:
+            entry = smoke.get(name)
+            row += f" {entry['test_nll']:.2f} |" if entry and "test_nll" in entry else " |"
+        key = PAPER_KEYS.get((cell, variant))
+        row += f" {paper_claims.marked(key)} |" if key else " (not a row of the paper) |"
+        lines.append(row)
+    lines.append(_baseline_row(baseline, header.count("|") - 1))
+    return "\n".join(lines)
+
+
+def optimizer_diagnostic_table(
+    sgd: dict[str, dict[str, Any]], adam: dict[str, dict[str, Any]], baseline: float
+) -> str:
+    """Markdown table: test NLL of each ``full`` model (input layer included) trained by the
+    authors' SGD schedule and by the ``adam`` diagnostic (same model, data, seed and clip 1),
+    the no-memory ``baseline``, and the paper's number."""
+    clip = CONFIGS["adam"].clip
+    lines = [
+        "| model | SGD, authors' schedule (epochs) | Adam lr 1e-3, clip "
+        f"{clip:g}, diagnostic (best epoch of {CONFIGS['adam'].epochs}) | reported by the paper |",
+        "| --- | --- | --- | --- |",
+    ]
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        cells = []
+        for results in (sgd, adam):
+            result = results.get(name)
+            if result is not None and "test_nll" in result:
+                epochs = len(result["epochs"]) if results is sgd else result["best_epoch"]
+                cells.append(f"{result['test_nll']:.2f} ({epochs})")
+            else:
+                cells.append("not yet run")
+        marked = paper_claims.marked(PAPER_KEYS[(cell, variant)])
+        lines.append(f"| {LABELS[name]} | {cells[0]} | {cells[1]} | {marked} |")
+    lines.append(_baseline_row(baseline, 4))
+    return "\n".join(lines)
+
+
+def rerun_command(config: str, cell: str, variant: str, seed: int | None = None) -> str:
+    """The one command that trains (or resumes, or skips when done) one committed run."""
+    command = f"python -m stablernn_lib train-music --model {cell} --variant {variant}"
+    command += f" --config {config} --resume"
+    return command + (
+        f" --seed {seed}" if seed is not None and seed != CONFIGS[config].seed else ""
+    )
+
+
+def seeds_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
+    """Markdown table of a seeded config (``adam-tcn``, ``authors``): every model's test NLL
+    over its seeds (mean ± sd, each seed), its gap to the no-memory ``baseline``, and the
+    stable model's gap to its unconstrained twin with the verdict of ``criteria.json``."""
+    runs = load_seed_results(config, results_dir)
+    lines = [
+        f"| model (config `{config}`) | test NLL over seeds | vs baseline "
+        "| stable vs unconstrained | stability costs little? (criteria.json) |",
+        "| --- | --- | --- | ---: | --- |",
+    ]
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        if name not in runs:
+            lines.append(f"| {LABELS[name]} | not yet run: `{rerun_command(config, cell, variant)}`"
+                         " | | | |")  # fmt: skip
+            continue
+        summary = seed_summary(runs[name])
+        gap = verdict = ""
+        free = runs.get(f"{cell}-unconstrained")
+        if variant == "stable" and free:
+            reference = seed_summary(free)
+            gap = f"{100 * criteria.relative_gap(summary.mean, reference.mean):+.1f}%"
+            verdict = criteria.stability_cost_verdict("jsb", reference, summary)
+        versus = baseline_comparison(summary, baseline)
+        lines.append(f"| {LABELS[name]} | {summary.describe(2)} | {versus} | {gap} | {verdict} |")
+    lines.append(_baseline_row(baseline, 6))
+    return "\n".join(lines)
+
+
+def epochs_sentences(results: dict[str, dict[str, Any]]) -> list[str]:
+    """From the result files: how many runs ran every epoch of their config, and where and why
+    each other one stopped (``--stop-below-lr``, with its bound on what was skipped)."""
+    full, stopped = [], []
+    for name, result in results.items():
+        planned = result["config"]["epochs"]
+        ran = len(result["epochs"])
+        if ran == planned:
+            full.append(name)
+            continue
+        early = result.get("stopped_early") or {}
+        why = (
+            f"its learning rate had decayed to {early['lr']:.0e}, below {early['stop_below_lr']:g};"
+            f" the {planned - ran} skipped epochs could have moved its weights by at most "
+            f"{early['max_weight_change']:.3f} in norm"
+            if early
+            else "it did not finish"
+        )
+        stopped.append(f"{LABELS[name]} stopped after epoch {ran} of {planned}: {why}.")
+    count = f"{len(full)} of {len(results)} runs ran every epoch of their config"
+    return [count + (f" ({'; '.join(LABELS[n] for n in full)})." if full else "."), *stopped]
+
+
+def describe_differences(results: dict[str, dict[str, Any]]) -> list[str]:
+    """One sentence per finished variant: ours minus the paper's number."""
+    sentences = []
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        if name in results and "test_nll" in results[name]:
+            ours = results[name]["test_nll"]
+            key = PAPER_KEYS[(cell, variant)]
+            sentences.append(
+                f"{LABELS[name]}: ours {ours:.2f}, the paper {paper_claims.marked(key)}: "
+                f"{ours - paper_claims.value(key):+.2f} nats per time step"
+            )
+    return sentences
+
+
+def stability_cost_sentences(runs: dict[str, dict[int, dict[str, Any]]], label: str) -> list[str]:
+    """For the RNN and the LSTM: the stable model's test NLL over seeds against its
+    unconstrained twin's (``load_seed_results`` or :func:`by_seed`), with the verdict of
+    ``stability_cost`` in ``criteria.json`` (none with fewer seeds than it requires).  A pair
+    with a missing run gets a sentence that says so, never a verdict."""
+    tolerance = criteria.criterion("stability_cost")["relative_tolerance"]
+    sentences = []
+    for cell in ("rnn", "lstm"):
+        free, stable = runs.get(f"{cell}-unconstrained"), runs.get(f"{cell}-stable")
+        model = LABELS[f"{cell}-unconstrained"]
+        if not (free and stable):
+            sentences.append(f"{model} ({label}): a run of the pair has not finished.")
+            continue
+        free_summary, stable_summary = seed_summary(free), seed_summary(stable)
+        gap = stable_summary.mean - free_summary.mean
+        relative = criteria.relative_gap(stable_summary.mean, free_summary.mean)
+        verdict = criteria.stability_cost_verdict("jsb", free_summary, stable_summary)
+        sentences.append(
+            f"{model} ({label}): stable {stable_summary.describe(2)} vs unconstrained "
+            f"{free_summary.describe(2)} ({gap:+.2f} nats, {100 * relative:+.1f}%). "
+            f"Stability costs little (criteria.json: at most {100 * tolerance:.0f}% higher NLL, "
+            f"beyond seed noise): {verdict}."
+        )
+    return sentences
+
+
+def plot_learning_curves(results: dict[str, dict[str, Any]], title: str = "") -> Figure:
+    """Validation NLL per epoch of every run (log epochs), with the epochs where lr dropped."""
+    figure, axis = plt.subplots(figsize=(6.5, 3.6))
+    for name, result in results.items():
+        epochs = [m["epoch"] for m in result["epochs"]]
+        axis.semilogx(
+            epochs, [m["val_nll"] for m in result["epochs"]], color=model_color(name),
+            label=LABELS[name],
+        )  # fmt: skip
+    axis.set_xlabel("epoch")
+    axis.set_ylabel("validation NLL per step")
+    axis.set_title(title)
+    axis.legend()
+    figure.tight_layout()
+    return finish(figure)
+
+
+def plot_truncated_nll(analysis: dict[str, Any], title: str = "") -> Figure:
+    """Test NLL of the context-``k`` model against ``k``; dashed: the recurrent model."""
+    figure, axis = plt.subplots(figsize=(6.5, 3.6))
+    for name, entry in analysis.items():
+        if not (isinstance(entry, dict) and "truncated_eval" in entry):
+            continue
+        curve, color = entry["truncated_eval"], model_color(name)
+        axis.semilogx(curve["k"], curve["loss"], "o-", ms=3, color=color, label=LABELS[name])
+        axis.axhline(curve["recurrent_loss"], ls="--", lw=0.8, color=color)
+    axis.set_xlabel("context k (frames)")
+    axis.set_ylabel("test NLL per step")
+    axis.set_title(title)
+    axis.legend()
+    figure.tight_layout()
+    return finish(figure)
+
+
+def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int | None:
+    """The smallest ``k`` whose NLL is within ``tolerance`` (relative; default the
+    ``truncation`` rule of ``criteria.json``) of the recurrent one."""
+    if tolerance is None:
+        tolerance = criteria.criterion("truncation")["relative_tolerance"]
+    for k, loss in zip(curve["k"], curve["loss"], strict=True):
+        if loss <= curve["recurrent_loss"] * (1 + tolerance):
+            return k
+    return None
+
+
+def memory_caveat(name: str, results: dict[str, dict[str, Any]], baseline: float) -> str:
+    """A bracketed caveat for a model whose test NLL does not beat the no-memory baseline by
+    the margin of ``criteria.json`` (its measurements of memory describe a model that barely
+    uses any); "" otherwise."""
+    run = results.get(name)
+    if run is None or "test_nll" not in run:
+        return ""
+    if uses_memory(seed_summary(by_seed({name: run})[name]), baseline):
+        return ""
+    return (
+        f" [no better than the no-memory baseline ({run['test_nll']:.2f} vs {baseline:.2f}): "
+        "this model barely uses its memory]"
+    )
+
+
+def describe_truncation(
+    analysis: dict[str, Any],
+    results: dict[str, dict[str, Any]] | None = None,
+    baseline: float | None = None,
+) -> list[str]:
+    """For every model: the NLL at k = 1, the context within the ``truncation`` tolerance of
+    ``criteria.json`` and its verdict; with ``results`` and ``baseline``, the caveat of a model
+    that does not beat the baseline (:func:`memory_caveat`)."""
+    rule = criteria.criterion("truncation")
+    tolerance, max_k = rule["relative_tolerance"], rule["max_k"]
+    sentences = []
+    for name, entry in analysis.items():
+        if not (isinstance(entry, dict) and "truncated_eval" in entry):
+            continue
+        curve = entry["truncated_eval"]
+        k = context_used(curve, tolerance)
+        reach = (
+            f"within {tolerance:.0%} of it from k = {k} frames on"
+            if k is not None
+            else f"never within {tolerance:.0%} of it up to k = {curve['k'][-1]}"
+        )
+        verdict = "supported" if k is not None and k <= max_k else "not supported"
+        caveat = memory_caveat(name, results, baseline) if results and baseline else ""
+        sentences.append(
+            f"{LABELS[name]}: recurrent NLL {curve['recurrent_loss']:.2f}; context 1 gives "
+            f"{curve['loss'][0]:.2f}; {reach}. Short context (criteria.json): {verdict}" + caveat
+        )
+    return sentences
+
+
+def describe_gradient_reach(
+    analysis: dict[str, Any],
+    results: dict[str, dict[str, Any]] | None = None,
+    baseline: float | None = None,
+) -> list[str]:
+    """For every model: the mean gradient norm at the distance of the ``gradient_vanishes``
+    rule of ``criteria.json`` relative to distance 0, and the verdict."""
+    rule = criteria.criterion("gradient_vanishes")
+    distance, ratio = rule["distance"], rule["ratio"]
+    sentences = []
+    for name, entry in analysis.items():
+        if not (isinstance(entry, dict) and "figure2" in entry):
+            continue
+        norms = dict(zip(entry["figure2"]["distance"], entry["figure2"]["mean_norm"], strict=True))
+        if distance not in norms or not norms[0]:
+            continue
+        measured = norms[distance] / norms[0]
+        verdict = "supported" if measured < ratio else "not supported"
+        caveat = memory_caveat(name, results, baseline) if results and baseline else ""
+        sentences.append(
+            f"{LABELS[name]}: gradient norm at distance {distance} is {measured:.2%} of the one at "
+            f"distance 0. Vanishes (criteria.json: below {ratio:.0%}): {verdict}" + caveat
+        )
+    return sentences
+
+
+def piano_roll_contexts(entry: dict[str, Any]) -> list[int]:
+    """The contexts ``k`` of a piano-roll entry in increasing order (read back from JSON, its
+    keys are strings, which sort as text: "1", "16", "2")."""
+    return sorted(int(k) for k in entry["probs"])
+
+
+def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
+    """The chorale (black: keys that sound) and the context-``k`` model's probabilities."""
+    roll = np.array(entry["roll"], dtype=float)
+    probs = np.array(entry["probs"][str(k)], dtype=float)
+    low, high = entry["keys"]
+    figure, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
+    extent = (0.5, roll.shape[0] + 0.5, low - 0.5, high - 0.5)
+    axes[0].imshow(roll.T, origin="lower", aspect="auto", cmap="Greys", extent=extent)
+    axes[0].set_title("the chorale")
+    axes[0].set_ylabel("piano key")
+    image = axes[1].imshow(
+        probs.T, origin="lower", aspect="auto", cmap="magma", vmin=0, vmax=1,
+        extent=(1.5, probs.shape[0] + 1.5, low - 0.5, high - 0.5),
+    )  # fmt: skip
+    frames, keys = roll[1:].nonzero()
+    axes[1].scatter(frames + 2, keys + low, s=3, c="cyan", marker="s", lw=0)
+    axes[1].set_title(f"{LABELS.get(name, name)}: predicted, context k = {k}", fontsize=9)
+    for axis in axes:
+        axis.set_xlabel("frame (time step of the score)")
+    figure.colorbar(image, ax=axes[1], fraction=0.05, label="P(key sounds)")
+    figure.tight_layout()
+    return finish(figure)
+
+
+def _command(args: argparse.Namespace) -> int:
+    result = run_music_analysis(args.config, data_dir=args.data)
+    measured = [name for name in result if name in LABELS]
+    print(f"measured: {measured}; missing (train them first): {result['missing']}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """``python -m stablernn_lib jsb-analysis --config smoke|full``."""
+    parser = subparsers.add_parser(
+        "jsb-analysis",
+        help="gradient, truncation and Jacobian measurements on the JSB models (Chapter 9)",
+    )
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="full")
+    parser.add_argument("--data", default=None, help="folder of JSB_Chorales.mat")
+    parser.set_defaults(func=_command)

@@ -1,0 +1,643 @@
+"""Polyphonic music on JSB Chorales: the authors' model and training, with a correct LSTM.
+
+The model follows the authors' code (millerjohnp/TCN, ``TCN/poly_music``)::
+
+    h_t = phi_w(h_{t-1}, v_t)       one nn.RNN(tanh) or nn.LSTM layer of H = 256 units,
+                                    read straight from the piano roll v_t in {0,1}^88
+    logits_t = D h_t + d            decoder, 88 independent Bernoulli outputs
+
+and predicts ``v_{t+1}`` from ``h_t``.  Their model builds an input layer
+``x_t = A v_t + a`` (88 -> 88) but its forward never calls it; the course's first runs
+(configs ``full`` and ``adam``, committed before this was noticed) used that layer, and it
+is kept as a labelled ablation: ``MusicConfig.input_encoder``.  The loss of a time step is
+the negative log-likelihood of the next frame, summed over the 88 keys
+(:meth:`MusicModel.token_nll`); results are in nats per time step.
+
+Training, as in their ``music_test.py``: plain SGD at lr 0.01 on one chorale a step,
+in a shuffled order, the loss summed over the chorale's time steps, the gradient's
+norm clipped to 1; up to 500 epochs; after epoch 10 the learning rate is divided by
+10 whenever the validation loss exceeds the largest of the three previous ones;
+the model with the best validation loss is kept and evaluated on the test set.
+
+Where the course departs from that code, on purpose:
+
+* The LSTM is recurrent.  Their ``nn.LSTM`` is built without ``batch_first`` and fed
+  ``(1, T, 88)``, so it reads ``T`` sequences of length 1 and has no recurrence; their
+  forget-gate fill of 10 goes into both bias vectors (an effective bias of 20).  Here
+  the forget bias is 10, once.  The bug can be reproduced on purpose: the variant
+  ``"authors-bug"`` (:class:`MusicModel` with ``authors_bug=True``).
+* Their bias fill also hits the RNN (a quarter of its units get bias 20 and saturate);
+  the course's RNN keeps PyTorch's initialization.
+* Stable variants are projected at initialization and after every step (theirs after
+  every step only): the RNN's ``W`` onto ``{||W||_2 <= 1}`` by SVD clipping, as theirs;
+  the LSTM onto the constraint Chapter 4 proves contractive
+  (:func:`~stablernn_lib.theory.lstm_stability.project_lstm_weights_`), not their column-sum
+  rescaling, which is not a projection.  That constraint needs bounded inputs: the frames
+  ``v_t`` lie in ``[0, 1]^88``, so ``b = 1`` holds by itself; with the input layer (the
+  ablation) its rows ``[A_i, a_i]`` are projected onto the l1 ball of radius ``b``, so
+  ``|x_{t,i}| <= b`` for every frame (Chapter 8 clamps the embedding for the same reason).
+* Losses use ``binary_cross_entropy_with_logits`` (their ``log(sigmoid)`` can give -inf).
+
+Training runs in the loop of :mod:`stablernn_lib.tasks.training` (:class:`MusicTask` plugs
+in the chorales, the model and the NLL): runs resume after an interruption (a checkpoint
+after every epoch and on Ctrl-C), a rerun of a finished run is skipped, and a run of a
+published config writes its result under ``data/results/jsb`` (:func:`result_file_name`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn.functional import binary_cross_entropy_with_logits
+from torch.nn.utils.rnn import pad_sequence
+
+from stablernn_lib.core.io import atomic_write_json, provenance
+from stablernn_lib.core.results import results_path
+from stablernn_lib.tasks.jsb.data import NUM_KEYS, PianoRolls, load_jsb
+from stablernn_lib.tasks.training import (
+    DATA_ROOT,
+    SEED_SUFFIX,
+    Task,
+    check_fresh_start,
+    finished_result,
+    save_best_model,
+    train,
+    with_seed,
+)
+from stablernn_lib.tasks.wikitext2.model import (
+    SequenceModel,
+    State,
+    check_cell,
+    project_spectral_balls_,
+)
+from stablernn_lib.theory.lstm_stability import project_l1_ball, project_lstm_weights_
+
+RUNS_DIR = DATA_ROOT / "runs" / "jsb"
+RESULTS_DIR = results_path("jsb")  # the checkout's data/results/jsb, or the packaged copy
+VARIANTS: tuple[str, ...] = ("unconstrained", "stable", "authors-bug")
+
+
+@dataclass(frozen=True)
+class MusicConfig:
+    """Every knob of a JSB run (see ``CONFIGS`` for the values and why).
+
+    ``hidden_size`` H; ``optimizer`` (``"sgd"``, the authors', or ``"adam"``) at ``lr``,
+    gradient norm clipped to ``clip``; ``epochs``;
+    after epoch ``decay_after`` the lr is divided by ``lr_decay`` when the validation
+    loss exceeds the max of the previous ``decay_window`` ones; ``forget_bias`` is the
+    LSTM's initial forget-gate bias; a stable LSTM's inputs are bounded by
+    ``input_bound``; ``seed`` fixes the initialization and the order of the chorales;
+    ``train_sequences`` / ``eval_sequences`` keep only the first that many chorales
+    (None: all); a step whose NLL per time step exceeds ``divergence_factor * 88 log 2``
+    stops the run.  ``input_encoder``: an input layer ``88 -> 88`` before the recurrent
+    layer (the authors' forward has none; the default True is what the configs saved
+    before this field existed used); ``dropout``: the probability of dropping a unit of
+    ``h_t`` before the decoder, in training only.
+    """
+
+    name: str
+    epochs: int
+    hidden_size: int = 256
+    lr: float = 0.01
+    clip: float = 1.0
+    lr_decay: float = 10.0
+    decay_after: int = 10
+    decay_window: int = 3
+    forget_bias: float = 10.0
+    input_bound: float = 1.0
+    seed: int = 1111
+    train_sequences: int | None = None
+    eval_sequences: int | None = None
+    divergence_factor: float = 3.0
+    optimizer: str = "sgd"
+    input_encoder: bool = True
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; use one of {OPTIMIZERS}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+CONFIGS: dict[str, MusicConfig] = {
+    # Seconds per model, live in the book: the code path of the full run at toy scale:
+    # 64 units, 6 epochs on the first 40 training chorales (the whole validation and test
+    # splits), lr 0.05 (at 0.01 so few steps barely move the clipped SGD), the authors'
+    # model (no input layer). Its NLLs say that training works, nothing more.
+    "smoke": MusicConfig(
+        name="smoke", epochs=6, hidden_size=64, lr=0.05, train_sequences=40, input_encoder=False
+    ),
+    # The authors' scale (music_test.py defaults): 256 units, 500 epochs, SGD lr 0.01,
+    # clip 1, lr / 10 on a validation rise after epoch 10, seed 1111, all the data; WITH
+    # the input layer their forward never calls (the ablation row; committed results).
+    # Measured here: 3-7 s an epoch on one core of the busy 2-core machine, 0.5 to 1 h a model.
+    "full": MusicConfig(name="full", epochs=500),
+    # A diagnostic, not the authors' setup: the "full" models (input layer included) trained
+    # by Adam at lr 1e-3 (the default of the upstream locuslab/TCN music_test.py that the
+    # authors forked), with everything else as in "full" (clip 1) and 50 epochs.
+    "adam": MusicConfig(name="adam", epochs=50, optimizer="adam", lr=1e-3),
+    # The authors' model exactly (no input layer) with their SGD schedule: "full" without
+    # the layer their forward never calls.
+    "authors": MusicConfig(name="authors", epochs=500, input_encoder=False),
+    # The authors' model trained with the upstream TCN music_test.py defaults: Adam lr 1e-3,
+    # gradient norm clipped to 0.2, dropout 0.25, 100 epochs (its lr rule is the one above).
+    # Upstream applies dropout to the hidden activations of every layer of its TCN; the one
+    # hidden layer here is h_t, dropped before the decoder (never inside the recurrence, so
+    # the state map the analyses measure is the model's own). Upstream calls the clipping
+    # before backward(), where it clips nothing; here it acts.
+    "adam-tcn": MusicConfig(
+        name="adam-tcn",
+        epochs=100,
+        optimizer="adam",
+        lr=1e-3,
+        clip=0.2,
+        dropout=0.25,
+        input_encoder=False,
+    ),
+}
+# Where the results of each published config go, under data/results/jsb: (folder, suffix of
+# the file name). "full" and "adam" were committed before the folders; a run with another
+# seed (``--seed N``, config ``<name>-seed<N>``) goes to ``<folder>/seed<N>/``.
+PUBLISHED_RESULTS: dict[str, tuple[str, str]] = {
+    "full": ("", ""),
+    "adam": ("", "-adam"),
+    "authors": ("authors", ""),
+    "adam-tcn": ("adam-tcn", ""),
+}
+
+
+def published_config(name: str) -> MusicConfig | None:
+    """The published config of a (possibly seeded, ``<name>-seed<N>``) name, else None."""
+    match = SEED_SUFFIX.match(name)
+    base = match["base"] if match else name
+    if base not in PUBLISHED_RESULTS:
+        return None
+    return with_seed(CONFIGS[base], int(match["seed"])) if match else CONFIGS[base]
+
+
+def result_file_name(model: str, variant: str, config: str) -> str:
+    """Where a published config's result is committed, relative to ``data/results/jsb``:
+    ``<model>-<variant>.json`` (``full``), ``<model>-<variant>-adam.json`` (``adam``),
+    ``<folder>/<model>-<variant>.json`` (the others), with ``seed<N>/`` before the file
+    name for a config ``<name>-seed<N>``."""
+    match = SEED_SUFFIX.match(config)
+    base = match["base"] if match else config
+    if base not in PUBLISHED_RESULTS:
+        raise ValueError(f"config {config!r} commits no results; {list(PUBLISHED_RESULTS)} do")
+    folder, suffix = PUBLISHED_RESULTS[base]
+    seed_folder = f"seed{match['seed']}" if match else ""
+    return str(Path(folder, seed_folder, f"{model}-{variant}{suffix}.json"))
+
+
+def get_config(config: str | MusicConfig) -> MusicConfig:
+    """A named config (a key of ``CONFIGS``) or a given :class:`MusicConfig`."""
+    if isinstance(config, MusicConfig):
+        return config
+    if config not in CONFIGS:
+        raise ValueError(f"unknown config {config!r}; use one of {sorted(CONFIGS)}")
+    return CONFIGS[config]
+
+
+def check_variant(model: str, variant: str) -> str:
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; use one of {list(VARIANTS)}")
+    if variant == "authors-bug" and model != "lstm":
+        raise ValueError("the 'authors-bug' variant reproduces the authors' LSTM; use --model lstm")
+    return variant
+
+
+class MusicModel(SequenceModel):
+    """One recurrent layer of H units on the frames, decoder H -> 88 logits.
+
+    Args:
+        cell: ``"rnn"`` (tanh) or ``"lstm"``.
+        hidden_size: ``H`` (the authors: 256).
+        stable: whether training projects the weights (:func:`project_music_stable_`).
+        input_bound: ``b``; a stable LSTM's inputs satisfy ``||x_t||_inf <= b``.  Without
+            an input layer the inputs are the frames, in ``[0, 1]^88``: ``b >= 1`` is needed.
+        forget_bias: the LSTM's initial forget-gate bias.
+        authors_bug: reproduce the authors' LSTM: every time step is its own length-1
+            sequence (no recurrence), and the forget bias is put in both bias vectors.
+        input_encoder: put an input layer ``x_t = A v_t + a`` (88 -> 88) before the
+            recurrent layer (the ablation; the authors' forward reads ``v_t`` itself).
+        dropout: probability of dropping each unit of ``h_t`` before the decoder
+            (training mode only).
+
+    Shapes follow ``nn.RNN``'s default layout: piano rolls ``(T, B, 88)``.
+    """
+
+    def __init__(
+        self,
+        cell: str,
+        hidden_size: int = 256,
+        stable: bool = False,
+        input_bound: float = 1.0,
+        forget_bias: float = 10.0,
+        authors_bug: bool = False,
+        input_encoder: bool = False,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.cell = check_cell(cell)
+        if hidden_size < 1:
+            raise ValueError(f"hidden_size must be >= 1, got {hidden_size}")
+        if authors_bug and self.cell != "lstm":
+            raise ValueError("authors_bug reproduces the authors' LSTM; use cell='lstm'")
+        if stable and not input_encoder and input_bound < 1.0:
+            raise ValueError(
+                f"input_bound {input_bound} < 1, but without an input layer the inputs are "
+                "piano-roll frames with entries up to 1; use input_bound >= 1"
+            )
+        self.stable = stable
+        self.input_bound = input_bound
+        self.authors_bug = authors_bug
+        self.encoder = nn.Linear(NUM_KEYS, NUM_KEYS) if input_encoder else None
+        self.drop = nn.Dropout(dropout)
+        if self.cell == "rnn":
+            self.rnn: nn.RNNBase = nn.RNN(NUM_KEYS, hidden_size, nonlinearity="tanh")
+        else:
+            self.rnn = nn.LSTM(NUM_KEYS, hidden_size)
+            with torch.no_grad():  # gate order i, f, g, o: the forget gate is rows H..2H
+                forget = slice(hidden_size, 2 * hidden_size)
+                self.rnn.bias_ih_l0[forget] = forget_bias
+                self.rnn.bias_hh_l0[forget] = forget_bias if authors_bug else 0.0
+        self.decoder = nn.Linear(hidden_size, NUM_KEYS)
+        nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+
+    @property
+    def input_encoder(self) -> bool:
+        return self.encoder is not None
+
+    def embed(self, rolls: Tensor) -> Tensor:
+        """``(T, B, 88)`` piano-roll frames -> ``(T, B, 88)`` input vectors ``x_t``
+        (the frames themselves without an input layer)."""
+        return rolls if self.encoder is None else self.encoder(rolls)
+
+    def recur(self, inputs: Tensor, state: State = None) -> tuple[Tensor, State]:
+        """``(T, B, 88)`` inputs -> outputs ``(T, B, H)`` and the final state.
+
+        With ``authors_bug`` every ``x_t`` is run alone from the zero state (the final
+        state returned is then None).
+        """
+        if not self.authors_bug:
+            return self.rnn(inputs, state)
+        steps, batch = inputs.shape[:2]
+        outputs, _ = self.rnn(inputs.reshape(1, steps * batch, -1))
+        return outputs.view(steps, batch, -1), None
+
+    def decode(self, outputs: Tensor) -> Tensor:
+        """``(..., H)`` outputs -> ``(..., 88)`` logits of the next frame's keys (dropout on
+        the outputs first, in training mode)."""
+        return self.decoder(self.drop(outputs))
+
+    def token_nll(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """NLL of the next frame in nats, summed over the keys: ``(..., H), (..., 88) -> (...)``.
+
+        ``-sum_j [v_j log p_j + (1 - v_j) log(1 - p_j)]`` with ``p = sigmoid(logits)``.
+        """
+        logits = self.decode(outputs)
+        return binary_cross_entropy_with_logits(logits, targets, reduction="none").sum(-1)
+
+
+@torch.no_grad()
+def project_input_layer_(layer: nn.Linear, bound: float) -> None:
+    """Project every row ``[A_i, a_i]`` of a linear layer onto the l1 ball of radius ``bound``.
+
+    Then ``|(A v + a)_i| <= ||A_i||_1 ||v||_inf + |a_i| <= bound`` for every ``v`` in
+    ``[0, 1]^n`` (piano-roll frames included).
+    """
+    joint = torch.cat([layer.weight, layer.bias[:, None]], dim=1)
+    joint = project_l1_ball(joint, bound)
+    layer.weight.copy_(joint[:, :-1])
+    layer.bias.copy_(joint[:, -1])
+
+
+@torch.no_grad()
+def project_music_stable_(model: MusicModel) -> None:
+    """Project a model onto its stable set, in place (at initialization and after every step).
+
+    RNN: ``W = weight_hh_l0`` onto ``{||W||_2 <= 1}`` (SVD clipping; tanh is 1-Lipschitz,
+    so the state map is a contraction in ``||.||_2`` with ``lambda <= 1`` for every input).
+    LSTM: the input layer, if any, so that ``||x_t||_inf <= b`` (:func:`project_input_layer_`;
+    without it the inputs are frames in ``[0, 1]^88`` and ``b >= 1``), then the LSTM layer
+    onto the constraint of Chapter 4 for inputs bounded by ``b``.
+    """
+    rnn = model.rnn
+    if model.cell == "rnn":
+        project_spectral_balls_([rnn.weight_hh_l0])
+        return
+    if model.encoder is not None:
+        project_input_layer_(model.encoder, model.input_bound)
+    project_lstm_weights_(
+        rnn.weight_hh_l0,
+        rnn.weight_ih_l0,
+        input_bound=model.input_bound,
+        biases=[rnn.bias_ih_l0, rnn.bias_hh_l0],
+    )
+
+
+def build_music_model(cell: str, variant: str, config: MusicConfig) -> MusicModel:
+    """The model of a config, initialized from ``config.seed`` (projected when stable)."""
+    check_variant(cell, variant)
+    torch.manual_seed(config.seed)
+    model = MusicModel(
+        cell,
+        config.hidden_size,
+        stable=variant == "stable",
+        input_bound=config.input_bound,
+        forget_bias=config.forget_bias,
+        authors_bug=variant == "authors-bug",
+        input_encoder=config.input_encoder,
+        dropout=config.dropout,
+    )
+    if model.stable:
+        project_music_stable_(model)
+    return model
+
+
+def pad_rolls(rolls: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """Inputs ``(T-1, N, 88)``, targets one step later, and a mask ``(T-1, N)`` of real steps.
+
+    Shorter chorales are padded with zeros at the end; a recurrent model is causal, so
+    the padding changes none of the outputs at real steps.
+    """
+    padded = pad_sequence(rolls)  # (T_max, N, 88)
+    lengths = torch.tensor([roll.shape[0] for roll in rolls])
+    mask = torch.arange(padded.shape[0] - 1)[:, None] < (lengths - 1)[None, :]
+    return padded[:-1], padded[1:], mask
+
+
+@torch.no_grad()
+def step_nlls(model: MusicModel, rolls: list[Tensor]) -> tuple[Tensor, Tensor]:
+    """Per-step NLL ``(T-1, N)`` of every chorale (all at once) and the mask of real steps."""
+    model.eval()
+    inputs, targets, mask = pad_rolls(rolls)
+    outputs, _ = model.recur(model.embed(inputs))
+    return model.token_nll(outputs, targets), mask
+
+
+def evaluate_nll(model: MusicModel, rolls: list[Tensor]) -> float:
+    """NLL per time step (nats, summed over the 88 keys), over every predicted step.
+
+    A chorale of ``T`` frames contributes the ``T - 1`` predictions of frames ``2..T``
+    from the frames before, as in the authors' evaluation.
+    """
+    nll, mask = step_nlls(model, rolls)
+    return float(nll[mask].sum() / mask.sum())
+
+
+def prepare_rolls(
+    config: MusicConfig, rolls: PianoRolls | None, data_dir: str | Path | None
+) -> PianoRolls:
+    """The piano rolls a config trains on (all, or its smoke slice)."""
+    rolls = rolls if rolls is not None else load_jsb(data_dir)
+    return PianoRolls(
+        rolls.train[: config.train_sequences],
+        rolls.valid[: config.eval_sequences],
+        rolls.test[: config.eval_sequences],
+        rolls.source,
+    )
+
+
+def music_run_name(model: str, variant: str, config: MusicConfig) -> str:
+    return f"{model}-{variant}-{config.name}"
+
+
+def should_decay(epoch: int, val_loss: float, previous: list[float], config: MusicConfig) -> bool:
+    """The authors' rule: after epoch ``decay_after``, decay when ``val_loss`` exceeds the
+    max of the previous ``decay_window`` validation losses."""
+    window = previous[-config.decay_window :]
+    return epoch > config.decay_after and bool(window) and val_loss > max(window)
+
+
+class MusicTask(Task):
+    """JSB Chorales for the training loop: one chorale a step in a shuffled order, the loss
+    summed over its time steps; the metric is the NLL per time step (nats)."""
+
+    loss_name = "NLL per step"
+
+    def __init__(self, cell: str, variant: str, config: MusicConfig, data: PianoRolls) -> None:
+        self.name = music_run_name(cell, variant, config)
+        self.config, self.data, self.stable = config, data, variant == "stable"
+        self.identity = {"model": cell, "variant": variant}
+        self.model = build_music_model(cell, variant, config)
+        optimizer_class = torch.optim.Adam if config.optimizer == "adam" else torch.optim.SGD
+        self.optimizer = optimizer_class(self.model.parameters(), lr=config.lr)
+        self.shuffler = torch.Generator().manual_seed(config.seed)
+        self.diverge_above = config.divergence_factor * NUM_KEYS * math.log(2.0)
+        self.steps_per_epoch = len(data.train)
+
+    def epoch_order(self) -> list[int]:
+        return torch.randperm(len(self.data.train), generator=self.shuffler).tolist()
+
+    def loss(self, index: int, carried: None) -> tuple[Tensor, float, float, int, None]:
+        roll = self.data.train[index]
+        outputs, _ = self.model.recur(self.model.embed(roll[:-1, None]))
+        nll = self.model.token_nll(outputs, roll[1:, None])
+        loss = nll.sum()  # the authors' objective: summed over the chorale's steps
+        return loss, loss.item() / nll.numel(), loss.item(), nll.numel(), None
+
+    def project(self) -> None:
+        if self.stable:
+            project_music_stable_(self.model)
+
+    def validate(self) -> float:
+        return evaluate_nll(self.model, self.data.valid)
+
+    def should_decay(
+        self, epoch: int, val_loss: float, improved: bool, previous: list[float]
+    ) -> bool:
+        return should_decay(epoch, val_loss, previous, self.config)
+
+    def epoch_metrics(
+        self,
+        epoch: int,
+        train_loss: float,
+        val_loss: float,
+        lr: float,
+        seconds: float,
+        tokens: int,
+    ) -> dict[str, Any]:
+        return {
+            "epoch": epoch,
+            "train_nll": train_loss,
+            "val_nll": val_loss,
+            "lr": lr,
+            "epoch_seconds": seconds,
+        }
+
+    def epoch_line(self, metrics: dict[str, Any]) -> str:
+        return (
+            f"{self.name} epoch {metrics['epoch']}/{self.config.epochs}: "
+            f"train NLL {metrics['train_nll']:.3f}, val NLL {metrics['val_nll']:.3f}, "
+            f"lr {metrics['lr']:g}, {metrics['epoch_seconds']:.1f} s"
+        )
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"stable": self.stable, "shuffler_state": self.shuffler.get_state()}
+
+    def load_extra_state(self, saved: dict[str, Any]) -> None:
+        self.shuffler.set_state(saved["shuffler_state"])
+
+
+def train_music_model(
+    model: str,
+    variant: str = "unconstrained",
+    config: str | MusicConfig = "smoke",
+    *,
+    rolls: PianoRolls | None = None,
+    data_dir: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    results_dir: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    on_step: Any = None,
+    stop_below_lr: float | None = None,
+) -> dict[str, Any]:
+    """Train one JSB model (``"rnn"`` or ``"lstm"``; a variant of ``VARIANTS``).
+
+    ``rolls`` (else ``data_dir`` / ``$STABLERNN_DATA`` / download) gives the data.
+    ``on_step(step, model)`` is called after every optimizer step (and projection).
+    Returns the result written to ``result.json`` in the run folder (``status``
+    ``"completed"`` or ``"interrupted"``); a completed run of a published config (one equal
+    to :func:`published_config` of its name) also writes it to ``results_dir`` (default
+    ``data/results/jsb``) at :func:`result_file_name`.
+
+    ``stop_below_lr``: end the run (as completed, recorded in ``stopped_early``) at the
+    start of an epoch (after the first) whose learning rate is below it
+    (:func:`~stablernn_lib.tasks.training.train` bounds what the skipped epochs could change).
+    """
+    cell = check_cell(model)
+    variant = check_variant(cell, variant)
+    config = get_config(config)
+    if stop_below_lr is not None and config.optimizer != "sgd":
+        raise ValueError(
+            "stop_below_lr bounds what the skipped epochs of clipped SGD could change; it "
+            f"does not apply to the {config.optimizer!r} optimizer: drop --stop-below-lr"
+        )
+    data = prepare_rolls(config, rolls, data_dir)
+    name = music_run_name(cell, variant, config)
+    out = Path(out_dir) if out_dir is not None else RUNS_DIR / name
+    check_fresh_start(out, resume)
+    if resume:
+        finished = finished_result(out / "result.json", {"model": cell, "variant": variant}, config)
+        if finished is not None:
+            if progress:
+                print(f"{name}: already completed, skipped ({out})")
+            return finished
+    task = MusicTask(cell, variant, config, data)
+    status, state = train(
+        task, out, resume=resume, progress=progress, on_step=on_step, stop_below_lr=stop_below_lr
+    )
+    result: dict[str, Any] = {
+        "task": "jsb",
+        "model": cell,
+        "variant": variant,
+        "stable": task.stable,
+        "status": status,
+        "config": asdict(config),
+        "seed": config.seed,
+        "data": data.source,
+        "data_sizes": data.sizes(),
+        "provenance": provenance("cpu"),
+        "torch_threads": torch.get_num_threads(),
+        "wall_seconds": state["wall_seconds"],
+        "steps": state["step"],
+        "epochs": state["history"],
+        "best_val_nll": state["best_val_loss"],
+        "best_epoch": state["best_epoch"],
+        "stopped_early": state.get("stopped_early"),
+    }
+    if status == "completed":
+        save_best_model(task, state, out / "model.pt")
+        result["test_nll"] = evaluate_nll(task.model, data.test)
+        if config == published_config(config.name):
+            where = Path(results_dir) if results_dir is not None else RESULTS_DIR
+            atomic_write_json(where / result_file_name(cell, variant, config.name), result)
+    atomic_write_json(out / "result.json", result)
+    return result
+
+
+def load_music_model(run_dir: str | Path) -> MusicModel:
+    """The best model saved by :func:`train_music_model` in ``run_dir`` (eval mode)."""
+    path = Path(run_dir) / "model.pt"
+    if not path.is_file():
+        raise ValueError(
+            f"{path} does not exist; train the model first "
+            "(python -m stablernn_lib train-music ...) and let it finish"
+        )
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    config = MusicConfig(**saved["config"])
+    model = build_music_model(saved["model"], saved["variant"], config)
+    model.load_state_dict(saved["state_dict"])
+    return model.eval()
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    config = get_config(args.config)
+    if args.seed is not None:  # config <name>-seed<N>, published under its seed<N>/ folder
+        config = with_seed(config, args.seed)
+    if args.epochs is not None:
+        config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
+    variant = args.variant or ("stable" if args.stable else "unconstrained")
+    result = train_music_model(
+        args.model,
+        variant,
+        config,
+        data_dir=args.data,
+        out_dir=args.out,
+        resume=args.resume,
+        stop_below_lr=args.stop_below_lr,
+    )
+    keys = ("model", "variant", "status", "best_val_nll", "best_epoch", "wall_seconds", "test_nll")
+    print(json.dumps({k: result[k] for k in keys if k in result}, indent=2))
+    return 0 if result["status"] == "completed" else 130
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """``python -m stablernn_lib train-music --model rnn|lstm [--stable] --config smoke|full``."""
+    parser = subparsers.add_parser(
+        "train-music",
+        help="train an RNN or LSTM on JSB Chorales (Chapter 9)",
+        description="Train a polyphonic-music model on JSB Chorales like the authors (Chapter 9).",
+    )
+    parser.add_argument("--model", choices=["rnn", "lstm"], required=True)
+    parser.add_argument("--stable", action="store_true", help="project after every step")
+    parser.add_argument(
+        "--variant",
+        choices=VARIANTS,
+        default=None,
+        help="instead of --stable: 'authors-bug' reproduces the authors' non-recurrent LSTM",
+    )
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="smoke")
+    parser.add_argument("--epochs", type=int, default=None, help="override the config's epochs")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="another seed (config <name>-seed<N>)"
+    )
+    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    parser.add_argument(
+        "--stop-below-lr",
+        type=float,
+        default=None,
+        help="end the run once the lr has decayed below this (default: run every epoch)",
+    )
+    parser.add_argument(
+        "--data", default=None, help="folder of JSB_Chorales.mat (default $STABLERNN_DATA)"
+    )
+    parser.add_argument("--out", default=None, help="run folder (default data/runs/jsb/...)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's)"
+    )
+    parser.set_defaults(func=_command)

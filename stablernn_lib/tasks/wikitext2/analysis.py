@@ -1,0 +1,1235 @@
+"""The paper's measurements on trained language models (Chapter 8).
+
+* :func:`gradient_by_distance` (Figure 2): ``||grad_{x_t} p_{t+i}||`` against the
+  distance ``i``, averaged over held-out windows, where ``x_t`` is the input
+  (embedding) vector at position ``t`` and ``p_s`` the loss at position ``s``.
+  :func:`gradient_by_distance_naive` is the per-pair reference.
+* :func:`truncated_eval_curve`: held-out perplexity of a trained model run as a
+  context-``k`` model, against ``k``.
+* :func:`state_jacobian_norms`: the spectral norms of ``d h_t / d h_{t-1}`` of
+  each layer along held-out trajectories (effective stability).
+* :func:`weights_close_experiment`: a recurrent model and truncated models of
+  context ``k`` trained from the same initialization on the same batches;
+  distance of their recurrent weight matrices during training.
+
+``python -m stablernn_lib lm-analysis --config smoke|full`` runs all of them on
+the models trained by ``python -m stablernn_lib train`` and writes
+``data/results/wikitext2/analysis.json`` (full) or the run folder (smoke).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.figure import Figure
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from stablernn_lib.core import criteria, paper_claims
+from stablernn_lib.core.io import atomic_write_json, provenance, same_config
+from stablernn_lib.core.models import LSTMMap, RecurrentMap, VanillaRNN
+from stablernn_lib.core.stability import jacobian_norms
+from stablernn_lib.core.style import finish, model_color
+from stablernn_lib.tasks.wikitext2.data import (
+    WIKITEXT2_TOKENS,
+    Corpus,
+    batch_starts,
+    batchify,
+    get_batch,
+)
+from stablernn_lib.tasks.wikitext2.model import (
+    State,
+    WordLanguageModel,
+    detach_state,
+    dropout_off,
+    evaluate_loss,
+    perplexity,
+    truncated_loss,
+    truncated_outputs,
+)
+from stablernn_lib.tasks.wikitext2.train import (
+    CONFIGS,
+    PUBLISHED_RESULTS,
+    RESULTS_DIR,
+    RUNS_DIR,
+    LMConfig,
+    build_model,
+    load_trained_model,
+    prepare_corpus,
+    results_folder,
+    run_name,
+)
+
+# ---------------------------------------------------------------------------
+# Figure 2: gradient of the loss with respect to earlier inputs
+# ---------------------------------------------------------------------------
+
+
+def _repeat_state(state: State, copies: int) -> State:
+    """Repeat a ``(L, B, H)`` state (or an LSTM pair) along the batch: ``(L, copies * B, H)``."""
+    if state is None:
+        return None
+    if isinstance(state, Tensor):
+        return state.repeat(1, copies, 1)
+    return tuple(part.repeat(1, copies, 1) for part in state)
+
+
+def _windows(source: Tensor, length: int, max_windows: int | None) -> list[int]:
+    starts = list(batch_starts(source.shape[0], length))
+    return starts if max_windows is None else starts[:max_windows]
+
+
+def gradient_by_distance(
+    model: WordLanguageModel,
+    source: Tensor,
+    max_distance: int,
+    max_windows: int | None = None,
+    progress: bool = False,
+) -> dict[str, list[float]]:
+    """Mean ``||grad_{x_t} p_{t+i}||_2`` for ``i = 0..max_distance`` over held-out windows.
+
+    ``source (N, B)`` is batchified held-out data, read in windows of
+    ``W = max_distance + 1`` rows; each window starts from the state carried
+    along the stream (so ``x_t`` is seen in its real context).  In a window,
+    the pairs ``(t, s)`` with ``t <= s`` give the distances ``i = s - t``.
+
+    Efficiency: the ``B`` columns do not interact, and neither do copies of a
+    column.  The window is copied ``W`` times along the batch, copy ``j`` keeps
+    only its loss at row ``j``, and ONE backward pass of the summed loss gives
+    ``grad_{x_t} p_j`` for every ``t``, ``j`` and column at once (instead of one
+    backward pass per pair).  The model runs in train mode with every dropout
+    off (:func:`~stablernn_lib.tasks.wikitext2.model.dropout_off`): the function of
+    eval mode, with a cuDNN backward pass.  Returns ``distance``, ``mean_norm``
+    and ``count``.
+    """
+    with dropout_off(model):
+        return _gradient_by_distance(model, source, max_distance, max_windows, progress)
+
+
+def _gradient_by_distance(
+    model: WordLanguageModel,
+    source: Tensor,
+    max_distance: int,
+    max_windows: int | None,
+    progress: bool,
+) -> dict[str, list[float]]:
+    length_max = max_distance + 1
+    sums = torch.zeros(length_max, dtype=torch.float64)
+    counts = torch.zeros(length_max, dtype=torch.float64)
+    state: State = None
+    for start in tqdm(_windows(source, length_max, max_windows), disable=not progress):
+        tokens, targets = get_batch(source, start, length_max)
+        length, batch = tokens.shape[:2]
+        copies = tokens.repeat(1, length, *[1] * (tokens.dim() - 2))  # (L, L * B, ...)
+        inputs = model.embed(copies).detach().requires_grad_(True)
+        outputs, _ = model.recur(inputs, _repeat_state(state, length))
+        rows = torch.arange(length, device=source.device)
+        picked = outputs.view(length, length, batch, -1)[rows, rows]  # (j, B, H): row j of copy j
+        loss = model.token_nll(picked, targets).sum()
+        (grad,) = torch.autograd.grad(loss, inputs)
+        norms = grad.view(length, length, batch, -1).norm(dim=-1).double().cpu()  # [t, j, b]
+        for distance in range(length):
+            pairs = torch.diagonal(norms, offset=distance, dim1=0, dim2=1)  # t = j - distance
+            sums[distance] += pairs.sum()
+            counts[distance] += pairs.numel()
+        with torch.no_grad():
+            _, state = model(tokens, state)
+    return _profile(sums, counts)
+
+
+def gradient_by_distance_naive(
+    model: WordLanguageModel, source: Tensor, max_distance: int, max_windows: int | None = None
+) -> dict[str, list[float]]:
+    """The average of :func:`gradient_by_distance`, one forward/backward pass per pair."""
+    with dropout_off(model):
+        return _gradient_by_distance_naive(model, source, max_distance, max_windows)
+
+
+def _gradient_by_distance_naive(
+    model: WordLanguageModel, source: Tensor, max_distance: int, max_windows: int | None
+) -> dict[str, list[float]]:
+    length_max = max_distance + 1
+    sums = torch.zeros(length_max, dtype=torch.float64)
+    counts = torch.zeros(length_max, dtype=torch.float64)
+    state: State = None
+    for start in _windows(source, length_max, max_windows):
+        tokens, targets = get_batch(source, start, length_max)
+        for s in range(tokens.shape[0]):
+            for t in range(s + 1):
+                inputs = model.embed(tokens).detach().requires_grad_(True)
+                outputs, _ = model.recur(inputs, state)
+                loss = model.token_nll(outputs[s], targets[s]).sum()
+                (grad,) = torch.autograd.grad(loss, inputs)
+                norms = grad[t].norm(dim=-1).double().cpu()
+                sums[s - t] += norms.sum()
+                counts[s - t] += norms.numel()
+        with torch.no_grad():
+            _, state = model(tokens, state)
+    return _profile(sums, counts)
+
+
+def _profile(sums: Tensor, counts: Tensor) -> dict[str, list[float]]:
+    return {
+        "distance": list(range(len(sums))),
+        "mean_norm": (sums / counts.clamp(min=1)).tolist(),
+        "count": counts.tolist(),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Truncated evaluation and effective stability
+# ---------------------------------------------------------------------------
+
+
+def truncated_eval_curve(
+    model: WordLanguageModel, source: Tensor, ks: list[int], bptt: int = 35, progress: bool = False
+) -> dict[str, Any]:
+    """Held-out loss per position (``loss``) and perplexity (``ppl``) of the model run with
+    context ``k``, for each ``k``, and of the recurrent model itself (state carried over the
+    whole stream).  Any model with ``embed``/``recur``/``token_nll`` works, e.g. a
+    :class:`~stablernn_lib.tasks.jsb.train.MusicModel` on frames ``(N, B, 88)``."""
+    losses = [truncated_loss(model, source, k) for k in tqdm(ks, disable=not progress)]
+    full = evaluate_loss(model, source, bptt)
+    return {
+        "k": list(ks),
+        "loss": losses,
+        "ppl": [perplexity(loss) for loss in losses],
+        "recurrent_loss": full,
+        "recurrent_ppl": perplexity(full),
+    }
+
+
+def layer_map(model: WordLanguageModel, layer: int) -> RecurrentMap:
+    """Layer ``layer`` of the model's recurrent stack as a state map of the core library."""
+    rnn = model.rnn
+    weights = {name: getattr(rnn, f"{name}_l{layer}") for name in ("weight_hh", "weight_ih")}
+    bias = getattr(rnn, f"bias_ih_l{layer}") + getattr(rnn, f"bias_hh_l{layer}")
+    input_size, hidden = weights["weight_ih"].shape[1], rnn.hidden_size
+    factory = {"dtype": bias.dtype, "device": bias.device}
+    if model.cell == "rnn":
+        step_map: RecurrentMap = VanillaRNN(input_size, hidden, "tanh", bias=True, **factory)
+    else:
+        step_map = LSTMMap(input_size, hidden, bias=True, **factory)
+    with torch.no_grad():
+        step_map.weight_hh.copy_(weights["weight_hh"])
+        step_map.weight_ih.copy_(weights["weight_ih"])
+        step_map.bias.copy_(bias)
+    return step_map
+
+
+def state_jacobian_norms(
+    model: WordLanguageModel,
+    source: Tensor,
+    positions: int,
+    burn_in: int = 50,
+    chunk: int = 64,
+) -> list[list[float]]:
+    """Per layer, ``||d phi / d h||_2`` at the states the held-out data visits.
+
+    The stack runs from the zero state over the first ``burn_in + positions / B``
+    rows of ``source (N, B)``; after the burn-in, every (row, column) gives one
+    point ``(h_{t-1}, x_t)`` per layer (for the LSTM the state is ``(c, h)``).
+    Norms below 1 mean the layer is locally contractive there.
+    """
+    model.eval()
+    rows = min(source.shape[0], burn_in + math.ceil(positions / source.shape[1]))
+    if rows <= burn_in:
+        raise ValueError(
+            f"source has {source.shape[0]} rows, not more than burn_in = {burn_in}; "
+            "use more held-out data or a smaller burn_in"
+        )
+    with torch.no_grad():
+        inputs = model.embed(source[:rows])
+    per_layer = []
+    for layer in range(model.num_layers):
+        step_map = layer_map(model, layer)
+        with torch.no_grad():
+            states = step_map.run(inputs)  # (rows, B, S)
+        previous = torch.cat([step_map.zero_state(inputs.shape[1])[None], states[:-1]])
+        points_h = previous[burn_in:].flatten(0, 1)[:positions]
+        points_x = inputs[burn_in:].flatten(0, 1)[:positions]
+        norms = [
+            jacobian_norms(step_map, points_h[i : i + chunk], points_x[i : i + chunk])
+            for i in range(0, points_h.shape[0], chunk)
+        ]
+        per_layer.append(torch.cat(norms).cpu().tolist())
+        inputs = step_map.output(states)
+    return per_layer
+
+
+# ---------------------------------------------------------------------------
+# Weights close in practice
+# ---------------------------------------------------------------------------
+
+
+def recurrent_weights(model: WordLanguageModel) -> Tensor:
+    """All ``weight_hh_l{n}`` of the stack, flattened into one vector."""
+    rnn = model.rnn
+    return torch.cat(
+        [getattr(rnn, f"weight_hh_l{n}").detach().flatten() for n in range(rnn.num_layers)]
+    )
+
+
+def weights_close_experiment(
+    cell: str,
+    config: LMConfig,
+    corpus: Corpus,
+    ks: list[int],
+    steps: int,
+    record_every: int,
+    device: str | torch.device = "cpu",
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Train a recurrent model and context-``k`` models in lockstep; record weight distances.
+
+    All models start from the same initialization (``config.seed``) and see the
+    same batches in the same order, with the same constant learning rate
+    ``config.lr`` and clipping (dropout off, so nothing random differs).  The
+    recurrent model carries its state across BPTT windows (as in training);
+    the context-``k`` model predicts every token from the ``k`` tokens up to it,
+    starting from the zero state.  Every ``record_every`` steps we record
+    ``||W_rec - W_k||_F / ||W_rec||_F`` over all recurrent matrices ``W_hh``.
+    """
+    config = replace(config, dropout=0.0)
+    device = torch.device(device)
+    source = batchify(corpus.train, config.batch_size).to(device)
+    reference = build_model(cell, False, config, corpus.vocab_size).to(device)
+    models = {"recurrent": reference} | {f"k={k}": copy.deepcopy(reference) for k in ks}
+    for model in models.values():
+        model.rnn.flatten_parameters()  # copies need one contiguous weight buffer for cuDNN
+    optimizers = {
+        name: torch.optim.SGD(model.parameters(), lr=config.lr) for name, model in models.items()
+    }
+    starts = batch_starts(source.shape[0], config.bptt)
+    record: dict[str, Any] = {"step": [], "relative_distance": {f"k={k}": [] for k in ks}}
+    state: State = None
+    for step in tqdm(range(1, steps + 1), disable=not progress):
+        start = starts[(step - 1) % len(starts)]
+        if start == 0:
+            state = None
+        tokens, targets = get_batch(source, start, config.bptt)
+        for name, model in models.items():
+            model.train()
+            if name == "recurrent":
+                outputs, state = model.recur(model.embed(tokens), detach_state(state))
+            else:
+                k = int(name.removeprefix("k="))
+                outputs = truncated_outputs(model, source, start, tokens.shape[0], k)
+            loss = model.token_nll(outputs, targets).mean()
+            optimizers[name].zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+            optimizers[name].step()
+        if step % record_every == 0 or step == steps:
+            w_rec = recurrent_weights(reference)
+            record["step"].append(step)
+            for k in ks:
+                gap = (recurrent_weights(models[f"k={k}"]) - w_rec).norm() / w_rec.norm()
+                record["relative_distance"][f"k={k}"].append(float(gap))
+    return {"cell": cell, "ks": list(ks), "steps": steps, **record}
+
+
+# ---------------------------------------------------------------------------
+# Configurations and the whole analysis
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Sizes of the measurements (``smoke``: CPU seconds; ``full``: GPU, whole held-out set)."""
+
+    name: str
+    test_tokens: int | None
+    max_distance: int
+    gradient_windows: int | None
+    truncation_ks: tuple[int, ...]
+    jacobian_positions: int
+    weights_ks: tuple[int, ...]
+    weights_steps: int
+    weights_record_every: int
+
+
+ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
+    "smoke": AnalysisConfig(
+        name="smoke",
+        test_tokens=2_000,
+        max_distance=15,
+        gradient_windows=8,
+        truncation_ks=(1, 2, 5, 10, 20),
+        jacobian_positions=200,
+        weights_ks=(2, 8),
+        weights_steps=20,
+        weights_record_every=4,
+    ),
+    # The models of the `cpu` LM config, on the first 50,000 tokens of the test split
+    # (a contiguous sample, read as the 10 evaluation streams of 5,000 tokens).
+    # Budget, measured at 1 thread on a busy 2-core machine (2026-11-22), untrained
+    # 2 x 200 models: a truncated evaluation costs ~50 us (LSTM) / ~8 us (RNN) per
+    # token and unit of k, so the ks below (sum 247) take ~10 min per LSTM and ~2 min
+    # per RNN; Figure 2 ~4 s (LSTM) / ~1.3 s (RNN) per window of 51 x 10 targets, so
+    # 40 windows (20,400 target positions, distances 0..50) ~3 min (LSTM) per model;
+    # Jacobians ~60 s (LSTM) / ~11 s (RNN) per 1,000 positions and layer; the
+    # weights-close runs, 150 lockstep steps with k = 2, 5, 10, ~5 min (LSTM) and
+    # ~1.5 min (RNN). About 40 min in all at one thread, less on two.
+    "cpu": AnalysisConfig(
+        name="cpu",
+        test_tokens=50_000,
+        max_distance=50,
+        gradient_windows=40,
+        truncation_ks=(1, 2, 3, 5, 8, 13, 20, 35, 60, 100),
+        jacobian_positions=1_000,
+        weights_ks=(2, 5, 10),
+        weights_steps=150,
+        weights_record_every=10,
+    ),
+    # Figure 2 over the whole test set up to distance 50; truncated evaluation
+    # up to k = 200 (far beyond where it should saturate); 1,000 Jacobians per
+    # layer; weights-close runs for one epoch of the full config (2,983 steps).
+    "full": AnalysisConfig(
+        name="full",
+        test_tokens=None,
+        max_distance=50,
+        gradient_windows=None,
+        truncation_ks=(1, 2, 3, 5, 10, 15, 20, 35, 50, 100, 200),
+        jacobian_positions=1000,
+        weights_ks=(5, 10, 20, 35),
+        weights_steps=2983,
+        weights_record_every=100,
+    ),
+}
+
+
+# Every other cpu-scale LM config (the first-layer-only stable LSTM, Chapter 8's ablation rows):
+# the measurements of `cpu`, on the same test tokens, so that the curves compare directly.
+for _name in CONFIGS:
+    if _name.startswith("cpu-"):
+        ANALYSIS_CONFIGS[_name] = replace(ANALYSIS_CONFIGS["cpu"], name=_name)
+
+ANALYSIS_PARTS = ("figure2", "truncated", "jacobians", "certificates", "weights_close")
+
+
+def run_analysis(
+    config: str = "smoke",
+    *,
+    corpus: Corpus | None = None,
+    data_dir: str | Path | None = None,
+    runs_dir: str | Path | None = None,
+    results_path: str | Path | None = None,
+    parts: tuple[str, ...] = ANALYSIS_PARTS,
+    variants: tuple[tuple[str, bool], ...] | None = None,
+    device: str | torch.device | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """All measurements on the models trained with the LM config of the same name.
+
+    Reads ``<runs_dir>/<model>-<variant>-<config>/model.pt`` for each of ``variants``
+    (default: all four; train them first; the weights-close runs are for their cells)
+    and evaluates on the test split.  Writes the result to ``results_path`` (default:
+    ``analysis.json`` in the config's committed results folder,
+    :func:`~stablernn_lib.tasks.wikitext2.train.results_folder`, or ``analysis-<config>.json``
+    in the runs folder for smoke).  The file is rewritten (atomically) after every
+    measurement; a rerun with the same configs keeps what is there and computes only
+    what is missing.  Each measurement records its wall time in ``seconds``.
+    """
+    analysis = ANALYSIS_CONFIGS[config]
+    lm_config = CONFIGS[config]
+    variants = MODEL_VARIANTS if variants is None else variants
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    runs = Path(runs_dir) if runs_dir is not None else RUNS_DIR
+    if results_path is None:
+        if config in PUBLISHED_RESULTS:
+            results_path = results_folder(config) / "analysis.json"
+        else:
+            results_path = runs / f"analysis-{config}.json"
+    results_path = Path(results_path)
+    data = prepare_corpus(lm_config, corpus, data_dir)
+    test = batchify(data.test[: analysis.test_tokens], lm_config.eval_batch_size).to(device)
+    result: dict[str, Any] = {
+        "config": asdict(analysis),
+        "lm_config": asdict(lm_config),
+        "provenance": provenance(device),
+    }
+    result = json.loads(json.dumps(result))  # the form it takes in the file
+    if results_path.is_file():
+        with open(results_path, encoding="utf8") as handle:
+            previous = json.load(handle)
+        if previous.get("config") == result["config"] and same_config(
+            previous.get("lm_config", {}), lm_config
+        ):
+            result = previous | {"provenance": result["provenance"]}
+    seconds: dict[str, float] = result.setdefault("seconds", {})
+
+    def measure(entry: dict[str, Any], key: str, label: str, compute: Any, *args: Any) -> None:
+        if key in entry:
+            return
+        if progress:
+            print(f"{label}: {key}")
+        clock = time.perf_counter()
+        entry[key] = compute(*args)
+        seconds[f"{label}/{key}"] = time.perf_counter() - clock
+        atomic_write_json(results_path, result)
+
+    for cell in ("rnn", "lstm"):
+        for stable in (False, True):
+            if (cell, stable) not in variants:
+                continue
+            variant = variant_name(cell, stable)
+            model = load_trained_model(runs / run_name(cell, stable, lm_config), device)
+            entry: dict[str, Any] = result.setdefault(variant, {})
+            if "truncated" in parts:
+                ks = list(analysis.truncation_ks)
+                measure(
+                    entry, "truncated_eval", variant, truncated_eval_curve,
+                    model, test, ks, lm_config.bptt, progress,
+                )  # fmt: skip
+            if "figure2" in parts:
+                measure(
+                    entry, "figure2", variant, gradient_by_distance,
+                    model, test, analysis.max_distance, analysis.gradient_windows, progress,
+                )  # fmt: skip
+            if "jacobians" in parts:
+                measure(
+                    entry, "jacobian_norms", variant, state_jacobian_norms,
+                    model, test, analysis.jacobian_positions, 30,
+                )  # fmt: skip
+            if "certificates" in parts and cell == "rnn":
+                measure(entry, "diagonal_certificates", variant, _certificates, model)
+        if "weights_close" in parts and cell in {model_cell for model_cell, _ in variants}:
+            measure(
+                result, f"weights_close-{cell}", "weights_close", weights_close_experiment,
+                cell, lm_config, data, list(analysis.weights_ks), analysis.weights_steps,
+                analysis.weights_record_every, device, progress,
+            )  # fmt: skip
+    atomic_write_json(results_path, result)
+    return result
+
+
+def _certificates(model: WordLanguageModel) -> list[dict[str, Any]]:
+    """Per RNN layer: ``||W||_2`` and the best diagonal scaling ``||D W D^-1||_2`` (Chapter 4)."""
+    from stablernn_lib.theory.diagonal_scaling import certificate_rows
+
+    return [
+        {key: value for key, value in row.items() if key != "model"}
+        for row in certificate_rows({"model": model})
+    ]
+
+
+# ---------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------
+
+MODEL_LABELS = {"rnn": "RNN (tanh)", "lstm": "LSTM"}
+
+
+def plot_figure2(analysis: dict[str, Any], title: str = "") -> Figure:
+    """``||grad_{x_t} p_{t+i}||`` against ``i`` for the unconstrained RNN and LSTM (log scale)."""
+    figure, axis = plt.subplots(figsize=(6, 3.6))
+    for cell in ("rnn", "lstm"):
+        for stable in (False, True):
+            profile = analysis.get(variant_name(cell, stable), {}).get("figure2")
+            if profile:
+                axis.semilogy(
+                    profile["distance"],
+                    profile["mean_norm"],
+                    "s--" if stable else "o-",
+                    ms=3,
+                    color=model_color(variant_name(cell, stable)),
+                    label=MODEL_LABELS[cell] + (", stable" if stable else ""),
+                )
+    axis.set_xlabel("distance i between input and loss")
+    axis.set_ylabel(r"mean $\|\nabla_{x_t} p_{t+i}\|$")
+    axis.set_title(title)
+    axis.legend()
+    figure.tight_layout()
+    return finish(figure)
+
+
+def plot_truncated_eval(analysis: dict[str, Any], title: str = "") -> Figure:
+    """Perplexity of the context-``k`` model against ``k``; dashed: the recurrent model."""
+    figure, axis = plt.subplots(figsize=(6, 3.6))
+    for name, entry in analysis.items():
+        if not (isinstance(entry, dict) and "truncated_eval" in entry):
+            continue
+        curve, color = entry["truncated_eval"], model_color(name)
+        axis.semilogx(curve["k"], curve["ppl"], "o-", ms=3, color=color, label=name)
+        axis.axhline(curve["recurrent_ppl"], ls="--", lw=0.8, color=color)
+    axis.set_xlabel("context k")
+    axis.set_ylabel("test perplexity")
+    axis.set_title(title)
+    axis.legend()
+    figure.tight_layout()
+    return finish(figure)
+
+
+def plot_jacobian_norms(analysis: dict[str, Any], title: str = "") -> Figure:
+    """Histograms of the per-step state-Jacobian norms, per model and layer."""
+    names = [n for n, e in analysis.items() if isinstance(e, dict) and "jacobian_norms" in e]
+    columns = min(2, len(names))  # two panels a row: each wide enough to read at column width
+    rows = math.ceil(len(names) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(8, 2.6 * rows), squeeze=False)
+    for axis in axes.flat[len(names) :]:
+        axis.set_visible(False)
+    for axis, name in zip(axes.flat, names, strict=False):
+        for layer, norms in enumerate(analysis[name]["jacobian_norms"]):
+            axis.hist(  # the model's colour; layer 1 filled, layer 2 outlined
+                norms, bins=30, color=model_color(name), lw=1.5, label=f"layer {layer + 1}",
+                histtype="stepfilled" if layer == 0 else "step", alpha=0.5 if layer == 0 else 1,
+            )  # fmt: skip
+        axis.axvline(1.0, color="k", lw=0.8)
+        axis.set_title(name)
+        axis.set_xlabel(r"$\|\partial h_t / \partial h_{t-1}\|_2$")
+    axes[0][0].legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    return finish(figure)
+
+
+def plot_weights_close(analysis: dict[str, Any], title: str = "") -> Figure:
+    """Relative distance of recurrent weights, recurrent vs context-``k`` training, RNN and LSTM."""
+    figure, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    for axis, cell in zip(axes, ("rnn", "lstm"), strict=True):
+        record = analysis.get(f"weights_close-{cell}")
+        if record:
+            for name, values in record["relative_distance"].items():
+                axis.semilogy(record["step"], values, "o-", ms=3, label=name)
+            axis.legend()
+        axis.set_title(MODEL_LABELS[cell])
+        axis.set_xlabel("SGD step")
+    axes[0].set_ylabel(r"$\|W_{rec} - W_k\|_F / \|W_{rec}\|_F$")
+    figure.suptitle(title)
+    figure.tight_layout()
+    return finish(figure)
+
+
+def _command(args: argparse.Namespace) -> int:
+    result = run_analysis(
+        args.config,
+        data_dir=args.data,
+        runs_dir=args.runs,
+        results_path=args.out,
+        parts=tuple(args.parts),
+        variants=tuple(_VARIANTS_BY_NAME[name] for name in args.variants or _VARIANTS_BY_NAME),
+        device=args.device,
+    )
+    print(f"analysis written ({', '.join(k for k in result if '-' in k)})")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """``python -m stablernn_lib lm-analysis --config smoke|cpu|full``."""
+    parser = subparsers.add_parser(
+        "lm-analysis",
+        help="Figure 2, truncated evaluation, Jacobians, weights close (WikiText-2)",
+        description="Measurements of Chapter 8 on the models trained by `train`.",
+    )
+    parser.add_argument("--config", choices=sorted(ANALYSIS_CONFIGS), default="smoke")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=list(ANALYSIS_PARTS),
+        default=list(ANALYSIS_PARTS),
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(_VARIANTS_BY_NAME),
+        default=None,
+        help="the trained models to measure (default: all four)",
+    )
+    parser.add_argument("--data", default=None, help="WikiText-2 folder (default $STABLERNN_DATA)")
+    parser.add_argument(
+        "--runs", default=None, help="folder of trained runs (default data/runs/wikitext2)"
+    )
+    parser.add_argument(
+        "--out", default=None, help="result JSON (default data/results/wikitext2/analysis.json)"
+    )
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    parser.set_defaults(func=_command)
+
+
+# ---------------------------------------------------------------------------
+# Results for the chapter: the paper's numbers, ours, and how to produce ours
+# ---------------------------------------------------------------------------
+
+# WikiText-2 test perplexities attributed to the paper: the registry
+# stablernn_lib.core.paper_claims holds each value with its source (checked / recalled).
+PAPER_TEST_PPL_KEYS: dict[str, str] = {
+    name: f"wt2-{name}-ppl"
+    for name in ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")
+}
+PAPER_TEST_PPL: dict[str, float] = {
+    name: paper_claims.value(key) for name, key in PAPER_TEST_PPL_KEYS.items()
+}
+MODEL_VARIANTS: tuple[tuple[str, bool], ...] = (
+    ("rnn", False),
+    ("rnn", True),
+    ("lstm", False),
+    ("lstm", True),
+)
+
+
+def variant_name(cell: str, stable: bool) -> str:
+    return f"{cell}-{'stable' if stable else 'unconstrained'}"
+
+
+_VARIANTS_BY_NAME = {variant_name(cell, stable): (cell, stable) for cell, stable in MODEL_VARIANTS}
+
+
+def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
+    """The committed full-run results found in ``data/results/wikitext2`` (may be empty).
+
+    Keys: ``"<cell>-<variant>"`` (training results), ``"analysis"``, ``"benchmark-<kind>"``.
+    """
+    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    found: dict[str, Any] = {}
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("*.json")):
+        with open(path, encoding="utf8") as handle:
+            found[path.stem] = json.load(handle)
+    return found
+
+
+def results_table(results: dict[str, Any], label: str = "ours (full config)") -> str:
+    """Markdown table: test perplexity reported by the paper next to ours (or "not run yet").
+
+    Each paper number carries its mark from :mod:`stablernn_lib.core.paper_claims`: ✓ checked
+    against a source, † recalled, not checked.
+    """
+    header = "| model | reported by the paper, unconstrained | reported by the paper, stable "
+    header += f"| {label}, unconstrained | {label}, stable |"
+    lines = [header, "| --- | ---: | ---: | ---: | ---: |"]
+    for cell in ("rnn", "lstm"):
+        ours = []
+        for stable in (False, True):
+            entry = results.get(variant_name(cell, stable))
+            ours.append(
+                f"{entry['test_ppl']:.1f}" if entry and "test_ppl" in entry else "not run yet"
+            )
+        paper = [
+            paper_claims.marked(PAPER_TEST_PPL_KEYS[variant_name(cell, stable)])
+            for stable in (False, True)
+        ]
+        lines.append(f"| {MODEL_LABELS[cell]} | {paper[0]} | {paper[1]} | {ours[0]} | {ours[1]} |")
+    return "\n".join(lines)
+
+
+def runs_summary(results: dict[str, Any]) -> str:
+    """Markdown table of where and how long each run ran (device, commit, epochs, time)."""
+    lines = [
+        "| run | device | git commit | epochs | best val ppl | test ppl | wall time |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for cell, stable in MODEL_VARIANTS:
+        entry = results.get(variant_name(cell, stable))
+        if not entry:
+            continue
+        lines.append(
+            f"| {variant_name(cell, stable)} | {entry['provenance']['device']} | "
+            f"{entry['provenance']['git_commit'][:12]} | {len(entry['epochs'])} | "
+            f"{entry['best_val_ppl']:.1f} | {entry.get('test_ppl', math.nan):.1f} | "
+            f"{entry['wall_seconds'] / 60:.1f} min |"
+        )
+    return "\n".join(lines)
+
+
+def reproduction_commands() -> str:
+    """The shell commands that produce every full result of Chapter 8 on a GPU."""
+    train = [
+        f"python -m stablernn_lib train --task wikitext2 --model {cell}"
+        f"{' --stable' if stable else ''} --config full"
+        for cell, stable in MODEL_VARIANTS
+    ]
+    return "\n".join(
+        [
+            "# on a machine with a CUDA GPU, from the root of the course repository",
+            "# (add --resume to continue a run that was stopped)",
+            *train,
+            "python -m stablernn_lib lm-analysis --config full",
+            "python -m stablernn_lib benchmark --config full",
+            "# results: data/results/wikitext2/*.json (commit them)",
+        ]
+    )
+
+
+def epochs_table(results: dict[str, dict[str, Any]], run_label: str = "run") -> str:
+    """Markdown table of runs: validation perplexity per epoch, test perplexity, wall time."""
+    lines = [
+        f"| {run_label} | vocabulary | val ppl per epoch | test ppl | wall time |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
+    for name, entry in results.items():
+        epochs = ", ".join(f"{e['val_ppl']:.0f}" for e in entry["epochs"])
+        seconds = entry["wall_seconds"]
+        wall = f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds:.0f} s"
+        lines.append(
+            f"| {name} | {entry['vocab_size']:,} | {epochs} | {entry['test_ppl']:.1f} | {wall} |"
+        )
+    return "\n".join(lines)
+
+
+def analyses_by_scale(
+    full: dict[str, Any], smoke: dict[str, Any] | None, cpu: dict[str, Any] | None = None
+) -> dict[str, tuple[dict[str, Any], str]]:
+    """The analyses to draw, keyed by scale (``"cpu"``, ``"full"``, ``"smoke"``, only those that
+    ran), each with a title saying what it is."""
+    shown = {}
+    if cpu and "analysis" in cpu:
+        device = cpu["analysis"]["provenance"]["device"]
+        shown["cpu"] = (cpu["analysis"], f"cpu scale: 2 x 200, adaptive softmax ({device})")
+    if "analysis" in full:
+        device = full["analysis"]["provenance"]["device"]
+        shown["full"] = (full["analysis"], f"full config ({device})")
+    if smoke is not None:
+        title = "SMOKE run: tiny model, 1,000-word vocabulary (checks the code only)"
+        shown["smoke"] = (smoke, title)
+    return shown
+
+
+def describe_figure2(analysis: dict[str, Any], distance: int = 10) -> str:
+    """One line per unconstrained model: gradient norm at ``distance`` relative to distance 0."""
+    lines = []
+    for cell in ("rnn", "lstm"):
+        profile = analysis.get(f"{cell}-unconstrained", {}).get("figure2")
+        if profile and distance < len(profile["mean_norm"]):
+            ratio = profile["mean_norm"][distance] / profile["mean_norm"][0]
+            lines.append(
+                f"{MODEL_LABELS[cell]}: mean gradient norm at distance {distance} is "
+                f"{ratio:.2e} times the one at distance 0"
+            )
+    return "\n".join(lines)
+
+
+def describe_truncation(analysis: dict[str, Any], tolerance: float = 0.01) -> str:
+    """Per model: the smallest measured ``k`` whose perplexity is within ``tolerance`` of the
+    recurrent model's."""
+    lines = []
+    for name, entry in analysis.items():
+        if not isinstance(entry, dict) or "truncated_eval" not in entry:
+            continue
+        curve = entry["truncated_eval"]
+        target = curve["recurrent_ppl"] * (1 + tolerance)
+        close = [k for k, ppl in zip(curve["k"], curve["ppl"], strict=True) if ppl <= target]
+        within = f"k = {close[0]}" if close else f"no k up to {curve['k'][-1]}"
+        lines.append(
+            f"{name}: recurrent ppl {curve['recurrent_ppl']:.1f}; k = 1 gives "
+            f"{curve['ppl'][0]:.1f}; {within} is within {100 * tolerance:.0f}%"
+        )
+    return "\n".join(lines)
+
+
+def describe_jacobians(analysis: dict[str, Any]) -> str:
+    """Per model and layer: median, 99th percentile and share of state-Jacobian norms below 1."""
+    lines = []
+    for name, entry in analysis.items():
+        if not isinstance(entry, dict) or "jacobian_norms" not in entry:
+            continue
+        for layer, norms in enumerate(entry["jacobian_norms"]):
+            values = torch.tensor(norms)
+            lines.append(
+                f"{name} layer {layer + 1}: median {values.median():.3f}, "
+                f"99th percentile {values.quantile(0.99):.3f}, "
+                f"{100 * (values < 1).double().mean():.1f}% below 1"
+            )
+    return "\n".join(lines)
+
+
+def describe_weights_close(analysis: dict[str, Any]) -> str:
+    """Per cell and ``k``: the relative weight distance at the last recorded step."""
+    lines = []
+    for cell in ("rnn", "lstm"):
+        record = analysis.get(f"weights_close-{cell}")
+        if record:
+            finals = ", ".join(
+                f"{name}: {values[-1]:.3f}" for name, values in record["relative_distance"].items()
+            )
+            lines.append(f"{MODEL_LABELS[cell]} after {record['step'][-1]} steps: {finals}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The cpu scale: results by scale and what they say about the paper's claims
+# ---------------------------------------------------------------------------
+
+
+def cpu_reproduction_commands() -> str:
+    """The shell commands that produce every cpu-scale result (any machine; hours on 2 cores)."""
+    train = [
+        f"python -m stablernn_lib train --task wikitext2 --model {cell}"
+        f"{' --stable' if stable else ''} --config cpu --resume"
+        for cell, stable in MODEL_VARIANTS
+    ]
+    return "\n".join(
+        [
+            *train,
+            "python -m stablernn_lib lm-analysis --config cpu",
+            "# results: data/results/wikitext2/cpu/*.json (commit them)",
+        ]
+    )
+
+
+def projection_scope_table(cpu: dict[str, Any], first_layer: dict[str, Any]) -> str:
+    """Markdown table: the cpu-scale LSTMs, unconstrained, stable in every layer and stable in
+    the first layer only (the authors' choice), side by side.
+
+    ``cpu`` and ``first_layer``: the results of the ``cpu`` and ``cpu-first-layer``
+    configs (:func:`load_full_results`).  Columns: test perplexity and its gap to the
+    unconstrained model, the smallest context within 1% of the recurrent perplexity,
+    and the median state-Jacobian norm of each layer.
+    """
+    rows = [
+        ("unconstrained", cpu, "lstm-unconstrained"),
+        ("stable, every layer projected", cpu, "lstm-stable"),
+        ("stable, first layer projected", first_layer, "lstm-stable"),
+    ]
+    lines = [
+        "| LSTM, cpu scale | test ppl | vs unconstrained | smallest k within 1% "
+        "| median Jacobian norm, layer 1 / 2 |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    free = cpu.get("lstm-unconstrained", {}).get("test_ppl")
+    for label, results, name in rows:
+        run = results.get(name)
+        if not run:
+            lines.append(f"| {label} | not run yet | | | |")
+            continue
+        gap = f"{100 * (run['test_ppl'] / free - 1):+.1f}%" if free else ""
+        entry = results.get("analysis", {}).get(name, {})
+        curve = entry.get("truncated_eval")
+        reach = "not measured"
+        if curve is not None:
+            k = smallest_k_within(curve)
+            reach = f"none up to {curve['k'][-1]}" if k is None else str(k)
+        medians = " / ".join(
+            f"{torch.tensor(norms).median():.2f}" for norms in entry.get("jacobian_norms", [])
+        )
+        lines.append(
+            f"| {label} | {run['test_ppl']:.1f} | {gap} | {reach} | {medians or 'not measured'} |"
+        )
+    return "\n".join(lines)
+
+
+def load_idle_timing(config_name: str) -> dict[str, Any] | None:
+    """The analysis of a config run again on an idle machine for its timing
+    (``data/results/wikitext2/timing/analysis-<config>-idle.json``), or ``None``."""
+    path = RESULTS_DIR / "timing" / f"analysis-{config_name}-idle.json"
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf8") as handle:
+        return json.load(handle)
+
+
+def time_budget_table(
+    runs: dict[str, Any], benchmark: dict[str, Any], idle_analysis: dict[str, Any]
+) -> str:
+    """Markdown table of a scale's time budget, two ways, in minutes.
+
+    ``runs``: the scale's results (:func:`load_full_results`: the four training runs and
+    ``"analysis"``, whose ``"seconds"`` were measured as they ran); ``benchmark``: a
+    ``benchmark`` result of the same config (step times and evaluation speed);
+    ``idle_analysis``: an analysis file of the same config run again on an idle machine
+    (:func:`load_idle_timing`).  The second column estimates each training run as
+    epochs x (steps per epoch x median step time) plus one validation pass per epoch and
+    one test pass, at the benchmark's evaluation speed; the analyses in it are measured.
+    """
+    evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
+    lines = [
+        f"| part | minutes, as committed (measured) | minutes, idle machine "
+        f"({benchmark['provenance']['device']}) |",
+        "| --- | ---: | ---: |",
+    ]
+    measured_total = idle_total = 0.0
+    for cell, stable in MODEL_VARIANTS:
+        name = variant_name(cell, stable)
+        if name not in runs:
+            continue
+        model = benchmark["models"][cell]
+        epoch = model["epoch_seconds_stable" if stable else "epoch_seconds_unconstrained"]
+        estimate = benchmark["epochs"] * epoch + evaluated / model["eval_tokens_per_second"]
+        measured = runs[name]["wall_seconds"]
+        lines.append(f"| training {name} | {measured / 60:.0f} | {estimate / 60:.0f} (estimated) |")
+        measured_total += measured
+        idle_total += estimate
+    measured = sum(runs.get("analysis", {}).get("seconds", {}).values())
+    idle = sum(idle_analysis.get("seconds", {}).values())
+    lines.append(f"| every analysis | {measured / 60:.0f} | {idle / 60:.0f} (measured) |")
+    measured_total += measured
+    idle_total += idle
+    lines.append(f"| **total** | **{measured_total / 60:.0f}** | **{idle_total / 60:.0f}** |")
+    return "\n".join(lines)
+
+
+def table_by_scale(scales: dict[str, dict[str, Any]]) -> str:
+    """Markdown table, one row per variant: the paper's test perplexity, then ours per scale.
+
+    ``scales`` maps a column label (``"ours, cpu scale (...)"``) to the results loaded by
+    :func:`load_full_results` for that scale; a missing run reads "not run yet".
+    """
+    header = "| model | variant | reported by the paper | " + " | ".join(scales) + " |"
+    lines = [header, "| --- | --- | ---: |" + " ---: |" * len(scales)]
+    for cell, stable in MODEL_VARIANTS:
+        name = variant_name(cell, stable)
+        ours = [
+            f"{entry['test_ppl']:.1f}" if entry and "test_ppl" in entry else "not run yet"
+            for entry in (results.get(name) for results in scales.values())
+        ]
+        paper = paper_claims.marked(PAPER_TEST_PPL_KEYS[name])
+        variant = "stable" if stable else "unconstrained"
+        lines.append(f"| {MODEL_LABELS[cell]} | {variant} | {paper} | " + " | ".join(ours) + " |")
+    return "\n".join(lines)
+
+
+def smallest_k_within(curve: dict[str, Any], tolerance: float = 0.01) -> int | None:
+    """The smallest measured ``k`` whose perplexity is within ``tolerance`` of the recurrent one."""
+    target = curve["recurrent_ppl"] * (1 + tolerance)
+    close = [k for k, ppl in zip(curve["k"], curve["ppl"], strict=True) if ppl <= target]
+    return close[0] if close else None
+
+
+def claims_verdicts(results: dict[str, Any], label: str, cost_tolerance: float = 0.05) -> list[str]:
+    """One sentence per claim of the paper: what our runs of one scale say about it.
+
+    ``results`` as loaded by :func:`load_full_results` (training results and
+    ``"analysis"``).  The criteria are stated in each sentence: stability "costs
+    little" when the stable model's test perplexity is at most ``cost_tolerance``
+    above the unconstrained one's; a model "uses a short context" when a context
+    ``k <= 100`` comes within 1% of its recurrent perplexity.  Missing results give a
+    sentence that says so, never a verdict.
+    """
+    sentences = []
+    for cell in ("rnn", "lstm"):
+        free, stable = (results.get(variant_name(cell, s)) for s in (False, True))
+        if not (free and stable and "test_ppl" in free and "test_ppl" in stable):
+            sentences.append(f"{MODEL_LABELS[cell]}, cost of stability ({label}): not yet run.")
+            continue
+        gap = stable["test_ppl"] / free["test_ppl"] - 1
+        verdict = "supports" if gap <= cost_tolerance else "does not support"
+        sentences.append(
+            f"{MODEL_LABELS[cell]}, cost of stability ({label}): stable {stable['test_ppl']:.1f} "
+            f"vs unconstrained {free['test_ppl']:.1f} test perplexity ({100 * gap:+.1f}%); "
+            f"this {verdict} the paper's claim that stability costs little "
+            f"(criterion: at most {100 * cost_tolerance:.0f}% worse)."
+        )
+    analysis = results.get("analysis", {})
+    for cell in ("rnn", "lstm"):
+        name = variant_name(cell, False)
+        curve = analysis.get(name, {}).get("truncated_eval")
+        if not curve:
+            sentences.append(f"{MODEL_LABELS[cell]}, truncated evaluation ({label}): not yet run.")
+            continue
+        k = smallest_k_within(curve)
+        if k is not None and k <= 100:
+            verdict = f"k = {k} is within 1%: this supports"
+        else:
+            verdict = "no k up to 100 is within 1%: this does not support"
+        sentences.append(
+            f"{MODEL_LABELS[cell]} (unconstrained), truncated evaluation ({label}): {verdict} "
+            "the paper's claim that the unconstrained model is effectively stable, "
+            "a model of short context."
+        )
+    for cell in ("rnn", "lstm"):
+        profile = analysis.get(variant_name(cell, False), {}).get("figure2")
+        if not profile or len(profile["mean_norm"]) <= 20:
+            sentences.append(f"{MODEL_LABELS[cell]}, Figure 2 ({label}): not yet run.")
+            continue
+        ratio = profile["mean_norm"][20] / profile["mean_norm"][0]
+        verdict = "supports" if ratio < 1e-2 else "does not support"
+        sentences.append(
+            f"{MODEL_LABELS[cell]} (unconstrained), Figure 2 ({label}): the mean gradient norm "
+            f"at distance 20 is {ratio:.1e} of the one at distance 0; this {verdict} the "
+            "paper's observation that it vanishes at moderate distance (criterion: below 1%)."
+        )
+    return sentences
+
+
+# ---------------------------------------------------------------------------
+# Seeds and the LSTM ablation (cpu scale), judged by data/results/criteria.json
+# ---------------------------------------------------------------------------
+
+
+def load_seed_results(config: str = "cpu") -> dict[str, dict[int, dict[str, Any]]]:
+    """Every committed completed run of a config, by variant and seed.
+
+    Reads ``<config folder>/<variant>.json`` (the config's own seed) and
+    ``<config folder>/seed<N>/<variant>.json`` (``--seed N``).
+    """
+    folder = results_folder(config)
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for path in sorted([*folder.glob("*.json"), *folder.glob("seed*/*.json")]):
+        if path.stem not in _VARIANTS_BY_NAME:
+            continue
+        with open(path, encoding="utf8") as handle:
+            run = json.load(handle)
+        if run.get("status") == "completed" and "test_ppl" in run:
+            found.setdefault(path.stem, {})[int(run["seed"])] = run
+    return found
+
+
+def seed_summary(runs: dict[int, dict[str, Any]]) -> criteria.SeedSummary:
+    """Test perplexity over the seeds of one variant (``load_seed_results(...)[variant]``)."""
+    return criteria.summarize({seed: run["test_ppl"] for seed, run in runs.items()})
+
+
+def rerun_command(config: str, cell: str, stable: bool, seed: int | None = None) -> str:
+    """The one command that trains (or resumes) one committed run."""
+    command = f"python -m stablernn_lib train --model {cell}{' --stable' if stable else ''}"
+    command += f" --config {config} --resume"
+    return command + (
+        f" --seed {seed}" if seed is not None and seed != CONFIGS[config].seed else ""
+    )
+
+
+def seeds_table(config: str = "cpu") -> str:
+    """Markdown table: each variant's test perplexity over seeds (mean ± sd, each seed), and
+    the verdict on "stability costs little" per cell, read from the criteria file."""
+    runs = load_seed_results(config)
+    lines = [
+        f"| model ({config} scale) | test perplexity over seeds | stable vs unconstrained "
+        "| verdict (criteria.json) |",
+        "| --- | --- | ---: | --- |",
+    ]
+    for cell in ("rnn", "lstm"):
+        free, stable = (runs.get(variant_name(cell, s), {}) for s in (False, True))
+        for is_stable, found in ((False, free), (True, stable)):
+            label = f"{MODEL_LABELS[cell]}, {'stable' if is_stable else 'unconstrained'}"
+            if not found:
+                lines.append(f"| {label} | not run yet | | |")
+                continue
+            summary = seed_summary(found)
+            gap = verdict = ""
+            if is_stable and free:
+                reference = seed_summary(free)
+                gap = f"{100 * criteria.relative_gap(summary.mean, reference.mean):+.1f}%"
+                verdict = criteria.stability_cost_verdict("wikitext2", reference, summary)
+            lines.append(f"| {label} | {summary.describe()} | {gap} | {verdict} |")
+    return "\n".join(lines)
+
+
+# The rows of Chapter 8's LSTM ablation: label, config, stable, which layers the set certifies
+# contractive, and the config whose unconstrained LSTM is the row's reference (same lr, epochs).
+ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
+    ("unconstrained", "cpu", False, "none (no constraint)", "cpu"),
+    ("course constraint, every layer", "cpu", True, "every layer", "cpu"),
+    ("course constraint, first layer only", "cpu-first-layer", True, "layer 1 only", "cpu"),
+    ("authors' rescaling, first layer only", "cpu-authors-first", True, "none", "cpu"),
+    ("authors' rescaling, every layer", "cpu-authors-all", True, "none", "cpu"),
+    ("course constraint, forget cap lifted", "cpu-free-forget", True, "none", "cpu"),
+    ("unconstrained, lr 20", "cpu-lr20", False, "none (no constraint)", "cpu-lr20"),
+    ("course constraint, every layer, lr 20", "cpu-lr20", True, "every layer", "cpu-lr20"),
+    ("unconstrained, 40 epochs", "cpu-converged", False, "none (no constraint)", "cpu-converged"),
+    (
+        "course constraint, every layer, 40 epochs",
+        "cpu-converged",
+        True,
+        "every layer",
+        "cpu-converged",
+    ),
+)
+
+
+def _worst_jacobian(config: str, variant: str) -> float | None:
+    """The largest one-step state-Jacobian norm measured on a config's model (any layer)."""
+    path = results_folder(config) / "analysis.json"
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf8") as handle:
+        norms = json.load(handle).get(variant, {}).get("jacobian_norms")
+    return max(max(layer) for layer in norms) if norms else None
+
+
+def ablation_table() -> tuple[str, str]:
+    """Chapter 8's LSTM ablation, one factor at a time from ``cpu``: a markdown table and the
+    commands that produce each row.
+
+    Each stable row's gap is measured against the unconstrained LSTM of the same setting
+    (``cpu`` for the constraint rows, its own config for lr 20 and 40 epochs).  A row with
+    fewer seeds than the criteria require is read only where its effect exceeds the
+    single-seed rule (criteria.single_seed_ablation) against the course model's seeds.
+    """
+    lines = [
+        "| LSTM, cpu scale | certified contractive | test perplexity | vs unconstrained "
+        "| worst one-step Jacobian norm | read by the criteria |",
+        "| --- | --- | --- | ---: | ---: | --- |",
+    ]
+    commands = []
+    course = load_seed_results("cpu").get("lstm-stable")
+    needed = criteria.load_criteria()["seeds"]["wikitext2"]
+    for label, config, stable, certified, reference in ABLATION_ROWS:
+        variant = variant_name("lstm", stable)
+        runs = load_seed_results(config).get(variant, {})
+        commands.append(rerun_command(config, "lstm", stable))
+        if not runs:
+            lines.append(f"| {label} | {certified} | not run yet | | | |")
+            continue
+        summary = seed_summary(runs)
+        free = load_seed_results(reference).get("lstm-unconstrained")
+        gap = ""
+        if stable and free:
+            gap = f"{100 * criteria.relative_gap(summary.mean, seed_summary(free).mean):+.1f}%"
+        worst = _worst_jacobian(config, variant)
+        if summary.n >= needed:
+            read = f"yes ({summary.n} seeds)"
+        elif course and criteria.single_seed_readable(summary.mean, seed_summary(course)):
+            read = "yes (one seed; effect > 5 sd of the course model's seeds)"
+        else:
+            read = f"not yet (needs {needed} seeds)"
+        lines.append(
+            f"| {label} | {certified} | {summary.describe()} | {gap} "
+            f"| {'not measured' if worst is None else f'{worst:.2f}'} | {read} |"
+        )
+    return "\n".join(lines), "\n".join(dict.fromkeys(commands))
+
+
+def _row_gap(config: str, stable: bool, reference: str) -> float | None:
+    """Relative gap of a row's mean test perplexity to its reference unconstrained LSTM."""
+    runs = load_seed_results(config).get(variant_name("lstm", stable))
+    free = load_seed_results(reference).get("lstm-unconstrained")
+    if not (runs and free):
+        return None
+    return criteria.relative_gap(seed_summary(runs).mean, seed_summary(free).mean)
+
+
+def ablation_findings() -> list[str]:
+    """What the committed ablation rows say, one sentence per row, computed from the files.
+
+    A constraint row is compared with the course constraint's gap at the same setting (the
+    share of that gap it closes); a setting row (lr 20, 40 epochs) gives the course
+    constraint's gap in that setting.  Rows not run yet are named as such.
+    """
+    course = _row_gap("cpu", True, "cpu")
+    if course is None:
+        return ["The course-constrained LSTM of the cpu scale has no committed result yet."]
+    sentences = []
+    for label, config, stable, certified, reference in ABLATION_ROWS:
+        if not stable or config == "cpu":
+            continue
+        gap = _row_gap(config, stable, reference)
+        if gap is None:
+            sentences.append(f"{label}: not run yet ({rerun_command(config, 'lstm', True)}).")
+            continue
+        seeds = len(load_seed_results(config)["lstm-stable"])
+        worst = _worst_jacobian(config, "lstm-stable")
+        where = "" if worst is None else f"; worst one-step Jacobian norm {worst:.2f}"
+        if reference == "cpu":
+            closed = 100 * (course - gap) / course
+            sentences.append(
+                f"{label} (certified: {certified}): {100 * gap:+.1f}% against the unconstrained "
+                f"LSTM, instead of the course constraint's {100 * course:+.1f}%; it closes "
+                f"{closed:.0f}% of that gap ({seeds} seed{'s' if seeds > 1 else ''}{where})."
+            )
+        else:
+            sentences.append(
+                f"{label}: the course constraint costs {100 * gap:+.1f}% against the "
+                f"unconstrained LSTM of the same setting ({100 * course:+.1f}% in the cpu "
+                f"setting; {seeds} seed{'s' if seeds > 1 else ''})."
+            )
+    return sentences

@@ -1,0 +1,243 @@
+"""The necessity direction: what a truncated model cannot approximate is not stable.
+
+If the gap ``||h_t - h^k_t||`` stays above ``eps`` for every context ``k`` (on some
+inputs, with states bounded by ``B``), then
+
+1. ``phi_w`` is ``lambda``-contractive for no ``lambda < 1``, in no norm;
+2. for every ``k`` some state ``g`` on the segment ``[0, h_{t-k}]`` has a ``k``-step
+   Jacobian product ``||d Phi_k(g) / d g|| >= eps / B`` (the products do not vanish);
+3. for the vanilla RNN, ``L_rho ||W||_2 >= 1``: the necessary condition for exploding
+   gradients (Chapter 2), not exploding gradients themselves.
+
+The proof writes the gap as an integral over that segment,
+``h_t - h^k_t = Phi_k(h_{t-k}) - Phi_k(0) = int_0^1 DPhi_k(theta h_{t-k}) h_{t-k} dtheta``,
+where ``Phi_k`` applies the map to the last ``k`` inputs.  This module computes every
+object of that argument for a :class:`~stablernn_lib.core.models.RecurrentMap`: the window
+map, its Jacobian, the integrand along the segment, and the two examples of
+Chapter 5 (a bistable one-unit RNN, and the linear "memory line" whose Jacobian
+products neither vanish nor explode).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import sympy as sp
+import torch
+from torch import Tensor
+
+from stablernn_lib.core.models import LinearRNN, RecurrentMap, VanillaRNN
+from stablernn_lib.core.truncation import truncated_states
+
+
+def window_map(model: RecurrentMap, window: Tensor, state: Tensor) -> Tensor:
+    """``Phi_k(state)``: the map applied to the ``k`` inputs ``window`` ``(k, D)``,
+    starting from ``state`` ``(S,)``; returns ``(S,)``."""
+    current = state.unsqueeze(0)
+    for x in window:
+        current = model.step(current, x.unsqueeze(0))
+    return current.squeeze(0)
+
+
+def window_jacobian(model: RecurrentMap, window: Tensor, state: Tensor) -> Tensor:
+    """``D Phi_k(state)``, the product of the ``k`` step Jacobians along the trajectory
+    that starts at ``state``; shape ``(S, S)``."""
+    return torch.autograd.functional.jacobian(lambda s: window_map(model, window, s), state)
+
+
+@dataclass(frozen=True)
+class SegmentProfile:
+    """The mean-value argument on the segment ``theta * start``, ``theta in [0, 1]``.
+
+    ``gap = ||Phi_k(start) - Phi_k(0)||``; ``jacobian_norms[i] = ||D Phi_k(theta_i start)||_2``;
+    ``integral`` is the trapezoid rule for ``int_0^1 ||D Phi_k(theta start) start|| dtheta``,
+    which bounds ``gap`` from above.
+    """
+
+    thetas: Tensor
+    jacobian_norms: Tensor
+    integrand: Tensor
+    gap: float
+    integral: float
+    start_norm: float
+
+    @property
+    def largest_jacobian_norm(self) -> float:
+        return float(self.jacobian_norms.max())
+
+    @property
+    def jacobian_at_start(self) -> float:
+        """``||D Phi_k||`` along the trajectory the full model actually follows."""
+        return float(self.jacobian_norms[-1])
+
+
+def segment_profile(
+    model: RecurrentMap, window: Tensor, start: Tensor, num_points: int = 201
+) -> SegmentProfile:
+    """Evaluate the gap and the Jacobians of ``Phi_k`` on ``num_points`` points of the
+    segment from ``0`` to ``start``."""
+    if num_points < 2:
+        raise ValueError(f"num_points must be at least 2 (both ends), got {num_points}")
+    thetas = torch.linspace(0.0, 1.0, num_points, dtype=start.dtype)
+    norms, integrand = [], []
+    for theta in thetas:
+        jacobian = window_jacobian(model, window, theta * start)
+        norms.append(torch.linalg.matrix_norm(jacobian, ord=2))
+        integrand.append(torch.linalg.vector_norm(jacobian @ start))
+    norms_t, integrand_t = torch.stack(norms), torch.stack(integrand)
+    with torch.no_grad():
+        gap = window_map(model, window, start) - window_map(model, window, torch.zeros_like(start))
+    return SegmentProfile(
+        thetas=thetas,
+        jacobian_norms=norms_t.detach(),
+        integrand=integrand_t.detach(),
+        gap=float(torch.linalg.vector_norm(gap)),
+        integral=float(torch.trapezoid(integrand_t, thetas)),
+        start_norm=float(torch.linalg.vector_norm(start)),
+    )
+
+
+@dataclass(frozen=True)
+class NecessityRow:
+    """One context ``k`` at the last time ``T`` of one sequence."""
+
+    k: int
+    gap: float  # ||h_T - h^k_T||, the truncated state from truncation.truncated_states
+    state_norm: float  # ||h_{T-k}||
+    largest_jacobian_norm: float  # max over the segment [0, h_{T-k}] of ||D Phi_k||
+    jacobian_on_trajectory: float  # ||D Phi_k(h_{T-k})||, along the visited states
+    mean_value_bound: float  # int_0^1 ||D Phi_k(theta h_{T-k}) h_{T-k}|| dtheta
+
+
+def necessity_table(
+    model: RecurrentMap, inputs: Tensor, ks: list[int], num_points: int = 201
+) -> list[NecessityRow]:
+    """For each ``k``: the truncation gap at the last time and the Jacobians that the
+    necessity theorem relates to it.  ``inputs`` is one sequence ``(T, 1, D)``; every
+    ``k`` must be below ``T``."""
+    model.check_inputs(inputs)
+    if inputs.shape[1] != 1:
+        raise ValueError(
+            f"inputs must hold one sequence, shape (T, 1, D); got {tuple(inputs.shape)}"
+        )
+    T = inputs.shape[0]
+    if any(k < 1 or k >= T for k in ks):
+        raise ValueError(f"every context must satisfy 1 <= k < T = {T}; got {ks}")
+    with torch.no_grad():
+        states = model.run(inputs)[:, 0]
+    rows = []
+    for k in ks:
+        with torch.no_grad():
+            truncated = truncated_states(model, inputs, k)[-1, 0]
+        start = states[T - k - 1]  # h_{T-k}
+        profile = segment_profile(model, inputs[T - k :, 0], start, num_points)
+        rows.append(
+            NecessityRow(
+                k=k,
+                gap=float(torch.linalg.vector_norm(states[-1] - truncated)),
+                state_norm=profile.start_norm,
+                largest_jacobian_norm=profile.largest_jacobian_norm,
+                jacobian_on_trajectory=profile.jacobian_at_start,
+                mean_value_bound=profile.integral,
+            )
+        )
+    return rows
+
+
+def table_markdown(rows: list[NecessityRow]) -> str:
+    """The rows as a Markdown table: the gap, the bound ``gap / ||h_{T-k}||`` that part 2
+    of the theorem puts under the largest Jacobian on the segment, that largest
+    Jacobian, and the Jacobian along the visited trajectory."""
+    lines = [
+        "| k | gap at T | gap / state norm | largest Jacobian on the segment "
+        "| Jacobian on the trajectory |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.k} | {row.gap:.4f} | {row.gap / max(row.state_norm, 1e-300):.4f} | "
+            f"{row.largest_jacobian_norm:.3g} | {row.jacobian_on_trajectory:.3g} |"
+        )
+    return "\n".join(lines)
+
+
+def bistable_rnn(weight: float = 2.0, dtype: torch.dtype = torch.float64) -> VanillaRNN:
+    """The one-unit RNN ``h' = tanh(weight * h + x)``.  For ``weight > 1`` it has three
+    fixed points at ``x = 0``: ``0`` (unstable, slope ``weight``) and ``+-h*`` (attracting)."""
+    model = VanillaRNN(1, 1, activation="tanh", dtype=dtype)
+    with torch.no_grad():
+        model.weight_hh.fill_(weight)
+        model.weight_ih.fill_(1.0)
+    return model
+
+
+def memory_line(dtype: torch.dtype = torch.float64) -> LinearRNN:
+    """``h' = h + x``: the state keeps every input; every Jacobian product is exactly 1."""
+    model = LinearRNN(1, 1, dtype=dtype)
+    with torch.no_grad():
+        model.weight_hh.fill_(1.0)
+        model.weight_ih.fill_(1.0)
+    return model
+
+
+def pulse(length: int, amplitude: float = 3.0, dtype: torch.dtype = torch.float64) -> Tensor:
+    """One input sequence ``(length, 1, 1)``: ``amplitude`` at ``t = 1``, then zeros."""
+    inputs = torch.zeros(length, 1, 1, dtype=dtype)
+    inputs[0] = amplitude
+    return inputs
+
+
+def attracting_fixed_point(weight: float) -> float:
+    """The positive solution of ``h = tanh(weight * h)`` for ``weight > 1`` (bisection)."""
+    if weight <= 1:
+        raise ValueError(f"tanh(w h) has a nonzero fixed point only for w > 1; got w = {weight}")
+    low, high = 1e-12, 1.0
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if math.tanh(weight * middle) > middle else (low, middle)
+    return (low + high) / 2
+
+
+def rnn_norm_lower_bound(gap: float, state_bound: float, k: int) -> float:
+    """``(gap / B)^(1/k)``: part 3 of the theorem says ``L_rho ||W||_2`` is at least this."""
+    return (gap / state_bound) ** (1.0 / k)
+
+
+# ---------------------------------------------------------------------------
+# sympy: the algebra of the theorem
+# ---------------------------------------------------------------------------
+
+
+def contraction_context_solution() -> tuple[sp.Expr, sp.Expr]:
+    """Solve ``c lambda^k B = eps`` for ``k``; returns (sympy's solution, the closed form
+    ``log(c B / eps) / log(1/lambda)``).  Beyond this ``k`` a contraction forces the
+    gap below ``eps``."""
+    c, lam, B, eps, k = sp.symbols("c lambda B varepsilon k", positive=True)
+    (solution,) = sp.solve(sp.Eq(c * lam**k * B, eps), k)
+    return solution, sp.log(c * B / eps) / sp.log(1 / lam)
+
+
+def root_limit() -> sp.Expr:
+    """``lim_{k -> oo} (eps / B)^(1/k)`` for ``0 < eps <= B``: equals 1 (part 3)."""
+    eps, B, k = sp.symbols("varepsilon B k", positive=True)
+    return sp.limit((eps / B) ** (1 / k), k, sp.oo)
+
+
+def chain_rule_on_segment() -> sp.Expr:
+    """``d/dtheta Phi(theta h) - Phi'(theta h) h`` for a two-step tanh map; simplifies to 0."""
+    theta, h, w, a, b = sp.symbols("theta h w a b", real=True)
+    g = sp.Symbol("g", real=True)
+    two_steps = sp.tanh(w * sp.tanh(w * g + a) + b)
+    along = two_steps.subs(g, theta * h)
+    return sp.simplify(sp.diff(along, theta) - sp.diff(two_steps, g).subs(g, theta * h) * h)
+
+
+def fixed_point_slope(weight: float = 2.0) -> tuple[float, float]:
+    """``(h*, slope)`` of ``h -> tanh(weight h)`` at its positive fixed point, with sympy:
+    the slope ``weight (1 - tanh(weight h*)^2) = weight (1 - h*^2)`` is below 1."""
+    h = sp.Symbol("h", positive=True)
+    w = sp.Float(weight)
+    point = sp.nsolve(sp.tanh(w * h) - h, h, 0.9)
+    slope = sp.diff(sp.tanh(w * h), h).subs(h, point)
+    return float(point), float(slope)

@@ -1,0 +1,811 @@
+"""How tight is every constant?  Adversarial searches for the ratio measured / bound.
+
+For each bound of the course the search maximises ``measured / bound`` by gradient
+ascent (Adam, with restarts) over everything the bound quantifies over: weights,
+states, inputs and targets.  Each search keeps the *constraint constants* fixed
+(``L_rho ||W||_2 <= lambda``, ``L_rho ||U||_2 <= L_x``, ``||x_t|| <= B_x``,
+``||y|| <= Y``) by projecting after every step, so the bound is a constant during the
+ascent; the final instance is then re-measured with the library's own functions
+(:mod:`stablernn_lib.core.bounds`, :mod:`stablernn_lib.theory.lemmas`,
+:mod:`stablernn_lib.theory.lstm_stability`) and with the constants read off the instance,
+which can only make the reported ratio larger.  A ratio above 1 (beyond rounding)
+would be a counterexample to a lemma.
+
+- Lemma 1: ``max_t ||h_t - h^k_t|| / (lambda^k L_x B_x / (1 - lambda))``.
+- Lemma 2: ``||grad_w p_T - grad_w p^k_T|| / (gamma k lambda^k)``.
+- Lemma 3: ``||grad p_T(w) - grad p_T(w')|| / (beta ||w - w'||)``, ``w, w'`` in the set.
+- Proposition 2: ``||w_{N+1} - w'_{N+1}|| / (alpha gamma k lambda^k N^(alpha beta + 1))``
+  on the worst problem its hypotheses allow (a concave quadratic whose truncated
+  gradient is shifted by the largest gap Lemma 2 allows), run by projected gradient descent.
+- LSTM theorem (Chapter 4): the state Jacobian's norm in the certificate's norm over
+  the box ``D`` and the input cube, divided by ``lambda = rho(M)``; the weights are
+  searched by random restarts and multiplicative hill climbing.
+
+``python -m stablernn_lib tightness`` runs every search and writes
+``data/results/tightness.json`` with provenance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from stablernn_lib.core import bounds
+from stablernn_lib.core.io import atomic_write_json, provenance
+from stablernn_lib.core.models import LSTMMap, VanillaRNN, random_vanilla_rnn
+from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
+from stablernn_lib.core.results import results_path
+from stablernn_lib.core.stability import project_spectral_ball
+from stablernn_lib.theory.lemmas import (
+    RegressionInstance,
+    gradient_gap_experiment,
+    gradient_gaps,
+    parameter_gradient,
+    single_threaded,
+    smoothness_experiment,
+    truncation_experiment,
+    truncation_gaps,
+)
+from stablernn_lib.theory.lstm_stability import (
+    jacobian_certificate_norms,
+    lstm_certificate,
+    random_stable_lstm,
+    sample_box_states,
+)
+from stablernn_lib.theory.weights_close import (
+    COMMITTED_RESULTS,
+    load_results,
+    proposition2_bound,
+    step_sizes,
+)
+
+DEFAULT_OUT = Path("data/results/tightness.json")
+ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "tanh": torch.tanh,
+    "identity": lambda u: u,
+}
+
+
+@dataclass(frozen=True)
+class TightnessConfig:
+    """Sizes and budgets of one tightness run (every search uses float64)."""
+
+    name: str
+    seed: int = 0
+    restarts: int = 3
+    steps: int = 150
+    learning_rate: float = 0.05
+    hidden_size: int = 3
+    input_size: int = 2
+    seq_len: int = 40
+    lams: tuple[float, ...] = (0.3, 0.6, 0.9)
+    ks: tuple[int, ...] = (1, 3)
+    activations: tuple[str, ...] = ("identity", "tanh")
+    target_norms: tuple[float, ...] = (0.0, 1.0)
+    input_norms: tuple[float, ...] = (1.0, 0.1)
+    lstm_hidden_sizes: tuple[int, ...] = (1, 2)
+    lstm_lams: tuple[float, ...] = (0.5, 0.9)
+    lstm_climb_steps: int = 20
+    random_instances: int = 3
+
+    def __post_init__(self) -> None:
+        if self.restarts < 1 or self.steps < 1 or self.seq_len < 2:
+            raise ValueError(
+                f"need restarts >= 1, steps >= 1 and seq_len >= 2, got {self.restarts}, "
+                f"{self.steps}, {self.seq_len}"
+            )
+        if not all(0 < lam < 1 for lam in (*self.lams, *self.lstm_lams)):
+            raise ValueError(f"every lambda must lie in (0, 1), got {self.lams}, {self.lstm_lams}")
+        if max(self.ks) >= self.seq_len:
+            raise ValueError(f"contexts {self.ks} must be shorter than seq_len = {self.seq_len}")
+        unknown = set(self.activations) - set(ACTIVATION_FUNCTIONS)
+        if unknown:
+            raise ValueError(f"unknown activations {sorted(unknown)}: use tanh or identity")
+
+
+CONFIGS: dict[str, TightnessConfig] = {
+    # seconds: what the tests run
+    "smoke": TightnessConfig(
+        name="smoke",
+        restarts=1,
+        steps=60,
+        seq_len=20,
+        lams=(0.5,),
+        ks=(2,),
+        activations=("identity",),
+        target_norms=(1.0,),
+        lstm_hidden_sizes=(1,),
+        lstm_lams=(0.9,),
+        lstm_climb_steps=5,
+        random_instances=1,
+    ),
+    # a few CPU minutes on one thread: the committed table
+    "full": TightnessConfig(
+        name="full", restarts=2, steps=250, lams=(0.1, 0.5, 0.9), lstm_climb_steps=60
+    ),
+}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _ascend(
+    objective: Callable[[], Tensor],
+    params: list[Tensor],
+    project: Callable[[], None],
+    steps: int,
+    learning_rate: float,
+) -> None:
+    """Projected gradient ascent on ``objective()`` with Adam, in place on ``params``."""
+    optimizer = torch.optim.Adam(params, lr=learning_rate, maximize=True)
+    project()
+    for _ in range(steps):
+        optimizer.zero_grad()
+        value = objective()
+        if not torch.isfinite(value):
+            break
+        value.backward()
+        optimizer.step()
+        project()
+
+
+def _project_rows_(vectors: Tensor, radius: float) -> None:
+    """Scale every row of ``vectors`` (in place) into the ball ``||v|| <= radius``."""
+    norms = vectors.norm(dim=-1, keepdim=True).clamp(min=1e-300)
+    vectors.mul_((radius / norms).clamp(max=1.0))
+
+
+def _final_state(W: Tensor, U: Tensor, inputs: Tensor, activation: str) -> Tensor:
+    """``h_T`` of ``h_t = rho(W h_{t-1} + U x_t)``, ``h_0 = 0``; inputs ``(T, D)``."""
+    rho = ACTIVATION_FUNCTIONS[activation]
+    h = torch.zeros(W.shape[0], dtype=W.dtype)
+    for x in inputs:
+        h = rho(W @ h + U @ x)
+    return h
+
+
+def _rnn(W: Tensor, U: Tensor, activation: str) -> VanillaRNN:
+    """A library :class:`VanillaRNN` (bias-free, float64) with the given weights."""
+    model = random_vanilla_rnn(U.shape[1], W.shape[0], 0.5, activation)
+    with torch.no_grad():
+        model.weight_hh.copy_(W.detach())
+        model.weight_ih.copy_(U.detach())
+    return model
+
+
+@dataclass
+class _RNNVariables:
+    """Weights, inputs and target of one search, projected onto the constraint set."""
+
+    W: Tensor
+    U: Tensor
+    inputs: Tensor
+    target: Tensor
+    lam: float
+    l_rho: float
+    target_norm: float
+    input_norm: float = 1.0
+
+    @classmethod
+    def draw(
+        cls,
+        config: TightnessConfig,
+        lam: float,
+        activation: str,
+        target_norm: float,
+        generator: torch.Generator,
+        input_norm: float = 1.0,
+    ) -> _RNNVariables:
+        H, D, T = config.hidden_size, config.input_size, config.seq_len
+
+        def normal(*shape: int) -> Tensor:
+            return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+        variables = cls(
+            normal(H, H),
+            normal(H, D),
+            normal(T, D),
+            normal(H),
+            lam,
+            activation_lipschitz(activation),
+            target_norm,
+            input_norm,
+        )
+        for tensor in variables.tensors():
+            tensor.requires_grad_(True)
+        variables.project()
+        return variables
+
+    def tensors(self) -> list[Tensor]:
+        return [self.W, self.U, self.inputs, self.target]
+
+    @torch.no_grad()
+    def project(self) -> None:
+        """``L_rho ||W||_2 <= lam``, ``L_rho ||U||_2 <= 1``, ``||x_t|| <= B_x``, ``||y|| <= Y``."""
+        self.W.copy_(project_spectral_ball(self.W, self.lam / self.l_rho))
+        self.U.copy_(project_spectral_ball(self.U, 1.0 / self.l_rho))
+        _project_rows_(self.inputs, self.input_norm)
+        _project_rows_(self.target[None], self.target_norm)
+
+
+def _gradient(W: Tensor, U: Tensor, inputs: Tensor, target: Tensor, activation: str) -> Tensor:
+    """``grad_(W, U) ||h_T - y||^2 / 2`` flattened, differentiable (double backward)."""
+    loss = 0.5 * ((_final_state(W, U, inputs, activation) - target) ** 2).sum()
+    grads = torch.autograd.grad(loss, (W, U), create_graph=True)
+    return torch.cat([g.reshape(-1) for g in grads])
+
+
+def _record(ratio: float, **details: Any) -> dict[str, Any]:
+    return {"ratio": float(ratio), **details}
+
+
+def _best(records: list[dict[str, Any]]) -> dict[str, Any]:
+    finite = [r for r in records if math.isfinite(r["ratio"])]
+    return max(finite, key=lambda r: r["ratio"]) if finite else {"ratio": math.nan}
+
+
+# ----------------------------------------------------------------------------- Lemma 1
+
+
+def lemma1_ratio(W: Tensor, U: Tensor, inputs: Tensor, activation: str, k: int) -> float:
+    """Lemma 1's ``max_t ||h_t - h^k_t|| / (lambda^k L_x B_x / (1 - lambda))`` by the library.
+
+    ``lambda = L_rho ||W||_2``, ``L_x = L_rho ||U||_2`` and ``B_x = max_t ||x_t||`` are read
+    off the instance (:func:`stablernn_lib.core.bounds.lemma1_truncation_bound`).
+    """
+    model = _rnn(W, U, activation)
+    inputs = inputs.detach()
+    measured = float(truncation_gaps(model, inputs[:, None, :], [k])[0])
+    l_rho = activation_lipschitz(activation)
+    bound = bounds.lemma1_truncation_bound(
+        l_rho * spectral_norm(model.weight_hh),
+        l_rho * spectral_norm(model.weight_ih),
+        float(inputs.norm(dim=-1).max()),
+        k,
+    )
+    return measured / bound
+
+
+def lemma1_search(
+    config: TightnessConfig, lam: float, k: int, activation: str, generator: torch.Generator
+) -> dict[str, Any]:
+    """The largest Lemma 1 ratio found over ``W, U`` and the inputs (restarts of ascent).
+
+    The objective is the ratio itself, with ``lambda``, ``L_x``, ``B_x`` read off the
+    current point (spectral norms are differentiable).
+    """
+    records = []
+    for _ in range(config.restarts):
+        v = _RNNVariables.draw(config, lam, activation, 0.0, generator)
+
+        def ratio(v: _RNNVariables = v) -> Tensor:
+            full = _final_state(v.W, v.U, v.inputs, activation)
+            truncated = _final_state(v.W, v.U, v.inputs[-k:], activation)
+            lam_w = v.l_rho * torch.linalg.matrix_norm(v.W, ord=2)
+            lx = v.l_rho * torch.linalg.matrix_norm(v.U, ord=2)
+            bx = v.inputs.norm(dim=-1).max()
+            return (full - truncated).norm() * (1 - lam_w) / (lam_w**k * lx * bx)
+
+        _ascend(ratio, [v.W, v.U, v.inputs], v.project, config.steps, config.learning_rate)
+        records.append(_record(lemma1_ratio(v.W, v.U, v.inputs, activation, k)))
+    return {"lam": lam, "k": k, "activation": activation, **_best(records)}
+
+
+# ----------------------------------------------------------------------------- Lemma 2
+
+
+def _instance(W: Tensor, U: Tensor, inputs: Tensor, target: Tensor, activation: str):
+    return RegressionInstance(
+        _rnn(W, U, activation), inputs.detach()[:, None, :].clone(), target.detach().clone()
+    )
+
+
+def lemma2_ratio(
+    W: Tensor, U: Tensor, inputs: Tensor, target: Tensor, activation: str, k: int
+) -> float:
+    """Lemma 2's ``||grad p_T - grad p^k_T|| / (gamma k lambda^k)`` by the library."""
+    instance = _instance(W, U, inputs, target, activation)
+    constants = instance.constants()
+    gamma = bounds.lemma2_gamma(**constants)
+    measured = float(gradient_gaps(instance, [k])[0])
+    return measured / bounds.lemma2_gradient_bound(gamma, k, constants["lam"])
+
+
+def lemma2_search(
+    config: TightnessConfig,
+    lam: float,
+    k: int,
+    activation: str,
+    target_norm: float,
+    generator: torch.Generator,
+    input_norm: float = 1.0,
+) -> dict[str, Any]:
+    """The largest Lemma 2 ratio found over ``W, U``, inputs (``||x_t|| <= input_norm``) and
+    target (``||y|| <= target_norm``)."""
+    records = []
+    for _ in range(config.restarts):
+        v = _RNNVariables.draw(config, lam, activation, target_norm, generator, input_norm)
+
+        def gap(v: _RNNVariables = v) -> Tensor:
+            full = _gradient(v.W, v.U, v.inputs, v.target, activation)
+            truncated = _gradient(v.W, v.U, v.inputs[-k:], v.target, activation)
+            return (full - truncated).norm()
+
+        _ascend(gap, v.tensors(), v.project, config.steps, config.learning_rate)
+        records.append(_record(lemma2_ratio(v.W, v.U, v.inputs, v.target, activation, k)))
+    best = _best(records)
+    details = {"lam": lam, "k": k, "activation": activation, "target_norm": target_norm}
+    return {**details, "input_norm": input_norm, **best}
+
+
+# ----------------------------------------------------------------------------- Lemma 3
+
+
+def lemma3_ratio(
+    first: tuple[Tensor, Tensor],
+    second: tuple[Tensor, Tensor],
+    inputs: Tensor,
+    target: Tensor,
+    activation: str,
+) -> float:
+    """Lemma 3's ``||grad p(w) - grad p(w')|| / (beta ||w - w'||)`` by the library.
+
+    ``beta`` (:func:`stablernn_lib.core.bounds.lemma3_beta`) uses the larger ``lambda`` and
+    ``L_x`` of the two parameter points: both lie in the set the lemma is stated on.
+    """
+    a = _instance(*first, inputs, target, activation)
+    b = _instance(*second, inputs, target, activation)
+    lam, lx, bx = max(a.lam, b.lam), max(a.lx, b.lx), a.bx
+    lp, sp = bounds.squared_loss_constants(
+        bounds.state_norm_bound(lam, lx, bx), float(a.target.norm())
+    )
+    l_rho = activation_lipschitz(activation)
+    beta = bounds.lemma3_beta(
+        lam, lx, bx, lp, sp, l_rho=l_rho, l2_rho=bounds.activation_smoothness(activation)
+    )
+    gap = parameter_gradient(a.model, a.inputs, a.target) - parameter_gradient(
+        b.model, b.inputs, b.target
+    )
+    distance = float(
+        torch.cat([(x - y).detach().reshape(-1) for x, y in zip(first, second, strict=True)]).norm()
+    )
+    return float(gap.norm()) / (beta * distance)
+
+
+def lemma3_search(
+    config: TightnessConfig,
+    lam: float,
+    activation: str,
+    target_norm: float,
+    generator: torch.Generator,
+    input_norm: float = 1.0,
+) -> dict[str, Any]:
+    """The largest Lemma 3 ratio found over two parameter points, inputs and target."""
+    records = []
+    for _ in range(config.restarts):
+        v = _RNNVariables.draw(config, lam, activation, target_norm, generator, input_norm)
+        other = _RNNVariables.draw(config, lam, activation, target_norm, generator, input_norm)
+        with torch.no_grad():  # start close: the local ratio is the Hessian's norm
+            other.W.copy_(v.W + 1e-2 * other.W)
+            other.U.copy_(v.U + 1e-2 * other.U)
+        other.project()
+
+        def project(v: _RNNVariables = v, other: _RNNVariables = other) -> None:
+            v.project()
+            other.project()
+
+        def ratio(v: _RNNVariables = v, other: _RNNVariables = other) -> Tensor:
+            g = _gradient(v.W, v.U, v.inputs, v.target, activation)
+            g_other = _gradient(other.W, other.U, v.inputs, v.target, activation)
+            distance = torch.cat([(v.W - other.W).reshape(-1), (v.U - other.U).reshape(-1)])
+            return (g - g_other).norm() / distance.norm().clamp(min=1e-8)
+
+        _ascend(
+            ratio,
+            [*v.tensors(), other.W, other.U],
+            project,
+            config.steps,
+            config.learning_rate / 5,
+        )
+        value = lemma3_ratio((v.W, v.U), (other.W, other.U), v.inputs, v.target, activation)
+        records.append(_record(value))
+    details = {"lam": lam, "activation": activation, "target_norm": target_norm}
+    return {**details, "input_norm": input_norm, **_best(records)}
+
+
+# ----------------------------------------------------------------------------- Proposition 2
+
+
+def proposition2_worst_case(alpha: float, beta: float, gap: float, num_steps: int) -> float:
+    """``||w_{N+1} - w'_{N+1}||`` of projected GD with ``alpha_t = alpha / t`` on the worst problem.
+
+    ``p(w) = -beta w^2 / 2`` (``beta``-smooth), ``p^k(w) = p(w) - gap w`` (so that
+    ``||grad p - grad p^k|| = gap``, the most Lemma 2 allows), the parameter set an
+    interval ``[-R, R]`` too large to bind, both runs from ``w_1 = 0``: the recurrence
+    ``e_{t+1} <= (1 + alpha_t beta) e_t + alpha_t gap`` behind Proposition 2 then holds
+    with equality.
+    """
+    radius = 1e300
+    w = w_truncated = 0.0
+    for step in step_sizes("decay", alpha, num_steps):
+        w = min(max(w + step * beta * w, -radius), radius)
+        w_truncated = min(max(w_truncated + step * (beta * w_truncated + gap), -radius), radius)
+    return abs(w - w_truncated)
+
+
+def proposition2_search(
+    alphas_times_betas: tuple[float, ...] = (0.0, 0.1, 0.5, 1.0, 2.0),
+    num_steps: tuple[int, ...] = (1, 2, 10, 100),
+) -> list[dict[str, Any]]:
+    """Ratio worst case / Proposition 2 bound on a grid of ``c = alpha beta`` and ``N``.
+
+    The ratio depends only on ``c`` and ``N``; it is 1 at ``N = 1`` (one step of the
+    recurrence is an equality) and falls like ``1 / Gamma(1 + c)`` as ``N`` grows.
+    """
+    gamma, k, lam, alpha = 2.0, 1, 0.5, 0.1  # gap = gamma k lambda^k = 1
+    rows = []
+    for c in alphas_times_betas:
+        beta = c / alpha
+        for n in num_steps:
+            measured = proposition2_worst_case(alpha, beta, gamma * k * lam**k, n)
+            bound = proposition2_bound(alpha, gamma, beta, k, lam, n)
+            rows.append({"alpha_beta": c, "num_steps": n, "ratio": measured / bound})
+    return rows
+
+
+def proposition2_random_log10(results_dir: Path = COMMITTED_RESULTS) -> float | None:
+    """``log10`` of the largest distance / Proposition 2 bound in the committed Figure 1 run.
+
+    Over the ``alpha / t`` runs and recorded steps ``n >= 2``; ``None`` without the run.
+    """
+    try:
+        units = load_results(results_dir, "full")["units"]
+    except FileNotFoundError:
+        return None
+    worst = -math.inf
+    for unit in units:
+        if unit["schedule"] != "decay":
+            continue
+        for distance, log_bound in list(
+            zip(unit["distance"], unit["prop2_theory_log10"], strict=True)
+        )[1:]:
+            if distance and log_bound is not None:
+                worst = max(worst, math.log10(distance) - log_bound)
+    return worst if math.isfinite(worst) else None
+
+
+# ----------------------------------------------------------------------------- LSTM
+
+
+def _lstm_box(model: LSTMMap, input_bound: float) -> tuple[Tensor, Tensor]:
+    """``(half-widths of D (2H,), certificate weights (2H,))``."""
+    certificate = lstm_certificate(model, input_bound)
+    cell = certificate.cell_bound.to(torch.float64)
+    v_c, v_h = certificate.weights
+    H = model.hidden_size
+    limit = torch.cat([cell, torch.ones(H, dtype=torch.float64)])
+    weights = torch.cat([torch.full((H,), v_c), torch.full((H,), v_h)]).to(torch.float64)
+    return limit, weights
+
+
+def _lstm_jacobian_norm(model: LSTMMap, state: Tensor, x: Tensor, weights: Tensor) -> Tensor:
+    """The certificate-norm induced norm ``max_a sum_b |J_ab| w_b / w_a`` (differentiable)."""
+    J = torch.autograd.functional.jacobian(
+        lambda s: model.step(s[None], x[None])[0], state, create_graph=True
+    )
+    return ((J.abs() * weights[None, :]).sum(dim=-1) / weights).max()
+
+
+def lstm_state_search(
+    model: LSTMMap,
+    input_bound: float,
+    steps: int,
+    learning_rate: float,
+    generator: torch.Generator,
+    restarts: int = 2,
+) -> float:
+    """Largest Jacobian norm / ``lambda`` over states in ``D`` and inputs in the cube.
+
+    Ascent on unconstrained ``(a, b)`` with ``s = limit * tanh(a)`` and
+    ``x = B tanh(b)``; the best points are re-measured by
+    :func:`stablernn_lib.theory.lstm_stability.jacobian_certificate_norms`.
+    """
+    lam = lstm_certificate(model, input_bound).lam
+    limit, weights = _lstm_box(model, input_bound)
+    best = 0.0
+    for _ in range(restarts):
+        a = (
+            2 * torch.randn(limit.shape, generator=generator, dtype=torch.float64)
+        ).requires_grad_()
+        b = 2 * torch.randn(model.input_size, generator=generator, dtype=torch.float64)
+        b.requires_grad_()
+
+        def norm(a: Tensor = a, b: Tensor = b) -> Tensor:
+            return _lstm_jacobian_norm(
+                model, limit * torch.tanh(a), input_bound * torch.tanh(b), weights
+            )
+
+        _ascend(norm, [a, b], lambda: None, steps, learning_rate)
+        with torch.no_grad():
+            state = (limit * torch.tanh(a))[None]
+            x = (input_bound * torch.tanh(b))[None]
+        measured = float(jacobian_certificate_norms(model, state, x, input_bound)[0])
+        best = max(best, measured / lam)
+    return best
+
+
+def _perturbed(model: LSTMMap, scale: float, generator: torch.Generator) -> LSTMMap:
+    """A copy with weights multiplied by ``exp(scale * noise)`` and biases shifted."""
+    other = LSTMMap(model.input_size, model.hidden_size, dtype=torch.float64)
+    with torch.no_grad():
+        for mine, theirs in zip(other.parameters(), model.parameters(), strict=True):
+            noise = torch.randn(theirs.shape, generator=generator, dtype=torch.float64)
+            if theirs.dim() == 1:
+                mine.copy_(theirs + scale * noise)
+            else:
+                mine.copy_(theirs * torch.exp(scale * noise))
+    return other
+
+
+def lstm_search(
+    config: TightnessConfig, hidden_size: int, lam: float, generator: torch.Generator
+) -> dict[str, Any]:
+    """Random restart at certificate ``lam``, then hill climbing on the weights.
+
+    A perturbed model is kept when its certificate stays below 1 and the state search
+    finds a larger ratio.
+    """
+    model = random_stable_lstm(config.input_size, hidden_size, lam, generator=generator)
+    steps = max(10, config.steps // 5)
+    ratio = lstm_state_search(model, 1.0, steps, config.learning_rate, generator)
+    for _ in range(config.lstm_climb_steps):
+        candidate = _perturbed(model, 0.3, generator)
+        if not lstm_certificate(candidate, 1.0).lam < 1:
+            continue
+        candidate_ratio = lstm_state_search(
+            candidate, 1.0, steps, config.learning_rate, generator, restarts=1
+        )
+        if candidate_ratio > ratio:
+            model, ratio = candidate, candidate_ratio
+    return {
+        "hidden_size": hidden_size,
+        "start_lam": lam,
+        "final_lam": lstm_certificate(model, 1.0).lam,
+        "ratio": ratio,
+    }
+
+
+# ----------------------------------------------------------------------------- random baselines
+
+
+def random_baselines(config: TightnessConfig) -> dict[str, float | None]:
+    """The worst ratios on random instances, as drawn by the chapters' experiments."""
+    n = config.random_instances
+    sizes = {"hidden_size": config.hidden_size, "input_size": config.input_size}
+    lemma1 = max(
+        float(
+            np.nanmax(
+                truncation_experiment(
+                    config.lams,
+                    config.ks,
+                    model=act,
+                    num_instances=n,
+                    seq_len=config.seq_len,
+                    seed=config.seed,
+                    progress=False,
+                    **sizes,
+                ).tightness()
+            )
+        )
+        for act in config.activations
+    )
+    lemma2 = max(
+        float(
+            np.nanmax(
+                gradient_gap_experiment(
+                    config.lams,
+                    config.ks,
+                    num_instances=n,
+                    seed=config.seed,
+                    progress=False,
+                    activation=act,
+                    seq_len=config.seq_len,
+                    **sizes,
+                ).tightness()
+            )
+        )
+        for act in config.activations
+    )
+    lemma3 = max(
+        float(
+            np.nanmax(
+                smoothness_experiment(
+                    config.lams,
+                    num_instances=n,
+                    seed=config.seed,
+                    progress=False,
+                    activation=act,
+                    seq_len=config.seq_len,
+                    **sizes,
+                ).tightness()
+            )
+        )
+        for act in config.activations
+    )
+    generator = torch.Generator().manual_seed(config.seed)
+    lstm = 0.0
+    for hidden in config.lstm_hidden_sizes:
+        for lam in config.lstm_lams:
+            for _ in range(n):
+                model = random_stable_lstm(config.input_size, hidden, lam, generator=generator)
+                states, x = sample_box_states(model, 1.0, 300, generator)
+                norms = jacobian_certificate_norms(model, states, x, 1.0)
+                lstm = max(lstm, float(norms.max()) / lstm_certificate(model, 1.0).lam)
+    return {
+        "lemma1": lemma1,
+        "lemma2_gamma": lemma2,
+        "lemma3_beta": lemma3,
+        "proposition2_log10": proposition2_random_log10(),
+        "lstm_lambda": lstm,
+    }
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+@single_threaded
+def run_tightness(config: TightnessConfig, progress: bool = True) -> dict[str, Any]:
+    """Every search of this module and the random baselines; a JSON-ready dict."""
+    start = time.perf_counter()
+    generator = torch.Generator().manual_seed(config.seed)
+    jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+    for act in config.activations:
+        for lam in config.lams:
+            for k in config.ks:
+                jobs.append(
+                    ("lemma1", lambda a=act, l=lam, k=k: lemma1_search(config, l, k, a, generator))
+                )
+                for y in config.target_norms:
+                    for b in config.input_norms:
+                        jobs.append(
+                            (
+                                "lemma2_gamma",
+                                lambda a=act, l=lam, k=k, y=y, b=b: lemma2_search(
+                                    config, l, k, a, y, generator, b
+                                ),
+                            )
+                        )
+            for y in config.target_norms:
+                for b in config.input_norms:
+                    jobs.append(
+                        (
+                            "lemma3_beta",
+                            lambda a=act, l=lam, y=y, b=b: lemma3_search(
+                                config, l, a, y, generator, b
+                            ),
+                        )
+                    )
+    for hidden in config.lstm_hidden_sizes:
+        for lam in config.lstm_lams:
+            jobs.append(
+                ("lstm_lambda", lambda h=hidden, l=lam: lstm_search(config, h, l, generator))
+            )
+    searches: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in jobs}
+    for name, job in tqdm(jobs, desc="tightness searches", disable=not progress):
+        searches[name].append(job())
+    searches["proposition2"] = proposition2_search()
+    random = random_baselines(config)
+    worst = {name: _best(rows)["ratio"] for name, rows in searches.items()}
+    return {
+        "config": asdict(config),
+        "seed": config.seed,
+        "provenance": provenance(),
+        "duration_s": time.perf_counter() - start,
+        "worst_adversarial": worst,
+        "worst_random": random,
+        "searches": searches,
+    }
+
+
+TABLE_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("lemma1", "lemma1", "Lemma 1: $\\lambda^k L_x B_x / (1 - \\lambda)$"),
+    ("lemma2_gamma", "lemma2_gamma", "Lemma 2: $\\gamma k \\lambda^k$"),
+    ("lemma3_beta", "lemma3_beta", "Lemma 3: $\\beta \\Vert w - w'\\Vert$"),
+    (
+        "proposition2",
+        "proposition2_log10",
+        "Proposition 2: $\\alpha\\gamma k\\lambda^k N^{\\alpha\\beta+1}$",
+    ),
+    ("lstm_lambda", "lstm_lambda", "Chapter 4 LSTM theorem: $\\lambda = \\rho(M)$"),
+)
+
+
+def tightness_table(results: dict[str, Any]) -> str:
+    """A Markdown table: worst adversarial ratio next to the worst random one, per bound."""
+    lines = [
+        "| bound | worst ratio, adversarial search | worst ratio, random instances |",
+        "|---|---|---|",
+    ]
+    for key, random_key, label in TABLE_ROWS:
+        adversarial = results["worst_adversarial"][key]
+        random = results["worst_random"][random_key]
+        if random_key.endswith("_log10"):
+            shown = "n/a" if random is None else f"$10^{{{random:.0f}}}$ (Figure 1 run)"
+        else:
+            shown = f"{random:.3g}"
+        lines.append(f"| {label} | {adversarial:.5g} | {shown} |")
+    return "\n".join(lines)
+
+
+COMMITTED = results_path(DEFAULT_OUT.name)  # in the checkout or installed with the package
+
+
+def load_committed(path: Path = COMMITTED) -> dict[str, Any]:
+    """The committed full run (``data/results/tightness.json``)."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no tightness results at {path}; run `python -m stablernn_lib tightness --config full`"
+        )
+    return json.loads(path.read_text(encoding="utf8"))
+
+
+def worst_settings_table(results: dict[str, Any]) -> str:
+    """Markdown table: for each searched bound, the setting where the worst ratio was found."""
+    lines = ["| bound | worst ratio | found at |", "|---|---:|---|"]
+    for key, _, label in TABLE_ROWS:
+        best = _best(results["searches"][key])
+        setting = ", ".join(
+            f"{name} = {value:.3g}" if isinstance(value, float) else f"{name} = {value}"
+            for name, value in best.items()
+            if name != "ratio"
+        )
+        lines.append(f"| {label} | {best['ratio']:.4g} | {setting} |")
+    return "\n".join(lines)
+
+
+def proposition2_table(results: dict[str, Any]) -> str:
+    """Markdown table of the Proposition 2 ratios by ``alpha beta`` (rows) and ``N`` (columns)."""
+    rows = results["searches"]["proposition2"]
+    steps = sorted({row["num_steps"] for row in rows})
+    products = sorted({row["alpha_beta"] for row in rows})
+    ratio = {(row["alpha_beta"], row["num_steps"]): row["ratio"] for row in rows}
+    lines = [
+        "| $\\alpha\\beta$ | " + " | ".join(f"$N = {n}$" for n in steps) + " |",
+        "|---:|" + "---:|" * len(steps),
+    ]
+    for c in products:
+        lines.append(f"| {c:g} | " + " | ".join(f"{ratio[c, n]:.3g}" for n in steps) + " |")
+    return "\n".join(lines)
+
+
+def _command(args: argparse.Namespace) -> int:
+    config = CONFIGS[args.config]
+    if args.seed is not None:
+        config = replace(config, seed=args.seed)
+    results = run_tightness(config)
+    atomic_write_json(args.out, results)
+    print(tightness_table(results))
+    print(f"tightness {config.name}: {results['duration_s']:.0f} s; written to {args.out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``tightness``: adversarial searches of measured / bound for every bound."""
+    parser = subparsers.add_parser(
+        "tightness", help="adversarial search for the worst ratio measured / bound of each bound"
+    )
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="full")
+    parser.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON result file")
+    parser.set_defaults(func=_command)

@@ -1,0 +1,189 @@
+"""The one training loop, on a toy task: resume, divergence, checkpoints, early stop.
+
+The tasks' own tests (test_train.py, test_music.py) check their data, model and metric.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from stablernn_lib.tasks.training import (
+    Task,
+    TrainingDivergedError,
+    check_fresh_start,
+    finished_result,
+    train,
+)
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    name: str = "toy"
+    epochs: int = 3
+    lr: float = 0.1
+    clip: float = 1.0
+    lr_decay: float = 4.0
+    divergence_factor: float = 100.0
+
+
+class ToyTask(Task):
+    """Least squares on 8 fixed points with a dropout layer (so the random state matters)."""
+
+    def __init__(self, config: ToyConfig = ToyConfig(), radius: float | None = None) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.inputs = torch.randn(8, 3, generator=generator, dtype=torch.float64)
+        self.targets = self.inputs @ torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+        torch.manual_seed(1)
+        self.model = nn.Sequential(nn.Dropout(0.2), nn.Linear(3, 1, dtype=torch.float64))
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=config.lr)
+        self.name, self.config, self.radius = "toy", config, radius
+        self.identity = {"model": "linear"}
+        self.diverge_above = config.divergence_factor
+        self.steps_per_epoch = 8
+
+    def loss(self, index: int, carried: Any) -> tuple[Tensor, float, float, int, Any]:
+        prediction = self.model(self.inputs[index : index + 1]).squeeze(-1)
+        loss = ((prediction - self.targets[index : index + 1]) ** 2).mean()
+        return loss, loss.item(), loss.item(), 1, None
+
+    def project(self) -> None:
+        if self.radius is not None:
+            with torch.no_grad():
+                weight = self.model[1].weight
+                weight.mul_(min(1.0, self.radius / float(weight.norm())))
+
+    def validate(self) -> float:
+        self.model.eval()
+        with torch.no_grad():
+            prediction = self.model(self.inputs).squeeze(-1)
+        return float(((prediction - self.targets) ** 2).mean())
+
+    def epoch_metrics(self, epoch, train_loss, val_loss, lr, seconds, tokens) -> dict[str, Any]:
+        return {"epoch": epoch, "train": train_loss, "val": val_loss, "lr": lr}
+
+    def epoch_line(self, metrics: dict[str, Any]) -> str:
+        return f"epoch {metrics['epoch']}"
+
+
+def _numbers(state: dict[str, Any]) -> list[tuple[float, float, float]]:
+    return [(m["train"], m["val"], m["lr"]) for m in state["history"]]
+
+
+def test_resume_after_a_kill_or_a_ctrl_c_ends_like_an_uninterrupted_run(tmp_path: Path) -> None:
+    status, whole = train(ToyTask(), tmp_path / "whole", progress=False)
+    assert status == "completed" and len(whole["history"]) == 3
+
+    def kill(step: int, model: nn.Module) -> None:
+        if step == 11:  # in epoch 2, after the checkpoint of epoch 1
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        train(ToyTask(), tmp_path / "kill", progress=False, on_step=kill)
+    status, resumed = train(ToyTask(), tmp_path / "kill", resume=True, progress=False)
+    assert status == "completed" and _numbers(resumed) == _numbers(whole)
+
+    def interrupt(step: int, model: nn.Module) -> None:
+        if step == 13:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    status, stopped = train(ToyTask(), tmp_path / "int", progress=False, on_step=interrupt)
+    assert status == "interrupted" and stopped["next"] == 13 - 8
+    status, resumed = train(ToyTask(), tmp_path / "int", resume=True, progress=False)
+    assert _numbers(resumed) == _numbers(whole) and resumed["step"] == whole["step"] == 24
+    assert len((tmp_path / "int" / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_checkpoint_of_another_run_or_an_unasked_overwrite_is_refused(tmp_path: Path) -> None:
+    train(ToyTask(ToyConfig(epochs=1)), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="resume=True"):
+        check_fresh_start(tmp_path, resume=False)
+    other = ToyTask(ToyConfig(epochs=1))
+    other.identity = {"model": "quadratic"}
+    with pytest.raises(ValueError, match="another run.*model=linear"):
+        train(other, tmp_path, resume=True, progress=False)
+
+
+def test_a_finished_result_is_recognised_only_for_the_same_run(tmp_path: Path) -> None:
+    config = ToyConfig()
+    path = tmp_path / "result.json"
+    result = {"status": "completed", "model": "linear", "config": asdict(config)}
+    path.write_text(json.dumps(result))
+    assert finished_result(path, {"model": "linear"}, config) is not None
+    assert finished_result(path, {"model": "other"}, config) is None
+    assert finished_result(path, {"model": "linear"}, ToyConfig(epochs=9)) is None
+
+
+def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> None:
+    def sabotage(step: int, model: nn.Module) -> None:
+        if step == 10:
+            with torch.no_grad():
+                model[1].weight.fill_(math.nan)
+
+    kept = r"loss nan.*after epoch 1\) was kept.*lower lr"
+    with pytest.raises(TrainingDivergedError, match=kept):
+        train(ToyTask(), tmp_path, progress=False, on_step=sabotage)
+    saved = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert saved["progress"]["epoch"] == 1
+    assert all(torch.isfinite(v).all() for v in saved["model_state"].values())
+
+
+def test_an_exploding_loss_stops_before_any_checkpoint(tmp_path: Path) -> None:
+    with pytest.raises(TrainingDivergedError, match="No epoch had finished"):
+        train(ToyTask(ToyConfig(divergence_factor=1e-6)), tmp_path, progress=False)
+    assert not (tmp_path / "checkpoint.pt").exists()
+
+
+def test_the_projection_runs_after_every_step(tmp_path: Path) -> None:
+    norms = []
+    task = ToyTask(radius=0.5)
+
+    def record(step: int, model: nn.Module) -> None:
+        norms.append(float(model[1].weight.detach().norm()))
+
+    train(task, tmp_path, progress=False, on_step=record)
+    assert len(norms) == 24 and max(norms) <= 0.5 + 1e-12
+
+
+def test_stop_below_lr_ends_the_run_with_the_bound_on_what_was_skipped(tmp_path: Path) -> None:
+    config = ToyConfig(epochs=5, lr_decay=1e6)  # any epoch without improvement kills the lr
+
+    class NeverImproves(ToyTask):
+        def validate(self) -> float:
+            return 1.0
+
+    status, state = train(NeverImproves(config), tmp_path, progress=False, stop_below_lr=1e-3)
+    assert status == "completed" and len(state["history"]) == 2
+    stopped = state["stopped_early"]
+    assert stopped["after_epoch"] == 2
+    assert stopped["max_weight_change"] == pytest.approx(3 * 8 * stopped["lr"] * config.clip)
+
+
+def test_a_checkpoint_written_before_the_loop_was_shared_still_resumes(tmp_path: Path) -> None:
+    def kill(step: int, model: nn.Module) -> None:
+        if step == 9:
+            raise RuntimeError("killed")
+
+    _, whole = train(ToyTask(), tmp_path / "whole", progress=False)
+    with pytest.raises(RuntimeError):
+        train(ToyTask(), tmp_path / "old", progress=False, on_step=kill)
+    path = tmp_path / "old" / "checkpoint.pt"
+    saved = torch.load(path, weights_only=False)
+    progress = saved["progress"]
+    for old, new in (("next_batch", "next"), ("epoch_loss_sum", "epoch_sum"),
+                     ("epoch_tokens", "epoch_count")):
+        progress[old] = progress.pop(new)
+    for key in ("val_losses", "best_epoch", "order"):
+        del progress[key]
+    torch.save(saved, path)
+    _, resumed = train(ToyTask(), tmp_path / "old", resume=True, progress=False)
+    assert _numbers(resumed) == _numbers(whole)
