@@ -1,8 +1,8 @@
 // The course's layout script (added to every page by stablernn_lib.book): a display
-// equation wider than its column is scaled down to fit, to 60 % of its size at most;
-// one still wider scrolls sideways inside its box (book/course.css).
+// equation wider than its column is scaled down to fit, to 75 % of its size at most
+// (smaller is illegible); one still wider scrolls sideways in its box (book/course.css).
 (function () {
-  var SMALLEST = 0.6;
+  var SMALLEST = 0.75;
   function fit() {
     var boxes = document.querySelectorAll('mjx-container[display="true"]');
     for (var i = 0; i < boxes.length; i++) {
