@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from stablernn_lib.tasks.training import (
+    EpochStats,
     Task,
     TrainingDivergedError,
     check_fresh_start,
@@ -68,8 +69,13 @@ class ToyTask(Task):
             prediction = self.model(self.inputs).squeeze(-1)
         return float(((prediction - self.targets) ** 2).mean())
 
-    def epoch_metrics(self, epoch, train_loss, val_loss, lr, seconds, tokens) -> dict[str, Any]:
-        return {"epoch": epoch, "train": train_loss, "val": val_loss, "lr": lr}
+    def epoch_metrics(self, stats: EpochStats) -> dict[str, Any]:
+        return {
+            "epoch": stats.epoch,
+            "train": stats.train_loss,
+            "val": stats.val_loss,
+            "lr": stats.lr,
+        }
 
     def epoch_line(self, metrics: dict[str, Any]) -> str:
         return f"epoch {metrics['epoch']}"
@@ -179,8 +185,11 @@ def test_a_checkpoint_written_before_the_loop_was_shared_still_resumes(tmp_path:
     path = tmp_path / "old" / "checkpoint.pt"
     saved = torch.load(path, weights_only=False)
     progress = saved["progress"]
-    for old, new in (("next_batch", "next"), ("epoch_loss_sum", "epoch_sum"),
-                     ("epoch_tokens", "epoch_count")):
+    for old, new in (
+        ("next_batch", "next"),
+        ("epoch_loss_sum", "epoch_sum"),
+        ("epoch_tokens", "epoch_count"),
+    ):
         progress[old] = progress.pop(new)
     for key in ("val_losses", "best_epoch", "order"):
         del progress[key]

@@ -51,20 +51,21 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
     return _atomic_replace(Path(path), lambda handle: torch.save(obj, handle), "wb")
 
 
+def _git(*args: str, cwd: Path) -> str:
+    """The stripped standard output of ``git args`` run in ``cwd``.
+
+    Raises OSError or CalledProcessError when git is missing or fails."""
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def git_commit(cwd: str | Path | None = None) -> str:
     """The current git commit (with ``-dirty`` when the tree has changes), or "unknown"."""
     where = Path(cwd) if cwd is not None else Path(__file__).resolve().parent
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        commit = _git("rev-parse", "HEAD", cwd=where)
+        dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=where)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("-dirty" if dirty else "")
@@ -78,27 +79,9 @@ def criteria_commit(cwd: str | Path | None = None) -> str:
     where = Path(cwd) if cwd is not None else Path(__file__).resolve().parent
     path = "data/results/criteria.json"
     try:
-        top = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        commit = subprocess.run(
-            ["git", "log", "-1", "--format=%H", "--", path],
-            cwd=top,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--", path],
-            cwd=top,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        top = Path(_git("rev-parse", "--show-toplevel", cwd=where))
+        commit = _git("log", "-1", "--format=%H", "--", path, cwd=top)
+        changed = _git("status", "--porcelain", "--", path, cwd=top)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     if changed or not commit:

@@ -308,12 +308,9 @@ def supervise(out: Path) -> None:
 
 def worker(out: Path, name: str) -> int:
     """Train one job to its end (resuming from its checkpoint); 0 when it has a final result."""
+    from stablernn_lib.tasks.training import TrainingDivergedError
     from stablernn_lib.tasks.wikitext2.data import Corpus, batch_starts, load_wikitext2
-    from stablernn_lib.tasks.wikitext2.train import (
-        TrainingDivergedError,
-        prepare_corpus,
-        train_language_model,
-    )
+    from stablernn_lib.tasks.wikitext2.train import prepare_corpus, train_language_model
 
     plan = load_plan(out)
     records = {record["name"]: record for record in plan["jobs"]}

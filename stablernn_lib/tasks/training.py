@@ -30,9 +30,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -47,7 +47,19 @@ DATA_ROOT = (_CHECKOUT if (_CHECKOUT / "pyproject.toml").exists() else Path.cwd(
 
 
 # A run with another seed than its config's is config ``<name>-seed<N>`` (both tasks).
+ConfigT = TypeVar("ConfigT")
 SEED_SUFFIX = re.compile(r"^(?P<base>.+)-seed(?P<seed>\d+)$")
+
+
+def named_config(
+    config: str | ConfigT, configs: dict[str, ConfigT], kind: type[ConfigT]
+) -> ConfigT:
+    """``config`` when it is a ``kind`` already, else the config named ``config`` in ``configs``."""
+    if isinstance(config, kind):
+        return config
+    if config not in configs:
+        raise ValueError(f"unknown config {config!r}; use one of {sorted(configs)}")
+    return configs[config]
 
 
 def with_seed(config: Any, seed: int) -> Any:
@@ -86,6 +98,19 @@ class StopRequest:
         if self._previous is not None:
             for sig, handler in self._previous.items():
                 signal.signal(sig, handler)
+
+
+@dataclass(frozen=True)
+class EpochStats:
+    """What the loop measured in epoch ``epoch``: the mean training loss per token,
+    the validation loss, the learning rate it ran at, its seconds and its tokens."""
+
+    epoch: int
+    train_loss: float
+    val_loss: float
+    lr: float
+    seconds: float
+    tokens: int
 
 
 class Task:
@@ -129,15 +154,7 @@ class Task:
         """Whether to divide the learning rate by ``lr_decay`` after ``epoch``."""
         return not improved
 
-    def epoch_metrics(
-        self,
-        epoch: int,
-        train_loss: float,
-        val_loss: float,
-        lr: float,
-        seconds: float,
-        tokens: int,
-    ) -> dict[str, Any]:
+    def epoch_metrics(self, stats: EpochStats) -> dict[str, Any]:
         """The line of ``metrics.jsonl`` and of the result's ``epochs`` for one epoch."""
         raise NotImplementedError
 
@@ -218,6 +235,19 @@ def finished_result(path: Path, identity: dict[str, Any], config: Any) -> dict[s
     if result.get("status") != "completed" or not same_run:
         return None
     return result if same_config(result.get("config", {}), config) else None
+
+
+def finished_or_fresh(
+    out: Path, name: str, identity: dict[str, Any], config: Any, resume: bool, progress: bool
+) -> dict[str, Any] | None:
+    """Before run ``name`` starts in ``out``: refuse a used folder unless resuming
+    (:func:`check_fresh_start`); when resuming, the completed result of this very run if
+    there is one (said when ``progress``: a rerun has nothing to do), else None."""
+    check_fresh_start(out, resume)
+    finished = finished_result(out / "result.json", identity, config) if resume else None
+    if finished is not None and progress:
+        print(f"{name}: already completed, skipped ({out})")
+    return finished
 
 
 def _rng_state() -> dict[str, Any]:
@@ -388,7 +418,7 @@ def train(
             lr = task.optimizer.param_groups[0]["lr"]
             train_loss = state["epoch_sum"] / state["epoch_count"]
             metrics = task.epoch_metrics(
-                epoch, train_loss, val_loss, lr, epoch_seconds, state["epoch_count"]
+                EpochStats(epoch, train_loss, val_loss, lr, epoch_seconds, state["epoch_count"])
             )
             improved = val_loss < state["best_val_loss"]
             if improved:

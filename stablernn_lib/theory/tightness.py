@@ -592,57 +592,24 @@ def lstm_search(
 def random_baselines(config: TightnessConfig) -> dict[str, float | None]:
     """The worst ratios on random instances, as drawn by the chapters' experiments."""
     n = config.random_instances
-    sizes = {"hidden_size": config.hidden_size, "input_size": config.input_size}
-    lemma1 = max(
-        float(
-            np.nanmax(
-                truncation_experiment(
-                    config.lams,
-                    config.ks,
-                    model=act,
-                    num_instances=n,
-                    seq_len=config.seq_len,
-                    seed=config.seed,
-                    progress=False,
-                    **sizes,
-                ).tightness()
-            )
-        )
-        for act in config.activations
+    common = {
+        "num_instances": n,
+        "seed": config.seed,
+        "progress": False,
+        "seq_len": config.seq_len,
+        "hidden_size": config.hidden_size,
+        "input_size": config.input_size,
+    }
+
+    def worst(experiment: Callable[[str], Any]) -> float:
+        """The largest ratio of ``experiment(activation)`` over the config's activations."""
+        return max(float(np.nanmax(experiment(act).tightness())) for act in config.activations)
+
+    lemma1 = worst(lambda act: truncation_experiment(config.lams, config.ks, model=act, **common))
+    lemma2 = worst(
+        lambda act: gradient_gap_experiment(config.lams, config.ks, activation=act, **common)
     )
-    lemma2 = max(
-        float(
-            np.nanmax(
-                gradient_gap_experiment(
-                    config.lams,
-                    config.ks,
-                    num_instances=n,
-                    seed=config.seed,
-                    progress=False,
-                    activation=act,
-                    seq_len=config.seq_len,
-                    **sizes,
-                ).tightness()
-            )
-        )
-        for act in config.activations
-    )
-    lemma3 = max(
-        float(
-            np.nanmax(
-                smoothness_experiment(
-                    config.lams,
-                    num_instances=n,
-                    seed=config.seed,
-                    progress=False,
-                    activation=act,
-                    seq_len=config.seq_len,
-                    **sizes,
-                ).tightness()
-            )
-        )
-        for act in config.activations
-    )
+    lemma3 = worst(lambda act: smoothness_experiment(config.lams, activation=act, **common))
     generator = torch.Generator().manual_seed(config.seed)
     lstm = 0.0
     for hidden in config.lstm_hidden_sizes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from stablernn_lib.homework.expect import expect_close
 from stablernn_lib.homework.registry import CheckContext
 
 
@@ -41,3 +42,12 @@ def tanh_truncated_states(
 def rnn_instance(ctx: CheckContext, T: int, B: int, D: int, H: int, lam: float):
     """A tanh RNN with ``||W||_2 = lam`` and Gaussian inputs ``(T, B, D)``."""
     return scaled_matrix(ctx, H, H, lam), ctx.randn(H, D), ctx.randn(T, B, D)
+
+
+def truncated_states_match(function, ctx: CheckContext, T: int, k: int, B: int = 2) -> str:
+    """Check ``function(W, U, inputs, k)`` against ``h^k_1..h^k_T`` of a random tanh RNN
+    (``||W||_2`` drawn in ``[0.5, 1.5]``, ``D = 3``, ``H = 4``)."""
+    W, U, inputs = rnn_instance(ctx, T, B, 3, 4, ctx.uniform(0.5, 1.5))
+    given = f"T = {T}, k = {k}, B = {B}, D = 3, H = 4"
+    got = ctx.call(function, W, U, inputs.clone(), k, given=given)
+    return expect_close(got, tanh_truncated_states(W, U, inputs, k), "h^k_1..h^k_T", given)

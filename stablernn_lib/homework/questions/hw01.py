@@ -8,7 +8,7 @@ from stablernn_lib.homework.expect import expect_close
 from stablernn_lib.homework.questions.common import (
     rnn_instance,
     tanh_rnn_states,
-    tanh_truncated_states,
+    truncated_states_match,
 )
 from stablernn_lib.homework.registry import (
     Check,
@@ -48,26 +48,19 @@ def states_edge_sizes(function, ctx: CheckContext) -> str:
     return _states_match(function, ctx, 1, 3, 2, 4)
 
 
-def _truncated_match(function, ctx: CheckContext, T: int, k: int, B: int = 2) -> str:
-    W, U, inputs = rnn_instance(ctx, T, B, 3, 4, ctx.uniform(0.5, 1.5))
-    given = f"T = {T}, k = {k}, B = {B}, D = 3, H = 4"
-    got = ctx.call(function, W, U, inputs.clone(), k, given=given)
-    return expect_close(got, tanh_truncated_states(W, U, inputs, k), "h^k_1..h^k_T", given)
-
-
 def truncated_visible(function, ctx: CheckContext) -> str:
-    return _truncated_match(function, ctx, 6, 2)
+    return truncated_states_match(function, ctx, 6, 2)
 
 
 def truncated_random(function, ctx: CheckContext) -> str:
     T = ctx.integer(3, 12)
-    return _truncated_match(function, ctx, T, ctx.integer(2, T - 1), B=ctx.integer(1, 3))
+    return truncated_states_match(function, ctx, T, ctx.integer(2, T - 1), B=ctx.integer(1, 3))
 
 
 def truncated_edges(function, ctx: CheckContext) -> str:
-    _truncated_match(function, ctx, 5, 1)
-    _truncated_match(function, ctx, 4, 4)
-    return _truncated_match(function, ctx, 3, 7)
+    truncated_states_match(function, ctx, 5, 1)
+    truncated_states_match(function, ctx, 4, 4)
+    return truncated_states_match(function, ctx, 3, 7)
 
 
 def _lstm_match(function, ctx: CheckContext, B: int, D: int, H: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stablernn_lib.homework.expect import expect_close, expect_number, expect_raises
-from stablernn_lib.homework.questions.common import rnn_instance, tanh_truncated_states
+from stablernn_lib.homework.questions.common import truncated_states_match
 from stablernn_lib.homework.registry import Check, CheckContext, Homework, Question
 
 
@@ -33,21 +33,14 @@ def windows_random(function, ctx: CheckContext) -> str:
     return _windows_match(function, ctx, 3, 2, 2, 6)
 
 
-def _parallel_match(function, ctx: CheckContext, T: int, k: int, B: int = 2) -> str:
-    W, U, inputs = rnn_instance(ctx, T, B, 3, 4, ctx.uniform(0.5, 1.5))
-    given = f"T = {T}, k = {k}, B = {B}, D = 3, H = 4"
-    got = ctx.call(function, W, U, inputs.clone(), k, given=given)
-    return expect_close(got, tanh_truncated_states(W, U, inputs, k), "h^k_1..h^k_T", given)
-
-
 def parallel_visible(function, ctx: CheckContext) -> str:
-    return _parallel_match(function, ctx, 7, 3)
+    return truncated_states_match(function, ctx, 7, 3)
 
 
 def parallel_random(function, ctx: CheckContext) -> str:
     T = ctx.integer(4, 20)
-    _parallel_match(function, ctx, T, ctx.integer(1, T), B=ctx.integer(1, 3))
-    return _parallel_match(function, ctx, 3, 5)
+    truncated_states_match(function, ctx, T, ctx.integer(1, T), B=ctx.integer(1, 3))
+    return truncated_states_match(function, ctx, 3, 5)
 
 
 def _field(layers: int, kernel: int, base: int) -> int:

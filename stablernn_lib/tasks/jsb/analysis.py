@@ -41,6 +41,7 @@ from stablernn_lib.tasks.jsb.train import (
     music_run_name,
     result_file_name,
 )
+from stablernn_lib.tasks.plotting import finish_axis, plot_truncated_curves
 from stablernn_lib.tasks.wikitext2 import analysis as lma
 from stablernn_lib.tasks.wikitext2.model import truncated_outputs
 
@@ -459,29 +460,20 @@ def plot_learning_curves(results: dict[str, dict[str, Any]], title: str = "") ->
             epochs, [m["val_nll"] for m in result["epochs"]], color=model_color(name),
             label=LABELS[name],
         )  # fmt: skip
-    axis.set_xlabel("epoch")
-    axis.set_ylabel("validation NLL per step")
-    axis.set_title(title)
-    axis.legend()
-    figure.tight_layout()
-    return finish(figure)
+    return finish_axis(figure, axis, "epoch", "validation NLL per step", title)
 
 
 def plot_truncated_nll(analysis: dict[str, Any], title: str = "") -> Figure:
     """Test NLL of the context-``k`` model against ``k``; dashed: the recurrent model."""
-    figure, axis = plt.subplots(figsize=(6.5, 3.6))
-    for name, entry in analysis.items():
-        if not (isinstance(entry, dict) and "truncated_eval" in entry):
-            continue
-        curve, color = entry["truncated_eval"], model_color(name)
-        axis.semilogx(curve["k"], curve["loss"], "o-", ms=3, color=color, label=LABELS[name])
-        axis.axhline(curve["recurrent_loss"], ls="--", lw=0.8, color=color)
-    axis.set_xlabel("context k (frames)")
-    axis.set_ylabel("test NLL per step")
-    axis.set_title(title)
-    axis.legend()
-    figure.tight_layout()
-    return finish(figure)
+    return plot_truncated_curves(
+        analysis,
+        "loss",
+        lambda name: LABELS[name],
+        "context k (frames)",
+        "test NLL per step",
+        title,
+        6.5,
+    )
 
 
 def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int | None:

@@ -64,9 +64,10 @@ from stablernn_lib.tasks.jsb.data import NUM_KEYS, PianoRolls, load_jsb
 from stablernn_lib.tasks.training import (
     DATA_ROOT,
     SEED_SUFFIX,
+    EpochStats,
     Task,
-    check_fresh_start,
-    finished_result,
+    finished_or_fresh,
+    named_config,
     save_best_model,
     train,
     with_seed,
@@ -200,11 +201,7 @@ def result_file_name(model: str, variant: str, config: str) -> str:
 
 def get_config(config: str | MusicConfig) -> MusicConfig:
     """A named config (a key of ``CONFIGS``) or a given :class:`MusicConfig`."""
-    if isinstance(config, MusicConfig):
-        return config
-    if config not in CONFIGS:
-        raise ValueError(f"unknown config {config!r}; use one of {sorted(CONFIGS)}")
-    return CONFIGS[config]
+    return named_config(config, CONFIGS, MusicConfig)
 
 
 def check_variant(model: str, variant: str) -> str:
@@ -459,21 +456,13 @@ class MusicTask(Task):
     ) -> bool:
         return should_decay(epoch, val_loss, previous, self.config)
 
-    def epoch_metrics(
-        self,
-        epoch: int,
-        train_loss: float,
-        val_loss: float,
-        lr: float,
-        seconds: float,
-        tokens: int,
-    ) -> dict[str, Any]:
+    def epoch_metrics(self, stats: EpochStats) -> dict[str, Any]:
         return {
-            "epoch": epoch,
-            "train_nll": train_loss,
-            "val_nll": val_loss,
-            "lr": lr,
-            "epoch_seconds": seconds,
+            "epoch": stats.epoch,
+            "train_nll": stats.train_loss,
+            "val_nll": stats.val_loss,
+            "lr": stats.lr,
+            "epoch_seconds": stats.seconds,
         }
 
     def epoch_line(self, metrics: dict[str, Any]) -> str:
@@ -528,13 +517,10 @@ def train_music_model(
     data = prepare_rolls(config, rolls, data_dir)
     name = music_run_name(cell, variant, config)
     out = Path(out_dir) if out_dir is not None else RUNS_DIR / name
-    check_fresh_start(out, resume)
-    if resume:
-        finished = finished_result(out / "result.json", {"model": cell, "variant": variant}, config)
-        if finished is not None:
-            if progress:
-                print(f"{name}: already completed, skipped ({out})")
-            return finished
+    identity = {"model": cell, "variant": variant}
+    finished = finished_or_fresh(out, name, identity, config, resume, progress)
+    if finished is not None:  # a rerun of a finished run: nothing to do
+        return finished
     task = MusicTask(cell, variant, config, data)
     status, state = train(
         task, out, resume=resume, progress=progress, on_step=on_step, stop_below_lr=stop_below_lr

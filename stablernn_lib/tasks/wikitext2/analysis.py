@@ -39,6 +39,7 @@ from stablernn_lib.core.io import atomic_write_json, provenance, same_config
 from stablernn_lib.core.models import LSTMMap, RecurrentMap, VanillaRNN
 from stablernn_lib.core.stability import jacobian_norms
 from stablernn_lib.core.style import finish, model_color
+from stablernn_lib.tasks.plotting import finish_axis, plot_truncated_curves
 from stablernn_lib.tasks.wikitext2.data import (
     WIKITEXT2_TOKENS,
     Corpus,
@@ -545,29 +546,13 @@ def plot_figure2(analysis: dict[str, Any], title: str = "") -> Figure:
                     color=model_color(variant_name(cell, stable)),
                     label=MODEL_LABELS[cell] + (", stable" if stable else ""),
                 )
-    axis.set_xlabel("distance i between input and loss")
-    axis.set_ylabel(r"mean $\|\nabla_{x_t} p_{t+i}\|$")
-    axis.set_title(title)
-    axis.legend()
-    figure.tight_layout()
-    return finish(figure)
+    ylabel = r"mean $\|\nabla_{x_t} p_{t+i}\|$"
+    return finish_axis(figure, axis, "distance i between input and loss", ylabel, title, None)
 
 
 def plot_truncated_eval(analysis: dict[str, Any], title: str = "") -> Figure:
     """Perplexity of the context-``k`` model against ``k``; dashed: the recurrent model."""
-    figure, axis = plt.subplots(figsize=(6, 3.6))
-    for name, entry in analysis.items():
-        if not (isinstance(entry, dict) and "truncated_eval" in entry):
-            continue
-        curve, color = entry["truncated_eval"], model_color(name)
-        axis.semilogx(curve["k"], curve["ppl"], "o-", ms=3, color=color, label=name)
-        axis.axhline(curve["recurrent_ppl"], ls="--", lw=0.8, color=color)
-    axis.set_xlabel("context k")
-    axis.set_ylabel("test perplexity")
-    axis.set_title(title)
-    axis.legend()
-    figure.tight_layout()
-    return finish(figure)
+    return plot_truncated_curves(analysis, "ppl", str, "context k", "test perplexity", title, 6)
 
 
 def plot_jacobian_norms(analysis: dict[str, Any], title: str = "") -> Figure:
@@ -742,13 +727,18 @@ def runs_summary(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def reproduction_commands() -> str:
-    """The shell commands that produce every full result of Chapter 8 on a GPU."""
-    train = [
+def _train_commands(flags: str) -> list[str]:
+    """``python -m stablernn_lib train`` of each of the four models, with ``flags`` appended."""
+    return [
         f"python -m stablernn_lib train --task wikitext2 --model {cell}"
-        f"{' --stable' if stable else ''} --config full"
+        f"{' --stable' if stable else ''} {flags}"
         for cell, stable in MODEL_VARIANTS
     ]
+
+
+def reproduction_commands() -> str:
+    """The shell commands that produce every full result of Chapter 8 on a GPU."""
+    train = _train_commands("--config full")
     return "\n".join(
         [
             "# on a machine with a CUDA GPU, from the root of the course repository",
@@ -863,11 +853,7 @@ def describe_weights_close(analysis: dict[str, Any]) -> str:
 
 def cpu_reproduction_commands() -> str:
     """The shell commands that produce every cpu-scale result (any machine; hours on 2 cores)."""
-    train = [
-        f"python -m stablernn_lib train --task wikitext2 --model {cell}"
-        f"{' --stable' if stable else ''} --config cpu --resume"
-        for cell, stable in MODEL_VARIANTS
-    ]
+    train = _train_commands("--config cpu --resume")
     return "\n".join(
         [
             *train,

@@ -52,9 +52,10 @@ from stablernn_lib.core.results import results_path
 from stablernn_lib.tasks.training import (
     DATA_ROOT,
     SEED_SUFFIX,
+    EpochStats,
     Task,
-    check_fresh_start,
-    finished_result,
+    finished_or_fresh,
+    named_config,
     save_best_model,
     train,
     with_seed,
@@ -305,11 +306,7 @@ def published_result_path(
 
 def get_config(config: str | LMConfig) -> LMConfig:
     """A named config (a key of ``CONFIGS``) or a given :class:`LMConfig`."""
-    if isinstance(config, LMConfig):
-        return config
-    if config not in CONFIGS:
-        raise ValueError(f"unknown config {config!r}; use one of {sorted(CONFIGS)}")
-    return CONFIGS[config]
+    return named_config(config, CONFIGS, LMConfig)
 
 
 def run_name(model: str, stable: bool, config: LMConfig) -> str:
@@ -388,24 +385,16 @@ class LanguageModelTask(Task):
     def validate(self) -> float:
         return evaluate_loss(self.model, self.valid_source, self.config.bptt)
 
-    def epoch_metrics(
-        self,
-        epoch: int,
-        train_loss: float,
-        val_loss: float,
-        lr: float,
-        seconds: float,
-        tokens: int,
-    ) -> dict[str, Any]:
+    def epoch_metrics(self, stats: EpochStats) -> dict[str, Any]:
         return {
-            "epoch": epoch,
-            "train_loss": train_loss,
-            "train_ppl": perplexity(train_loss),
-            "val_loss": val_loss,
-            "val_ppl": perplexity(val_loss),
-            "lr": lr,
-            "epoch_seconds": seconds,
-            "train_tokens_per_second": tokens / seconds,
+            "epoch": stats.epoch,
+            "train_loss": stats.train_loss,
+            "train_ppl": perplexity(stats.train_loss),
+            "val_loss": stats.val_loss,
+            "val_ppl": perplexity(stats.val_loss),
+            "lr": stats.lr,
+            "epoch_seconds": stats.seconds,
+            "train_tokens_per_second": stats.tokens / stats.seconds,
         }
 
     def epoch_line(self, metrics: dict[str, Any]) -> str:
@@ -450,13 +439,11 @@ def train_language_model(
     config = get_config(config)
     device = torch.device(device) if device is not None else _default_device()
     data = prepare_corpus(config, corpus, data_dir)
-    out = Path(out_dir) if out_dir is not None else RUNS_DIR / run_name(cell, stable, config)
-    check_fresh_start(out, resume)
+    name = run_name(cell, stable, config)
+    out = Path(out_dir) if out_dir is not None else RUNS_DIR / name
     identity = {"model": cell, "stable": stable}
-    finished = finished_result(out / "result.json", identity, config) if resume else None
+    finished = finished_or_fresh(out, name, identity, config, resume, progress)
     if finished is not None:  # a rerun of a finished run: nothing to do
-        if progress:
-            print(f"{run_name(cell, stable, config)}: already completed, skipped ({out})")
         return finished
     task = LanguageModelTask(cell, stable, config, data, device)
     status, state = train(
