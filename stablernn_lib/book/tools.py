@@ -373,8 +373,8 @@ def _write_colab_sources(app, exception) -> None:
 
     The edition follows sphinx-exercise's ``hide_solutions``: set (student edition), the
     notebooks carry no solution; unset (instructor edition), solutions are collapsed.
-    Figures are numbered from this build's executed notebooks, as the site numbers them,
-    and the setup cell installs the commit the book was built from.
+    Figures are numbered as Sphinx numbered them on this site (a figure cell that drew
+    nothing has no number), and the setup cell installs the commit the book was built from.
     """
     if exception is not None or app.builder.format != "html":
         return
@@ -384,7 +384,9 @@ def _write_colab_sources(app, exception) -> None:
     edition = "student" if getattr(app.config, "hide_solutions", False) else "instructor"
     config = colab.read_config(root)
     docnames = colab.notebook_docnames(root)
-    drawn = colab.drawn_figures(Path(app.outdir).parent / "jupyter_execute", docnames)
+    # the figures Sphinx numbered on this site, so that the notebooks number the same ones
+    numbered = getattr(app.env, "toc_fignumbers", {})
+    drawn = {doc: dict.fromkeys(numbered.get(doc, {}).get("figure", {}), 1) for doc in docnames}
     index = colab.book_index(root, drawn)
     bibliography = colab.Bibliography(root / config["bibtex_bibfiles"][0])
     macros = colab.book_macros(config)
