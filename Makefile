@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 # Files that change what the virtual environment must contain.
 SETUP_FILES := pyproject.toml
 
-.PHONY: venv book instructor test lint student clean browser-deps
+.PHONY: venv book instructor test lint student clean browser-deps mutants
 
 venv: $(STAMP)
 
@@ -47,6 +47,17 @@ browser-deps:
 test: venv browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+## Mutation testing of the math (mutmut): the modules are the `only_mutate` list of
+## [tool.mutmut] in pyproject.toml (the one place to edit when they move); only the fast math
+## test files run.  MUTANT_MODULES picks some of them, e.g.
+## `make mutants MUTANT_MODULES="stablernn_lib.core.bounds stablernn_lib.core.truncation"`.  Hours on 2
+## cores: the report (data/results/mutation_report.md and .json) covers what has been run.
+MUTANT_MODULES ?= $(shell $(BIN)/python -c "import tomllib; print(' '.join(p.removesuffix('.py').replace('/', '.') for p in tomllib.load(open('pyproject.toml', 'rb'))['tool']['mutmut']['only_mutate']))")
+mutants: venv
+	for module in $(MUTANT_MODULES); do \
+	  OMP_NUM_THREADS=1 PYTHONPATH= $(BIN)/mutmut run "$$module.*" || exit 1; done
+	$(BIN)/python -m stablernn_lib.book.mutation_report
 
 ## Same as `make book` (the student site).
 student: book

@@ -224,38 +224,32 @@ def test_lstm_lemma_constants_are_finite_and_assembled_from_the_general_formulas
     assert loose["gamma"] == pytest.approx(values["gamma"], rel=1e-9)
 
 
-def test_lemmas_2_and_3_hold_for_projected_lstms(generator):
-    """End to end: gradient gaps of a projected LSTM with the squared loss of h_T against
-    gamma k lambda^k, and gradient changes against beta ||w - w'||."""
-    hidden, inputs, steps = 4, 3, 25
-    constraint = ls.course_lstm_constraint()
-    values = gl.lstm_lemma_constants(constraint, 1.0, hidden, inputs, 1.0)
+def test_two_bias_training_is_projected_descent_on_a_compact_set_with_b_zeta_plus_one():
+    """Chapter 6's remark on PyTorch's two bias vectors, in sympy and in float64.
 
-    def params_in_set(scale):
-        model = LSTMMap(inputs, hidden, bias=True, dtype=torch.float64)
-        with torch.no_grad():
-            for param in (model.weight_hh, model.weight_ih, model.bias):
-                param.copy_(scale * torch.randn(param.shape, generator=generator).double())
-        ls.project_lstm_(model, constraint=constraint)
-        flat = [model.weight_hh.flatten(), model.weight_ih.flatten(), model.bias]
-        return torch.cat(flat).detach()
-
-    def gradient(params, xs, target, start):
-        params = params.clone().requires_grad_(True)
-        state = torch.zeros(2 * hidden, dtype=torch.float64)
-        for x in xs[start:]:
-            state = _lstm_step(params, state, x, hidden, inputs)
-        loss = 0.5 * ((state[hidden:] - target) ** 2).sum()
-        return torch.autograd.grad(loss, params)[0]
-
-    for _ in range(4):
-        params = params_in_set(3.0)
-        xs = 2 * torch.rand(steps, inputs, generator=generator, dtype=torch.float64) - 1
-        target = 2 * torch.rand(hidden, generator=generator, dtype=torch.float64) - 1
-        full = gradient(params, xs, target, 0)
-        for k in (1, 3, 10):
-            gap = float((full - gradient(params, xs, target, steps - k)).norm())
-            assert gap <= values["gamma"] * k * values["lambda"] ** k
-        other = params_in_set(3.0)
-        change = float((full - gradient(other, xs, target, 0)).norm())
-        assert change <= values["beta"] * float((params - other).norm())
+    With ``b = b1 + b2`` both vectors get the gradient ``g = p'(b)``; in the orthonormal
+    coordinates ``bt = (b1 + b2) / sqrt 2``, ``d = (b1 - b2) / sqrt 2`` a step of size
+    ``alpha`` is a gradient step of size ``alpha`` on ``bt`` and leaves ``d`` alone; the
+    pre-activation's derivative in ``bt`` is ``sqrt 2``, so ``B_zeta^2`` gains 1."""
+    b1, b2, alpha, bt = sp.symbols("b1 b2 alpha bt", real=True)
+    p = sp.Function("p")
+    loss = p(b1 + b2)
+    new1, new2 = b1 - alpha * sp.diff(loss, b1), b2 - alpha * sp.diff(loss, b2)
+    # d is unchanged, and bt moves by -alpha times the gradient of p(sqrt 2 bt) in bt
+    assert sp.simplify((new1 - new2) - (b1 - b2)) == 0
+    in_bt = sp.diff(p(sp.sqrt(2) * bt), bt).subs(bt, (b1 + b2) / sp.sqrt(2))
+    assert sp.simplify((new1 + new2) / sp.sqrt(2) - ((b1 + b2) / sp.sqrt(2) - alpha * in_bt)) == 0
+    # B_zeta^2 = max ||(h, x, d a / d bias)||^2 over |h_j| <= 1, |x_j| <= B
+    H, D, B = sp.symbols("H D B", positive=True)
+    assert sp.diff(sp.sqrt(2) * bt, bt) ** 2 == 2  # one bias coordinate: 1; two: 2
+    assert sp.expand(H * 1**2 + D * B**2 + sp.diff(sp.sqrt(2) * bt, bt) ** 2) == H + D * B**2 + 2
+    # the projection onto the slab of the sum moves both vectors equally: d is unchanged
+    g = torch.Generator().manual_seed(0)
+    first, second = (
+        5 * torch.randn(8, generator=g).double(),
+        5 * torch.randn(8, generator=g).double(),
+    )
+    difference = first - second
+    ls.project_bias_sum_([first, second], upper=1.0, lower=-1.0)
+    assert torch.allclose(first - second, difference, rtol=0, atol=1e-12)
+    assert ((first + second).abs() <= 1 + 1e-12).all()

@@ -105,8 +105,7 @@ def test_killed_and_interrupted_runs_resume_to_the_same_result(
     )
     assert stopped["status"] == "interrupted" and "test_ppl" not in stopped
     assert (
-        torch.load(tmp_path / "int" / "checkpoint.pt", weights_only=False)["progress"]["next"]
-        > 0
+        torch.load(tmp_path / "int" / "checkpoint.pt", weights_only=False)["progress"]["next"] > 0
     )
     resumed = train_language_model(
         cell, True, config, corpus=corpus, out_dir=tmp_path / "int", resume=True, progress=False
@@ -221,3 +220,11 @@ def test_every_ablation_config_changes_one_thing_from_cpu() -> None:
         assert changed, name
         expected = {"lstm_constraint", "projected_layers"} if name == "cpu-authors-first" else None
         assert changed == expected if expected else len(changed) == 1, (name, changed)
+
+
+def test_a_loaded_model_keeps_its_projection_scope_and_constraint(corpus, tmp_path) -> None:
+    config = replace(TINY, name="tiny-authors", num_layers=2, projected_layers=1, epochs=1)
+    config = replace(config, lstm_constraint="authors")
+    train_language_model("lstm", True, config, corpus=corpus, out_dir=tmp_path, progress=False)
+    model = load_trained_model(tmp_path)
+    assert (model.projected_layers, model.lstm_constraint) == (1, "authors")

@@ -71,6 +71,8 @@ from stablernn_lib.theory.weights_close import (
 )
 
 DEFAULT_OUT = Path("data/results/tightness.json")
+# lambda grid of the one-unit linear instance that shows beta is asymptotically exact
+BETA_ASYMPTOTIC_LAMS = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99)
 ACTIVATION_FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "tanh": torch.tanh,
     "identity": lambda u: u,
@@ -98,6 +100,7 @@ class TightnessConfig:
     lstm_lams: tuple[float, ...] = (0.5, 0.9)
     lstm_climb_steps: int = 20
     random_instances: int = 3
+    beta_lams: tuple[float, ...] = BETA_ASYMPTOTIC_LAMS  # the one-unit instance for beta
 
     def __post_init__(self) -> None:
         if self.restarts < 1 or self.steps < 1 or self.seq_len < 2:
@@ -105,7 +108,7 @@ class TightnessConfig:
                 f"need restarts >= 1, steps >= 1 and seq_len >= 2, got {self.restarts}, "
                 f"{self.steps}, {self.seq_len}"
             )
-        if not all(0 < lam < 1 for lam in (*self.lams, *self.lstm_lams)):
+        if not all(0 < lam < 1 for lam in (*self.lams, *self.lstm_lams, *self.beta_lams)):
             raise ValueError(f"every lambda must lie in (0, 1), got {self.lams}, {self.lstm_lams}")
         if max(self.ks) >= self.seq_len:
             raise ValueError(f"contexts {self.ks} must be shorter than seq_len = {self.seq_len}")
@@ -129,6 +132,7 @@ CONFIGS: dict[str, TightnessConfig] = {
         lstm_lams=(0.9,),
         lstm_climb_steps=5,
         random_instances=1,
+        beta_lams=(0.5, 0.9),
     ),
     # a few CPU minutes on one thread: the committed table
     "full": TightnessConfig(
@@ -230,6 +234,10 @@ class _RNNVariables:
     def tensors(self) -> list[Tensor]:
         return [self.W, self.U, self.inputs, self.target]
 
+    def contraction(self) -> float:
+        """The instance's own ``L_rho ||W||_2`` (at most the projection radius ``lam``)."""
+        return self.l_rho * spectral_norm(self.W.detach())
+
     @torch.no_grad()
     def project(self) -> None:
         """``L_rho ||W||_2 <= lam``, ``L_rho ||U||_2 <= 1``, ``||x_t|| <= B_x``, ``||y|| <= Y``."""
@@ -298,7 +306,9 @@ def lemma1_search(
             return (full - truncated).norm() * (1 - lam_w) / (lam_w**k * lx * bx)
 
         _ascend(ratio, [v.W, v.U, v.inputs], v.project, config.steps, config.learning_rate)
-        records.append(_record(lemma1_ratio(v.W, v.U, v.inputs, activation, k)))
+        records.append(
+            _record(lemma1_ratio(v.W, v.U, v.inputs, activation, k), instance_lam=v.contraction())
+        )
     return {"lam": lam, "k": k, "activation": activation, **_best(records)}
 
 
@@ -343,7 +353,8 @@ def lemma2_search(
             return (full - truncated).norm()
 
         _ascend(gap, v.tensors(), v.project, config.steps, config.learning_rate)
-        records.append(_record(lemma2_ratio(v.W, v.U, v.inputs, v.target, activation, k)))
+        value = lemma2_ratio(v.W, v.U, v.inputs, v.target, activation, k)
+        records.append(_record(value, instance_lam=v.contraction()))
     best = _best(records)
     details = {"lam": lam, "k": k, "activation": activation, "target_norm": target_norm}
     return {**details, "input_norm": input_norm, **best}
@@ -419,7 +430,7 @@ def lemma3_search(
             config.learning_rate / 5,
         )
         value = lemma3_ratio((v.W, v.U), (other.W, other.U), v.inputs, v.target, activation)
-        records.append(_record(value))
+        records.append(_record(value, instance_lam=max(v.contraction(), other.contraction())))
     details = {"lam": lam, "activation": activation, "target_norm": target_norm}
     return {**details, "input_norm": input_norm, **_best(records)}
 
@@ -578,10 +589,13 @@ def lstm_search(
         )
         if candidate_ratio > ratio:
             model, ratio = candidate, candidate_ratio
+    certificate = lstm_certificate(model, 1.0)
     return {
         "hidden_size": hidden_size,
         "start_lam": lam,
-        "final_lam": lstm_certificate(model, 1.0).lam,
+        "final_lam": certificate.lam,
+        # M_11 / rho(M) = max forget gate / lambda: near 1 when the forget gate dominates
+        "forget_share": float(certificate.matrix[0, 0]) / certificate.lam,
         "ratio": ratio,
     }
 
@@ -631,25 +645,26 @@ def random_baselines(config: TightnessConfig) -> dict[str, float | None]:
 # ----------------------------------------------------------------------------- the run
 
 
-@single_threaded
-def run_tightness(config: TightnessConfig, progress: bool = True) -> dict[str, Any]:
-    """Every search of this module and the random baselines; a JSON-ready dict."""
-    start = time.perf_counter()
-    generator = torch.Generator().manual_seed(config.seed)
-    jobs: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+Job = Callable[[torch.Generator], dict[str, Any]]
+
+
+def search_jobs(config: TightnessConfig) -> list[tuple[str, Job]]:
+    """Every search of a run as ``(bound, job)``; job ``i`` draws from its own generator
+    (:func:`job_generator`), so any one search can be recomputed alone."""
+    jobs: list[tuple[str, Job]] = []
     for act in config.activations:
         for lam in config.lams:
             for k in config.ks:
                 jobs.append(
-                    ("lemma1", lambda a=act, l=lam, k=k: lemma1_search(config, l, k, a, generator))
+                    ("lemma1", lambda g, a=act, l=lam, k=k: lemma1_search(config, l, k, a, g))
                 )
                 for y in config.target_norms:
                     for b in config.input_norms:
                         jobs.append(
                             (
                                 "lemma2_gamma",
-                                lambda a=act, l=lam, k=k, y=y, b=b: lemma2_search(
-                                    config, l, k, a, y, generator, b
+                                lambda g, a=act, l=lam, k=k, y=y, b=b: lemma2_search(
+                                    config, l, k, a, y, g, b
                                 ),
                             )
                         )
@@ -658,20 +673,80 @@ def run_tightness(config: TightnessConfig, progress: bool = True) -> dict[str, A
                     jobs.append(
                         (
                             "lemma3_beta",
-                            lambda a=act, l=lam, y=y, b=b: lemma3_search(
-                                config, l, a, y, generator, b
-                            ),
+                            lambda g, a=act, l=lam, y=y, b=b: lemma3_search(config, l, a, y, g, b),
                         )
                     )
     for hidden in config.lstm_hidden_sizes:
         for lam in config.lstm_lams:
-            jobs.append(
-                ("lstm_lambda", lambda h=hidden, l=lam: lstm_search(config, h, l, generator))
-            )
+            jobs.append(("lstm_lambda", lambda g, h=hidden, l=lam: lstm_search(config, h, l, g)))
+    return jobs
+
+
+def job_generator(config: TightnessConfig, index: int) -> torch.Generator:
+    """The generator of job ``index`` of :func:`search_jobs`."""
+    return torch.Generator().manual_seed(1_000_003 * config.seed + index)
+
+
+@single_threaded
+def rerun_search(config: TightnessConfig, bound: str, position: int) -> dict[str, Any]:
+    """Recompute the ``position``-th search of ``bound`` of a run (as in its ``searches``)."""
+    indices = [i for i, (name, _) in enumerate(search_jobs(config)) if name == bound]
+    index = indices[position]
+    return search_jobs(config)[index][1](job_generator(config, index))
+
+
+# ----------------------------------------------------------------------------- beta asymptotic
+
+
+def lemma3_linear_unit_ratio(lam: float, tol: float = 1e-12) -> float:
+    """Lemma 3's ratio on the one-unit linear RNN ``h_t = lam h_{t-1} + x_t``, ``x_t = 1``.
+
+    Loss ``h_T^2 / 2`` (target 0), ``T`` long enough that ``lam^T < tol``.  The second
+    point moves ``(W, U) = (lam, 1)`` by ``1e-6`` against the top eigenvector of the
+    Hessian (it stays in the set), so the ratio is ``||Hessian||_2 / beta`` up to
+    ``O(1e-6)``; measured and bounded by :func:`lemma3_ratio`.  It tends to 1 as
+    ``lam -> 1``: both are ``3 / (1 - lam)^4`` to leading order.
+    """
+    if not 0 < lam < 1:
+        raise ValueError(f"lam must lie in (0, 1), got {lam}")
+    steps = max(2, math.ceil(math.log(tol) / math.log(lam)))
+    inputs = torch.ones(steps, 1, dtype=torch.float64)
+    target = torch.zeros(1, dtype=torch.float64)
+
+    def loss(theta: Tensor) -> Tensor:
+        h = torch.zeros((), dtype=torch.float64)
+        for _ in range(steps):
+            h = theta[0] * h + theta[1]
+        return 0.5 * h**2
+
+    point = torch.tensor([lam, 1.0], dtype=torch.float64)
+    hessian = torch.autograd.functional.hessian(loss, point)
+    direction = torch.linalg.eigh(hessian).eigenvectors[:, -1].abs()  # Perron: >= 0
+    other = point - 1e-6 * direction
+
+    def weights(theta: Tensor) -> tuple[Tensor, Tensor]:
+        return theta[:1].reshape(1, 1), theta[1:].reshape(1, 1)
+
+    return lemma3_ratio(weights(point), weights(other), inputs, target, "identity")
+
+
+def beta_asymptotic(lams: tuple[float, ...] = BETA_ASYMPTOTIC_LAMS) -> list[dict[str, float]]:
+    """:func:`lemma3_linear_unit_ratio` on a grid of ``lambda``."""
+    return [{"lam": lam, "ratio": lemma3_linear_unit_ratio(lam)} for lam in lams]
+
+
+@single_threaded
+def run_tightness(config: TightnessConfig, progress: bool = True) -> dict[str, Any]:
+    """Every search of this module and the random baselines; a JSON-ready dict."""
+    start = time.perf_counter()
+    jobs = search_jobs(config)
     searches: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in jobs}
-    for name, job in tqdm(jobs, desc="tightness searches", disable=not progress):
-        searches[name].append(job())
+    for index, (name, job) in enumerate(
+        tqdm(jobs, desc="tightness searches", disable=not progress)
+    ):
+        searches[name].append(job(job_generator(config, index)))
     searches["proposition2"] = proposition2_search()
+    searches["lemma3_linear_unit"] = beta_asymptotic(config.beta_lams)
     random = random_baselines(config)
     worst = {name: _best(rows)["ratio"] for name, rows in searches.items()}
     return {
@@ -685,10 +760,15 @@ def run_tightness(config: TightnessConfig, progress: bool = True) -> dict[str, A
     }
 
 
-TABLE_ROWS: tuple[tuple[str, str, str], ...] = (
+TABLE_ROWS: tuple[tuple[str, str | None, str], ...] = (
     ("lemma1", "lemma1", "Lemma 1: $\\lambda^k L_x B_x / (1 - \\lambda)$"),
     ("lemma2_gamma", "lemma2_gamma", "Lemma 2: $\\gamma k \\lambda^k$"),
     ("lemma3_beta", "lemma3_beta", "Lemma 3: $\\beta \\Vert w - w'\\Vert$"),
+    (
+        "lemma3_linear_unit",
+        None,
+        "Lemma 3, one-unit linear RNN, $\\lambda \\le 0.99$ (no search)",
+    ),
     (
         "proposition2",
         "proposition2_log10",
@@ -706,8 +786,10 @@ def tightness_table(results: dict[str, Any]) -> str:
     ]
     for key, random_key, label in TABLE_ROWS:
         adversarial = results["worst_adversarial"][key]
-        random = results["worst_random"][random_key]
-        if random_key.endswith("_log10"):
+        random = None if random_key is None else results["worst_random"][random_key]
+        if random_key is None:
+            shown = "n/a"
+        elif random_key.endswith("_log10"):
             shown = "n/a" if random is None else f"$10^{{{random:.0f}}}$ (Figure 1 run)"
         else:
             shown = f"{random:.3g}"
@@ -738,6 +820,35 @@ def worst_settings_table(results: dict[str, Any]) -> str:
             if name != "ratio"
         )
         lines.append(f"| {label} | {best['ratio']:.4g} | {setting} |")
+    return "\n".join(lines)
+
+
+def per_setting_table(results: dict[str, Any], key: str) -> str:
+    """Markdown table of one bound's searches: a row per setting, a column per projection
+    radius ``lam``; each cell ``ratio (lambda of the instance found)``."""
+    rows = results["searches"][key]
+    lams = sorted({row["lam"] for row in rows})
+    shown = ("ratio", "lam", "instance_lam")
+    settings: dict[tuple, dict[float, dict[str, Any]]] = {}
+    for row in rows:
+        setting = tuple((name, value) for name, value in sorted(row.items()) if name not in shown)
+        settings.setdefault(setting, {})[row["lam"]] = row
+    lines = [
+        "| setting | " + " | ".join(f"radius {lam:g}" for lam in lams) + " |",
+        "|---|" + "---:|" * len(lams),
+    ]
+    for setting, by_lam in settings.items():
+        label = ", ".join(
+            f"{name} = {value:g}" if isinstance(value, float) else f"{name} = {value}"
+            for name, value in setting
+        )
+        cells = [
+            f"{by_lam[lam]['ratio']:.3g} ($\\lambda$ = {by_lam[lam]['instance_lam']:.3g})"
+            if lam in by_lam
+            else ""
+            for lam in lams
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

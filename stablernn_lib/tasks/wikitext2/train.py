@@ -327,10 +327,9 @@ def prepare_corpus(config: LMConfig, corpus: Corpus | None, data_dir: str | Path
     )
 
 
-def build_model(cell: str, stable: bool, config: LMConfig, vocab_size: int) -> WordLanguageModel:
-    """The model of a config, initialized from ``config.seed`` (same init for both variants)."""
-    torch.manual_seed(config.seed)
-    model = WordLanguageModel(
+def _model_of(cell: str, stable: bool, config: LMConfig, vocab_size: int) -> WordLanguageModel:
+    """The (untrained, unprojected) model that a config describes."""
+    return WordLanguageModel(
         cell,
         vocab_size,
         config.embedding_size,
@@ -345,6 +344,12 @@ def build_model(cell: str, stable: bool, config: LMConfig, vocab_size: int) -> W
         projected_layers=config.projected_layers,
         lstm_constraint=config.lstm_constraint,
     )
+
+
+def build_model(cell: str, stable: bool, config: LMConfig, vocab_size: int) -> WordLanguageModel:
+    """The model of a config, initialized from ``config.seed`` (same init for both variants)."""
+    torch.manual_seed(config.seed)
+    model = _model_of(cell, stable, config, vocab_size)
     if stable:
         project_stable_(model)
     return model
@@ -494,19 +499,7 @@ def load_trained_model(
     saved = torch.load(path, map_location="cpu", weights_only=False)
     config = LMConfig(**saved["config"])
     config = replace(config, adaptive_cutoffs=tuple(config.adaptive_cutoffs))
-    model = WordLanguageModel(
-        saved["model"],
-        saved["vocab_size"],
-        config.embedding_size,
-        config.hidden_size,
-        config.num_layers,
-        config.dropout,
-        stable=saved["stable"],
-        input_bound=config.input_bound,
-        output=config.output,
-        cutoffs=config.adaptive_cutoffs,
-        div_value=config.adaptive_div_value,
-    )
+    model = _model_of(saved["model"], saved["stable"], config, saved["vocab_size"])
     model.load_state_dict(saved["state_dict"])
     return model.to(device).eval()
 

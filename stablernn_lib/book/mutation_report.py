@@ -1,0 +1,137 @@
+"""The mutation-testing report: what ``make mutants`` (mutmut) found, per module.
+
+mutmut keeps one verdict per mutant in ``mutants/<module>.py.meta`` (exit code of the
+test run: 1 = a test failed, the mutant is *killed*; 0 = every test passed, it
+*survived*; 5 = no test covers it; negative = stopped by mutmut's timeout, counted as
+detected; ``null`` = not run yet).  Survivors that cannot be killed are listed with
+the reason in ``data/results/mutation_accepted.json`` (``{mutant name: reason}``).
+
+Kill rate of a module = (killed + timed out) / (run - accepted as equivalent).
+``python -m stablernn_lib.book.mutation_report`` writes ``data/results/mutation_report.json``
+and ``data/results/mutation_report.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from stablernn_lib.core.io import atomic_write_json
+
+ACCEPTED = Path("data/results/mutation_accepted.json")
+NOTES = Path("data/results/mutation_notes.md")  # how the run was done, appended when present
+OUT = Path("data/results/mutation_report")
+
+
+def mutated_modules(pyproject: Path = Path("pyproject.toml")) -> list[str]:
+    """The ``only_mutate`` files of ``[tool.mutmut]`` as dotted module names."""
+    config = tomllib.loads(pyproject.read_text(encoding="utf8"))["tool"]["mutmut"]
+    return [p.removesuffix(".py").replace("/", ".") for p in config["only_mutate"]]
+
+
+def verdict(exit_code: int | None) -> str:
+    """mutmut's exit code as ``killed``, ``timeout``, ``survived``, ``no tests`` or ``not run``."""
+    if exit_code is None:
+        return "not run"
+    if exit_code == 0:
+        return "survived"
+    if exit_code == 5:
+        return "no tests"
+    return "timeout" if exit_code < 0 else "killed"
+
+
+def module_summary(module: str, mutants_dir: Path, accepted: dict[str, str]) -> dict[str, Any]:
+    """Counts and survivors of one module (``not run`` when mutmut has no meta file)."""
+    meta = mutants_dir / (module.replace(".", "/") + ".py.meta")
+    if not meta.is_file():
+        return {"module": module, "status": "not run"}
+    codes = json.loads(meta.read_text(encoding="utf8"))["exit_code_by_key"]
+    verdicts = {name: verdict(code) for name, code in codes.items()}
+    counts = {v: sum(1 for x in verdicts.values() if x == v) for v in set(verdicts.values())}
+    survivors = sorted(n for n, v in verdicts.items() if v in ("survived", "no tests"))
+    run = len(codes) - counts.get("not run", 0)
+    equivalent = [n for n in survivors if n in accepted]
+    detected = counts.get("killed", 0) + counts.get("timeout", 0)
+    denominator = run - len(equivalent)
+    return {
+        "module": module,
+        "status": "complete" if run == len(codes) else ("not run" if run == 0 else "partial"),
+        "mutants": len(codes),
+        "counts": counts,
+        "accepted": len(equivalent),
+        "kill_rate": detected / denominator if denominator else None,
+        "survivors": {n: accepted.get(n, "NOT EXPLAINED") for n in survivors},
+    }
+
+
+def _diff(name: str) -> str:
+    result = subprocess.run(
+        ["mutmut", "show", name], capture_output=True, text=True, check=False, timeout=60
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith(("-", "+"))]
+    return "\n".join(line for line in lines if not line.startswith(("---", "+++")))
+
+
+def markdown(summaries: list[dict[str, Any]], with_diffs: bool) -> str:
+    """The report as Markdown: a table per module, then every survivor with its reason."""
+    lines = [
+        "# Mutation testing of the math (mutmut)",
+        "",
+        "Written by `python -m stablernn_lib.book.mutation_report` from mutmut's verdicts.",
+        "Kill rate = (killed + timed out) / (mutants run - survivors accepted as equivalent).",
+        "",
+        "| module | status | mutants | killed | timeout | survived | no tests | not run "
+        "| accepted | kill rate |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        if s["status"] == "not run" and "counts" not in s:
+            lines.append(f"| {s['module']} | not run | | | | | | | | |")
+            continue
+        c = s["counts"]
+        rate = "n/a" if s["kill_rate"] is None else f"{100 * s['kill_rate']:.1f} %"
+        lines.append(
+            f"| {s['module']} | {s['status']} | {s['mutants']} | {c.get('killed', 0)} | "
+            f"{c.get('timeout', 0)} | {c.get('survived', 0)} | {c.get('no tests', 0)} | "
+            f"{c.get('not run', 0)} | {s['accepted']} | {rate} |"
+        )
+    for s in summaries:
+        if s.get("survivors"):
+            lines += ["", f"## Survivors in {s['module']}", ""]
+            for name, reason in s["survivors"].items():
+                lines.append(f"- `{name}`: {reason}")
+                if with_diffs:
+                    lines += ["", "  ```diff", *("  " + d for d in _diff(name).splitlines()),
+                              "  ```"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mutants", type=Path, default=Path("mutants"))
+    parser.add_argument("--no-diffs", action="store_true", help="skip `mutmut show` per survivor")
+    parser.add_argument(
+        "--modules", nargs="+", help="dotted module names (default: only_mutate of pyproject)"
+    )
+    args = parser.parse_args(argv)
+    accepted = json.loads(ACCEPTED.read_text(encoding="utf8")) if ACCEPTED.is_file() else {}
+    modules = args.modules or mutated_modules()
+    summaries = [module_summary(m, args.mutants, accepted) for m in modules]
+    atomic_write_json(OUT.with_suffix(".json"), {"modules": summaries})
+    text = markdown(summaries, with_diffs=not args.no_diffs)
+    if NOTES.is_file():
+        text += "\n" + NOTES.read_text(encoding="utf8")
+    tmp = OUT.with_suffix(".md.tmp")
+    tmp.write_text(text, encoding="utf8")
+    tmp.replace(OUT.with_suffix(".md"))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
