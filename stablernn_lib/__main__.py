@@ -4,6 +4,9 @@
 only when its subcommand runs, so ``--help``, ``train`` and ``benchmark`` work without
 the ``book`` extra; the module's ``register(subparsers)`` adds the subcommand's
 arguments and sets ``func`` to the function that runs it.
+
+An error of a command prints its message, not a traceback (the messages name the
+problem and the fix); ``--debug``, anywhere on the line, shows the traceback.
 """
 
 from __future__ import annotations
@@ -62,6 +65,9 @@ def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
         prog="python -m stablernn_lib",
         description="Experiments and tools of the course 'Stable Recurrent Models'.",
     )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error, not only its message"
+    )
     return parser, parser.add_subparsers(dest="command", required=True)
 
 
@@ -80,16 +86,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; returns the exit status.
 
-    A command whose extra is not installed says which one to install (status 2).
+    A command whose extra is not installed says which one to install (status 2); any
+    other error prints its message, no traceback (status 1): ``--debug`` shows it.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [arg for arg in argv if arg != "--debug"]
     command = argv[0] if argv else None
     extra = COMMANDS[command].extra if command in COMMANDS else None
     try:
         args = build_parser(command).parse_args(argv)
         return int(args.func(args) or 0)
     except ModuleNotFoundError as error:
-        if extra is None:
+        if extra is None or debug:
             raise
         print(
             f"`{command}` needs the package {error.name!r}, which is missing: install the "
@@ -98,6 +107,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    except Exception as error:
+        if debug:
+            raise
+        name = type(error).__name__
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"error ({name}): {message}", file=sys.stderr)
+        print("(run again with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The book: configuration, table of contents, bibliography, and the full -W build."""
 
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -230,3 +231,119 @@ def test_a_library_or_results_change_drops_the_cached_outputs(tmp_path):
     result.write_text('{"ppl": 92.3}')
     assert forget_stale_build(tmp_path) and not cache.exists()  # results changed: dropped
     assert not forget_stale_build(tmp_path)
+
+
+# --- the command line, spelling, scratch folders, full-scale cells ----------------------------
+
+
+def test_a_command_error_prints_its_message_and_debug_shows_the_traceback(capsys):
+    from stablernn_lib.__main__ import main as cli
+
+    assert cli(["book", "fix-layout", "no/such/notebook.ipynb"]) == 1
+    err = capsys.readouterr().err
+    assert "no such notebook(s): no/such/notebook.ipynb" in err and "Traceback" not in err
+    assert "--debug" in err
+    with pytest.raises(FileNotFoundError, match="no such notebook"):
+        cli(["--debug", "book", "fix-layout", "no/such/notebook.ipynb"])
+    with pytest.raises(FileNotFoundError):  # --debug may follow the command too
+        cli(["book", "fix-layout", "no/such/notebook.ipynb", "--debug"])
+
+
+# The corpus is "WikiText-2" in prose: no lower-case t, no space before the 2. The folder's
+# name wikitext-2 (a path) and identifiers such as wikitext2 are not prose.
+CORPUS_SPELLINGS = re.compile(r"\b[Ww]iki[Tt]ext[- ]2\b")
+ALLOWED_SPELLINGS = {"WikiText-2", "wikitext-2"}
+
+
+def test_the_corpus_is_spelled_wikitext_2_everywhere():
+    found = []
+    for pattern in ("*.md", "chapters/**/*.ipynb", "stablernn_lib/**/*.py", "tests/*.py"):
+        for path in sorted(ROOT.glob(pattern)):
+            text = path.read_text(encoding="utf-8")
+            for match in CORPUS_SPELLINGS.finditer(text):
+                if match.group(0) not in ALLOWED_SPELLINGS:
+                    found.append(f"{path.relative_to(ROOT)}: {match.group(0)!r}")
+    assert not found, found
+
+
+def test_a_smoke_runs_scratch_folder_is_gone_after_the_kernel_exits(tmp_path):
+    """What Chapters 8 and 9 write to a temporary folder is removed at the kernel's shutdown."""
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import stablernn_lib.core.runtime\n"
+                "runs = stablernn_lib.core.runtime.scratch_dir('chapter-test-')\n"
+                "(runs / 'model.pt').write_text('weights')\n"
+                "print(runs)"
+            )
+        ]
+    )
+    NotebookClient(notebook, timeout=300, kernel_name="python3").execute(cwd=str(ROOT))
+    folder = Path(notebook.cells[0].outputs[0]["text"].strip())
+    assert folder.name.startswith("chapter-test-")
+    assert not folder.exists(), f"{folder} survived the kernel"
+
+
+def test_the_student_site_drops_empty_full_scale_cells_only():
+    from types import SimpleNamespace
+
+    from docutils import nodes
+
+    from stablernn_lib.book.tools import FULL_SCALE_TAG, _drop_empty_full_scale_cells
+
+    def cell(tag: str, output: bool) -> nodes.container:
+        node = nodes.container(nb_element="cell_code", classes=["cell", f"tag_{tag}"])
+        node += nodes.container(nb_element="cell_code_source")
+        if output:
+            node += nodes.container(nb_element="cell_code_output")
+        return node
+
+    def run(hide_solutions: bool) -> int:
+        document = nodes.section()
+        for tag, output in ((FULL_SCALE_TAG, False), (FULL_SCALE_TAG, True), ("other", False)):
+            document += cell(tag, output)
+        app = SimpleNamespace(config=SimpleNamespace(hide_solutions=hide_solutions))
+        _drop_empty_full_scale_cells(app, document)
+        return len(document.children)
+
+    assert run(True) == 2  # the student site: only the empty full-scale cell goes
+    assert run(False) == 3  # the instructor site keeps the scaffolding
+    tagged = [
+        c
+        for name in ("08_wikitext2_experiments", "09_polyphonic_music")
+        for c in nbformat.read(ROOT / "chapters" / f"{name}.ipynb", as_version=4).cells
+        if FULL_SCALE_TAG in c.metadata.get("tags", [])
+    ]
+    assert len(tagged) >= 5 and all(c.cell_type == "code" for c in tagged)
+
+
+@pytest.mark.book
+@pytest.mark.slow
+def test_the_built_site_has_one_search_field():
+    """The sidebar's search field, and no header bar with a second one (see _one_search_field)."""
+    assert build_book().returncode == 0
+    page = (HTML_DIR / "intro.html").read_text(encoding="utf-8")
+    assert page.count('class="btn search-button-field') == 1
+    assert "navbar-persistent--container" not in page
+
+
+@pytest.mark.book
+@pytest.mark.slow
+def test_the_built_student_site_shows_no_empty_full_scale_cell():
+    assert build_book().returncode == 0
+    page = (HTML_DIR / "chapters" / "08_wikitext2_experiments.html").read_text(encoding="utf-8")
+    assert "tag_full-scale" not in page  # in the default mode no full-scale result exists
+    assert 'if "full" in shown' not in page
+
+
+def test_the_site_theme_is_pinned_to_the_checked_version():
+    """A floating theme changed the page (two search fields): the book extra pins it."""
+    from importlib.metadata import version
+
+    text = (ROOT / "pyproject.toml").read_text()  # (tomllib needs Python 3.11)
+    pins = dict(re.findall(r'^\s*"([\w-]+)==([\w.]+)",', text, re.M))
+    for package in ("sphinx-book-theme", "pydata-sphinx-theme"):
+        assert package in pins, f"pin {package} in pyproject.toml's book extra"
+        assert version(package) == pins[package], f"installed {package} differs from the pin"

@@ -246,13 +246,8 @@ OVERFLOW_SCRIPT = """() => {
 }"""
 
 
-@pytest.mark.parametrize("width", [1400, 400])
-def test_display_equations_fit_the_column(browser, site_url, width):
-    """At 1400 px every display equation fits its column; at 400 px (a phone) a wider one
-    scrolls sideways but is never cut off. Screenshots of every page at both widths go
-    to _build/screenshots/<width>/, the overflow counts to _build/page_widths_<width>.json."""
-    import json
-
+def offline_page(browser, site_url: str, width: int):
+    """A new browser context ``width`` px wide and its page; requests off the site abort."""
     context = browser.new_context(viewport={"width": width, "height": 1000})
     page = context.new_page()
     page.route(
@@ -261,6 +256,17 @@ def test_display_equations_fit_the_column(browser, site_url, width):
         if route.request.url.startswith((site_url, "data:", "blob:"))
         else route.abort(),
     )
+    return context, page
+
+
+@pytest.mark.parametrize("width", [1400, 400])
+def test_display_equations_fit_the_column(browser, site_url, width):
+    """At 1400 px every display equation fits its column; at 400 px (a phone) a wider one
+    scrolls sideways but is never cut off. Screenshots of every page at both widths go
+    to _build/screenshots/<width>/, the overflow counts to _build/page_widths_<width>.json."""
+    import json
+
+    context, page = offline_page(browser, site_url, width)
     folder = SCREENSHOTS / str(width)
     folder.mkdir(parents=True, exist_ok=True)
     failures, record = {}, {}
@@ -279,3 +285,77 @@ def test_display_equations_fit_the_column(browser, site_url, width):
     context.close()
     (BUILD_DIR / f"page_widths_{width}.json").write_text(json.dumps(record, indent=1))
     assert not failures, f"equations wider than the column at {width} px: {failures}"
+
+
+# Every element of the article that reaches past its text column, unless an ancestor inside
+# the article scrolls or clips it (a table's scroll container, a display equation's box):
+# those boxes are measured themselves, so they must fit.
+WIDER_THAN_COLUMN_SCRIPT = """() => {
+  const article = document.querySelector("article.bd-article") || document.querySelector("main");
+  const style = getComputedStyle(article), box = article.getBoundingClientRect();
+  const left = box.left + parseFloat(style.paddingLeft) - 1;
+  const right = box.right - parseFloat(style.paddingRight) + 1;
+  const held = node => {
+    for (let up = node.parentElement; up && up !== article; up = up.parentElement) {
+      if (["auto", "scroll", "hidden", "clip"].includes(getComputedStyle(up).overflowX)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  const wide = [];
+  for (const node of article.querySelectorAll("*")) {
+    const rect = node.getBoundingClientRect(), look = getComputedStyle(node);
+    if (rect.width === 0 || rect.height === 0 || look.position === "fixed" ||
+        look.visibility === "hidden") {  // e.g. a heading's "#" link until hovered
+      continue;
+    }
+    if ((rect.right > right || rect.left < left) && !held(node)) {
+      const name = typeof node.className === "string" ? node.className : "";
+      wide.push(`${node.tagName.toLowerCase()}.${name.split(" ")[0]} ` +
+                `${Math.round(rect.width)} px: ${(node.textContent || "").trim().slice(0, 50)}`);
+    }
+  }
+  return {room: Math.round(right - left), page: document.documentElement.scrollWidth, wide};
+}"""
+
+
+def test_nothing_is_wider_than_the_column_on_a_phone(browser, site_url):
+    """At 400 px no element of any page is wider than the text column: tables scroll inside
+    their container (first column fixed), equations are scaled down or scroll in their box,
+    inline code and long words wrap, and the page itself never scrolls sideways."""
+    import json
+
+    width = 400
+    context, page = offline_page(browser, site_url, width)
+    failures, checked = {}, 0
+    for page_name in book_pages():
+        if not (HTML_DIR / page_name).is_file():
+            continue
+        page.goto(site_url + page_name, wait_until="load")
+        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+        page.wait_for_timeout(300)  # book/course.js scales the equations after typesetting
+        found = page.evaluate(WIDER_THAN_COLUMN_SCRIPT)
+        checked += 1
+        if found["wide"] or found["page"] > width:
+            failures[page_name] = {**found, "wide": found["wide"][:8]}
+    context.close()
+    assert checked >= 20
+    assert not failures, json.dumps(failures, indent=1)
+
+
+def test_wide_tables_scroll_with_their_first_column_fixed(browser, site_url):
+    """Chapter 8's result tables at 400 px: inside a scroll container, first column sticky."""
+    context, page = offline_page(browser, site_url, 400)
+    page.goto(site_url + "chapters/08_wikitext2_experiments.html", wait_until="load")
+    tables = page.eval_on_selector_all(
+        "main table",
+        """tables => tables.map(t => ({
+          scroller: getComputedStyle(t.parentElement).overflowX,
+          wide: t.scrollWidth > t.parentElement.clientWidth + 1,
+          sticky: getComputedStyle(t.querySelector("td, th")).position}))""",
+    )
+    context.close()
+    wide = [t for t in tables if t["wide"]]
+    assert wide, "Chapter 8 has tables wider than a phone's column"
+    assert all(t["scroller"] == "auto" and t["sticky"] == "sticky" for t in wide), wide

@@ -11,13 +11,19 @@ definitions, and fails on any MathJax error (an undefined control sequence).
 
 from __future__ import annotations
 
+import copy
+import html
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from stablernn_lib.book import colab
+from stablernn_lib.book import tools as book
 from stablernn_lib.core import paper_claims
 from stablernn_lib.homework.notebooks import ANSWER_PLACEHOLDER, student_notebook
 
@@ -182,3 +188,182 @@ def test_mathjax_without_the_book_macros_typesets_every_formula(editions, tmp_pa
                 failures[page_path.name] = {"formulas": count, "errors": errors[:5]}
         browser.close()
     assert not failures, json.dumps(failures, indent=1)
+
+
+# --- figures: the Colab notebooks number and caption them as the site does -----------------
+
+SITE_FIGURE = re.compile(
+    r'<span class="caption-number">Fig\. (?P<number>[\d.]+) </span>'
+    r'<span class="caption-text">(?P<caption>.*?)</span><a class="headerlink"',
+    re.S,
+)
+COLAB_CAPTION = re.compile(r"^\*\*Figure (?P<number>[\d.]+)\.\*\* (?P<caption>.*)", re.S)
+
+
+def caption_words(text: str) -> list[str]:
+    """The words of a caption outside its math and markup (the site's MathJax source and
+    the notebook's expanded macros differ; the prose must not)."""
+    text = re.sub(r"\\\(.*?\\\)|\$[^$]*\$|<[^>]+>", " ", text, flags=re.S)
+    text = html.unescape(text).replace("\u2019", "'")
+    return re.findall(r"[A-Za-z0-9]+", text)
+
+
+def site_figures(page: Path) -> list[tuple[str, list[str]]]:
+    """``(number, caption words)`` of every numbered figure of a built page, in order."""
+    return [
+        (match["number"], caption_words(match["caption"]))
+        for match in SITE_FIGURE.finditer(page.read_text(encoding="utf-8"))
+    ]
+
+
+def colab_figures(
+    notebook: nbformat.NotebookNode, run: nbformat.NotebookNode
+) -> list[tuple[str, list[str]]]:
+    """The figures of a Colab notebook given the outputs of ``run`` (the same notebook run in
+    the default mode): each caption cell must follow a code cell that displayed something."""
+    outputs = {cell.id: cell.outputs for cell in run.cells if cell.cell_type == "code"}
+    figures, previous = [], None
+    for cell in notebook.cells:
+        match = COLAB_CAPTION.match(cell.source) if cell.cell_type == "markdown" else None
+        if match:
+            shown = outputs.get(previous.id, []) if previous is not None else []
+            drawn = any(o.output_type in colab.DISPLAYED_OUTPUTS for o in shown)
+            assert drawn, f"Figure {match['number']}: a caption under a cell that draws nothing"
+            figures.append((match["number"], caption_words(match["caption"])))
+        if cell.cell_type == "code":
+            previous = cell
+    return figures
+
+
+@pytest.mark.slow
+@pytest.mark.book
+def test_colab_figures_match_the_site_after_a_default_mode_run():
+    """Chapter by chapter, the figure numbers and captions of the student site and of the Colab
+    notebooks it hands out (``_sources/``), with the outputs of the site's own default-mode
+    run (the Colab notebooks hold the same code cells, so a run gives the same outputs)."""
+    from book_support import BUILD_DIR, HTML_DIR, STUDENT_DIR, build_book
+
+    assert build_book().returncode == 0
+    executed = BUILD_DIR / "jupyter_execute"
+    macros = colab.book_macros(colab.read_config(ROOT))
+    compared = 0
+    for docname in colab.notebook_docnames(STUDENT_DIR):
+        notebook = nbformat.read(HTML_DIR / "_sources" / f"{docname}.ipynb", as_version=4)
+        run = nbformat.read(executed / f"{docname}.ipynb", as_version=4)
+        sources = {cell.id: cell.source for cell in run.cells}
+        for cell in notebook.cells:
+            if cell.cell_type == "code" and "colab-setup" not in cell.metadata.get("tags", []):
+                assert sources.get(cell.id) == cell.source, f"{docname}: cell {cell.id} differs"
+        site = site_figures(HTML_DIR / f"{docname}.html")
+        assert colab_figures(notebook, run) == site, docname
+        compared += len(site)
+        # outputs reach Colab too (a student's own run): no book macro in them
+        shown = [
+            text
+            for cell in run.cells
+            if cell.cell_type == "code"
+            for output in cell.outputs
+            for kind, text in output.get("data", {}).items()
+            if kind in ("text/markdown", "text/latex", "text/html")
+        ]
+        with_macros = [t for t in map(str, shown) if colab.expand_macros(t, macros) != t]
+        assert not with_macros, f"{docname}: a book macro in an output: {with_macros[:1]}"
+    assert compared >= 20  # not vacuous: Chapters 1 to 9 draw figures
+
+
+def test_a_figure_that_draws_nothing_gets_no_number_and_no_caption(tmp_path):
+    """Numbers follow the figures a run drew (``drawn_figures``), as Sphinx numbers them."""
+    chapter = "chapters/08_wikitext2_experiments"
+    source = nbformat.read(ROOT / f"{chapter}.ipynb", as_version=4)
+    labels = [
+        cell.metadata["mystnb"]["figure"]["name"]
+        for cell in source.cells
+        if cell.metadata.get("mystnb", {}).get("figure", {}).get("name")
+    ]
+    assert len(labels) >= 8 and any(label.endswith("-full") for label in labels)
+    run = copy.deepcopy(source)  # a run where the "-full" cells display nothing
+    for cell in run.cells:
+        name = cell.metadata.get("mystnb", {}).get("figure", {}).get("name", "")
+        if name and not name.endswith("-full"):
+            cell.outputs = [nbformat.v4.new_output("display_data", data={"image/png": "AA=="})]
+    (tmp_path / "chapters").mkdir()
+    nbformat.write(run, tmp_path / f"{chapter}.ipynb")
+    drawn = colab.drawn_figures(tmp_path, [chapter])
+    assert colab.drawn_figures(tmp_path, [chapter, "chapters/missing"]) is None
+    index = colab.book_index(ROOT, {chapter: drawn[chapter]})
+    numbers = [index.numbers.get(label) for label in labels]
+    drawn_labels = [label for label in labels if not label.endswith("-full")]
+    assert [index.numbers[label] for label in drawn_labels] == [
+        f"Figure 8.{n}" for n in range(1, len(drawn_labels) + 1)
+    ]
+    assert numbers.count(None) == len(labels) - len(drawn_labels)
+    config = colab.read_config(ROOT)
+    plain = colab.colab_notebook(
+        source, edition="student", index=index, macros=colab.book_macros(config),
+        bibliography=colab.Bibliography(ROOT / "references.bib"),
+    )  # fmt: skip
+    captions = [c.source for c in plain.cells if COLAB_CAPTION.match(c.source)]
+    assert len(captions) == len(drawn_labels)
+    assert captions[-1].startswith(f"**Figure 8.{len(drawn_labels)}.**")
+
+
+def test_the_install_cell_pins_the_commit_the_book_was_built_from(tmp_path, monkeypatch):
+    monkeypatch.delenv("STABLERNN_INSTALL_REF", raising=False)
+    url, branch = book.repository()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    cell = nbformat.v4.new_code_cell(book.colab_setup_source())
+    cell.metadata["tags"] = [book.COLAB_SETUP_TAG]
+    pinned = copy.deepcopy(cell)
+    colab._pinned_setup_cell(pinned, ROOT)
+    if commit:  # a git checkout (a source archive has none)
+        assert f"git+{url}@{commit}" in pinned.source and f"@{branch}\"" not in pinned.source
+        assert "the commit this notebook was built from" in pinned.source
+    # outside a git checkout: the branch, and a comment that says so
+    shutil.copy(ROOT / "_config.yml", tmp_path / "_config.yml")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    outside = copy.deepcopy(cell)
+    colab._pinned_setup_cell(outside, tmp_path)
+    assert f"git+{url}@{branch}" in outside.source
+    assert "Not built from a git checkout" in outside.source
+    monkeypatch.setenv("STABLERNN_INSTALL_REF", "v1.0")
+    released = copy.deepcopy(cell)
+    colab._pinned_setup_cell(released, tmp_path)
+    assert f"git+{url}@v1.0" in released.source
+
+
+def test_the_paper_marks_are_explained_in_the_notebook(editions):
+    notebook = nbformat.read(editions["student"] / "chapters/01_recurrent_models.ipynb", 4)
+    notes = [c.source for c in notebook.cells if c.get("id") == "colab-paper-numbers"]
+    assert len(notes) == 1 and "† recalled, not checked" in notes[0]
+    assert paper_claims.marked("wt2-rnn-unconstrained-ppl") in notes[0]  # its table row
+    text = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+    assert "hover" not in text.replace(notes[0], "")  # no prose asks to hover on Colab
+
+
+def test_the_instructor_site_links_only_to_a_private_fork():
+    """No Colab button of the instructor site leads to the public repository."""
+    from types import SimpleNamespace
+
+    def theme(hide_solutions: bool, private: str) -> dict:
+        config = SimpleNamespace(
+            colab_notebooks_branch="instructor-site", instructor_repository_url=private,
+            hide_solutions=hide_solutions,
+            html_theme_options={"repository_url": "https://github.com/public/course",
+                                "launch_buttons": {"colab_url": "https://colab.research.google.com"}},
+        )  # fmt: skip
+        book._colab_launch_target(None, config)
+        return config.html_theme_options
+
+    public = theme(False, "")
+    assert public["launch_buttons"]["colab_url"] == ""  # no Colab button at all
+    private = theme(False, "https://github.com/me/course-private")
+    assert private["repository_url"] == "https://github.com/me/course-private"
+    assert private["repository_branch"] == "instructor-site"
+    student = theme(True, "")
+    assert student["repository_url"] == "https://github.com/public/course"
+    assert student["launch_buttons"]["colab_url"]
+    from stablernn_lib.book.config import read_book_config
+
+    assert read_book_config()["sphinx"]["config"]["instructor_repository_url"] == ""

@@ -213,6 +213,26 @@ def test_check_explains_failures(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"{share:.0%} of this question's" in printed
 
 
+def test_the_check_count_covers_every_line_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    """"3 of 3" above four PASS lines confused students: the count includes the
+    unweighted "written from scratch" check, which says that it carries no points."""
+    from stablernn_lib.core.stability import project_spectral_ball
+    from stablernn_lib.homework import check
+    from stablernn_lib.homework.registry import get_question
+
+    def answer(matrix, radius):  # calls the library's own: fails the "from scratch" gate
+        return project_spectral_ball(matrix, radius)
+
+    question = get_question("hw04.q1")
+    check("hw04.q1", answer)
+    lines = capsys.readouterr().out.splitlines()
+    first = re.match(r".*: (\d+) of (\d+) visible checks passed", lines[0])
+    marks = [line for line in lines[1:] if re.match(r"  (PASS|FAIL|TODO|TIME)  ", line)]
+    assert first and int(first[2]) == len(marks) == len(question.visible_checks)
+    assert int(first[1]) == sum(line.startswith("  PASS") for line in marks)
+    assert any("[required, no points of its own]" in line for line in marks)
+
+
 def test_remove_solution_directives() -> None:
     text = "\n".join(
         [

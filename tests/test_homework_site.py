@@ -82,10 +82,13 @@ def test_student_edition_config_and_toc(student: Path) -> None:
     assert any("raise NotImplementedError(" in c.source for c in stub.cells)
 
 
-def test_refuses_to_overwrite_a_foreign_folder(tmp_path: Path) -> None:
+def test_refuses_to_overwrite_a_foreign_folder(tmp_path: Path, capsys) -> None:
     (tmp_path / "keep.txt").write_text("mine")
+    argv = ["homework", "student-edition", "--root", str(ROOT), "--out", str(tmp_path)]
+    assert main(argv) == 1  # the message, no traceback (`--debug` raises)
+    assert "not a student edition" in capsys.readouterr().err
     with pytest.raises(ValueError, match="not a student edition"):
-        main(["homework", "student-edition", "--root", str(ROOT), "--out", str(tmp_path)])
+        main(["--debug", *argv])
     assert (tmp_path / "keep.txt").exists()
 
 

@@ -83,6 +83,8 @@ ADMONITIONS = {
     "seealso": "See also",
 }
 FIGURE_KINDS = {"figure": "Figure", "table": "Table", "code-block": "Listing"}
+# Outputs that myst-nb wraps in a numbered figure when the cell has figure metadata.
+DISPLAYED_OUTPUTS = ("display_data", "execute_result")
 
 FENCE_OPEN = re.compile(
     r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}(?P<arg>.*)$"
@@ -277,6 +279,7 @@ class Converter:
     bibliography: Bibliography
     macros: dict[str, tuple[str, int]]
     cited: list[str] = field(default_factory=list)
+    claims: list[str] = field(default_factory=list)  # keys of the {paper} numbers quoted
 
     def markdown(self, text: str) -> str:
         text = self._blocks(text)
@@ -350,7 +353,10 @@ class Converter:
         if name == "paper":
             from stablernn_lib.core import paper_claims
 
-            return paper_claims.marked(text.strip())
+            key = text.strip()
+            marked = paper_claims.marked(key)  # raises on an unknown key
+            self.claims += [key] if key not in self.claims else []
+            return marked
         if name in ("math",):
             return f"${text}$"
         raise ValueError(
@@ -391,7 +397,14 @@ def _markdown_sources(root: Path, docname: str) -> list[str]:
     return [page.read_text(encoding="utf-8")] if page.is_file() else []
 
 
-def _figure_cells(root: Path, docname: str) -> list[str]:
+def _figure_cells(root: Path, docname: str, drawn: Drawn | None = None) -> list[str]:
+    """Labels of the figure cells of ``docname``, once per figure the site shows.
+
+    myst-nb makes one numbered figure of each display output of a cell with ``mystnb.figure``
+    metadata, and none of a cell that displays nothing. ``drawn`` (from
+    :func:`drawn_figures`) holds those counts for an executed run; without it every figure
+    cell counts once, as if it drew.
+    """
     notebook = root / f"{docname}.ipynb"
     if not notebook.is_file():
         return []
@@ -399,12 +412,42 @@ def _figure_cells(root: Path, docname: str) -> list[str]:
     for cell in nbformat.read(notebook, as_version=4).cells:
         figure = cell.metadata.get("mystnb", {}).get("figure", {})
         if cell.cell_type == "code" and figure.get("name"):
-            labels.append(figure["name"])
+            count = 1 if drawn is None else drawn.get(docname, {}).get(figure["name"], 0)
+            labels += [figure["name"]] * count
     return labels
 
 
-def book_index(root: Path = REPO_ROOT) -> BookIndex:
-    """Numbers of every labelled directive and figure, and every section title, of the book."""
+# docname -> {figure label: number of figures its cell displayed in an executed run}
+Drawn = dict[str, dict[str, int]]
+
+
+def drawn_figures(executed: Path, docnames: Sequence[str]) -> Drawn | None:
+    """How many figures each figure cell displayed, from the executed notebooks in ``executed``.
+
+    ``executed`` is the build's ``jupyter_execute/`` folder (one executed notebook per
+    page, the outputs the site shows). Returns None when a page's notebook is missing
+    there, so that the caller cannot number figures from a partial run.
+    """
+    drawn: Drawn = {}
+    for docname in docnames:
+        path = executed / f"{docname}.ipynb"
+        if not path.is_file():
+            return None
+        counts = drawn.setdefault(docname, {})
+        for cell in nbformat.read(path, as_version=4).cells:
+            name = cell.metadata.get("mystnb", {}).get("figure", {}).get("name")
+            if cell.cell_type == "code" and name:
+                shown = [o for o in cell.outputs if o.output_type in DISPLAYED_OUTPUTS]
+                counts[name] = counts.get(name, 0) + len(shown)
+    return drawn
+
+
+def book_index(root: Path = REPO_ROOT, drawn: Drawn | None = None) -> BookIndex:
+    """Numbers of every labelled directive and figure, and every section title, of the book.
+
+    Figures are numbered as the site numbers them after the run ``drawn`` describes
+    (:func:`drawn_figures`): a figure cell that displayed nothing has no number.
+    """
     index = BookIndex()
     counters: dict[tuple[str, int | None], int] = {}
     for docname, chapter in _chapter_numbers(root).items():
@@ -424,14 +467,14 @@ def book_index(root: Path = REPO_ROOT) -> BookIndex:
             for text in sources
             for d in directives(text)
             if d["name"] in NUMBERED
-        ] + [("figure", label) for label in _figure_cells(root, docname)]
+        ] + [("figure", label) for label in _figure_cells(root, docname, drawn)]
         for name, label in kinds:
             word = NUMBERED.get(name) or FIGURE_KINDS[name]
             counters[(name, chapter)] = counters.get((name, chapter), 0) + 1
             count = counters[(name, chapter)]
             number = f"{word} {chapter}.{count}" if chapter else f"{word} {count}"
             if label:
-                index.numbers[label] = number
+                index.numbers.setdefault(label, number)
     return index
 
 
@@ -520,6 +563,60 @@ def notebook_problems(notebook: nbformat.NotebookNode, macros) -> list[str]:
 # --- notebooks ---------------------------------------------------------------------------------
 
 
+def claims_note(keys: list[str]) -> str:
+    """The cell that replaces the site's tooltips on the marks of the paper's numbers."""
+    from stablernn_lib.core import paper_claims
+
+    return (
+        "**The paper's numbers in this notebook.** A number quoted from the paper carries a "
+        "mark: ✓ checked against the source named here, † recalled, not checked. (On the "
+        "course website, the mark's tooltip says the same.)\n\n"
+        + paper_claims.claims_markdown(keys)
+    )
+
+
+def install_ref(root: Path, branch: str) -> tuple[str, str]:
+    """The git ref the install cell pins, and a comment line saying what it is.
+
+    ``$STABLERNN_INSTALL_REF`` (a released tag, say) wins; otherwise the commit checked
+    out in ``root`` (``git rev-parse HEAD``), the code the book was built from; outside a
+    git checkout, ``branch``, with a comment saying that it may have moved on.
+    """
+    import os
+    import subprocess
+
+    pinned = os.environ.get("STABLERNN_INSTALL_REF", "").strip()
+    if pinned:
+        return pinned, f"# Installs stablernn_lib {pinned}, the version this notebook was made for."
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    if re.fullmatch(r"[0-9a-f]{40}", commit):
+        return commit, "# Installs stablernn_lib at the commit this notebook was built from."
+    return branch, (
+        f"# Not built from a git checkout: installs the newest {branch!r} of the course "
+        "repository,\n# which may differ from the code this notebook was made with."
+    )
+
+
+def _pinned_setup_cell(cell: nbformat.NotebookNode, root: Path) -> None:
+    """Point the Colab setup cell's ``git+URL@BRANCH`` at :func:`install_ref`'s ref."""
+    from stablernn_lib.book.config import COLAB_SETUP_TAG, repository
+
+    if cell.cell_type != "code" or COLAB_SETUP_TAG not in cell.metadata.get("tags", []):
+        return
+    url, branch = repository(root / "_config.yml")
+    ref, comment = install_ref(root, branch)
+    target = f"git+{url}@{branch}"
+    if target not in cell.source:
+        raise ValueError(f"the Colab setup cell does not install {target}; run fix-layout")
+    cell.source = comment + "\n" + cell.source.replace(target, f"git+{url}@{ref}")
+
+
 def colab_notebook(
     notebook: nbformat.NotebookNode,
     *,
@@ -529,8 +626,13 @@ def colab_notebook(
     macros: dict[str, tuple[str, int]],
     site_url: str | None = None,
     student: Transform | None = None,
+    root: Path | None = None,
 ) -> nbformat.NotebookNode:
     """The plain-Markdown notebook for ``edition`` (a new notebook; ``notebook`` is unchanged).
+
+    A figure cell gets its numbered caption only when ``index`` numbers its figure, that is
+    when the site shows it (:func:`drawn_figures`). With ``root`` (the book's folder) the
+    Colab setup cell installs the library at :func:`install_ref`'s ref.
 
     ``student``: applied to ``notebook`` first in the student edition; leave it out when
     ``notebook`` is a student edition already (the student site's sources).
@@ -542,9 +644,13 @@ def colab_notebook(
         figure = cell.metadata.pop("mystnb", {}).get("figure", {})
         if cell.cell_type == "markdown":
             cell.source = converter.markdown(cell.source).strip("\n")
+        if root is not None:
+            _pinned_setup_cell(cell, root)
         cells.append(cell)
-        if figure.get("caption"):  # the site's numbered caption, under the figure's cell
-            number = index.numbers.get(figure.get("name"), "Figure")
+        name = figure.get("name")
+        if figure.get("caption") and (name is None or name in index.numbers):
+            # the site's numbered caption, under the figure's cell
+            number = index.numbers.get(name, "Figure")
             caption = nbformat.v4.new_markdown_cell(
                 f"**{number}.** " + converter.markdown(figure["caption"]).strip()
             )
@@ -560,6 +666,10 @@ def colab_notebook(
     note.id = "colab-edition-note"
     first_markdown = next((i for i, c in enumerate(plain.cells) if c.cell_type == "markdown"), 0)
     plain.cells.insert(first_markdown + 1, note)
+    if converter.claims:
+        claims = nbformat.v4.new_markdown_cell(claims_note(converter.claims))
+        claims.id = "colab-paper-numbers"
+        plain.cells.append(claims)
     if converter.cited:
         references = nbformat.v4.new_markdown_cell(bibliography.references(converter.cited))
         references.id = "colab-references"
@@ -574,18 +684,31 @@ def notebook_docnames(root: Path = REPO_ROOT) -> list[str]:
 
 
 def write_colab_notebooks(
-    root: Path, out: Path, edition: Edition, student: Transform | None = None
+    root: Path,
+    out: Path,
+    edition: Edition,
+    student: Transform | None = None,
+    executed: Path | None = None,
 ) -> list[Path]:
     """Write the ``edition`` notebook of every notebook page of the book in ``root`` to ``out``.
 
-    ``student`` as in :func:`colab_notebook`.
+    ``student`` as in :func:`colab_notebook`. ``executed``: the folder of executed notebooks
+    of a build (``_build/jupyter_execute``), whose figures decide the numbering
+    (:func:`drawn_figures`); without one, every figure cell counts as drawn.
     """
     config = read_config(root)
-    index = book_index(root)
+    docnames = notebook_docnames(root)
+    drawn = drawn_figures(executed, docnames) if executed is not None else None
+    if executed is not None and drawn is None:
+        raise FileNotFoundError(
+            f"{executed} lacks executed notebooks of some pages; build the book first "
+            "(`make book`) or leave out --executed"
+        )
+    index = book_index(root, drawn)
     bibliography = Bibliography(root / config["bibtex_bibfiles"][0])
     macros = book_macros(config)
     written = []
-    for docname in notebook_docnames(root):
+    for docname in docnames:
         notebook = nbformat.read(root / f"{docname}.ipynb", as_version=4)
         plain = colab_notebook(
             notebook,
@@ -594,6 +717,7 @@ def write_colab_notebooks(
             bibliography=bibliography,
             macros=macros,
             student=student,
+            root=root,
         )
         target = out / f"{docname}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -613,8 +737,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "`python -m stablernn_lib homework student-edition`",
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for the notebooks")
+    parser.add_argument(
+        "--executed", type=Path, default=None,
+        help="a build's executed notebooks (e.g. _build/jupyter_execute): figures are numbered "
+        "as that run drew them, as on the site; default: every figure cell counts",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    for path in write_colab_notebooks(args.root, args.out, args.edition):
+    for path in write_colab_notebooks(args.root, args.out, args.edition, executed=args.executed):
         print(path)
     return 0
 

@@ -12,6 +12,9 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+# The tag of every notebook's first cell, which installs the course library on Colab.
+COLAB_SETUP_TAG = "colab-setup"
+
 
 def read_book_config(config_path: Path | str = REPO_ROOT / "_config.yml") -> dict[str, Any]:
     """The parsed ``_config.yml`` of the book."""

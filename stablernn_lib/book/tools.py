@@ -28,13 +28,15 @@ from typing import Any
 import nbformat
 
 from stablernn_lib.book import citation_style, notebook_times
-from stablernn_lib.book.config import REPO_ROOT, repository, toc_files
+from stablernn_lib.book.config import COLAB_SETUP_TAG, REPO_ROOT, repository, toc_files
 from stablernn_lib.core import paper_claims
 
-COLAB_SETUP_TAG = "colab-setup"
 # Both set-up cells run on the site but are not shown: the page starts with its title.
 HIDDEN_TAG = "remove-cell"
 PARAMETERS_TAG = "parameters"
+# A cell that runs or shows only the full-scale (or cpu-scale) experiments; the student
+# site leaves it out when it displayed nothing (its results do not exist yet).
+FULL_SCALE_TAG = "full-scale"
 SMOKE_MODE_LINE = 'MODE = "smoke"'
 CHAPTER_GLOB = "chapters/[0-9][0-9]_*.ipynb"
 NOTEBOOK_GLOB = "chapters/**/*.ipynb"
@@ -333,13 +335,37 @@ def _colab_launch_target(app, config) -> None:
 
     With ``colab_notebooks_branch`` set (e.g. ``gh-pages``, where the site is published),
     a launch button opens ``<repository>/blob/<branch>/_sources/<page>.ipynb``: the plain
-    notebook :func:`_write_colab_sources` wrote there, not the MyST source.
+    notebook :func:`_write_colab_sources` wrote there, not the MyST source.  The instructor
+    edition (solutions shown) is published only to a private fork: its buttons use
+    ``instructor_repository_url``, and with none set the instructor site has no Colab
+    button at all, so that no link leads to a public copy of the solutions.
     """
     branch = config.colab_notebooks_branch
+    options = dict(config.html_theme_options or {})
+    if not getattr(config, "hide_solutions", False):  # the instructor edition
+        private = config.instructor_repository_url
+        if not private:
+            launch = dict(options.get("launch_buttons") or {})
+            launch["colab_url"] = ""
+            options["launch_buttons"] = launch
+            config.html_theme_options = options
+            return
+        options["repository_url"] = private
     if branch:
-        options = dict(config.html_theme_options or {})
         options.update(repository_branch=branch, path_to_docs="_sources")
-        config.html_theme_options = options
+    config.html_theme_options = options
+
+
+def _one_search_field(app, config) -> None:
+    """Keep the search field of the sidebar only.
+
+    pydata-sphinx-theme 0.17.1 fills an unset ``navbar_persistent`` with its search
+    button, which sphinx-book-theme 1.3.0 means to leave empty: every page then had a
+    second search field in a header bar of its own. Setting it empty removes that bar.
+    """
+    options = dict(config.html_theme_options or {})
+    options.setdefault("navbar_persistent", [])
+    config.html_theme_options = options
 
 
 def _write_colab_sources(app, exception) -> None:
@@ -347,6 +373,8 @@ def _write_colab_sources(app, exception) -> None:
 
     The edition follows sphinx-exercise's ``hide_solutions``: set (student edition), the
     notebooks carry no solution; unset (instructor edition), solutions are collapsed.
+    Figures are numbered as Sphinx numbered them on this site (a figure cell that drew
+    nothing has no number), and the setup cell installs the commit the book was built from.
     """
     if exception is not None or app.builder.format != "html":
         return
@@ -355,10 +383,14 @@ def _write_colab_sources(app, exception) -> None:
     root, sources = Path(app.srcdir), Path(app.outdir) / "_sources"
     edition = "student" if getattr(app.config, "hide_solutions", False) else "instructor"
     config = colab.read_config(root)
-    index = colab.book_index(root)
+    docnames = colab.notebook_docnames(root)
+    # the figures Sphinx numbered on this site, so that the notebooks number the same ones
+    numbered = getattr(app.env, "toc_fignumbers", {})
+    drawn = {doc: dict.fromkeys(numbered.get(doc, {}).get("figure", {}), 1) for doc in docnames}
+    index = colab.book_index(root, drawn)
     bibliography = colab.Bibliography(root / config["bibtex_bibfiles"][0])
     macros = colab.book_macros(config)
-    for docname in colab.notebook_docnames(root):
+    for docname in docnames:
         target = sources / f"{docname}.ipynb"
         if not target.parent.is_dir():
             continue
@@ -370,8 +402,29 @@ def _write_colab_sources(app, exception) -> None:
             bibliography=bibliography,
             macros=macros,
             site_url=app.config.html_baseurl or None,
+            root=root,
         )
         target.write_text(nbformat.writes(plain) + "\n", encoding="utf-8")
+
+
+def _drop_empty_full_scale_cells(app, doctree) -> None:
+    """Student site: remove every code cell tagged ``full-scale`` that has no output.
+
+    In the default (smoke) mode such a cell does nothing until its full-scale results
+    exist; students would see only code that waits for a run they cannot make. Once the
+    results are committed, the cell draws and stays.
+    """
+    from docutils import nodes
+
+    if not getattr(app.config, "hide_solutions", False):
+        return
+    tag = f"tag_{FULL_SCALE_TAG}"
+    for cell in list(doctree.findall(nodes.container)):
+        if cell.get("nb_element") != "cell_code" or tag not in cell["classes"]:
+            continue
+        outputs = [c for c in cell.children if c.get("nb_element") == "cell_code_output"]
+        if not outputs:
+            cell.parent.remove(cell)
 
 
 def setup(app) -> dict[str, Any]:
@@ -379,9 +432,13 @@ def setup(app) -> dict[str, Any]:
     app.add_js_file(None, body=MATHJAX2_SHIM, priority=100)
     citation_style.register()  # bibtex_reference_style author_year_round, labels alike
     app.add_css_file("course.css")  # book/course.css: outputs wrap, wide tables scroll
+    app.add_js_file("course.js")  # book/course.js: wide display equations scaled to fit
     app.add_config_value("colab_notebooks_branch", "", "html")
+    app.add_config_value("instructor_repository_url", "", "html")
     app.connect("config-inited", _colab_launch_target)
+    app.connect("config-inited", _one_search_field)
     app.connect("build-finished", _write_colab_sources)
+    app.connect("doctree-read", _drop_empty_full_scale_cells)
     # early: a later handler may return a template name, which ends the event
     app.connect("html-page-context", _deduplicate_scripts, priority=100)
     paper_claims.setup_sphinx(app)  # {paper}`KEY` and {paper-claims}: the paper's numbers

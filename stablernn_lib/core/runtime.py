@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Literal, get_args
 
 import torch
@@ -39,3 +43,14 @@ def describe_runtime() -> str:
     else:
         where = "no GPU: smoke mode runs on the CPU"
     return f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {where}"
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new temporary folder (for a notebook's smoke runs) removed when Python exits.
+
+    The folder is removed at interpreter exit, which includes a Jupyter kernel's
+    shutdown, so a notebook run leaves nothing in the temporary directory.
+    """
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path

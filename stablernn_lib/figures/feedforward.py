@@ -24,7 +24,7 @@ from torch import Tensor
 from torch.autograd.functional import jacobian
 
 from stablernn_lib.core.models import RecurrentMap, random_vanilla_rnn
-from stablernn_lib.figures.plots import FLOOR, FULL_COLOR, TRUNCATED_COLOR, apply_style
+from stablernn_lib.core.style import FLOOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
 from stablernn_lib.figures.widgets import InteractivePlot, interactive_plot
 
 
@@ -82,9 +82,9 @@ def influence_figure(k: int, lam: float, steps: int = 40) -> Figure:
     ax.set_xlabel("lag T - t")
     ax.set_ylabel(r"$\|\partial h_T / \partial x_t\|_2$")
     ax.set_title(rf"tanh RNN, $\lambda = L_\rho \|W\|_2$ = {lam:g}")
-    ax.legend(loc="lower left", fontsize=8)
+    ax.legend(loc="lower left")
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def influence_widget(
@@ -220,4 +220,4 @@ def context_diagram_figure(k: int = 8, length: int = 16) -> Figure:
     axes[3].plot(length - 1, 1, "o", ms=6, color=FULL_COLOR)
     axes[3].set_xlabel("input position")
     fig.tight_layout()
-    return fig
+    return finish(fig)

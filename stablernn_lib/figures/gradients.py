@@ -14,7 +14,14 @@ import torch
 from matplotlib.figure import Figure
 
 from stablernn_lib.core.gradients import MATRIX_KINDS, lag_bound, lag_norm_curve
-from stablernn_lib.figures.plots import BOUND_COLOR, FLOOR, FULL_COLOR, TRUNCATED_COLOR, apply_style
+from stablernn_lib.core.style import (
+    BOUND_COLOR,
+    FLOOR,
+    FULL_COLOR,
+    TRUNCATED_COLOR,
+    apply_style,
+    finish,
+)
 from stablernn_lib.figures.widgets import InteractivePlot, interactive_plot
 from stablernn_lib.theory import one_unit
 
@@ -48,7 +55,7 @@ def lag_norm_figure(weight_norm: float, activation: str, steps: int = 40) -> Fig
     ax.set_ylabel(r"$\|\partial h_T / \partial h_s\|_2$")
     ax.set_title(f"{activation}, $\\|W\\|_2$ = {weight_norm:g}")
     ax.legend(loc="lower left")
-    return fig
+    return finish(fig)
 
 
 def lag_norm_widget(
@@ -82,8 +89,8 @@ def nilpotent_figure(results: dict[str, dict]) -> Figure:
     ax.set_xlabel("lag T - s")
     ax.set_ylabel(r"$\|\partial h_T / \partial h_s\|_2$")
     ax.set_title("tanh RNN with W = [[8, 8], [-8, -8]] (both eigenvalues 0)")
-    ax.legend(loc="upper left", fontsize=8)
-    return fig
+    ax.legend(loc="upper left")
+    return finish(fig)
 
 
 @lru_cache(maxsize=16)
@@ -127,7 +134,7 @@ def one_unit_figure(w: float, b: float, x0: float = -5.0, steps: int = 50) -> Fi
     left.set_xlabel("b")
     left.set_ylabel("x")
     left.set_title(f"fixed points, w = {w:g}")
-    left.legend(fontsize=7, loc="upper left")
+    left.legend(loc="upper left")
     trajectory = one_unit.iterate(w, b, x0, steps)
     middle.plot(trajectory, ".-", color=FULL_COLOR, ms=3)
     middle.set_xlabel("t")
@@ -141,7 +148,7 @@ def one_unit_figure(w: float, b: float, x0: float = -5.0, steps: int = 50) -> Fi
     right.set_ylabel(f"$|d x_T / d b|$, T = {steps}")
     right.set_title("gradient of the final state")
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def one_unit_widget(
@@ -175,7 +182,7 @@ def gradient_spike_figure(
     ax.set_ylabel(r"$|d x_T / d b|$")
     ax.set_title(f"w = {w:g}, $x_0$ = {x0:g}; dashed: the saddle-node bifurcations")
     ax.legend()
-    return fig
+    return finish(fig)
 
 
 def clipping_figure(runs: dict[str, dict[str, list[float]]]) -> Figure:
@@ -191,7 +198,7 @@ def clipping_figure(runs: dict[str, dict[str, list[float]]]) -> Figure:
     norm_ax.set_ylabel("gradient norm before clipping")
     loss_ax.legend()
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def bias_training_figure(runs: dict[str, dict[str, list[float]]], w: float) -> Figure:
@@ -209,4 +216,4 @@ def bias_training_figure(runs: dict[str, dict[str, list[float]]], w: float) -> F
     grad_ax.set_ylabel(r"$|dL/db|$ before clipping")
     b_ax.legend()
     fig.tight_layout()
-    return fig
+    return finish(fig)

@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from stablernn_lib.figures.plots import STYLE
+from stablernn_lib.core.style import STYLE, finish
 from stablernn_lib.theory.lemmas import (
     GradientGapResult,
     SmoothnessResult,
@@ -66,7 +66,7 @@ def truncation_figure(result: TruncationResult, title: str | None = None) -> Fig
         title or f"{result.model} model, {result.family} inputs, $B_x = {result.input_bound:g}$"
     )
     right.set_title("tightness of Lemma 1")
-    return fig
+    return finish(fig)
 
 
 def unstable_truncation_figure(result: TruncationResult, title: str | None = None) -> Figure:
@@ -78,7 +78,7 @@ def unstable_truncation_figure(result: TruncationResult, title: str | None = Non
     ax.set_ylabel(r"$\max_t \|h_t - h^k_t\|$")
     ax.set_title(title or rf"{result.model} RNN, $L_\rho \|W\|_2 = \lambda$")
     ax.legend(loc="lower left")
-    return fig
+    return finish(fig)
 
 
 def truncation_frame(
@@ -102,7 +102,7 @@ def _fix_frame_limits(
     """Fixed y-ranges for a two-panel widget frame, so that frames compare by eye."""
     fig.axes[0].set_ylim(*gap_limits)
     fig.axes[1].set_ylim(*ratio_limits)
-    return fig
+    return finish(fig)
 
 
 def gradient_gap_figure(result: GradientGapResult, title: str | None = None) -> Figure:
@@ -116,7 +116,7 @@ def gradient_gap_figure(result: GradientGapResult, title: str | None = None) -> 
     )
     _ratios_panel(right, result.ks, result.lams, result.ratios())
     right.set_title("tightness of Lemma 2")
-    return fig
+    return finish(fig)
 
 
 def gradient_gap_frame(
@@ -177,5 +177,5 @@ def smoothness_figure(results: list[SmoothnessResult], labels: list[str]) -> Fig
         xlabel=r"$1 / (1 - \lambda)$",
         ylabel=r"$\|\nabla p_T(w) - \nabla p_T(w')\| \,/\, \|w - w'\|$",
     )
-    ax.legend(loc="upper left", ncols=2, fontsize=8)
-    return fig
+    ax.legend(loc="upper left", ncols=2)
+    return finish(fig)

@@ -22,8 +22,8 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from stablernn_lib.core.models import random_vanilla_rnn
+from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
 from stablernn_lib.core.truncation import truncated_states, truncated_states_reference
-from stablernn_lib.figures.plots import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style
 
 FUSED_COLOR = "#2e7d32"
 METHOD_COLORS = {
@@ -161,9 +161,9 @@ def timing_figure(rows: Sequence[dict]) -> Figure:
     ax.set_xlabel("sequence length T")
     ax.set_ylabel("seconds (best of repeats)")
     ax.set_title(f"evaluating all states, context k = {k}")
-    ax.legend(fontsize=8)
+    ax.legend()
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def summarize_timings(rows: Sequence[dict]) -> str:

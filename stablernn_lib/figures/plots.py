@@ -1,4 +1,4 @@
-"""Shared plotting style and the figures of Chapter 1.
+"""The figures of Chapter 1 (the course style itself is :mod:`stablernn_lib.core.style`).
 
 Every figure function returns a matplotlib ``Figure`` (never shows it), so it
 can feed :func:`stablernn_lib.figures.widgets.interactive_plot` or be displayed as is.
@@ -15,30 +15,16 @@ import torch
 from matplotlib.figure import Figure
 
 from stablernn_lib.core.models import random_vanilla_rnn
+from stablernn_lib.core.style import (
+    BOUND_COLOR,
+    FLOOR,
+    FULL_COLOR,
+    STYLE,
+    TRUNCATED_COLOR,
+    apply_style,  # noqa: F401 (the chapters call plots.apply_style)
+    finish,
+)
 from stablernn_lib.core.truncation import truncated_states
-
-FULL_COLOR = "#1f4e79"
-TRUNCATED_COLOR = "#d9822b"
-BOUND_COLOR = "#6b6b6b"
-FLOOR = 1e-16  # log-scale plots show exact zeros at this height
-
-STYLE = {
-    "figure.figsize": (8.0, 3.2),
-    "figure.dpi": 90,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.titlesize": 11,
-    "axes.labelsize": 10,
-    "legend.fontsize": 9,
-    "legend.frameon": False,
-}
-
-
-def apply_style() -> None:
-    """Use the course's plotting style for every later figure."""
-    plt.rcParams.update(STYLE)
 
 
 @dataclass(frozen=True)
@@ -136,4 +122,4 @@ def full_vs_truncated_figure(lam: float, k: int, *, unit: int = 0, **example_kwa
         title=rf"$\lambda = {lam:g}$, $k = {k}$",
     )
     left.set_title(r"tanh RNN with $\|W\|_2 = \lambda$")
-    return fig
+    return finish(fig)

@@ -18,8 +18,8 @@ from tqdm.auto import tqdm
 from stablernn_lib.core.models import LSTMMap, random_lstm, random_vanilla_rnn
 from stablernn_lib.core.norms import spectral_norm
 from stablernn_lib.core.stability import project_spectral_ball, project_to_stable_
+from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
 from stablernn_lib.core.tables import format_value
-from stablernn_lib.figures.plots import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style
 from stablernn_lib.theory.lstm_stability import (
     authors_rescaled_lstm,
     concentrated_authors_lstm,
@@ -105,7 +105,7 @@ def trajectories_figure(
     right.set(xlabel="time $t$", title=rf"$\lambda = L_\rho \|W\|_2 = {lam:g}$")
     right.legend(loc="best")
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 # ----------------------------------------------------------------------------
@@ -180,7 +180,7 @@ def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.1))
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 # ----------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) ->
     left.legend()
     right.legend()
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 # ----------------------------------------------------------------------------
@@ -354,12 +354,12 @@ def lstm_verification_figure(rows: list[dict[str, object]]) -> Figure:
     axis.axhline(1.0, color="black", lw=0.8, ls=":")
     axis.set_yscale("log")
     axis.set_xticks(
-        positions, [str(row["model"]) for row in rows], rotation=35, ha="right", fontsize=7
+        positions, [str(row["model"]) for row in rows], rotation=35, ha="right"
     )
     axis.set_ylabel("Lipschitz constant of one step")
     axis.legend(loc="upper left")
     fig.tight_layout()
-    return fig
+    return finish(fig)
 
 
 def spectral_projection_check(
@@ -421,6 +421,6 @@ def iterated_norms_figure(
         axis.semilogy(steps, norms, "o-", color=color, label=name, ms=3)
     axis.axhline(1.0, color="black", lw=0.8, ls=":")
     axis.set(xlabel="number of steps $r$", ylabel=r"max $\|\partial s_r / \partial s_0\|_2$")
-    axis.legend(fontsize=7)
+    axis.legend()
     fig.tight_layout()
-    return fig
+    return finish(fig)

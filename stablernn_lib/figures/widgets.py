@@ -36,9 +36,11 @@ import ipywidgets
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from stablernn_lib.core.style import DPI, finish
+
 MAX_FRAMES = 60
 MAX_SLIDERS = 3
-FRAME_DPI = 90
+FRAME_DPI = DPI  # one figure point is one page point (stablernn_lib.core.style)
 WIDGET_MODE_VARIABLE = "STABLERNN_WIDGETS"
 
 
@@ -227,7 +229,7 @@ def _checked_figure(draw: Callable[..., Figure], values: dict[str, Any]) -> Figu
             f"draw({_format_values(values)}) returned {type(figure).__name__}, not a "
             "matplotlib Figure; end draw with `return fig` (e.g. `fig, ax = plt.subplots()`)."
         )
-    return figure
+    return finish(figure)  # every frame in the course style, whoever wrote draw
 
 
 def _format_values(values: dict[str, Any]) -> str:

@@ -190,19 +190,24 @@ def run_question(
 
 
 def format_result(question: Question, result: QuestionResult) -> str:
-    """A plain-text report: one line per check, with the reason for each failure."""
-    scored = [o for o in result.outcomes if o.weight > 0]
-    passed = sum(o.passed for o in scored)
-    hidden = any(o.hidden for o in result.outcomes)
+    """A plain-text report: one line per check, with the reason for each failure.
+
+    The count in the first line covers every line below it; a check that carries no
+    points (weight 0) says so, and whether the question's points need it to pass.
+    """
+    shown = result.outcomes
+    passed = sum(o.passed for o in shown)
+    hidden = any(o.hidden for o in shown)
     points = f" ({result.points:g} of {result.max_points:g} points)" if hidden else ""
     kind = "checks" if hidden else "visible checks"
-    lines = [f"{question.id} {question.function}: {passed} of {len(scored)} {kind} passed{points}"]
-    for outcome in result.outcomes:
+    lines = [f"{question.id} {question.function}: {passed} of {len(shown)} {kind} passed{points}"]
+    for outcome in shown:
         mark = {"pass": "PASS", "not attempted": "TODO", "timeout": "TIME"}.get(
             outcome.status, "FAIL"
         )
-        hidden = " [hidden]" if outcome.hidden else ""
-        lines.append(f"  {mark}  {outcome.name}{hidden}: {outcome.message}")
+        unweighted = " [required, no points of its own]" if outcome.required else " [no points]"
+        notes = (" [hidden]" if outcome.hidden else "") + (unweighted if not outcome.weight else "")
+        lines.append(f"  {mark}  {outcome.name}{notes}: {outcome.message}")
     return "\n".join(lines)
 
 

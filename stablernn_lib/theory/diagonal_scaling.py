@@ -155,10 +155,15 @@ def certificate_rows(models: dict[str, object]) -> list[dict[str, object]]:
 
 
 def certificate_table(rows: list[dict[str, object]]) -> str:
-    """Markdown table of :func:`certificate_rows`, with which certificate proves stability."""
+    """Markdown table of :func:`certificate_rows`, with which certificate proves stability.
+
+    Its math uses plain LaTeX, not the book's macros (``\\norm``): Colab and Jupyter, which
+    show the output too, do not know them.
+    """
     lines = [
-        "| model | layer | $\\norm{W}_2$ | best $\\norm{DWD^{-1}}_2$ | $\\rho(W)$ "
-        "| $\\max d / \\min d$ | certified by $\\norm{W}_2$ | certified by $D$ |",
+        "| model | layer | $\\lVert W \\rVert_2$ | best $\\lVert DWD^{-1} \\rVert_2$ "
+        "| $\\rho(W)$ | $\\max d / \\min d$ | certified by $\\lVert W \\rVert_2$ "
+        "| certified by $D$ |",
         "|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for row in rows:

@@ -56,6 +56,7 @@ from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
 from stablernn_lib.core.results import results_path
 from stablernn_lib.core.runtime import check_mode
 from stablernn_lib.core.stability import project_to_stable_
+from stablernn_lib.core.style import finish
 
 SCHEDULES: tuple[str, ...] = ("decay", "constant")
 DEFAULT_OUT = Path("data/results/figure1")
@@ -1010,9 +1011,7 @@ def _draw_figure1_row(axes: Sequence[Any], units: Sequence[dict[str, Any]]) -> N
         step = r"$\alpha_t = \alpha / t$" if schedule == "decay" else r"$\alpha_t = \alpha$"
         axis.set_title(f"{activation} RNN, {step}")
     axes[0].legend(
-        fontsize=8,
         title="solid: measured\ndashed: Prop. 2\ndotted: recurrence",
-        title_fontsize=7,
     )
     lam = units[0]["lam"]
     for schedule, marker in zip(SCHEDULES, "os", strict=True):
@@ -1030,7 +1029,7 @@ def _draw_figure1_row(axes: Sequence[Any], units: Sequence[dict[str, Any]]) -> N
     axes[2].semilogy(ks, shape, "k--", lw=1, label=r"$k\lambda^k$ (through the first point)")
     axes[2].set_xlabel("context k")
     axes[2].set_title(f"after N = {units[0]['num_steps']} steps")
-    axes[2].legend(fontsize=7)
+    axes[2].legend()
 
 
 def plot_figure1(results: dict[str, Any], activation: str | None = None) -> Figure:
@@ -1045,7 +1044,7 @@ def plot_figure1(results: dict[str, Any], activation: str | None = None) -> Figu
     axes = figure.subplots(len(activations), 3, squeeze=False)
     for row, name in zip(axes, activations, strict=True):
         _draw_figure1_row(row, _select(units, activation=name))
-    return figure
+    return finish(figure)
 
 
 def widget_grid(
@@ -1073,8 +1072,8 @@ def widget_draw(grid: dict[tuple[float, str], list[dict[str, Any]]]) -> Callable
         draw_distance_panel(axis, grid[(lam, schedule)], [k])
         axis.set_ylim(1e-8, 1e2)
         axis.set_title(f"lambda = {lam}, {schedule} step, k = {k}")
-        axis.legend(fontsize=8, loc="lower right")
-        return figure
+        axis.legend(loc="lower right")
+        return finish(figure)
 
     return draw
 

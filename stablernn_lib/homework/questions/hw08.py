@@ -1,4 +1,4 @@
-"""Homework 8 (Chapter 8, Wikitext-2): batching, perplexity, the stable projection of nn.RNN."""
+"""Homework 8 (Chapter 8, WikiText-2): batching, perplexity, the stable projection of nn.RNN."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def projection_random(function, ctx: CheckContext) -> str:
 HOMEWORK = Homework(
     id="hw08",
     chapter="08_wikitext2_experiments",
-    title="The Wikitext-2 experiments",
+    title="The WikiText-2 experiments",
     minutes=45,
     questions=(
         Question(

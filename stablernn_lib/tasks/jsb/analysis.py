@@ -29,6 +29,7 @@ from torch import Tensor
 
 from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.core.io import atomic_write_json, provenance, same_config
+from stablernn_lib.core.style import finish, model_color
 from stablernn_lib.tasks.jsb.data import PianoRolls, load_jsb
 from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
@@ -453,11 +454,12 @@ def stability_cost_sentences(runs: dict[str, dict[int, dict[str, Any]]], label: 
 def plot_learning_curves(results: dict[str, dict[str, Any]], title: str = "") -> Figure:
     """Validation NLL per epoch of every run (log epochs), with the epochs where lr dropped."""
     figure, axis = plt.subplots(figsize=(6.5, 3.6))
-    for index, (name, result) in enumerate(results.items()):
+    for name, result in results.items():
         epochs = [m["epoch"] for m in result["epochs"]]
         axis.semilogx(
-            epochs, [m["val_nll"] for m in result["epochs"]], color=f"C{index}", label=LABELS[name]
-        )
+            epochs, [m["val_nll"] for m in result["epochs"]], color=model_color(name),
+            label=LABELS[name],
+        )  # fmt: skip
     return finish_axis(figure, axis, "epoch", "validation NLL per step", title)
 
 
@@ -583,7 +585,7 @@ def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
         axis.set_xlabel("frame (time step of the score)")
     figure.colorbar(image, ax=axes[1], fraction=0.05, label="P(key sounds)")
     figure.tight_layout()
-    return figure
+    return finish(figure)
 
 
 def _command(args: argparse.Namespace) -> int:

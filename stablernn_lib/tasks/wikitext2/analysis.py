@@ -38,6 +38,7 @@ from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.core.io import atomic_write_json, provenance, same_config
 from stablernn_lib.core.models import LSTMMap, RecurrentMap, VanillaRNN
 from stablernn_lib.core.stability import jacobian_norms
+from stablernn_lib.core.style import finish, model_color
 from stablernn_lib.tasks.plotting import finish_axis, plot_truncated_curves
 from stablernn_lib.tasks.wikitext2.data import (
     WIKITEXT2_TOKENS,
@@ -533,7 +534,7 @@ MODEL_LABELS = {"rnn": "RNN (tanh)", "lstm": "LSTM"}
 def plot_figure2(analysis: dict[str, Any], title: str = "") -> Figure:
     """``||grad_{x_t} p_{t+i}||`` against ``i`` for the unconstrained RNN and LSTM (log scale)."""
     figure, axis = plt.subplots(figsize=(6, 3.6))
-    for index, cell in enumerate(("rnn", "lstm")):
+    for cell in ("rnn", "lstm"):
         for stable in (False, True):
             profile = analysis.get(variant_name(cell, stable), {}).get("figure2")
             if profile:
@@ -542,7 +543,7 @@ def plot_figure2(analysis: dict[str, Any], title: str = "") -> Figure:
                     profile["mean_norm"],
                     "s--" if stable else "o-",
                     ms=3,
-                    color=f"C{index}",
+                    color=model_color(variant_name(cell, stable)),
                     label=MODEL_LABELS[cell] + (", stable" if stable else ""),
                 )
     ylabel = r"mean $\|\nabla_{x_t} p_{t+i}\|$"
@@ -557,17 +558,24 @@ def plot_truncated_eval(analysis: dict[str, Any], title: str = "") -> Figure:
 def plot_jacobian_norms(analysis: dict[str, Any], title: str = "") -> Figure:
     """Histograms of the per-step state-Jacobian norms, per model and layer."""
     names = [n for n, e in analysis.items() if isinstance(e, dict) and "jacobian_norms" in e]
-    figure, axes = plt.subplots(1, len(names), figsize=(3 * len(names), 3), squeeze=False)
-    for axis, name in zip(axes[0], names, strict=True):
+    columns = min(2, len(names))  # two panels a row: each wide enough to read at column width
+    rows = math.ceil(len(names) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(8, 2.6 * rows), squeeze=False)
+    for axis in axes.flat[len(names) :]:
+        axis.set_visible(False)
+    for axis, name in zip(axes.flat, names, strict=False):
         for layer, norms in enumerate(analysis[name]["jacobian_norms"]):
-            axis.hist(norms, bins=30, alpha=0.6, label=f"layer {layer + 1}")
+            axis.hist(  # the model's colour; layer 1 filled, layer 2 outlined
+                norms, bins=30, color=model_color(name), lw=1.5, label=f"layer {layer + 1}",
+                histtype="stepfilled" if layer == 0 else "step", alpha=0.5 if layer == 0 else 1,
+            )  # fmt: skip
         axis.axvline(1.0, color="k", lw=0.8)
-        axis.set_title(name, fontsize=9)
+        axis.set_title(name)
         axis.set_xlabel(r"$\|\partial h_t / \partial h_{t-1}\|_2$")
-    axes[0][0].legend(fontsize=8)
+    axes[0][0].legend()
     figure.suptitle(title)
     figure.tight_layout()
-    return figure
+    return finish(figure)
 
 
 def plot_weights_close(analysis: dict[str, Any], title: str = "") -> Figure:
@@ -578,13 +586,13 @@ def plot_weights_close(analysis: dict[str, Any], title: str = "") -> Figure:
         if record:
             for name, values in record["relative_distance"].items():
                 axis.semilogy(record["step"], values, "o-", ms=3, label=name)
-            axis.legend(fontsize=8)
+            axis.legend()
         axis.set_title(MODEL_LABELS[cell])
         axis.set_xlabel("SGD step")
     axes[0].set_ylabel(r"$\|W_{rec} - W_k\|_F / \|W_{rec}\|_F$")
     figure.suptitle(title)
     figure.tight_layout()
-    return figure
+    return finish(figure)
 
 
 def _command(args: argparse.Namespace) -> int:

@@ -1,0 +1,137 @@
+"""The course's figure style: one colour per model in every figure, text legible on the site.
+
+Every plotting function of the library ends with ``return finish(fig)``:
+
+- the figure is drawn at :data:`DPI` and at most :data:`MAX_WIDTH_IN` inches wide, so its
+  PNG is no wider than the site's text column (:data:`COLUMN_PX` CSS pixels at a 1400 px
+  window) and the browser shows it at its natural size, not shrunk;
+- every text of it (titles, labels, tick labels, legends, annotations) is at least
+  :data:`MIN_PT` points: at 96 dpi one point of the figure is one point on the page.
+
+A model has one colour in every figure (:func:`model_color`): the same key, e.g.
+``"lstm-stable"``, is drawn in the same colour in Chapter 8's and Chapter 9's figures.
+:func:`legibility_problems` lists what breaks the rules (``tests/test_style.py``).
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+# Colours of the Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
+FULL_COLOR = "#0b4f8a"  # the recurrent (full) model of the theory chapters
+TRUNCATED_COLOR = "#d55e00"  # its truncation
+BOUND_COLOR = "#6b6b6b"  # proved bounds and reference lines
+EXTRA_COLORS = ("#009e73", "#cc79a7", "#56b4e9", "#e69f00", "#000000")
+# The trained models of Chapters 8 and 9, by their result names ("rnn-stable-adam" is drawn
+# as "rnn-stable": a variant of a model keeps the model's colour).
+MODEL_COLORS = {
+    "rnn-unconstrained": "#0072b2",
+    "rnn-stable": "#56b4e9",
+    "lstm-unconstrained": "#d55e00",
+    "lstm-stable": "#e69f00",
+    "lstm-authors-bug": "#cc79a7",
+}
+FLOOR = 1e-16  # log-scale plots show exact zeros at this height
+
+DPI = 96  # CSS pixels per inch: a figure point is a page point
+COLUMN_PX = 800  # the site's text column at a 1400 px window: 848 px, less its margins (Chromium)
+MAX_WIDTH_IN = COLUMN_PX / DPI
+MIN_PT = 9.0
+
+STYLE = {
+    "figure.figsize": (7.5, 3.2),
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "font.size": 10,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.titlesize": 10,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "legend.title_fontsize": 9,
+    "figure.titlesize": 11,
+    "legend.frameon": False,
+}
+
+
+def apply_style() -> None:
+    """Use the course's plotting style for every later figure."""
+    plt.rcParams.update(STYLE)
+
+
+def model_color(name: str) -> str:
+    """The colour of the trained model ``name`` ("rnn-stable", "lstm-unconstrained-adam", ...).
+
+    The longest key of :data:`MODEL_COLORS` that starts ``name`` decides; a plain cell
+    name ("rnn", "lstm") is its unconstrained model. Unknown names raise ``KeyError``.
+    """
+    name = name.strip().lower()
+    if name in ("rnn", "lstm"):
+        name += "-unconstrained"
+    matches = [key for key in MODEL_COLORS if name == key or name.startswith(key + "-")]
+    if not matches:
+        raise KeyError(f"no course colour for the model {name!r}; add it to style.MODEL_COLORS")
+    return MODEL_COLORS[max(matches, key=len)]
+
+
+def _texts(fig: Figure, draw: bool = True) -> list[Text]:
+    """Every visible, non-empty text of ``fig`` (tick labels only once it is drawn)."""
+    if draw:
+        fig.canvas.draw()
+    return [
+        text
+        for text in fig.findobj(Text)
+        if text.get_visible() and text.get_text().strip() and text.get_figure() is fig
+    ]
+
+
+def rendered_scale(fig: Figure) -> float:
+    """How much the site shrinks the figure's PNG: 1 when it fits the text column."""
+    width_px = fig.get_figwidth() * fig.get_dpi()
+    return min(1.0, COLUMN_PX / width_px) * fig.get_dpi() / DPI
+
+
+def finish(fig: Figure) -> Figure:
+    """Fit ``fig`` to the column at :data:`DPI` and raise every smaller text to :data:`MIN_PT`.
+
+    Cheap enough for every frame of a widget: no drawing, and a new layout only when
+    something changed (a second call changes nothing).
+    """
+    changed = fig.get_dpi() != DPI
+    fig.set_dpi(DPI)
+    width, height = fig.get_size_inches()
+    if width > MAX_WIDTH_IN + 1e-9:  # the height shrinks less (to 3/4 at most): labels keep room
+        fig.set_size_inches(MAX_WIDTH_IN, height * max(MAX_WIDTH_IN / width, 0.75))
+        changed = True
+    for axis in fig.get_axes():
+        for tick in axis.get_xticklabels() + axis.get_yticklabels():
+            changed |= tick.get_fontsize() < MIN_PT
+        axis.tick_params(which="both", labelsize=max(MIN_PT, STYLE["xtick.labelsize"]))
+        for offset in (axis.xaxis.get_offset_text(), axis.yaxis.get_offset_text()):
+            offset.set_fontsize(max(offset.get_fontsize(), MIN_PT))
+    for text in _texts(fig, draw=False):
+        if text.get_fontsize() < MIN_PT:
+            text.set_fontsize(MIN_PT)
+            changed = True
+    if changed and fig.get_layout_engine() is None:
+        fig.tight_layout()
+    return fig
+
+
+def legibility_problems(fig: Figure) -> list[str]:
+    """Texts below :data:`MIN_PT` at the size the site shows ``fig``; a figure too wide."""
+    scale = rendered_scale(fig)
+    problems = [
+        f"{text.get_text()[:30]!r}: {text.get_fontsize() * scale:.1f} pt on the page"
+        for text in _texts(fig)
+        if text.get_fontsize() * scale < MIN_PT - 1e-6
+    ]
+    if fig.get_figwidth() > MAX_WIDTH_IN + 1e-6:
+        problems.append(f"{fig.get_figwidth():.1f} in wide, wider than the column")
+    return problems
