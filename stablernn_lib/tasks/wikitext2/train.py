@@ -206,8 +206,8 @@ CONFIGS: dict[str, LMConfig] = {
     ),
     # GPU, a larger variant (not the authors' public code): the example's "medium"
     # setting, 2 x 650 with dropout 0.5, otherwise as `full` (untied, lr 20, 40 epochs).
-    # pytorch/examples reports about 94 test perplexity for 2 x 650 untied at 40 epochs,
-    # the paper 92.3 for its LSTM: this is the likely scale of the paper's table.
+    # A 2 x 650 model trained for 40 epochs is the likely scale of the paper's LSTM
+    # perplexity (paper_claims "wt2-lstm-unconstrained-ppl"); Chapter 8 gives the anchors.
     "full-650": LMConfig(
         name="full-650",
         embedding_size=650,
@@ -252,7 +252,7 @@ CONFIGS["cpu-lr20"] = replace(CONFIGS["cpu"], name="cpu-lr20", lr=20.0)
 CONFIGS["cpu-converged"] = replace(CONFIGS["cpu"], name="cpu-converged", epochs=40)
 
 # GPU, paper scale, the unconstrained RNN's learning rate (not the authors': the setting
-# behind the paper's RNN perplexity 146.7 is unknown). At `full`'s lr 20 the unconstrained
+# behind the paper's RNN perplexity, paper_claims "wt2-rnn-unconstrained-ppl", is unknown). At `full`'s lr 20 the unconstrained
 # tanh RNN diverges (loss 33.2 > 3 log V at batch 157 of epoch 1, measured on an H100,
 # issue 21). A probe at `full` scale, 14 epochs on an H100 (issue 21; those result files
 # are not committed), gave validation perplexity 432 at lr 10, 210 at lr 5 and 193 at lr 2:
