@@ -252,12 +252,12 @@ CONFIGS["cpu-lr20"] = replace(CONFIGS["cpu"], name="cpu-lr20", lr=20.0)
 CONFIGS["cpu-converged"] = replace(CONFIGS["cpu"], name="cpu-converged", epochs=40)
 
 # GPU, paper scale, the unconstrained RNN's learning rate (not the authors': the setting
-# behind the paper's RNN perplexity, paper_claims "wt2-rnn-unconstrained-ppl", is unknown). At `full`'s lr 20 the unconstrained
-# tanh RNN diverges (loss 33.2 > 3 log V at batch 157 of epoch 1, measured on an H100,
-# issue 21). A probe at `full` scale, 14 epochs on an H100 (issue 21; those result files
-# are not committed), gave validation perplexity 432 at lr 10, 210 at lr 5 and 193 at lr 2:
-# lr 2 is the probe's best. Used for the RNN pair of the paper-scale table, which the
-# course labels with this lr.
+# behind the paper's RNN perplexity, paper_claims "wt2-rnn-unconstrained-ppl", is unknown).
+# At `full`'s lr 20 the unconstrained tanh RNN diverges (loss 33.2 > 3 log V at batch 157
+# of epoch 1, measured on an H100, issue 21). A probe at `full` scale, 14 epochs on an
+# H100 (issue 21; those result files are not committed), gave validation perplexity 432
+# at lr 10, 210 at lr 5 and 193 at lr 2: lr 2 is the probe's best. Used for the RNN pair
+# of the paper-scale table, which the course labels with this lr.
 CONFIGS["full-rnn-lr2"] = replace(CONFIGS["full"], name="full-rnn-lr2", lr=2.0)
 
 # The configs whose results are committed, and where (the smoke runs stay in data/runs).
