@@ -578,7 +578,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory, background: dict) -> dict:
     secret_folder.chmod(0o700)
     write_links(folder, secret_folder)
     shm_before = shared_memory_segments()
-    graded = grade(folder, out, "--memory-mb", "3072", "--processes", "48")
+    graded = grade(folder, out, "--memory-mb", "3072", "--processes", "48", "--jobs", "2")
     new_segments = shared_memory_segments() - shm_before
     return {**graded, "folder": folder, "malformed": malformed, "shm": new_segments, "cells": cells}
 
@@ -749,7 +749,10 @@ def test_grading_record(graded) -> None:
     assert record["seed"] == 11 and len(record["submissions"]) == len(graded["rows"])
     assert record["limits"]["memory_mb"] == 3072
     assert record["isolation"] == "bubblewrap" and record["sandboxed"], record["warnings"]
-    assert record["warnings"] == []
+    assert record["warnings"] == [] and record["jobs"] == 2
+    # two graded at a time, but every row in the order of the submissions' paths
+    notebooks = [s["notebook"] for s in record["submissions"]]
+    assert notebooks == sorted(notebooks)
 
 
 # ------------------------------------------------------------- issue 23: hostile submissions
@@ -879,6 +882,22 @@ def test_grading_works_from_a_checkout_in_a_private_folder(background: dict) -> 
     assert json.loads((out / "grading.json").read_text())["isolation"] == "bubblewrap"
 
 
+def test_two_submissions_graded_at_once_never_share_a_user_id(monkeypatch) -> None:
+    """The random user id of a running submission is held: the next one draws again."""
+    from stablernn_lib.homework import isolation
+
+    draws = iter([5, 5, 7, 5])
+    monkeypatch.setattr(isolation.secrets, "randbelow", lambda _: next(draws))
+    with isolation.sandbox_user() as first, isolation.sandbox_user() as second:
+        if os.geteuid() != 0:  # an ordinary user's submissions run as that user
+            assert first is None and second is None
+            return
+        low = isolation.SANDBOX_UIDS[0]
+        assert (first, second) == (low + 5, low + 7)
+    with isolation.sandbox_user() as third:  # released after its block
+        assert third == low + 5 or third is None
+
+
 def test_without_bwrap_the_fallback_says_so_loudly(monkeypatch, tmp_path: Path, capsys) -> None:
     """Where bwrap cannot run, grading.json and the console carry the NO SANDBOX warning."""
     from stablernn_lib.homework import grading
@@ -887,9 +906,11 @@ def test_without_bwrap_the_fallback_says_so_loudly(monkeypatch, tmp_path: Path, 
     folder = tmp_path / "submissions"
     folder.mkdir(mode=0o700)
     nbformat.write(hw01_answers("q1"), folder / "alice_hw01.ipynb")
-    submissions = grading.grade_submissions(folder, tmp_path / "out", seed=11)
+    submissions = grading.grade_submissions(folder, tmp_path / "out", seed=11, jobs=2)
     assert submissions[0].auto_points == 2
     record = json.loads((tmp_path / "out" / "grading.json").read_text())
     assert not record["sandboxed"] and "NO SANDBOX" in record["warnings"][0]
+    # no sandbox: a submission could reach another's files, so one at a time
+    assert record["jobs"] == 1 and "one at a time" in record["warnings"][-1]
     assert "NO SANDBOX" in capsys.readouterr().err
     assert bwrap_binary() is not None  # this machine has the sandbox: only the test lost it

@@ -93,14 +93,18 @@ def test_the_recording_path_writes_what_the_table_reads(tmp_path):
         "chapters/02_b.ipynb": {"cpu_s": 0.1, "wall_s": 0.2, "load_average_1min": 3.0,
                                 "cpu_count": 2, "error": "Traceback ...\nValueError: boom"},
     }
-    notebook_times.write_times(times, book)
+    notebook_times.write_times(times, book, kernel_env={"OMP_NUM_THREADS": "1"}, in_parallel=2)
     record = notebook_times.read_times(book)
     assert record["notebooks"]["chapters/02_b.ipynb"] == {"error": "ValueError: boom"}
-    assert record["machine"]["torch_threads"] >= 1 and record["machine"]["cpu_count"] >= 1
+    # the kernels' settings, not the test process's: one thread each, two at a time
+    assert record["machine"]["torch_threads"] == 1 and record["machine"]["cpu_count"] >= 1
+    assert record["machine"]["omp_num_threads"] == "1"
+    assert record["machine"]["notebooks_in_parallel"] == 2
     assert {"git_commit", "created_utc", "torch"} <= set(record["provenance"])
     table = notebook_times.times_markdown(book)
     assert "| 2.0 | 1.5 | 3.2 |" in _row(table, "chapters/01_a")
     assert "failed in the measured run" in _row(table, "chapters/02_b")
+    assert "torch 1 threads (OMP_NUM_THREADS 1), 2 notebook(s) at a time" in table
 
 
 def _git(repo: Path, *args: str) -> str:

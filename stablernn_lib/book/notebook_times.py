@@ -31,30 +31,45 @@ WHAT = (
 )
 
 
-def kernel_torch_threads() -> int | None:
-    """``torch.get_num_threads()`` in a fresh Python with this process's environment, as
-    a notebook kernel starts (the test process itself may have set its own thread count)."""
+def kernel_torch_threads(env: dict[str, str] | None = None) -> int | None:
+    """``torch.get_num_threads()`` in a fresh Python with this process's environment updated
+    by ``env``, as a notebook kernel starts (the test process may have set its own count)."""
     command = [sys.executable, "-c", "import torch; print(torch.get_num_threads())"]
     try:
-        result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300)
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+            env={**os.environ, **(env or {})},
+        )
         return int(result.stdout.strip())
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
 
 
-def machine() -> dict[str, Any]:
-    """The machine and thread settings the notebook kernels run with."""
+def machine(kernel_env: dict[str, str] | None = None, in_parallel: int = 1) -> dict[str, Any]:
+    """The machine and thread settings the notebook kernels ran with: this process's
+    environment updated by ``kernel_env``, ``in_parallel`` notebooks at a time."""
+    env = {**os.environ, **(kernel_env or {})}
     return {
         "cpu_count": os.cpu_count(),
-        "torch_threads": kernel_torch_threads(),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+        "torch_threads": kernel_torch_threads(kernel_env),
+        "omp_num_threads": env.get("OMP_NUM_THREADS", "unset"),
+        "notebooks_in_parallel": in_parallel,
         "platform": f"{platform.system()} {platform.machine()}",
     }
 
 
-def times_record(times: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def times_record(
+    times: dict[str, dict[str, Any]],
+    kernel_env: dict[str, str] | None = None,
+    in_parallel: int = 1,
+) -> dict[str, Any]:
     """The file's content for ``times`` (``{notebook: {cpu_s, wall_s, load_average_1min,
-    error}}``, as the test suite measures them): a notebook that failed keeps no time."""
+    error}}``, as the test suite measures them, ``in_parallel`` at a time with
+    ``kernel_env`` in each kernel's environment): a notebook that failed keeps no time."""
     from stablernn_lib.core.io import provenance
 
     notebooks: dict[str, dict[str, Any]] = {}
@@ -65,17 +80,23 @@ def times_record(times: dict[str, dict[str, Any]]) -> dict[str, Any]:
         else:
             keys = ("cpu_s", "wall_s", "load_average_1min")
             notebooks[name] = {key: record[key] for key in keys if key in record}
-    described = machine()
+    described = machine(kernel_env, in_parallel)
     record = provenance()  # its device names this process's threads; the kernels' instead:
     record["device"] = f"cpu ({described['platform']}, {described['torch_threads']} threads)"
     return {"what": WHAT, "machine": described, "notebooks": notebooks, "provenance": record}
 
 
-def write_times(times: dict[str, dict[str, Any]], root: Path = REPO_ROOT) -> Path:
+def write_times(
+    times: dict[str, dict[str, Any]],
+    root: Path = REPO_ROOT,
+    kernel_env: dict[str, str] | None = None,
+    in_parallel: int = 1,
+) -> Path:
     """Write :func:`times_record` of ``times`` to ``root / TIMES_FILE`` atomically."""
     from stablernn_lib.core.io import atomic_write_json
 
-    return atomic_write_json(Path(root) / TIMES_FILE, times_record(times))
+    record = times_record(times, kernel_env, in_parallel)
+    return atomic_write_json(Path(root) / TIMES_FILE, record)
 
 
 def read_times(root: Path = REPO_ROOT) -> dict[str, Any] | None:
@@ -115,7 +136,8 @@ def _machine_text(record: dict[str, Any]) -> str:
         return (
             f"{described.get('cpu_count', '?')} CPU cores ({described.get('platform', '?')}), "
             f"torch {described.get('torch_threads', '?')} threads "
-            f"(OMP_NUM_THREADS {described.get('omp_num_threads', '?')})"
+            f"(OMP_NUM_THREADS {described.get('omp_num_threads', '?')}), "
+            f"{described.get('notebooks_in_parallel', 1)} notebook(s) at a time"
         )
     # files written before the machine was recorded as fields
     return f"{described or 'a machine not recorded'}, torch on {device or 'unrecorded threads'}"

@@ -54,7 +54,12 @@ def _grade(args: argparse.Namespace) -> int:
         processes=args.processes,
     )
     submissions = grade_submissions(
-        args.submissions, args.out, seed=args.seed, limits=limits, homework=args.homework
+        args.submissions,
+        args.out,
+        seed=args.seed,
+        limits=limits,
+        homework=args.homework,
+        jobs=args.jobs,
     )
     for s in submissions:
         print(f"{s.student:20s} {s.path.name:40s} {s.auto_points:6g}  {s.status}")
@@ -119,6 +124,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     grade.add_argument(
         "--homework", help="the assignment, e.g. hw04 (a notebook saying otherwise is flagged)"
+    )
+    grade.add_argument(
+        "--jobs", type=int, default=1, help="submissions graded at a time, each in its own sandbox"
     )
     grade.set_defaults(func=_grade)
 

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -403,31 +404,30 @@ def run_student_code(
         _student_cells(nb),
         [(q.id, c.name) for q in homework.questions if q.kind == "code" for c in q.all_checks],
     )
-    uid = sandbox_user()
     deadline = time.monotonic() + limits.total_s(homework)
-    try:
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-        while run.todo():
-            if time.monotonic() >= deadline:
-                run.status = "stopped at the submission's total time limit"
-                break
-            if not _one_process(run, workdir, uid, isolation, seed, limits, homework, deadline):
-                run.status = "the notebook's process stopped without running the checks"
-                break
-    finally:
-        if uid is not None:
-            kill_user_processes(uid)
-            if not isolation.sandboxed:
-                remove_files_of(uid)
+    with sandbox_user() as uid:
+        try:
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+            while run.todo():
+                if time.monotonic() >= deadline:
+                    run.status = "stopped at the submission's total time limit"
+                    break
+                if not _one_process(run, workdir, uid, isolation, seed, limits, homework, deadline):
+                    run.status = "the notebook's process stopped without running the checks"
+                    break
+        finally:
+            if uid is not None:
+                kill_user_processes(uid)
+                if not isolation.sandboxed:
+                    remove_files_of(uid)
     return run
 
 
 def probe(isolation: Isolation, limits: Limits) -> str | None:
     """Start one student process that runs nothing; None if it worked, else what went wrong."""
-    with tempfile.TemporaryDirectory(prefix="stablernn-probe-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="stablernn-probe-") as tmp, sandbox_user() as uid:
         workdir = Path(tmp)
-        uid = sandbox_user()
         if uid is not None:
             os.chown(workdir, uid, uid)
         plan = _plan(_Run([], []), 0, limits, get_homework("hw01"))
@@ -661,10 +661,16 @@ def _warnings(folder: Path, isolation: Isolation) -> list[str]:
 
 
 def _record(
-    seed: int, limits: Limits, isolation: Isolation, warnings: list[str], done: list[Submission]
+    seed: int,
+    limits: Limits,
+    isolation: Isolation,
+    warnings: list[str],
+    done: list[Submission],
+    jobs: int,
 ) -> dict[str, Any]:
     return {
         "seed": seed,
+        "jobs": jobs,
         "limits": asdict(limits),
         "isolation": isolation.kind,
         "sandboxed": isolation.sandboxed,
@@ -690,20 +696,25 @@ def grade_submissions(
     limits: Limits | None = None,
     homework: str | None = None,
     isolation: Isolation | None = None,
+    jobs: int = 1,
 ) -> list[Submission]:
     """Grade every notebook under ``folder``; write scores.csv and reports to ``out``.
 
     ``seed`` seeds the hidden checks (a fresh random one when None; it is recorded);
     ``limits`` bounds what each submission may use (:class:`Limits`); ``homework``
     is the assignment (a notebook that says otherwise is graded as it, with a
-    warning).  A probe process runs first (:func:`choose_isolation`); ``scores.csv``
-    and ``grading.json`` are rewritten atomically after every submission.  ``out`` is
-    created readable by its owner only.
+    warning); ``jobs`` submissions are graded at a time, each in its own sandbox
+    (one at a time without the sandbox, where a submission could reach another's
+    files).  A probe process runs first (:func:`choose_isolation`); ``scores.csv``
+    and ``grading.json`` are rewritten atomically after every submission, their rows
+    in the order of the submissions' paths.  ``out`` is created readable by its owner only.
     """
     folder, out = Path(folder), Path(out)
     limits = limits or Limits()
     if not folder.is_dir():
         raise ValueError(f"{folder} is not a folder of submissions; give the folder's path")
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
     if homework is not None:
         get_homework(homework)  # an unknown id is the instructor's error: say so now
     seed = secrets.randbelow(2**31) if seed is None else seed
@@ -712,13 +723,16 @@ def grade_submissions(
         raise ValueError(f"no .ipynb files under {folder}")
     isolation = isolation or choose_isolation(limits)
     warnings = _warnings(folder, isolation)
+    if jobs > 1 and not isolation.sandboxed:
+        warnings.append(f"without the sandbox, submissions are graded one at a time, not {jobs}")
+        jobs = 1
     for warning in warnings:
         print(f"WARNING: {warning}", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
-    submissions: list[Submission] = []
-    for student, path in tqdm(pairs, desc="grading", unit="notebook"):
+
+    def grade_one(student: str, path: Path) -> Submission:
         try:
-            submission = grade_notebook(
+            return grade_notebook(
                 student,
                 path,
                 seed=seed,
@@ -728,12 +742,18 @@ def grade_submissions(
                 assignment=homework,
             )
         except Exception as error:  # a bug of the grader must not lose the other rows
-            status = f"grader error ({type(error).__name__})"
-            submission = Submission(student, path, None, status=status)
-        submissions.append(submission)
-        name = f"{student}__{path.stem}.md"
-        atomic_write_text(out / "reports" / name, _report(submission, seed))
-        atomic_write_text(out / "scores.csv", _scores_csv(submissions))
-        record = _record(seed, limits, isolation, warnings, submissions)
-        atomic_write_json(out / "grading.json", record)
-    return submissions
+            return Submission(student, path, None, status=f"grader error ({type(error).__name__})")
+
+    done: dict[int, Submission] = {}
+    with ThreadPoolExecutor(jobs) as pool:
+        futures = {pool.submit(grade_one, *pair): index for index, pair in enumerate(pairs)}
+        finished = as_completed(futures)
+        for future in tqdm(finished, total=len(pairs), desc="grading", unit="notebook"):
+            submission = done[futures[future]] = future.result()
+            name = f"{submission.student}__{submission.path.stem}.md"
+            atomic_write_text(out / "reports" / name, _report(submission, seed))
+            submissions = [done[index] for index in sorted(done)]
+            atomic_write_text(out / "scores.csv", _scores_csv(submissions))
+            record = _record(seed, limits, isolation, warnings, submissions, jobs)
+            atomic_write_json(out / "grading.json", record)
+    return [done[index] for index in sorted(done)]

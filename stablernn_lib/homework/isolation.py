@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,15 +54,28 @@ def bwrap_binary() -> Path | None:
     return Path(found) if found else None
 
 
-def sandbox_user() -> int | None:
-    """A fresh user id for one submission's processes, or None when not running as root."""
+_IN_USE: set[int] = set()  # the user ids given to submissions being graded now
+_IN_USE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def sandbox_user() -> Iterator[int | None]:
+    """A fresh user id for one submission's processes (None when not running as root),
+    held for the ``with`` block: no other submission graded at the same time gets it."""
     if os.geteuid() != 0:
-        return None
+        yield None
+        return
     low, high = SANDBOX_UIDS
-    while True:
+    with _IN_USE_LOCK:
         uid = low + secrets.randbelow(high - low)
-        if not any(_processes_of(uid)):
-            return uid
+        while uid in _IN_USE or any(_processes_of(uid)):
+            uid = low + secrets.randbelow(high - low)
+        _IN_USE.add(uid)
+    try:
+        yield uid
+    finally:
+        with _IN_USE_LOCK:
+            _IN_USE.discard(uid)
 
 
 def _processes_of(uid: int) -> Iterator[int]:
