@@ -1,16 +1,16 @@
 """Shared by the notebook, book and browser tests: run every notebook once, build once.
 
-``execute_book_notebooks()`` executes each notebook listed in ``_toc.yml`` with
-nbclient (fresh, so a library change cannot hide behind stale outputs), measures
-the kernel's CPU time and the wall time, writes them to ``_build/notebook_times.json``
+``execute_book_notebooks()`` executes each notebook listed in ``_toc.yml``, and the
+homework stubs of the student edition, with nbclient (fresh, so a library change cannot
+hide behind stale outputs), two at a time with one torch thread each. It measures each
+book notebook's kernel CPU time and wall time, writes them to ``_build/notebook_times.json``
 (with the machine's load average, since a loaded machine stretches both) and, with the
 machine, date and commit, to ``data/results/notebook_times.json`` (shown by the instructor
-page; commit it after a run on a quiet machine), and stores the
-executed notebooks in the book's jupyter-cache. The times are benchmarks, recorded and
-shown, never pass/fail limits; the per-cell timeout only stops a hung cell. ``build_book()``
-then builds the student site, as ``make book`` does, which finds every chapter in
-the cache and executes only the homework stubs. Both are cached for the pytest session.
-"""
+page; commit it after a run on a quiet machine), and stores every executed notebook in
+the book's jupyter-cache. The times are benchmarks, recorded and shown, never pass/fail
+limits; the per-cell timeout only stops a hung cell. ``build_book()`` then builds the
+student site, as ``make book`` does, which finds every notebook in the cache and executes
+none. Both are cached for the pytest session."""
 
 from __future__ import annotations
 
@@ -94,22 +94,32 @@ def _longest_first(names: list[str]) -> list[str]:
 
 @lru_cache(maxsize=1)
 def execute_book_notebooks() -> dict[str, dict]:
-    """Execute every book notebook once; returns ``{path: {cpu_s, wall_s, ..., error}}``."""
+    """Execute every book notebook once, and the homework stubs of the student edition
+    (written to ``student/``) that the student site shows; all go to the jupyter-cache.
+    Returns the times of the book's notebooks: ``{path: {cpu_s, wall_s, ..., error}}``."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
+    from stablernn_lib.homework.student_edition import build_student_edition
+
     os.environ.pop("STABLERNN_WIDGETS", None)  # the site needs precomputed frames
     forget_stale_build()  # so that the build below re-reads every page it is fed
+    build_student_edition(ROOT, STUDENT_DIR)
     cache = get_cache(str(CACHE_DIR))
     names = book_notebooks()
+    # the student edition's chapters have the book's code (the same cache entries); its
+    # homework notebooks hold stubs instead of solutions, so they run too (not timed)
+    stubs = sorted(str(p.relative_to(ROOT)) for p in STUDENT_DIR.glob("chapters/homework/*.ipynb"))
     times: dict[str, dict] = {}
     # one kernel per worker process and one torch thread per kernel, side by side
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(NOTEBOOK_WORKERS, mp_context=spawn, initializer=_one_thread) as pool:
-        futures = {name: pool.submit(_execute, str(ROOT / name)) for name in _longest_first(names)}
+        queue = [*_longest_first(names), *stubs]
+        futures = {name: pool.submit(_execute, str(ROOT / name)) for name in queue}
         for name, future in futures.items():
             text, record = future.result()
-            times[name] = record
+            if name in names:
+                times[name] = record
             if record["error"] is None:
                 data = {"execution_seconds": record["wall_s"]}
                 notebook = nbformat.reads(text, as_version=4)
@@ -128,14 +138,11 @@ def execute_book_notebooks() -> dict[str, dict]:
 def build_book() -> subprocess.CompletedProcess:
     """Run the notebooks (timed, cached), then build the STUDENT site as ``make book`` does.
 
-    The student edition (``student/``) is built into ``_build/html`` with the shared cache:
-    its chapters have the instructor edition's code, so they come from the cache; only the
-    homework notebooks (stubs instead of solutions) run again, a few seconds each.
+    The student edition (``student/``, written by :func:`execute_book_notebooks`) is built
+    into ``_build/html`` with the shared cache, where every one of its notebooks is already:
+    the build executes nothing.
     """
-    from stablernn_lib.homework.student_edition import build_student_edition
-
     execute_book_notebooks()
-    build_student_edition(ROOT, STUDENT_DIR)
     # as `make book`: Sphinx would keep an earlier build's search-index words (e.g. of an
     # instructor build into the same folder), so the student site starts from nothing
     shutil.rmtree(HTML_DIR, ignore_errors=True)
