@@ -235,8 +235,8 @@ def _k_ss_ratio(
 
 def test_lstm_k_ss_is_reached_to_a_third_by_a_search():
     """Random pairs reach about 5-25 % of ``K_ss``; gradient ascent over the weights, state,
-    input and direction (one unit, fixed seed) reaches more than 0.32, so ``K_ss`` made
-    0.3 times as large fails, and no search may exceed 1."""
+    input and direction (one unit, fixed seed, 300 steps) reaches 0.347 (0.348 after 600),
+    so ``K_ss`` made 0.3 times as large fails, and no search may exceed 1."""
     constraint = ls.course_lstm_constraint()
     uniform = constraint.uniform_certificate(1.0)
     forget = float(constraint.matrix(1.0)[0, 0])
@@ -252,18 +252,18 @@ def test_lstm_k_ss_is_reached_to_a_third_by_a_search():
             s * torch.randn(n, generator=g, dtype=torch.float64)
             for s, n in zip(scales, sizes, strict=True)
         ]
-        if restart not in (2, 4):  # the two restarts of this seed that find the large ratio
+        if restart != 4:  # the restart of this seed that finds the large ratio
             continue
         for tensor in raw:
             tensor.requires_grad_(True)
         optimizer = torch.optim.Adam(raw, lr=0.1, maximize=True)
-        for _ in range(150):
+        for _ in range(300):
             optimizer.zero_grad()
             _k_ss_ratio(raw, constraint, k_ss).backward()
             optimizer.step()
         with torch.no_grad():
             best = max(best, float(_k_ss_ratio(raw, constraint, k_ss)))
-    assert 0.32 < best <= 1 + 1e-6
+    assert 0.34 < best <= 1 + 1e-6
 
 
 def _second_order_ratio(
