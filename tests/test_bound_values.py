@@ -233,11 +233,14 @@ def _k_ss_ratio(
     return ((dJ.abs() * w[None, :]).sum(1) / w).max() / k_ss
 
 
-def test_lstm_k_ss_is_reached_to_a_third_by_a_search():
+def test_lstm_k_ss_is_reached_to_44_percent_by_a_search():
     """Random pairs reach about 5-25 % of ``K_ss``; gradient ascent over the weights, state,
-    input and direction (one unit, fixed seed, 300 steps) reaches 0.347 (0.348 after 600),
-    so ``K_ss`` made 0.3 times as large fails, and no search may exceed 1."""
-    constraint = ls.course_lstm_constraint()
+    input and direction (one unit, fixed seed, 150 steps) reaches 0.459, so ``K_ss`` made
+    0.3 (even 0.44) times as large fails, and no search may exceed 1.  The set is the
+    course's with input rows in the l1 ball of 1 and biases in ``[-1, 1]``, a subset of
+    the default with nearly the same ``K_ss``: on the default set the ascent stalls on
+    saturated gates (0.348 at best after 600 steps)."""
+    constraint = ls.course_lstm_constraint(input_radius=1.0, bias_bound=1.0)
     uniform = constraint.uniform_certificate(1.0)
     forget = float(constraint.matrix(1.0)[0, 0])
     k_ss = gl.lstm_second_order_constants(
@@ -257,13 +260,13 @@ def test_lstm_k_ss_is_reached_to_a_third_by_a_search():
         for tensor in raw:
             tensor.requires_grad_(True)
         optimizer = torch.optim.Adam(raw, lr=0.1, maximize=True)
-        for _ in range(300):
+        for _ in range(150):
             optimizer.zero_grad()
             _k_ss_ratio(raw, constraint, k_ss).backward()
             optimizer.step()
         with torch.no_grad():
             best = max(best, float(_k_ss_ratio(raw, constraint, k_ss)))
-    assert 0.34 < best <= 1 + 1e-6
+    assert 0.44 < best <= 1 + 1e-6
 
 
 def _second_order_ratio(
@@ -319,8 +322,13 @@ def _second_order_ratio(
 
 
 def _second_order_search(name: str) -> float:
-    """Largest ratio of :func:`_second_order_ratio` after Adam ascent (fixed seed, 150 steps)."""
-    constraint = ls.course_lstm_constraint()
+    """Largest ratio of :func:`_second_order_ratio` after Adam ascent (fixed seed, 150 steps).
+
+    The set is the course's with input rows in the l1 ball of 3 and biases in ``[-2, 2]``:
+    a subset of the default (radius 100, biases 20), with nearly the same constants, on
+    which the ascent does not stall on saturated gates (on the default set it ends at
+    0.30 of ``K_sw``, ``K_ws`` and 0.14 of ``K_ww``)."""
+    constraint = ls.course_lstm_constraint(input_radius=3.0, bias_bound=2.0)
     uniform = constraint.uniform_certificate(1.0)
     forget = float(constraint.matrix(1.0)[0, 0])
     bound = gl.lstm_second_order_constants(
@@ -328,10 +336,11 @@ def _second_order_search(name: str) -> float:
     )[name]
     g = torch.Generator().manual_seed(0)
     scales, sizes = (2.0, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0), (4, 4, 4, 2, 1, 2, 12)
-    raw = [
-        s * torch.randn(n, generator=g, dtype=torch.float64)
-        for s, n in zip(scales, sizes, strict=True)
-    ]
+    for _ in range(4):  # the fourth start of this seed finds the large ratio for all three
+        raw = [
+            s * torch.randn(n, generator=g, dtype=torch.float64)
+            for s, n in zip(scales, sizes, strict=True)
+        ]
     for tensor in raw:
         tensor.requires_grad_(True)
     optimizer = torch.optim.Adam(raw, lr=0.1, maximize=True)
@@ -343,27 +352,16 @@ def _second_order_search(name: str) -> float:
         return float(_second_order_ratio(raw, constraint, name, bound))
 
 
-@pytest.mark.parametrize("name", ["K_sw", "K_ws"])
-def test_lstm_mixed_second_order_constants_are_reached_to_three_tenths_by_a_search(name):
-    """Random pairs reach a fraction of ``K_sw = K_ws``; gradient ascent over one unit's weights,
-    state, input and directions reaches about 0.305 of each (six restarts of 150 steps
-    all end at 0.303-0.305), so the constant made 0.3 times as large fails the upper check.
-    The rest is slack of the entrywise Hessian bounds, which no single point attains
-    together (each is the max of a gate derivative at its own pre-activation)."""
+@pytest.mark.parametrize("name", ["K_sw", "K_ws", "K_ww"])
+def test_lstm_mixed_and_weight_second_order_constants_are_reached_to_44_percent(name):
+    """Random pairs reach a fraction of ``K_sw = K_ws`` and ``K_ww``; gradient ascent over
+    one unit's weights, state, input and directions reaches 0.448-0.452 of each (three of
+    four starts of this seed do for ``K_ww``, one or two for the others; the rest stall
+    near 0.31 or 0.14), so a constant made 0.3 (even 0.44) times as large fails the upper
+    check.  The rest is slack of the entrywise Hessian bounds, which no single point
+    attains together (each is the max of a gate derivative at its own pre-activation)."""
     best = _second_order_search(name)
-    assert 0.3 < best <= 1 + 1e-6
-
-
-def test_lstm_k_ww_is_about_seven_times_the_worst_case_a_search_finds():
-    """``K_ww`` is loose by construction: ``b_zeta^2 ||block of |H| entry bounds||_2`` adds
-    gate second derivatives maximal at different pre-activations (``sigma''`` at
-    ``+-1.32``, ``tanh''`` at ``+-0.66``, ``tanh'`` at 0) as if attained together.  Gradient
-    ascent over one unit (weights, state, input, weight direction) ends at 0.141 of it
-    (six restarts of 150 steps and two of 600 all agree to 1e-3).  The test pins that
-    level from below, so a ``K_ww`` made 1.1 times as large fails; one made 0.3 times as
-    large still passes (ratio 0.47): this bound is too loose for that check."""
-    best = _second_order_search("K_ww")
-    assert 0.13 < best <= 1 + 1e-6
+    assert 0.44 < best <= 1 + 1e-6
 
 
 # ----------------------------------------------------------------------------- eventual stability
