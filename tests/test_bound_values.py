@@ -233,11 +233,14 @@ def _k_ss_ratio(
     return ((dJ.abs() * w[None, :]).sum(1) / w).max() / k_ss
 
 
-def test_lstm_k_ss_is_reached_to_a_third_by_a_search():
+def test_lstm_k_ss_is_reached_to_44_percent_by_a_search():
     """Random pairs reach about 5-25 % of ``K_ss``; gradient ascent over the weights, state,
-    input and direction (one unit, fixed seed) reaches more than 0.32, so ``K_ss`` made
-    0.3 times as large fails, and no search may exceed 1."""
-    constraint = ls.course_lstm_constraint()
+    input and direction (one unit, fixed seed, 150 steps) reaches 0.459, so ``K_ss`` made
+    0.3 (even 0.44) times as large fails, and no search may exceed 1.  The set is the
+    course's with input rows in the l1 ball of 1 and biases in ``[-1, 1]``, a subset of
+    the default with nearly the same ``K_ss``: on the default set the ascent stalls on
+    saturated gates (0.348 at best after 600 steps)."""
+    constraint = ls.course_lstm_constraint(input_radius=1.0, bias_bound=1.0)
     uniform = constraint.uniform_certificate(1.0)
     forget = float(constraint.matrix(1.0)[0, 0])
     k_ss = gl.lstm_second_order_constants(
@@ -252,7 +255,7 @@ def test_lstm_k_ss_is_reached_to_a_third_by_a_search():
             s * torch.randn(n, generator=g, dtype=torch.float64)
             for s, n in zip(scales, sizes, strict=True)
         ]
-        if restart not in (2, 4):  # the two restarts of this seed that find the large ratio
+        if restart != 4:  # the restart of this seed that finds the large ratio
             continue
         for tensor in raw:
             tensor.requires_grad_(True)
@@ -263,7 +266,102 @@ def test_lstm_k_ss_is_reached_to_a_third_by_a_search():
             optimizer.step()
         with torch.no_grad():
             best = max(best, float(_k_ss_ratio(raw, constraint, k_ss)))
-    assert 0.32 < best <= 1 + 1e-6
+    assert 0.44 < best <= 1 + 1e-6
+
+
+def _second_order_ratio(
+    raw: list[torch.Tensor], constraint: ls.LSTMConstraint, name: str, bound: float
+) -> torch.Tensor:
+    """Local measured / bound for ``K_sw``, ``K_ws`` or ``K_ww`` of a one-unit LSTM, differentiable.
+
+    ``raw`` maps as in :func:`_k_ss_ratio` (weights, state, input, state direction ``delta``)
+    plus a weight direction ``e`` of unit Euclidean norm in ``R^12`` (``W, U, b``).  With
+    ``J_s = dF/ds`` and ``J_w = dF/dw`` (autograd), central differences (step 1e-4) give
+    ``K_sw``: ``||dJ_s/dw [e]||`` in the certificate's induced norm; ``K_ws``:
+    ``max_r ||dJ_w[r]/ds [delta]||_2 / v_r``; ``K_ww``: ``max_r ||dJ_w[r]/dw [e]||_2 / v_r``."""
+    uniform = constraint.uniform_certificate(1.0)
+    v = torch.tensor(uniform.weights, dtype=torch.float64)
+
+    def per_gate(values: dict[str, float]) -> torch.Tensor:
+        return torch.tensor([values[g] for g in "ifzo"], dtype=torch.float64)
+
+    t_w, t_u, t_b, t_s, t_x, t_d, t_e = raw
+    low, high = per_gate(constraint.lower_bias()), per_gate(constraint.bias_max)
+    params = torch.cat([
+        per_gate(constraint.recurrent_radius) * torch.tanh(t_w),
+        per_gate(constraint.input_radius) * torch.tanh(t_u),
+        low + (high - low) * torch.sigmoid(t_b),
+    ])  # fmt: skip
+    s = torch.stack([uniform.cell_bound * torch.tanh(t_s[0]), torch.tanh(t_s[1])])
+    x = torch.tanh(t_x[0])
+    d = v * torch.tanh(t_d)
+    d = d / (d.abs() / v).max()
+    e = t_e / t_e.norm()
+
+    def step(state: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        a = p[:4] * state[1] + p[4:8] * x + p[8:]
+        c = torch.sigmoid(a[0]) * torch.tanh(a[2]) + torch.sigmoid(a[1]) * state[0]
+        return torch.stack([c, torch.sigmoid(a[3]) * torch.tanh(c)])
+
+    jacobian = torch.autograd.functional.jacobian
+    eps = 1e-4
+    if name == "K_sw":
+        j_s = [
+            jacobian(lambda st, p=p: step(st, p), s, create_graph=True)
+            for p in (params + eps * e, params - eps * e)
+        ]
+        d_j = (j_s[0] - j_s[1]) / (2 * eps)
+        return ((d_j.abs() * v[None, :]).sum(1) / v).max() / bound
+    pairs = (
+        ((s + eps * d, params), (s - eps * d, params))
+        if name == "K_ws"
+        else ((s, params + eps * e), (s, params - eps * e))
+    )
+    j_w = [jacobian(lambda p, st=st: step(st, p), q, create_graph=True) for st, q in pairs]
+    return (((j_w[0] - j_w[1]) / (2 * eps)).norm(dim=1) / v).max() / bound
+
+
+def _second_order_search(name: str) -> float:
+    """Largest ratio of :func:`_second_order_ratio` after Adam ascent (fixed seed, 150 steps).
+
+    The set is the course's with input rows in the l1 ball of 3 and biases in ``[-2, 2]``:
+    a subset of the default (radius 100, biases 20), with nearly the same constants, on
+    which the ascent does not stall on saturated gates (on the default set it ends at
+    0.30 of ``K_sw``, ``K_ws`` and 0.14 of ``K_ww``)."""
+    constraint = ls.course_lstm_constraint(input_radius=3.0, bias_bound=2.0)
+    uniform = constraint.uniform_certificate(1.0)
+    forget = float(constraint.matrix(1.0)[0, 0])
+    bound = gl.lstm_second_order_constants(
+        constraint.recurrent_radius, forget, uniform.cell_bound, uniform.weights, 1, 1, 1.0
+    )[name]
+    g = torch.Generator().manual_seed(0)
+    scales, sizes = (2.0, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0), (4, 4, 4, 2, 1, 2, 12)
+    for _ in range(4):  # the fourth start of this seed finds the large ratio for all three
+        raw = [
+            s * torch.randn(n, generator=g, dtype=torch.float64)
+            for s, n in zip(scales, sizes, strict=True)
+        ]
+    for tensor in raw:
+        tensor.requires_grad_(True)
+    optimizer = torch.optim.Adam(raw, lr=0.1, maximize=True)
+    for _ in range(150):
+        optimizer.zero_grad()
+        _second_order_ratio(raw, constraint, name, bound).backward()
+        optimizer.step()
+    with torch.no_grad():
+        return float(_second_order_ratio(raw, constraint, name, bound))
+
+
+@pytest.mark.parametrize("name", ["K_sw", "K_ws", "K_ww"])
+def test_lstm_mixed_and_weight_second_order_constants_are_reached_to_44_percent(name):
+    """Random pairs reach a fraction of ``K_sw = K_ws`` and ``K_ww``; gradient ascent over
+    one unit's weights, state, input and directions reaches 0.448-0.452 of each (three of
+    four starts of this seed do for ``K_ww``, one or two for the others; the rest stall
+    near 0.31 or 0.14), so a constant made 0.3 (even 0.44) times as large fails the upper
+    check.  The rest is slack of the entrywise Hessian bounds, which no single point
+    attains together (each is the max of a gate derivative at its own pre-activation)."""
+    best = _second_order_search(name)
+    assert 0.44 < best <= 1 + 1e-6
 
 
 # ----------------------------------------------------------------------------- eventual stability
