@@ -154,3 +154,18 @@ def test_bad_arguments_are_refused_with_a_clear_message():
     with pytest.raises(ValueError, match="num_points"):
         window, start = torch.zeros(1, 1, dtype=DTYPE), torch.ones(1, dtype=DTYPE)
         necessity.segment_profile(model, window, start, 1)
+
+
+def test_batched_window_jacobians_match_one_at_a_time_autograd():
+    """The batched Jacobians against torch's per-state Jacobian of Phi_k (another path)."""
+    model, window = random_rnn(3, 2.0, seed=4), random_inputs(5, seed=9)[:, 0]
+    states = torch.randn(6, 3, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    batched = necessity.window_jacobians(model, window, states)
+    assert batched.shape == (6, 3, 3)
+    for state, jacobian in zip(states, batched, strict=True):
+        single = torch.autograd.functional.jacobian(
+            lambda s: necessity.window_map(model, window, s), state
+        )
+        assert torch.allclose(jacobian, single, atol=1e-12, rtol=1e-12)
+    # the states differ, so the Jacobians do: a batch mixed up across states would show
+    assert float((batched[0] - batched[1]).abs().max()) > 1e-3
