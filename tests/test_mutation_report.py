@@ -43,3 +43,13 @@ def test_unrun_meta_falls_back_to_the_earlier_run(tmp_path: Path) -> None:
     earlier = {"pkg.core.old": {"run_as": "pkg.old", "commit": "abc1234", "summary": old}}
     assert module_summary("pkg.core.old", tmp_path, {}, earlier)["commit"] == "abc1234"
     assert module_summary("pkg.core.old", tmp_path, {})["status"] == "not run"
+
+
+def test_mutmut_exit_codes_are_read_as_mutmut_reads_them() -> None:
+    from stablernn_lib.book.mutation_report import verdict
+
+    # 33 is mutmut 3's "no tests" (never a kill), -24 and 36 its timeouts, 37 a type-check kill
+    assert [verdict(c) for c in (1, 0, 5, 33, -24, 36, 37, None, -11)] == [
+        "killed", "survived", "no tests", "no tests", "timeout", "timeout", "killed",
+        "not run", "other",
+    ]  # fmt: skip

@@ -38,15 +38,19 @@ def mutated_modules(pyproject: Path = Path("pyproject.toml")) -> list[str]:
     return [p.removesuffix(".py").replace("/", ".") for p in config["only_mutate"]]
 
 
+# mutmut 3's exit codes (mutmut.stats.status_by_exit_code), as the report counts them;
+# any other code (segfault, suspicious) is "other", which does not count as detected.
+_VERDICTS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests",
+             33: "no tests", 34: "skipped", 36: "timeout", -24: "timeout", 24: "timeout",
+             152: "timeout", 255: "timeout"}  # fmt: skip
+
+
 def verdict(exit_code: int | None) -> str:
-    """mutmut's exit code as ``killed``, ``timeout``, ``survived``, ``no tests`` or ``not run``."""
+    """mutmut's exit code as ``killed``, ``timeout``, ``survived``, ``no tests``,
+    ``skipped``, ``other`` or ``not run``."""
     if exit_code is None:
         return "not run"
-    if exit_code == 0:
-        return "survived"
-    if exit_code == 5:
-        return "no tests"
-    return "timeout" if exit_code < 0 else "killed"
+    return _VERDICTS.get(exit_code, "other")
 
 
 def module_summary(
