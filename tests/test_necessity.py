@@ -227,7 +227,9 @@ def test_the_table_shows_the_ratio_the_theorem_bounds():
     )  # fmt: skip
     zero = necessity.NecessityRow(k=1, gap=0.0, state_norm=0.0, largest_jacobian_norm=1.0,
                                   jacobian_on_trajectory=1.0, mean_value_bound=0.0)  # fmt: skip
-    lines = necessity.table_markdown([row, zero]).splitlines()
+    small = necessity.NecessityRow(k=2, gap=0.25, state_norm=0.5, largest_jacobian_norm=1.0,
+                                   jacobian_on_trajectory=1.0, mean_value_bound=0.3)  # fmt: skip
+    lines = necessity.table_markdown([row, zero, small]).splitlines()
     assert lines[0] == (
         "| k | gap at T | gap / state norm | largest Jacobian on the segment "
         "| Jacobian on the trajectory |"
@@ -235,4 +237,16 @@ def test_the_table_shows_the_ratio_the_theorem_bounds():
     assert lines[1] == "| ---: | ---: | ---: | ---: | ---: |"
     assert lines[2] == "| 3 | 0.5000 | 0.2500 | 0.75 | 0.125 |"
     assert lines[3] == "| 1 | 0.0000 | 0.0000 | 1 | 1 |"
-    assert len(lines) == 4
+    assert lines[4] == "| 2 | 0.2500 | 0.5000 | 1 | 1 |"  # a state norm below 1 divides too
+    assert len(lines) == 5
+
+
+def test_contraction_context_in_the_chapter_notation_has_the_right_value():
+    """Both forms, evaluated through the chapter's symbol names, at c = 2, lambda = 1/2,
+    B = 3, eps = 0.01: k = log(600) / log(2) (by hand)."""
+    values = {"c": 2.0, "lambda": 0.5, "B": 3.0, "varepsilon": 0.01}
+    for expression in necessity.contraction_context_solution():
+        names = {s.name: s for s in expression.free_symbols}
+        assert set(names) == set(values)
+        number = float(expression.subs({names[n]: v for n, v in values.items()}))
+        assert number == pytest.approx(math.log(600.0) / math.log(2.0), rel=1e-12)
