@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,21 @@ def no_open_figures():
     plt.close("all")
     yield
     plt.close("all")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def fresh_caches_under_mutmut() -> None:
+    """Under mutmut, clear every ``functools`` cache of ``stablernn_lib`` once per run.
+
+    mutmut 3 forks each mutant's test run from a process that has already run the
+    unmutated code, so a cached result (``general_lemmas.solved_recursions``) would hide
+    the mutant; only a name holding ``__mutmut_`` (a mutant, not mutmut's own passes)
+    triggers this.
+    """
+    if "__mutmut_" not in os.environ.get("MUTANT_UNDER_TEST", ""):
+        return
+    for name, module in list(sys.modules.items()):
+        if name.startswith("stablernn_lib") and module is not None:
+            for value in vars(module).values():
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()

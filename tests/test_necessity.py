@@ -154,3 +154,99 @@ def test_bad_arguments_are_refused_with_a_clear_message():
     with pytest.raises(ValueError, match="num_points"):
         window, start = torch.zeros(1, 1, dtype=DTYPE), torch.ones(1, dtype=DTYPE)
         necessity.segment_profile(model, window, start, 1)
+
+
+def test_batched_window_jacobians_match_one_at_a_time_autograd():
+    """The batched Jacobians against torch's per-state Jacobian of Phi_k (another path)."""
+    model, window = random_rnn(3, 2.0, seed=4), random_inputs(5, seed=9)[:, 0]
+    states = torch.randn(6, 3, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    batched = necessity.window_jacobians(model, window, states)
+    assert batched.shape == (6, 3, 3)
+    for state, jacobian in zip(states, batched, strict=True):
+        single = torch.autograd.functional.jacobian(
+            lambda s: necessity.window_map(model, window, s), state
+        )
+        assert torch.allclose(jacobian, single, atol=1e-12, rtol=1e-12)
+    # the states differ, so the Jacobians do: a batch mixed up across states would show
+    assert float((batched[0] - batched[1]).abs().max()) > 1e-3
+
+
+@pytest.mark.parametrize("num_points", [2, 7])
+def test_linear_segment_profile_against_the_closed_form(num_points):
+    """For h' = W h + U x, Phi_k(h) - Phi_k(0) = W^k h whatever the inputs, and
+    D Phi_k = W^k everywhere: the gap, every integrand value and the trapezoid integral
+    equal ||W^k h|| (closed form), also with two points only."""
+    model = random_rnn(3, 1.3, seed=5, linear=True)
+    window = random_inputs(4, seed=6, scale=2.0)[:, 0]  # nonzero inputs: Phi_k(0) != 0
+    start = torch.tensor([0.5, -1.0, 2.0], dtype=DTYPE)
+    power = torch.linalg.matrix_power(model.weight_hh.detach(), 4)
+    exact = float(torch.linalg.vector_norm(power @ start))
+    from_zero = necessity.window_map(model, window, 0 * start).detach()
+    assert float(torch.linalg.vector_norm(from_zero)) > 0.1
+    profile = necessity.segment_profile(model, window, start, num_points)
+    assert profile.gap == pytest.approx(exact, rel=1e-12)
+    assert profile.integral == pytest.approx(exact, rel=1e-12)
+    assert profile.integrand.shape == (num_points,)
+    assert torch.allclose(profile.integrand, torch.full((num_points,), exact, dtype=DTYPE))
+    assert profile.thetas.dtype == DTYPE
+    assert torch.equal(profile.thetas, torch.linspace(0.0, 1.0, num_points, dtype=DTYPE))
+    assert profile.start_norm == pytest.approx(float(torch.linalg.vector_norm(start)))
+
+
+def test_the_window_map_returns_a_state_vector():
+    model, window = random_rnn(4, 1.0, seed=1), random_inputs(3, seed=2)[:, 0]
+    assert necessity.window_map(model, window, torch.zeros(4, dtype=DTYPE)).shape == (4,)
+
+
+def test_norm_lower_bound_value_and_tightness():
+    """(gap / B)^(1/k): a value by hand, and exact on h' = a h (gap = a^k B)."""
+    assert necessity.rnn_norm_lower_bound(0.27, 3.0, 2) == pytest.approx(0.3, rel=1e-12)
+    for a, k, bound in [(0.7, 5, 2.0), (1.4, 3, 0.5)]:
+        assert necessity.rnn_norm_lower_bound(a**k * bound, bound, k) == pytest.approx(a)
+
+
+def test_the_chapter_instances_are_the_ones_documented():
+    """bistable_rnn() is h' = tanh(2 h + x); pulse(n) puts 3 at t = 1; defaults of
+    fixed_point_slope are weight 2; at weight 1 there is no attracting nonzero point."""
+    model = necessity.bistable_rnn()
+    h, x = torch.tensor([[0.4]], dtype=DTYPE), torch.tensor([[-0.7]], dtype=DTYPE)
+    assert float(model.step(h, x)) == pytest.approx(math.tanh(2.0 * 0.4 - 0.7), rel=1e-12)
+    assert torch.equal(necessity.pulse(4)[:, 0, 0], torch.tensor([3.0, 0, 0, 0], dtype=DTYPE))
+    assert necessity.fixed_point_slope() == pytest.approx(necessity.fixed_point_slope(2.0))
+    assert necessity.fixed_point_slope()[0] == pytest.approx(0.957504, abs=1e-6)
+    with pytest.raises(ValueError, match="w > 1"):
+        necessity.attracting_fixed_point(1.0)
+
+
+def test_the_table_shows_the_ratio_the_theorem_bounds():
+    """One row by hand: gap / state norm is printed (not the gap twice), and a zero state
+    norm does not divide by zero."""
+    row = necessity.NecessityRow(
+        k=3, gap=0.5, state_norm=2.0, largest_jacobian_norm=0.75,
+        jacobian_on_trajectory=0.125, mean_value_bound=0.6,
+    )  # fmt: skip
+    zero = necessity.NecessityRow(k=1, gap=0.0, state_norm=0.0, largest_jacobian_norm=1.0,
+                                  jacobian_on_trajectory=1.0, mean_value_bound=0.0)  # fmt: skip
+    small = necessity.NecessityRow(k=2, gap=0.25, state_norm=0.5, largest_jacobian_norm=1.0,
+                                   jacobian_on_trajectory=1.0, mean_value_bound=0.3)  # fmt: skip
+    lines = necessity.table_markdown([row, zero, small]).splitlines()
+    assert lines[0] == (
+        "| k | gap at T | gap / state norm | largest Jacobian on the segment "
+        "| Jacobian on the trajectory |"
+    )
+    assert lines[1] == "| ---: | ---: | ---: | ---: | ---: |"
+    assert lines[2] == "| 3 | 0.5000 | 0.2500 | 0.75 | 0.125 |"
+    assert lines[3] == "| 1 | 0.0000 | 0.0000 | 1 | 1 |"
+    assert lines[4] == "| 2 | 0.2500 | 0.5000 | 1 | 1 |"  # a state norm below 1 divides too
+    assert len(lines) == 5
+
+
+def test_contraction_context_in_the_chapter_notation_has_the_right_value():
+    """Both forms, evaluated through the chapter's symbol names, at c = 2, lambda = 1/2,
+    B = 3, eps = 0.01: k = log(600) / log(2) (by hand)."""
+    values = {"c": 2.0, "lambda": 0.5, "B": 3.0, "varepsilon": 0.01}
+    for expression in necessity.contraction_context_solution():
+        names = {s.name: s for s in expression.free_symbols}
+        assert set(names) == set(values)
+        number = float(expression.subs({names[n]: v for n, v in values.items()}))
+        assert number == pytest.approx(math.log(600.0) / math.log(2.0), rel=1e-12)

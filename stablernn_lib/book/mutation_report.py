@@ -5,6 +5,9 @@ test run: 1 = a test failed, the mutant is *killed*; 0 = every test passed, it
 *survived*; 5 = no test covers it; negative = stopped by mutmut's timeout, counted as
 detected; ``null`` = not run yet).  Survivors that cannot be killed are listed with
 the reason in ``data/results/mutation_accepted.json`` (``{mutant name: reason}``).
+A module none of whose mutants was run falls back to ``data/results/mutation_earlier.json``
+(``{module: {"run_as": old name, "commit": ..., "summary": ...}}``): verdicts of an
+earlier run, labelled in the report with the commit and the name the module had then.
 
 Kill rate of a module = (killed + timed out) / (run - accepted as equivalent).
 ``python -m stablernn_lib.book.mutation_report`` writes ``data/results/mutation_report.json``
@@ -24,6 +27,7 @@ import tomllib
 from stablernn_lib.core.io import atomic_write_json
 
 ACCEPTED = Path("data/results/mutation_accepted.json")
+EARLIER = Path("data/results/mutation_earlier.json")  # verdicts of runs not redone
 NOTES = Path("data/results/mutation_notes.md")  # how the run was done, appended when present
 OUT = Path("data/results/mutation_report")
 
@@ -34,23 +38,41 @@ def mutated_modules(pyproject: Path = Path("pyproject.toml")) -> list[str]:
     return [p.removesuffix(".py").replace("/", ".") for p in config["only_mutate"]]
 
 
+# mutmut 3's exit codes (mutmut.stats.status_by_exit_code), as the report counts them;
+# any other code (segfault, suspicious) is "other", which does not count as detected.
+_VERDICTS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests",
+             33: "no tests", 34: "skipped", 36: "timeout", -24: "timeout", 24: "timeout",
+             152: "timeout", 255: "timeout"}  # fmt: skip
+
+
 def verdict(exit_code: int | None) -> str:
-    """mutmut's exit code as ``killed``, ``timeout``, ``survived``, ``no tests`` or ``not run``."""
+    """mutmut's exit code as ``killed``, ``timeout``, ``survived``, ``no tests``,
+    ``skipped``, ``other`` or ``not run``."""
     if exit_code is None:
         return "not run"
-    if exit_code == 0:
-        return "survived"
-    if exit_code == 5:
-        return "no tests"
-    return "timeout" if exit_code < 0 else "killed"
+    return _VERDICTS.get(exit_code, "other")
 
 
-def module_summary(module: str, mutants_dir: Path, accepted: dict[str, str]) -> dict[str, Any]:
-    """Counts and survivors of one module (``not run`` when mutmut has no meta file)."""
+def module_summary(
+    module: str,
+    mutants_dir: Path,
+    accepted: dict[str, str],
+    earlier: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Counts and survivors of one module.
+
+    When mutmut has run none of its mutants (no meta file, or every verdict null): the
+    ``earlier`` run's summary (with ``run_as`` and ``commit``) when there is one.
+    """
     meta = mutants_dir / (module.replace(".", "/") + ".py.meta")
-    if not meta.is_file():
+    codes = (
+        json.loads(meta.read_text(encoding="utf8"))["exit_code_by_key"] if meta.is_file() else {}
+    )
+    if all(code is None for code in codes.values()) and earlier and module in earlier:
+        e = earlier[module]
+        return {**e["summary"], "module": module, "run_as": e["run_as"], "commit": e["commit"]}
+    if not codes:
         return {"module": module, "status": "not run"}
-    codes = json.loads(meta.read_text(encoding="utf8"))["exit_code_by_key"]
     verdicts = {name: verdict(code) for name, code in codes.items()}
     counts = {v: sum(1 for x in verdicts.values() if x == v) for v in set(verdicts.values())}
     survivors = sorted(n for n, v in verdicts.items() if v in ("survived", "no tests"))
@@ -95,17 +117,26 @@ def markdown(summaries: list[dict[str, Any]], with_diffs: bool) -> str:
             continue
         c = s["counts"]
         rate = "n/a" if s["kill_rate"] is None else f"{100 * s['kill_rate']:.1f} %"
+        status = s["status"]
+        if "commit" in s:
+            status += f" (earlier run, at {s['commit']}, as `{s['run_as']}`)"
         lines.append(
-            f"| {s['module']} | {s['status']} | {s['mutants']} | {c.get('killed', 0)} | "
+            f"| {s['module']} | {status} | {s['mutants']} | {c.get('killed', 0)} | "
             f"{c.get('timeout', 0)} | {c.get('survived', 0)} | {c.get('no tests', 0)} | "
             f"{c.get('not run', 0)} | {s['accepted']} | {rate} |"
         )
     for s in summaries:
         if s.get("survivors"):
             lines += ["", f"## Survivors in {s['module']}", ""]
+            if "commit" in s:
+                lines += [
+                    f"Earlier run at {s['commit']}, when the module was `{s['run_as']}`; "
+                    "the mutant names are mutmut's from then.",
+                    "",
+                ]
             for name, reason in s["survivors"].items():
                 lines.append(f"- `{name}`: {reason}")
-                if with_diffs:
+                if with_diffs and "commit" not in s:
                     lines += ["", "  ```diff", *("  " + d for d in _diff(name).splitlines()),
                               "  ```"]  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -120,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     accepted = json.loads(ACCEPTED.read_text(encoding="utf8")) if ACCEPTED.is_file() else {}
+    earlier = json.loads(EARLIER.read_text(encoding="utf8")) if EARLIER.is_file() else {}
     modules = args.modules or mutated_modules()
-    summaries = [module_summary(m, args.mutants, accepted) for m in modules]
+    summaries = [module_summary(m, args.mutants, accepted, earlier) for m in modules]
     atomic_write_json(OUT.with_suffix(".json"), {"modules": summaries})
     text = markdown(summaries, with_diffs=not args.no_diffs)
     if NOTES.is_file():

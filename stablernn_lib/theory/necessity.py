@@ -40,10 +40,23 @@ def window_map(model: RecurrentMap, window: Tensor, state: Tensor) -> Tensor:
     return current.squeeze(0)
 
 
-def window_jacobian(model: RecurrentMap, window: Tensor, state: Tensor) -> Tensor:
-    """``D Phi_k(state)``, the product of the ``k`` step Jacobians along the trajectory
-    that starts at ``state``; shape ``(S, S)``."""
-    return torch.autograd.functional.jacobian(lambda s: window_map(model, window, s), state)
+def window_jacobians(model: RecurrentMap, window: Tensor, states: Tensor) -> Tensor:
+    """``D Phi_k`` at each of the ``N`` states ``(N, S)`` at once, the product of the ``k``
+    step Jacobians along the trajectory from each; shape ``(N, S, S)``.
+
+    The ``N`` trajectories run as one batch; as state ``n`` of the output depends only on
+    state ``n`` of the input, the gradient of ``sum_n Phi_k(states)[n, i]`` is row ``i`` of
+    every ``D Phi_k(states[n])``, so ``S`` backward passes give all ``N`` Jacobians.
+    """
+    with torch.enable_grad():
+        current = start = states.detach().clone().requires_grad_(True)
+        for x in window:
+            current = model.step(current, x.unsqueeze(0).expand(states.shape[0], -1))
+        rows = [
+            torch.autograd.grad(current[:, i].sum(), start, retain_graph=True)[0]
+            for i in range(states.shape[1])
+        ]
+    return torch.stack(rows, dim=1)
 
 
 @dataclass(frozen=True)
@@ -80,12 +93,9 @@ def segment_profile(
     if num_points < 2:
         raise ValueError(f"num_points must be at least 2 (both ends), got {num_points}")
     thetas = torch.linspace(0.0, 1.0, num_points, dtype=start.dtype)
-    norms, integrand = [], []
-    for theta in thetas:
-        jacobian = window_jacobian(model, window, theta * start)
-        norms.append(torch.linalg.matrix_norm(jacobian, ord=2))
-        integrand.append(torch.linalg.vector_norm(jacobian @ start))
-    norms_t, integrand_t = torch.stack(norms), torch.stack(integrand)
+    jacobians = window_jacobians(model, window, thetas[:, None] * start)  # (num_points, S, S)
+    norms_t = torch.linalg.matrix_norm(jacobians, ord=2)
+    integrand_t = torch.linalg.vector_norm(jacobians @ start, dim=-1)
     with torch.no_grad():
         gap = window_map(model, window, start) - window_map(model, window, torch.zeros_like(start))
     return SegmentProfile(
