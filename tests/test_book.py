@@ -152,7 +152,10 @@ def test_strip_and_check_commands(tmp_path, capsys):
     assert book_main(["check-stripped", str(path)]) == 1
     assert "cell 0 has outputs" in capsys.readouterr().out
     assert book_main(["strip", str(path)]) == 0
+    assert capsys.readouterr().out == f"stripped {path}\n"
     assert book_main(["check-stripped", str(path)]) == 0
+    assert book_main(["strip", str(path)]) == 0
+    assert capsys.readouterr().out == ""  # nothing left to strip: not rewritten
     with pytest.raises(FileNotFoundError, match="no such notebook"):
         book_main(["strip", str(tmp_path / "missing.ipynb")])
 
@@ -173,6 +176,19 @@ def test_fix_layout_puts_colab_then_parameters_first():
     assert fix_layout(notebook) is False
     with pytest.raises(ValueError, match="tagged 'parameters'"):
         fix_layout(make_notebook(title, body))
+
+
+def test_fix_layout_command_rewrites_only_the_notebooks_it_changes(tmp_path, capsys):
+    parameters = nbformat.v4.new_code_cell('MODE = "smoke"')
+    parameters.metadata["tags"] = ["parameters"]
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(make_notebook(nbformat.v4.new_markdown_cell("# Chapter"), parameters), path)
+    assert book_main(["fix-layout", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: Colab cell first, parameters cell second\n"
+    fixed = nbformat.read(path, as_version=4)
+    assert chapter_layout_problems(fixed, colab_setup_source()) == []
+    assert book_main(["fix-layout", str(path)]) == 0
+    assert capsys.readouterr().out == ""
 
 
 def test_colab_cell_text_follows_the_config(tmp_path):

@@ -24,9 +24,9 @@ from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
     PUBLISHED_RESULTS,
     RESULTS_DIR,
-    published_config,
     result_file_name,
 )
+from stablernn_lib.tasks.training import published_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "09_polyphonic_music.ipynb"
@@ -138,7 +138,7 @@ def test_every_jsb_table_of_chapter9_prints_the_baseline() -> None:
 @pytest.mark.parametrize("name", SEEDED)
 def test_seeded_result_is_complete_and_matches_its_config(name: str) -> None:
     result = _load(name)
-    config = published_config(result["config"]["name"])
+    config = published_config(result["config"]["name"], CONFIGS, PUBLISHED_RESULTS)
     assert config is not None and same_config(result["config"], config)
     cell, variant = result["model"], result["variant"]
     assert result_file_name(cell, variant, config.name) == name

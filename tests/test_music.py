@@ -15,18 +15,20 @@ from stablernn_lib.core.io import same_config
 from stablernn_lib.tasks.jsb.data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
 from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
+    PUBLISHED_RESULTS,
+    MusicConfig,
     MusicModel,
     build_music_model,
     evaluate_nll,
     load_music_model,
     pad_rolls,
     project_music_stable_,
-    published_config,
     result_file_name,
     should_decay,
     train_music_model,
     with_seed,
 )
+from stablernn_lib.tasks.training import published_config
 from stablernn_lib.tasks.wikitext2.analysis import (
     gradient_by_distance,
     gradient_by_distance_naive,
@@ -381,12 +383,16 @@ def test_seeds_are_their_own_configs_and_results(rolls, tmp_path, monkeypatch):
     assert result_file_name("lstm", "stable", "adam-seed2") == "seed2/lstm-stable-adam.json"
     with pytest.raises(ValueError, match="commits no results"):
         result_file_name("rnn", "stable", "smoke-seed2")
-    seeded = published_config("adam-tcn-seed3")
+
+    def published(name: str) -> MusicConfig | None:
+        return published_config(name, CONFIGS, PUBLISHED_RESULTS)
+
+    seeded = published("adam-tcn-seed3")
     assert seeded == with_seed(CONFIGS["adam-tcn"], 3)
     assert (seeded.name, seeded.seed) == ("adam-tcn-seed3", 3)
-    assert published_config("adam-tcn-seed1111") == CONFIGS["adam-tcn"]
-    assert published_config("adam-tcn") is CONFIGS["adam-tcn"]
-    assert published_config("smoke") is None and published_config("adam-tcn-30ep") is None
+    assert published("adam-tcn-seed1111") == CONFIGS["adam-tcn"]
+    assert published("adam-tcn") is CONFIGS["adam-tcn"]
+    assert published("smoke") is None and published("adam-tcn-30ep") is None
     small = replace(CONFIGS["adam-tcn"], hidden_size=8, epochs=1)
     monkeypatch.setitem(CONFIGS, "adam-tcn", small)  # a small stand-in for the published config
     results = tmp_path / "results"
@@ -428,7 +434,8 @@ def test_train_music_command_takes_a_seed(rolls, tmp_path, monkeypatch):
     monkeypatch.setattr(music, "train_music_model", fake_train)
     assert args.func(args) == 0
     assert seen["config"].seed == 7 and seen["config"].name == "adam-tcn-seed7-1ep"
-    assert published_config(seen["config"].name) is None  # fewer epochs: never published
+    # fewer epochs: never published
+    assert published_config(seen["config"].name, CONFIGS, PUBLISHED_RESULTS) is None
 
 
 def test_jacobian_norms_of_a_float32_lstm_come_from_a_float64_svd():

@@ -23,6 +23,8 @@ from stablernn_lib.tasks.training import (
     TrainingDivergedError,
     check_fresh_start,
     finished_result,
+    published_config,
+    split_seed,
     train,
 )
 
@@ -196,3 +198,21 @@ def test_a_checkpoint_written_before_the_loop_was_shared_still_resumes(tmp_path:
     torch.save(saved, path)
     _, resumed = train(ToyTask(), tmp_path / "old", resume=True, progress=False)
     assert _numbers(resumed) == _numbers(whole)
+
+
+@dataclass(frozen=True)
+class SeededConfig:
+    name: str
+    seed: int = 1111
+
+
+def test_a_seeded_name_stands_for_its_published_config_with_that_seed() -> None:
+    assert split_seed("cpu-small-seed12") == ("cpu-small", 12)
+    assert split_seed("cpu-small") == ("cpu-small", None)
+    assert split_seed("cpu-seedling") == ("cpu-seedling", None)
+    configs = {"a": SeededConfig("a"), "b": SeededConfig("b")}
+    assert published_config("a-seed3", configs, ("a",)) == SeededConfig("a-seed3", 3)
+    assert published_config("a-seed1111", configs, ("a",)) is configs["a"]
+    assert published_config("a", configs, ("a",)) is configs["a"]
+    assert published_config("b-seed3", configs, ("a",)) is None
+    assert published_config("b", configs, ("a",)) is None

@@ -21,7 +21,7 @@ import argparse
 import hashlib
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,13 +202,22 @@ def _report(problems: dict[Path, list[str]]) -> int:
     return 1 if any(problems.values()) else 0
 
 
-def command_strip(args: argparse.Namespace) -> int:
-    for path in _notebook_paths(args.notebooks, NOTEBOOK_GLOB):
+def _rewrite_notebooks(
+    paths: list[Path], change: Callable[[nbformat.NotebookNode], bool], done: str
+) -> int:
+    """Apply ``change`` (True when it changed the notebook) to each notebook in ``paths``,
+    writing back and printing ``done`` (with ``{path}``) for the changed ones."""
+    for path in paths:
         notebook = nbformat.read(path, as_version=4)
-        if strip_notebook(notebook):
+        if change(notebook):
             nbformat.write(notebook, path)
-            print(f"stripped {path}")
+            print(done.format(path=path))
     return 0
+
+
+def command_strip(args: argparse.Namespace) -> int:
+    paths = _notebook_paths(args.notebooks, NOTEBOOK_GLOB)
+    return _rewrite_notebooks(paths, strip_notebook, "stripped {path}")
 
 
 def command_check_stripped(args: argparse.Namespace) -> int:
@@ -278,12 +287,8 @@ def command_forget_stale_build(args: argparse.Namespace) -> int:
 
 
 def command_fix_layout(args: argparse.Namespace) -> int:
-    for path in _notebook_paths(args.notebooks, CHAPTER_GLOB):
-        notebook = nbformat.read(path, as_version=4)
-        if fix_layout(notebook):
-            nbformat.write(notebook, path)
-            print(f"{path}: Colab cell first, parameters cell second")
-    return 0
+    paths = _notebook_paths(args.notebooks, CHAPTER_GLOB)
+    return _rewrite_notebooks(paths, fix_layout, "{path}: Colab cell first, parameters cell second")
 
 
 def command_colab_cell(args: argparse.Namespace) -> int:

@@ -62,22 +62,12 @@ def influence_figure(k: int, lam: float, steps: int = 40) -> Figure:
         alpha=0.12,
         label=f"context of any model of context k = {k}",
     )
-    ax.semilogy(
-        lags,
-        input_influence(lam, None, steps).clamp_min(FLOOR),
-        "o-",
-        ms=3,
-        color=FULL_COLOR,
-        label="recurrent model",
-    )
-    ax.semilogy(
-        lags,
-        input_influence(lam, k, steps).clamp_min(FLOOR),
-        "s--",
-        ms=3,
-        color=TRUNCATED_COLOR,
-        label=f"truncated model, k = {k}",
-    )
+    for context, style, color, label in (
+        (None, "o-", FULL_COLOR, "recurrent model"),
+        (k, "s--", TRUNCATED_COLOR, f"truncated model, k = {k}"),
+    ):
+        influence = input_influence(lam, context, steps).clamp_min(FLOOR)
+        ax.semilogy(lags, influence, style, ms=3, color=color, label=label)
     ax.set_ylim(1e-17, 1e3)
     ax.set_xlabel("lag T - t")
     ax.set_ylabel(r"$\|\partial h_T / \partial x_t\|_2$")

@@ -29,7 +29,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -68,6 +68,23 @@ def with_seed(config: Any, seed: int) -> Any:
     if seed == config.seed:
         return config
     return replace(config, seed=seed, name=f"{config.name}-seed{seed}")
+
+
+def split_seed(name: str) -> tuple[str, int | None]:
+    """``(base, N)`` for a config name ``<base>-seed<N>``, else ``(name, None)``."""
+    match = SEED_SUFFIX.match(name)
+    return (match["base"], int(match["seed"])) if match else (name, None)
+
+
+def published_config(
+    name: str, configs: dict[str, ConfigT], published: Collection[str]
+) -> ConfigT | None:
+    """The config a (possibly seeded, ``<base>-seed<N>``) name stands for when its base is
+    one of the ``published`` configs (:func:`with_seed` of ``configs[base]``), else None."""
+    base, seed = split_seed(name)
+    if base not in published:
+        return None
+    return configs[base] if seed is None else with_seed(configs[base], seed)
 
 
 class TrainingDivergedError(RuntimeError):

@@ -207,10 +207,12 @@ class _RNNVariables:
         config: TightnessConfig,
         lam: float,
         activation: str,
-        target_norm: float,
         generator: torch.Generator,
+        target_norm: float = 0.0,
         input_norm: float = 1.0,
     ) -> _RNNVariables:
+        """Gaussian ``W, U``, inputs and target, projected (``target_norm = 0``: no target,
+        as Lemma 1 has none)."""
         H, D, T = config.hidden_size, config.input_size, config.seq_len
 
         def normal(*shape: int) -> Tensor:
@@ -295,7 +297,7 @@ def lemma1_search(
     """
     records = []
     for _ in range(config.restarts):
-        v = _RNNVariables.draw(config, lam, activation, 0.0, generator)
+        v = _RNNVariables.draw(config, lam, activation, generator)
 
         def ratio(v: _RNNVariables = v) -> Tensor:
             full = _final_state(v.W, v.U, v.inputs, activation)
@@ -345,7 +347,7 @@ def lemma2_search(
     target (``||y|| <= target_norm``)."""
     records = []
     for _ in range(config.restarts):
-        v = _RNNVariables.draw(config, lam, activation, target_norm, generator, input_norm)
+        v = _RNNVariables.draw(config, lam, activation, generator, target_norm, input_norm)
 
         def gap(v: _RNNVariables = v) -> Tensor:
             full = _gradient(v.W, v.U, v.inputs, v.target, activation)
@@ -405,8 +407,8 @@ def lemma3_search(
     """The largest Lemma 3 ratio found over two parameter points, inputs and target."""
     records = []
     for _ in range(config.restarts):
-        v = _RNNVariables.draw(config, lam, activation, target_norm, generator, input_norm)
-        other = _RNNVariables.draw(config, lam, activation, target_norm, generator, input_norm)
+        v = _RNNVariables.draw(config, lam, activation, generator, target_norm, input_norm)
+        other = _RNNVariables.draw(config, lam, activation, generator, target_norm, input_norm)
         with torch.no_grad():  # start close: the local ratio is the Hessian's norm
             other.W.copy_(v.W + 1e-2 * other.W)
             other.U.copy_(v.U + 1e-2 * other.U)

@@ -63,12 +63,13 @@ from stablernn_lib.core.results import results_path
 from stablernn_lib.tasks.jsb.data import NUM_KEYS, PianoRolls, load_jsb
 from stablernn_lib.tasks.training import (
     DATA_ROOT,
-    SEED_SUFFIX,
     EpochStats,
     Task,
     finished_or_fresh,
     named_config,
+    published_config,
     save_best_model,
+    split_seed,
     train,
     with_seed,
 )
@@ -176,26 +177,16 @@ PUBLISHED_RESULTS: dict[str, tuple[str, str]] = {
 }
 
 
-def published_config(name: str) -> MusicConfig | None:
-    """The published config of a (possibly seeded, ``<name>-seed<N>``) name, else None."""
-    match = SEED_SUFFIX.match(name)
-    base = match["base"] if match else name
-    if base not in PUBLISHED_RESULTS:
-        return None
-    return with_seed(CONFIGS[base], int(match["seed"])) if match else CONFIGS[base]
-
-
 def result_file_name(model: str, variant: str, config: str) -> str:
     """Where a published config's result is committed, relative to ``data/results/jsb``:
     ``<model>-<variant>.json`` (``full``), ``<model>-<variant>-adam.json`` (``adam``),
     ``<folder>/<model>-<variant>.json`` (the others), with ``seed<N>/`` before the file
     name for a config ``<name>-seed<N>``."""
-    match = SEED_SUFFIX.match(config)
-    base = match["base"] if match else config
+    base, seed = split_seed(config)
     if base not in PUBLISHED_RESULTS:
         raise ValueError(f"config {config!r} commits no results; {list(PUBLISHED_RESULTS)} do")
     folder, suffix = PUBLISHED_RESULTS[base]
-    seed_folder = f"seed{match['seed']}" if match else ""
+    seed_folder = "" if seed is None else f"seed{seed}"
     return str(Path(folder, seed_folder, f"{model}-{variant}{suffix}.json"))
 
 
@@ -499,8 +490,8 @@ def train_music_model(
     ``on_step(step, model)`` is called after every optimizer step (and projection).
     Returns the result written to ``result.json`` in the run folder (``status``
     ``"completed"`` or ``"interrupted"``); a completed run of a published config (one equal
-    to :func:`published_config` of its name) also writes it to ``results_dir`` (default
-    ``data/results/jsb``) at :func:`result_file_name`.
+    to :func:`~stablernn_lib.tasks.training.published_config` of its name) also writes it to
+    ``results_dir`` (default ``data/results/jsb``) at :func:`result_file_name`.
 
     ``stop_below_lr``: end the run (as completed, recorded in ``stopped_early``) at the
     start of an epoch (after the first) whose learning rate is below it
@@ -547,7 +538,7 @@ def train_music_model(
     if status == "completed":
         save_best_model(task, state, out / "model.pt")
         result["test_nll"] = evaluate_nll(task.model, data.test)
-        if config == published_config(config.name):
+        if config == published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
             where = Path(results_dir) if results_dir is not None else RESULTS_DIR
             atomic_write_json(where / result_file_name(cell, variant, config.name), result)
     atomic_write_json(out / "result.json", result)

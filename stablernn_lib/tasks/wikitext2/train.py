@@ -51,12 +51,13 @@ from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.core.results import results_path
 from stablernn_lib.tasks.training import (
     DATA_ROOT,
-    SEED_SUFFIX,
     EpochStats,
     Task,
     finished_or_fresh,
     named_config,
+    published_config,
     save_best_model,
+    split_seed,
     train,
     with_seed,
 )
@@ -270,25 +271,12 @@ PUBLISHED_RESULTS: dict[str, str] = {
 }
 
 
-def _published_config(name: str) -> tuple[LMConfig, str] | None:
-    """The published config of a (possibly seeded) config name and its results subfolder."""
-    match = SEED_SUFFIX.match(name)
-    base = match["base"] if match else name
-    if base not in PUBLISHED_RESULTS:
-        return None
-    config = CONFIGS[base]
-    if match is None:
-        return config, PUBLISHED_RESULTS[base]
-    seeded = with_seed(config, int(match["seed"]))
-    return seeded, str(Path(PUBLISHED_RESULTS[base]) / f"seed{match['seed']}")
-
-
 def results_folder(config_name: str) -> Path:
     """Where the committed results of a config go: ``data/results/wikitext2[/cpu][/seedN]``."""
-    published = _published_config(config_name)
-    if published is None:
+    base, seed = split_seed(config_name)
+    if base not in PUBLISHED_RESULTS:
         raise ValueError(f"config {config_name!r} commits no results; {list(PUBLISHED_RESULTS)} do")
-    return RESULTS_DIR / published[1]
+    return RESULTS_DIR / PUBLISHED_RESULTS[base] / ("" if seed is None else f"seed{seed}")
 
 
 def published_result_path(
@@ -297,8 +285,7 @@ def published_result_path(
     """Where a finished run's result is committed, or ``None`` when it is not one of the
     published runs: only a config equal to the published config of its name (a run with,
     say, fewer epochs must never replace the committed result)."""
-    published = _published_config(config.name)
-    if published is None or config != published[0]:
+    if config != published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
         return None
     where = Path(results_dir) if results_dir is not None else results_folder(config.name)
     return where / f"{cell}-{'stable' if stable else 'unconstrained'}.json"
