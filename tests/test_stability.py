@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -110,6 +111,37 @@ def test_projection_of_a_batch_falls_back_too(monkeypatch):
     expected = project_spectral_ball(W, 0.5)
     monkeypatch.setattr(torch.linalg, "svd", _failing_svd)
     torch.testing.assert_close(project_spectral_ball(W, 0.5), expected)
+
+
+def test_projection_falls_back_when_the_svd_returns_nan_factors(monkeypatch):
+    """A finite matrix must never project to NaN: the eigh route takes over."""
+    g = torch.Generator().manual_seed(11)
+    W = _matrix_with_repeated_singular_values(9, 9, 4, g).float()
+    expected = project_spectral_ball(W, 1.0)
+    svd = torch.linalg.svd
+    monkeypatch.setattr(torch.linalg, "svd", lambda m, full_matrices=True: tuple(
+        torch.full_like(f, float("nan")) if f.dim() == m.dim() else f
+        for f in svd(m, full_matrices=full_matrices)))
+    torch.testing.assert_close(project_spectral_ball(W, 1.0), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_projection_of_the_matrix_on_which_lapack_returned_nan():
+    """The recurrent matrix of the JSB stable RNN, seed 3, epoch 53, step 190 (float32,
+    256 x 256, 29 singular values within 1e-6 of 1): with one thread, LAPACK's SVD gave NaN
+    factors and the run stopped as diverged.  Its projection is finite, in the ball, and
+    equal to the float64 SVD projection."""
+    W = torch.load(Path(__file__).parent / "data" / "svd_nan_recurrent_matrix.pt")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        P = project_spectral_ball(W, 1.0)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.isfinite(P).all()
+    assert torch.linalg.matrix_norm(P.double(), ord=2) <= 1 + 1e-5
+    U, s, Vh = torch.linalg.svd(W.double(), full_matrices=False)
+    expected = (U * s.clamp(max=1.0).unsqueeze(-2)) @ Vh
+    torch.testing.assert_close(P.double(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_projection_names_a_diverged_matrix(generator):
