@@ -17,6 +17,7 @@ from stablernn_lib.core.stability import (
     project_spectral_ball,
     project_to_stable_,
     state_jacobians,
+    svd_reproduces,
 )
 
 
@@ -125,12 +126,16 @@ def test_projection_falls_back_when_the_svd_returns_nan_factors(monkeypatch):
     torch.testing.assert_close(project_spectral_ball(W, 1.0), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_projection_of_the_matrix_on_which_lapack_returned_nan():
-    """The recurrent matrix of the JSB stable RNN, seed 3, epoch 53, step 190 (float32,
-    256 x 256, 29 singular values within 1e-6 of 1): with one thread, LAPACK's SVD gave NaN
-    factors and the run stopped as diverged.  Its projection is finite, in the ball, and
-    equal to the float64 SVD projection."""
-    W = torch.load(Path(__file__).parent / "data" / "svd_nan_recurrent_matrix.pt")
+@pytest.mark.parametrize(
+    "name", ["svd_nan_recurrent_matrix.pt", "svd_wrong_recurrent_matrix.pt"]
+)
+def test_projection_of_the_matrices_on_which_lapack_failed_silently(name):
+    """Two recurrent matrices of the JSB stable RNN, seed 3 (float32, 256 x 256, about 30
+    singular values within 1e-6 of 1): with one thread, LAPACK's SVD returned NaN factors
+    for the first (epoch 53, step 190: the run stopped as diverged) and finite factors off
+    by 0.1 per entry for the second (epoch 58, step 7: the projection damaged the model).
+    Each projection is finite, in the ball, and equal to the float64 SVD projection."""
+    W = torch.load(Path(__file__).parent / "data" / name)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -142,6 +147,19 @@ def test_projection_of_the_matrix_on_which_lapack_returned_nan():
     U, s, Vh = torch.linalg.svd(W.double(), full_matrices=False)
     expected = (U * s.clamp(max=1.0).unsqueeze(-2)) @ Vh
     torch.testing.assert_close(P.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_svd_check_flags_wrong_factors_and_passes_right_ones(generator):
+    """The check of :func:`svd_reproduces`: a correct float32 SVD passes; factors with one
+    entry of U off by 0.2 (a residual of a few percent of ||W||_F) or NaN fail."""
+    W = torch.randn(64, 64, generator=generator)
+    U, s, Vh = torch.linalg.svd(W, full_matrices=False)
+    assert svd_reproduces(W, U, s, Vh)
+    wrong = U.clone()
+    wrong[3, 0] += 0.2
+    assert not svd_reproduces(W, wrong, s, Vh)
+    wrong[3, 0] = float("nan")
+    assert not svd_reproduces(W, wrong, s, Vh)
 
 
 def test_projection_names_a_diverged_matrix(generator):
