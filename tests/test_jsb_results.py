@@ -39,7 +39,7 @@ SEEDED = sorted(
         *(RESULTS_DIR / folder).glob("*.json"),
         *(RESULTS_DIR / folder).glob("seed*/*.json"),
     ]
-    if path.name != "analysis.json"
+    if path.name not in ("analysis.json", "reruns.json")
 )
 
 RUNS = [(cell, variant, "full") for cell, variant in ALL_VARIANTS] + [
@@ -146,3 +146,22 @@ def test_seeded_result_is_complete_and_matches_its_config(name: str) -> None:
     assert result["status"] == "completed" and 0 < result["test_nll"] < 88 * math.log(2)
     assert {"git_commit", "criteria_commit", "device", "created_utc"} <= set(result["provenance"])
     assert len(result["epochs"]) == config.epochs or "stopped_early" in result
+
+
+def test_reruns_table_rows_are_computed_from_the_committed_files() -> None:
+    """Every rerun of ``adam-tcn/reruns.json`` whose result file was written by a later
+    commit shows that file's test NLL and the change from the earlier run."""
+    reruns = ma.load_reruns("adam-tcn")
+    assert reruns is not None and "svd_reproduces" in reruns["why"]
+    runs = ma.load_seed_results("adam-tcn")
+    rows = ma.reruns_table("adam-tcn").splitlines()[2:]
+    assert len(rows) == len(reruns["runs"])
+    for entry, row in zip(reruns["runs"], rows, strict=True):
+        current = runs.get(entry["model"], {}).get(entry["seed"])
+        if current is None or current["provenance"]["git_commit"] == entry["earlier"]["git_commit"]:
+            assert "not yet rerun" in row
+            continue
+        assert f"{current['test_nll']:.3f}" in row
+        if "test_nll" in entry["earlier"]:
+            change = current["test_nll"] - entry["earlier"]["test_nll"]
+            assert row.endswith(f"| {change:+.3f} |")

@@ -153,6 +153,34 @@ def test_seeds_table_reads_every_seed_folder(tmp_path):
     assert ma.rerun_command("adam-tcn", "lstm", "stable", 3).endswith("--resume --seed 3")
 
 
+def test_reruns_table_sets_each_earlier_run_beside_the_committed_one(tmp_path):
+    def write(relative: str, seed: int, nll: float, commit: str) -> None:
+        path = tmp_path / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        run = {"seed": seed, "test_nll": nll, "status": "completed",
+               "provenance": {"git_commit": commit}}  # fmt: skip
+        path.write_text(json.dumps(run))
+
+    write("adam-tcn/rnn-stable.json", 1111, 8.70, "b" * 40)  # rerun at a later commit
+    write("adam-tcn/seed1/rnn-stable.json", 1, 8.66, "a" * 40)  # the earlier file, kept
+    write("adam-tcn/seed3/rnn-stable.json", 3, 8.61, "b" * 40)
+    runs = [
+        {"model": "rnn-stable", "seed": 1111,
+         "earlier": {"test_nll": 8.65, "git_commit": "a" * 40}},
+        {"model": "rnn-stable", "seed": 1, "earlier": {"test_nll": 8.66, "git_commit": "a" * 40}},
+        {"model": "rnn-stable", "seed": 3,
+         "earlier": {"outcome": "stopped: NaN", "git_commit": "c" * 40}},
+        {"model": "rnn-stable", "seed": 2, "earlier": {"test_nll": 8.6, "git_commit": "a" * 40}},
+    ]  # fmt: skip
+    assert ma.reruns_table("adam-tcn", tmp_path).startswith("no reruns recorded")
+    (tmp_path / "adam-tcn/reruns.json").write_text(json.dumps({"runs": runs}))
+    rows = ma.reruns_table("adam-tcn", tmp_path).splitlines()[2:]
+    assert rows[0] == "| RNN, stable | 1111 | 8.650 (`aaaaaaa`) | 8.700 (`bbbbbbb`) | +0.050 |"
+    assert rows[1] == "| RNN, stable | 1 | 8.660 (`aaaaaaa`) | not yet rerun |  |"
+    assert rows[2] == "| RNN, stable | 3 | stopped: NaN (`ccccccc`) | 8.610 (`bbbbbbb`) |  |"
+    assert rows[3] == "| RNN, stable | 2 | 8.600 (`aaaaaaa`) | not yet rerun |  |"
+
+
 def test_epochs_sentences_count_the_runs_that_ran_every_epoch():
     def run(epochs: int, stopped: dict | None) -> dict:
         return {"config": {"epochs": 500}, "epochs": [{}] * epochs, "stopped_early": stopped}

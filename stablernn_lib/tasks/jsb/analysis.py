@@ -387,6 +387,44 @@ def seeds_table(config: str, baseline: float, results_dir: str | Path | None = N
     return "\n".join(lines)
 
 
+def load_reruns(config: str, results_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """``<config>/reruns.json``: committed runs that were trained again, with what the
+    earlier run gave (``earlier``) and why it was rerun; None when there is none."""
+    root = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    path = root / config / "reruns.json"
+    return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
+
+
+def reruns_table(config: str, results_dir: str | Path | None = None) -> str:
+    """Markdown table of ``<config>/reruns.json``: each rerun's earlier outcome and commit
+    beside the test NLL committed now (read from its result file), and the change."""
+    reruns = load_reruns(config, results_dir)
+    if reruns is None:
+        return f"no reruns recorded for config `{config}`"
+    runs = load_seed_results(config, results_dir)
+    lines = [
+        "| model | seed | earlier run (code at commit) | now (code at commit) | change |",
+        "| --- | ---: | --- | --- | ---: |",
+    ]
+    for entry in reruns["runs"]:
+        earlier = entry["earlier"]
+        before = (
+            f"{earlier['test_nll']:.3f}" if "test_nll" in earlier else earlier["outcome"]
+        ) + f" (`{earlier['git_commit'][:7]}`)"
+        current = runs.get(entry["model"], {}).get(entry["seed"])
+        if current is None or current["provenance"]["git_commit"] == earlier["git_commit"]:
+            now, change = "not yet rerun", ""
+        else:
+            now = f"{current['test_nll']:.3f} (`{current['provenance']['git_commit'][:7]}`)"
+            change = (
+                f"{current['test_nll'] - earlier['test_nll']:+.3f}" if "test_nll" in earlier else ""
+            )
+        lines.append(
+            f"| {LABELS[entry['model']]} | {entry['seed']} | {before} | {now} | {change} |"
+        )
+    return "\n".join(lines)
+
+
 def epochs_sentences(results: dict[str, dict[str, Any]]) -> list[str]:
     """From the result files: how many runs ran every epoch of their config, and where and why
     each other one stopped (``--stop-below-lr``, with its bound on what was skipped)."""
