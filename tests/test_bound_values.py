@@ -43,9 +43,9 @@ def _symbolic(expression: sp.Expr, lam, lx, bx, lp, sp_, l_rho, l2_rho) -> float
 @pytest.mark.parametrize("point", POINTS)
 def test_gamma_and_beta_equal_the_sympy_expressions_of_the_proofs(point):
     lam, lx, bx, lp, sp_, l_rho, l2_rho = point
-    kwargs = {"l_rho": l_rho, "l2_rho": l2_rho}
-    gamma = bounds.lemma2_gamma(lam, lx, bx, lp, sp_, **kwargs)
-    beta = bounds.lemma3_beta(lam, lx, bx, lp, sp_, **kwargs)
+    constants = bounds.GradientConstants(lam, lx, bx, lp, sp_, l_rho, l2_rho)
+    gamma = bounds.lemma2_gamma(constants)
+    beta = bounds.lemma3_beta(constants)
     assert gamma == pytest.approx(_symbolic(la.lemma2_gamma_expression(), *point), rel=1e-12)
     assert beta == pytest.approx(_symbolic(la.lemma3_beta_expression(), *point), rel=1e-12)
     # and both equal the general lemma's constants instantiated for the RNN (rsolve)
@@ -107,14 +107,15 @@ def test_lemma1_bound_at_context_zero_is_the_state_bound():
 @pytest.mark.parametrize("constant", [bounds.lemma2_gamma, bounds.lemma3_beta])
 def test_constants_default_to_tanh_and_reject_every_negative_argument(constant):
     tanh = {"l_rho": 1.0, "l2_rho": bounds.activation_smoothness("tanh")}
-    assert constant(0.5, 1.2, 0.8, 1.1, 0.7) == pytest.approx(
-        constant(0.5, 1.2, 0.8, 1.1, 0.7, **tanh), rel=1e-15
+    args = (0.5, 1.2, 0.8, 1.1, 0.7)
+    assert constant(bounds.GradientConstants(*args)) == pytest.approx(
+        constant(bounds.GradientConstants(*args, **tanh)), rel=1e-15
     )
     for position, name in enumerate(("lx", "bx", "lp", "sp"), start=1):
-        args = [0.5, 1.2, 0.8, 1.1, 0.7]
-        args[position] = -0.1
+        negative = list(args)
+        negative[position] = -0.1
         with pytest.raises(ValueError, match=f"^{name} must be non-negative"):
-            constant(*args)
+            constant(bounds.GradientConstants(*negative))
 
 
 def test_squared_loss_constants_are_attained_on_the_ball():

@@ -108,27 +108,28 @@ def test_gamma_and_beta_formulas():
     l2 = 0.25
     gamma = bz * (l2 * lp * bh / 0.5 + sp_ * bh + lp / 0.5) + lp * bh / 0.5
     beta = (l2 * lp + sp_) * bz**2 / 0.25 + 0.5 * l2 * lp * bz**2 / 0.125 + 2 * lp * bz / 0.25
-    args = (lam, lx, bx, lp, sp_)
-    assert bounds.lemma2_gamma(*args, l_rho=1.0, l2_rho=l2) == pytest.approx(gamma)
-    assert bounds.lemma3_beta(*args, l_rho=1.0, l2_rho=l2) == pytest.approx(beta)
+    constants = bounds.GradientConstants(lam, lx, bx, lp, sp_, l_rho=1.0, l2_rho=l2)
+    assert bounds.lemma2_gamma(constants) == pytest.approx(gamma)
+    assert bounds.lemma3_beta(constants) == pytest.approx(beta)
     assert bounds.lemma2_gradient_bound(gamma, 4, lam) == pytest.approx(gamma * 4 * lam**4)
 
 
 def test_constants_grow_as_lambda_approaches_one():
     lams = [0.5, 0.9, 0.99, 0.999]
-    gammas = [bounds.lemma2_gamma(lam, 1.0, 1.0, 1.0, 1.0) for lam in lams]
-    betas = [bounds.lemma3_beta(lam, 1.0, 1.0, 1.0, 1.0) for lam in lams]
+    constants = [bounds.GradientConstants(lam, 1.0, 1.0, 1.0, 1.0) for lam in lams]
+    gammas = [bounds.lemma2_gamma(c) for c in constants]
+    betas = [bounds.lemma3_beta(c) for c in constants]
     assert gammas == sorted(gammas) and betas == sorted(betas)
 
 
 LEMMA2_LEMMA3_BAD_INPUT = [
-    (lambda: bounds.lemma2_gamma(1.0, 1, 1, 1, 1), "0 < lambda < 1"),
-    (lambda: bounds.lemma2_gamma(0.0, 1, 1, 1, 1), "0 < lambda < 1"),
-    (lambda: bounds.lemma2_gamma(0.5, 1, 1, -1, 1), "lp"),
-    (lambda: bounds.lemma2_gamma(0.5, 1, 1, 1, 1, l_rho=0.0), "l_rho"),
-    (lambda: bounds.lemma3_beta(1.2, 1, 1, 1, 1), "lambda < 1"),
-    (lambda: bounds.lemma3_beta(0.5, 1, -2, 1, 1), "bx"),
-    (lambda: bounds.lemma3_beta(0.5, 1, 1, 1, 1, l2_rho=-1.0), "l2_rho"),
+    (lambda: bounds.lemma2_gamma(bounds.GradientConstants(1.0, 1, 1, 1, 1)), "0 < lambda < 1"),
+    (lambda: bounds.lemma2_gamma(bounds.GradientConstants(0.0, 1, 1, 1, 1)), "0 < lambda < 1"),
+    (lambda: bounds.lemma3_beta(bounds.GradientConstants(1.2, 1, 1, 1, 1)), "lambda < 1"),
+    (lambda: bounds.GradientConstants(0.5, 1, 1, -1, 1), "lp"),
+    (lambda: bounds.GradientConstants(0.5, 1, -2, 1, 1), "bx"),
+    (lambda: bounds.GradientConstants(0.5, 1, 1, 1, 1, l_rho=0.0), "l_rho"),
+    (lambda: bounds.GradientConstants(0.5, 1, 1, 1, 1, l2_rho=-1.0), "l2_rho"),
     (lambda: bounds.lemma2_gradient_bound(1.0, 0, 0.5), "k"),
     (lambda: bounds.lemma2_gradient_bound(1.0, 2.5, 0.5), "k"),
     (lambda: bounds.lemma2_gradient_bound(1.0, True, 0.5), "k"),
@@ -155,10 +156,10 @@ def test_lemma2_holds_on_random_instances(activation, family, lam):
             lam, family=family, activation=activation, seq_len=40, generator=generator
         )
         constants = instance.constants()
-        gamma = bounds.lemma2_gamma(**constants)
+        gamma = bounds.lemma2_gamma(constants)
         gaps = gradient_gaps(instance, ks)
         for k, gap in zip(ks, gaps, strict=True):
-            bound = bounds.lemma2_gradient_bound(gamma, k, constants["lam"])
+            bound = bounds.lemma2_gradient_bound(gamma, k, constants.lam)
             assert gap <= bound + 1e-12 * gamma, (seed, k, gap, bound)
 
 
@@ -168,21 +169,21 @@ def test_lemma2_is_within_a_small_factor_on_the_aligned_linear_rnn():
         0.6, family="aligned", activation="identity", seq_len=60, generator=torch.Generator()
     )
     constants = instance.constants()
-    gamma = bounds.lemma2_gamma(**constants)
+    gamma = bounds.lemma2_gamma(constants)
     gap = gradient_gaps(instance, [3])[0]
-    assert gap > bounds.lemma2_gradient_bound(gamma, 3, constants["lam"]) / 3
+    assert gap > bounds.lemma2_gradient_bound(gamma, 3, constants.lam) / 3
 
 
 def test_lemma2_needs_its_one_over_lambda_term():
     """At k = 1 and small lambda, gamma without ``L_rho L_p B_h / lambda`` is too small."""
     instance = random_regression_instance(0.01, seq_len=20, generator=torch.Generator())
     constants = instance.constants()
-    gamma = bounds.lemma2_gamma(**constants)
-    state_bound = bounds.state_norm_bound(constants["lam"], constants["lx"], constants["bx"])
-    term = constants["l_rho"] * constants["lp"] * state_bound / constants["lam"]
+    gamma = bounds.lemma2_gamma(constants)
+    state_bound = bounds.state_norm_bound(constants.lam, constants.lx, constants.bx)
+    term = constants.l_rho * constants.lp * state_bound / constants.lam
     gap = gradient_gaps(instance, [1])[0]
-    assert gap <= bounds.lemma2_gradient_bound(gamma, 1, constants["lam"])
-    assert gap > bounds.lemma2_gradient_bound(gamma - term, 1, constants["lam"])
+    assert gap <= bounds.lemma2_gradient_bound(gamma, 1, constants.lam)
+    assert gap > bounds.lemma2_gradient_bound(gamma - term, 1, constants.lam)
 
 
 def _random_point_in_omega(instance, generator):
@@ -208,7 +209,7 @@ def test_lemma3_holds_on_random_pairs(activation, family, lam):
         instance = random_regression_instance(
             lam, family=family, activation=activation, seq_len=40, generator=generator
         )
-        beta = bounds.lemma3_beta(**instance.constants())
+        beta = bounds.lemma3_beta(instance.constants())
         other = _random_point_in_omega(instance, generator)
         l_rho = activation_lipschitz(activation)
         assert l_rho * spectral_norm(other.weight_hh) <= instance.lam * (1 + 1e-12)

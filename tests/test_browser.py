@@ -1,31 +1,26 @@
-"""Open the built Chapter 1 page in headless Chromium with no network.
+"""Open the built book in headless Chromium with no network.
 
 Every request that does not go to the local server is aborted (and recorded), so
 the checks prove that the site works offline: math is typeset by the vendored
 MathJax, every image loads, and moving a slider of the widget plot swaps the
-image shown, with no Python kernel. Screenshots go to _build/screenshots/.
+image shown, with no Python kernel. Every page is loaded once at 1400 px and once at
+400 px (a phone), a few side by side, and the page tests judge what those visits
+measured. Screenshots go to _build/screenshots/.
 """
 
 import functools
 import http.server
+import json
 import threading
-from pathlib import Path
 
 import pytest
 from book_support import BUILD_DIR, HTML_DIR, ROOT, build_book
+from browser_support import CHROMIUM, chromium, visit_pages
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = [  # BOOK-TOOLING.md; Playwright adds --headless itself
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 CHAPTER_PAGE = "chapters/01_recurrent_models.html"
+TABLES_PAGE = "chapters/08_wikitext2_experiments.html"
 SCREENSHOTS = BUILD_DIR / "screenshots"
+WIDTHS = (1400, 400)
 
 pytestmark = [
     pytest.mark.browser,
@@ -54,14 +49,8 @@ def site_url():
 
 @pytest.fixture(scope="module")
 def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    # Playwright gives the browser a fresh temporary profile (the --user-data-dir flag).
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS
-        )
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -185,40 +174,6 @@ RAW_TABLE_SCRIPT = """() => Array.from(document.querySelectorAll("main p"))
   .filter(text => /\\|\\s*:?(-{3,}|[\u2013\u2014]-*):?\\s*\\|/.test(text))
   .map(text => text.slice(0, 80))"""
 
-
-@pytest.mark.parametrize("page_name", book_pages())
-def test_every_page_renders_offline(browser, site_url, page_name):
-    """No JavaScript error, no network or missing file, no raw TeX, no unrendered table."""
-    if not (HTML_DIR / page_name).is_file():
-        pytest.fail(f"the build wrote no {page_name}")
-    page = browser.new_page()
-    problems: list[str] = []
-
-    def route(request_route):
-        if request_route.request.url.startswith((site_url, "data:", "blob:")):
-            request_route.continue_()
-        else:
-            problems.append(f"network request {request_route.request.url}")
-            request_route.abort()
-
-    page.route("**/*", route)
-    page.on("pageerror", lambda error: problems.append(f"JavaScript error {error}"))
-    page.on(
-        "response",
-        lambda answer: problems.append(f"HTTP {answer.status} {answer.url}")
-        if answer.status >= 400
-        else None,
-    )
-    page.goto(site_url + page_name, wait_until="load")
-    page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-    raw = page.evaluate(RAW_TEX_SCRIPT)
-    raw_tables = page.evaluate(RAW_TABLE_SCRIPT)
-    page.close()
-    assert not raw, f"{page_name}: math left as raw TeX: {raw[:5]}"
-    assert not raw_tables, f"{page_name}: Markdown table not rendered: {raw_tables}"
-    assert not problems, f"{page_name}: {problems}"
-
-
 # Display equations wider than the column that holds them (MathJax keeps each formula's TeX),
 # and whether the reader can still scroll to the rest of the formula.
 WIDE_EQUATIONS_SCRIPT = """() => {
@@ -244,48 +199,6 @@ OVERFLOW_SCRIPT = """() => {
           code: over(".cell_input pre"),
           code_cells: document.querySelectorAll(".cell_input pre").length};
 }"""
-
-
-def offline_page(browser, site_url: str, width: int):
-    """A new browser context ``width`` px wide and its page; requests off the site abort."""
-    context = browser.new_context(viewport={"width": width, "height": 1000})
-    page = context.new_page()
-    page.route(
-        "**/*",
-        lambda route: route.continue_()
-        if route.request.url.startswith((site_url, "data:", "blob:"))
-        else route.abort(),
-    )
-    return context, page
-
-
-@pytest.mark.parametrize("width", [1400, 400])
-def test_display_equations_fit_the_column(browser, site_url, width):
-    """At 1400 px every display equation fits its column; at 400 px (a phone) a wider one
-    scrolls sideways but is never cut off. Screenshots of every page at both widths go
-    to _build/screenshots/<width>/, the overflow counts to _build/page_widths_<width>.json."""
-    import json
-
-    context, page = offline_page(browser, site_url, width)
-    folder = SCREENSHOTS / str(width)
-    folder.mkdir(parents=True, exist_ok=True)
-    failures, record = {}, {}
-    for page_name in book_pages():
-        if not (HTML_DIR / page_name).is_file():
-            continue
-        page.goto(site_url + page_name, wait_until="load")
-        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-        page.wait_for_timeout(300)
-        wide = page.evaluate(WIDE_EQUATIONS_SCRIPT)
-        record[page_name] = {"wide_equations": len(wide), **page.evaluate(OVERFLOW_SCRIPT)}
-        page.screenshot(path=str(folder / page_name.replace("/", "_").replace(".html", ".png")))
-        bad = [w for w in wide if width >= 1000 or not w["scrolls"]]
-        if bad:
-            failures[page_name] = bad
-    context.close()
-    (BUILD_DIR / f"page_widths_{width}.json").write_text(json.dumps(record, indent=1))
-    assert not failures, f"equations wider than the column at {width} px: {failures}"
-
 
 # Every element of the article that reaches past its text column, unless an ancestor inside
 # the article scrolls or clips it (a table's scroll container, a display equation's box):
@@ -319,43 +232,100 @@ WIDER_THAN_COLUMN_SCRIPT = """() => {
   return {room: Math.round(right - left), page: document.documentElement.scrollWidth, wide};
 }"""
 
+# Chapter 8's result tables: their scroll container, whether they overflow it, and whether
+# their first column sticks.
+TABLES_SCRIPT = """() => Array.from(document.querySelectorAll("main table")).map(t => ({
+  scroller: getComputedStyle(t.parentElement).overflowX,
+  wide: t.scrollWidth > t.parentElement.clientWidth + 1,
+  sticky: getComputedStyle(t.querySelector("td, th")).position}))"""
 
-def test_nothing_is_wider_than_the_column_on_a_phone(browser, site_url):
+
+def measure_page(job: tuple[int, str], page) -> dict:
+    """Everything the page tests judge, measured on one typeset page, and its screenshot."""
+    width, page_name = job
+    record = {
+        "raw_tex": page.evaluate(RAW_TEX_SCRIPT),
+        "raw_tables": page.evaluate(RAW_TABLE_SCRIPT),
+        "wide_equations": page.evaluate(WIDE_EQUATIONS_SCRIPT),
+        "overflow": page.evaluate(OVERFLOW_SCRIPT),
+    }
+    if width < 1000:
+        record["wider_than_column"] = page.evaluate(WIDER_THAN_COLUMN_SCRIPT)
+    if page_name == TABLES_PAGE:
+        record["tables"] = page.evaluate(TABLES_SCRIPT)
+    folder = SCREENSHOTS / str(width)
+    page.screenshot(path=str(folder / page_name.replace("/", "_").replace(".html", ".png")))
+    return record
+
+
+@pytest.fixture(scope="module")
+def visits(browser, site_url) -> dict[int, dict[str, dict]]:
+    """``{width: {page: record}}``: every built page of the book visited once at each width,
+    with no network; a record holds the measurements and the page's ``problems``. Screenshots
+    of every page at both widths go to _build/screenshots/<width>/, the overflow counts to
+    _build/page_widths_<width>.json."""
+    for width in WIDTHS:
+        (SCREENSHOTS / str(width)).mkdir(parents=True, exist_ok=True)
+    built = [name for name in book_pages() if (HTML_DIR / name).is_file()]
+    jobs = [((width, name), site_url + name, width) for width in WIDTHS for name in built]
+    results = visit_pages(
+        browser, jobs, measure_page, lambda url: url.startswith((site_url, "data:", "blob:"))
+    )
+    records = {width: {} for width in WIDTHS}
+    for (width, name), (record, problems) in results.items():
+        records[width][name] = {**record, "problems": problems}
+    for width, pages in records.items():
+        counts = {
+            name: {"wide_equations": len(record["wide_equations"]), **record["overflow"]}
+            for name, record in pages.items()
+        }
+        (BUILD_DIR / f"page_widths_{width}.json").write_text(json.dumps(counts, indent=1))
+    return records
+
+
+@pytest.mark.parametrize("page_name", book_pages())
+def test_every_page_renders_offline(visits, page_name):
+    """No JavaScript error, no network or missing file, no raw TeX, no unrendered table,
+    at either width."""
+    if page_name not in visits[WIDTHS[0]]:
+        pytest.fail(f"the build wrote no {page_name}")
+    for width in WIDTHS:
+        record = visits[width][page_name]
+        raw, raw_tables = record["raw_tex"], record["raw_tables"]
+        assert not raw, f"{page_name} at {width} px: math left as raw TeX: {raw[:5]}"
+        assert not raw_tables, f"{page_name} at {width} px: table not rendered: {raw_tables}"
+        assert not record["problems"], f"{page_name} at {width} px: {record['problems']}"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_display_equations_fit_the_column(visits, width):
+    """At 1400 px every display equation fits its column; at 400 px (a phone) a wider one
+    scrolls sideways but is never cut off."""
+    failures = {}
+    for page_name, record in visits[width].items():
+        bad = [w for w in record["wide_equations"] if width >= 1000 or not w["scrolls"]]
+        if bad:
+            failures[page_name] = bad
+    assert not failures, f"equations wider than the column at {width} px: {failures}"
+
+
+def test_nothing_is_wider_than_the_column_on_a_phone(visits):
     """At 400 px no element of any page is wider than the text column: tables scroll inside
     their container (first column fixed), equations are scaled down or scroll in their box,
     inline code and long words wrap, and the page itself never scrolls sideways."""
-    import json
-
     width = 400
-    context, page = offline_page(browser, site_url, width)
-    failures, checked = {}, 0
-    for page_name in book_pages():
-        if not (HTML_DIR / page_name).is_file():
-            continue
-        page.goto(site_url + page_name, wait_until="load")
-        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-        page.wait_for_timeout(300)  # book/course.js scales the equations after typesetting
-        found = page.evaluate(WIDER_THAN_COLUMN_SCRIPT)
-        checked += 1
+    failures = {}
+    for page_name, record in visits[width].items():
+        found = record["wider_than_column"]
         if found["wide"] or found["page"] > width:
             failures[page_name] = {**found, "wide": found["wide"][:8]}
-    context.close()
-    assert checked >= 20
+    assert len(visits[width]) >= 20
     assert not failures, json.dumps(failures, indent=1)
 
 
-def test_wide_tables_scroll_with_their_first_column_fixed(browser, site_url):
+def test_wide_tables_scroll_with_their_first_column_fixed(visits):
     """Chapter 8's result tables at 400 px: inside a scroll container, first column sticky."""
-    context, page = offline_page(browser, site_url, 400)
-    page.goto(site_url + "chapters/08_wikitext2_experiments.html", wait_until="load")
-    tables = page.eval_on_selector_all(
-        "main table",
-        """tables => tables.map(t => ({
-          scroller: getComputedStyle(t.parentElement).overflowX,
-          wide: t.scrollWidth > t.parentElement.clientWidth + 1,
-          sticky: getComputedStyle(t.querySelector("td, th")).position}))""",
-    )
-    context.close()
+    tables = visits[400][TABLES_PAGE]["tables"]
     wide = [t for t in tables if t["wide"]]
     assert wide, "Chapter 8 has tables wider than a phone's column"
     assert all(t["scroller"] == "auto" and t["sticky"] == "sticky" for t in wide), wide

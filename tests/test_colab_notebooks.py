@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from browser_support import CHROMIUM, chromium, visit_pages
 
 from stablernn_lib.book import colab
 from stablernn_lib.book import tools as book
@@ -28,7 +29,6 @@ from stablernn_lib.core import paper_claims
 from stablernn_lib.homework.notebooks import ANSWER_PLACEHOLDER, student_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
 MATHJAX = ROOT / "book" / "vendor" / "mathjax" / "tex-mml-chtml.js"
 
 
@@ -149,7 +149,6 @@ def test_the_site_hands_out_the_generated_notebooks():
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make browser-deps)")
 def test_mathjax_without_the_book_macros_typesets_every_formula(editions, tmp_path):
     """Each generated notebook as one plain HTML page, typeset by MathJax with no macros."""
-    playwright_api = pytest.importorskip("playwright.sync_api")
     pages = []
     for edition, folder in editions.items():
         for path in generated(folder):
@@ -168,25 +167,24 @@ def test_mathjax_without_the_book_macros_typesets_every_formula(editions, tmp_pa
                 encoding="utf-8",
             )
             pages.append(page)
-    failures = {}
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox", "--disable-gpu"]
-        )
-        for page_path in pages:
-            page = browser.new_page()
-            page.goto(page_path.as_uri(), wait_until="load")
-            page.wait_for_function("() => window.MathJax && MathJax.startup", timeout=60_000)
-            page.evaluate("() => MathJax.startup.promise")
-            count = page.locator("mjx-container").count()
-            errors = page.eval_on_selector_all(
+
+    def measure(name: str, page) -> dict:
+        return {
+            "formulas": page.locator("mjx-container").count(),
+            "errors": page.eval_on_selector_all(
                 "mjx-merror, [data-mjx-error]",
                 "nodes => nodes.map(n => n.getAttribute('data-mjx-error') || n.textContent)",
-            )
-            page.close()
-            if errors or count == 0:
-                failures[page_path.name] = {"formulas": count, "errors": errors[:5]}
-        browser.close()
+            ),
+        }
+
+    jobs = [(page.name, page.as_uri(), 1280) for page in pages]
+    with chromium(["--no-sandbox", "--disable-gpu"]) as browser:
+        # a navigation starts MathJax afresh: no macro defined by one page reaches another
+        results = visit_pages(browser, jobs, measure, allowed=lambda url: True)
+    failures = {}
+    for name, (found, _) in results.items():
+        if found["errors"] or found["formulas"] == 0:
+            failures[name] = {"formulas": found["formulas"], "errors": found["errors"][:5]}
     assert not failures, json.dumps(failures, indent=1)
 
 

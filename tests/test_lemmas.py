@@ -240,7 +240,7 @@ def test_hessian_power_iteration_finds_the_top_eigenvalue(generator):
 
 def test_lipschitz_ratio_stays_in_omega_and_below_beta(generator):
     instance = random_regression_instance(0.9, family="aligned", generator=generator)
-    beta = bounds.lemma3_beta(**instance.constants())
+    beta = bounds.lemma3_beta(instance.constants())
     _, top = hessian_top_direction(instance, generator=generator)
     for radius in (1e-4, 1e-1, 10.0):
         ratio = lipschitz_ratio(instance, top, radius)
@@ -292,8 +292,8 @@ def test_gradient_gap_frame_follows_its_sliders():
         0.8, seq_len=30, generator=torch.Generator().manual_seed(0)
     )
     constants = instance.constants()
-    gamma = bounds.lemma2_gamma(**constants)
-    expected = [bounds.lemma2_gradient_bound(gamma, k, constants["lam"]) for k in ks]
+    gamma = bounds.lemma2_gamma(constants)
+    expected = [bounds.lemma2_gradient_bound(gamma, k, constants.lam) for k in ks]
     np.testing.assert_allclose(bound, expected, rtol=1e-12)
     assert np.all(measured <= bound)
     for lam, input_bound in ((0.5, 1.0), (0.8, 3.0)):
@@ -346,15 +346,11 @@ def test_symbolic_constants_match_the_float_functions(seed):
         lemma_algebra.L_rho: l_rho,
         lemma_algebra.L2_rho: l2_rho,
     }
-    kwargs = {"l_rho": l_rho, "l2_rho": l2_rho}
+    constants = bounds.GradientConstants(lam, lx, bx, lp, sp_, l_rho, l2_rho)
     gamma = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma2_gamma_expression())
     beta = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma3_beta_expression())
-    assert float(gamma.subs(values)) == pytest.approx(
-        bounds.lemma2_gamma(lam, lx, bx, lp, sp_, **kwargs), rel=1e-12
-    )
-    assert float(beta.subs(values)) == pytest.approx(
-        bounds.lemma3_beta(lam, lx, bx, lp, sp_, **kwargs), rel=1e-12
-    )
+    assert float(gamma.subs(values)) == pytest.approx(bounds.lemma2_gamma(constants), rel=1e-12)
+    assert float(beta.subs(values)) == pytest.approx(bounds.lemma3_beta(constants), rel=1e-12)
 
 
 def test_growth_orders_match_the_paper_in_its_convention():

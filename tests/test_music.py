@@ -26,9 +26,8 @@ from stablernn_lib.tasks.jsb.train import (
     result_file_name,
     should_decay,
     train_music_model,
-    with_seed,
 )
-from stablernn_lib.tasks.training import published_config
+from stablernn_lib.tasks.training import published_config, with_seed
 from stablernn_lib.tasks.wikitext2.analysis import (
     gradient_by_distance,
     gradient_by_distance_naive,

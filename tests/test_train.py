@@ -14,7 +14,7 @@ import torch
 
 from stablernn_lib.__main__ import main
 from stablernn_lib.core.io import same_config
-from stablernn_lib.tasks.training import TrainingDivergedError
+from stablernn_lib.tasks.training import TrainingDivergedError, with_seed
 from stablernn_lib.tasks.wikitext2 import data
 from stablernn_lib.tasks.wikitext2.data import Corpus, write_synthetic_corpus
 from stablernn_lib.tasks.wikitext2.train import (
@@ -22,7 +22,6 @@ from stablernn_lib.tasks.wikitext2.train import (
     load_trained_model,
     published_result_path,
     train_language_model,
-    with_seed,
 )
 
 TINY = replace(CONFIGS["smoke"], name="tiny", embedding_size=16, hidden_size=16, epochs=3)

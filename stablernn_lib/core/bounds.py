@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 
 
 def _check_contraction(lam: float) -> None:
@@ -96,12 +97,6 @@ def _check_open_contraction(lam: float) -> None:
         )
 
 
-def _check_activation_constants(l_rho: float, l2_rho: float) -> None:
-    if not l_rho > 0:
-        raise ValueError(f"l_rho = sup |rho'| must be positive, got {l_rho}")
-    _check_nonnegative(l2_rho=l2_rho)
-
-
 def squared_loss_constants(state_bound: float, target_norm: float) -> tuple[float, float]:
     """``(L_p, S_p)`` of ``l(h) = ||h - y||^2 / 2`` on the ball ``||h|| <= B_h``.
 
@@ -116,22 +111,35 @@ def gradient_input_bound(lam: float, lx: float, bx: float) -> float:
     return math.hypot(state_norm_bound(lam, lx, bx), bx)
 
 
-def lemma2_gamma(
-    lam: float,
-    lx: float,
-    bx: float,
-    lp: float,
-    sp: float,
-    *,
-    l_rho: float = 1.0,
-    l2_rho: float = ACTIVATION_SECOND_DERIVATIVE["tanh"],
-) -> float:
+@dataclass(frozen=True)
+class GradientConstants:
+    """The constants that Lemmas 2 and 3 assume of the RNN, its inputs and its loss.
+
+    ``lam`` = lambda with ``L_rho ||W||_2 <= lambda`` (each lemma checks its range);
+    ``lx`` = ``L_x >= L_rho ||U||_2``; ``bx`` = ``B_x >= ||x_t||``; ``lp`` = ``L_p``,
+    ``sp`` = ``S_p`` (loss gradient bound and its Lipschitz constant on ``||h|| <= B_h``);
+    ``l_rho``, ``l2_rho`` = bounds on ``|rho'|``, ``|rho''|`` (defaults: tanh).
+    """
+
+    lam: float
+    lx: float
+    bx: float
+    lp: float
+    sp: float
+    l_rho: float = 1.0
+    l2_rho: float = ACTIVATION_SECOND_DERIVATIVE["tanh"]
+
+    def __post_init__(self) -> None:
+        _check_nonnegative(lx=self.lx, bx=self.bx, lp=self.lp, sp=self.sp)
+        if not self.l_rho > 0:
+            raise ValueError(f"l_rho = sup |rho'| must be positive, got {self.l_rho}")
+        _check_nonnegative(l2_rho=self.l2_rho)
+
+
+def lemma2_gamma(c: GradientConstants) -> float:
     """The constant of Lemma 2: ``||grad_w p_T - grad_w p^k_T|| <= gamma k lambda^k``.
 
-    Arguments: ``lam`` = lambda in (0, 1) with ``L_rho ||W||_2 <= lambda``; ``lx`` =
-    ``L_x >= L_rho ||U||_2``; ``bx`` = ``B_x >= ||x_t||``; ``lp`` = ``L_p``, ``sp`` = ``S_p``
-    (loss gradient bound and its Lipschitz constant on ``||h|| <= B_h``); ``l_rho``,
-    ``l2_rho`` = bounds on ``|rho'|``, ``|rho''|`` (defaults: tanh).  Exactly::
+    Needs ``0 < lambda < 1``.  Exactly::
 
         gamma = B_z * (L2_rho L_p B_h / (L_rho (1 - lambda)) + L_rho S_p B_h
                        + L_rho L_p / (1 - lambda))
@@ -139,44 +147,31 @@ def lemma2_gamma(
 
     with ``B_h = L_x B_x / (1 - lambda)``, ``B_z = sqrt(B_h^2 + B_x^2)``.
     """
-    _check_open_contraction(lam)
-    _check_nonnegative(lx=lx, bx=bx, lp=lp, sp=sp)
-    _check_activation_constants(l_rho, l2_rho)
-    bh = state_norm_bound(lam, lx, bx)
-    bz = math.hypot(bh, bx)
-    error_terms = l2_rho * lp * bh / (l_rho * (1 - lam)) + l_rho * sp * bh
-    tail = l_rho * lp / (1 - lam)
-    return bz * (error_terms + tail) + l_rho * lp * bh / lam
+    _check_open_contraction(c.lam)
+    bh = state_norm_bound(c.lam, c.lx, c.bx)
+    bz = math.hypot(bh, c.bx)
+    error_terms = c.l2_rho * c.lp * bh / (c.l_rho * (1 - c.lam)) + c.l_rho * c.sp * bh
+    tail = c.l_rho * c.lp / (1 - c.lam)
+    return bz * (error_terms + tail) + c.l_rho * c.lp * bh / c.lam
 
 
-def lemma3_beta(
-    lam: float,
-    lx: float,
-    bx: float,
-    lp: float,
-    sp: float,
-    *,
-    l_rho: float = 1.0,
-    l2_rho: float = ACTIVATION_SECOND_DERIVATIVE["tanh"],
-) -> float:
+def lemma3_beta(c: GradientConstants) -> float:
     """The constant of Lemma 3: ``||grad p_T(w) - grad p_T(w')|| <= beta ||w - w'||``.
 
     Holds for ``w, w'`` both in ``{L_rho ||W||_2 <= lambda, L_rho ||U||_2 <= L_x}``;
-    arguments as in :func:`lemma2_gamma` (here ``lambda = 0`` is allowed).  Exactly::
+    here ``lambda = 0`` is allowed.  Exactly::
 
         beta = (L2_rho L_p + L_rho^2 S_p) B_z^2 / (1 - lambda)^2
                + lambda L2_rho L_p B_z^2 / (1 - lambda)^3
                + 2 L_rho^2 L_p B_z / (1 - lambda)^2
     """
-    _check_contraction(lam)
-    _check_nonnegative(lx=lx, bx=bx, lp=lp, sp=sp)
-    _check_activation_constants(l_rho, l2_rho)
-    bz = gradient_input_bound(lam, lx, bx)
-    gap = 1 - lam
+    _check_contraction(c.lam)
+    bz = gradient_input_bound(c.lam, c.lx, c.bx)
+    gap = 1 - c.lam
     return (
-        (l2_rho * lp + l_rho**2 * sp) * bz**2 / gap**2
-        + lam * l2_rho * lp * bz**2 / gap**3
-        + 2 * l_rho**2 * lp * bz / gap**2
+        (c.l2_rho * c.lp + c.l_rho**2 * c.sp) * bz**2 / gap**2
+        + c.lam * c.l2_rho * c.lp * bz**2 / gap**3
+        + 2 * c.l_rho**2 * c.lp * bz / gap**2
     )
 
 

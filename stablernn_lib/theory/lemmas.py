@@ -400,21 +400,15 @@ class RegressionInstance:
     def bx(self) -> float:
         return float(self.inputs.norm(dim=-1).max())
 
-    def constants(self) -> dict[str, float]:
-        """Keyword arguments for :func:`bounds.lemma2_gamma` and :func:`bounds.lemma3_beta`."""
+    def constants(self) -> bounds.GradientConstants:
+        """The constants of :func:`bounds.lemma2_gamma` and :func:`bounds.lemma3_beta`."""
         lam, lx, bx = self.lam, self.lx, self.bx
         lp, sp = bounds.squared_loss_constants(
             bounds.state_norm_bound(lam, lx, bx), float(self.target.norm())
         )
-        return {
-            "lam": lam,
-            "lx": lx,
-            "bx": bx,
-            "lp": lp,
-            "sp": sp,
-            "l_rho": activation_lipschitz(self.model.activation),
-            "l2_rho": bounds.activation_smoothness(self.model.activation),
-        }
+        l2_rho = bounds.activation_smoothness(self.model.activation)
+        l_rho = activation_lipschitz(self.model.activation)
+        return bounds.GradientConstants(lam, lx, bx, lp, sp, l_rho, l2_rho)
 
 
 def random_regression_instance(
@@ -617,9 +611,9 @@ def gradient_gap_experiment(
     )
     for i, j, instance, _ in instances:
         constants = instance.constants()
-        gammas[i, j] = bounds.lemma2_gamma(**constants)
+        gammas[i, j] = bounds.lemma2_gamma(constants)
         measured[i, j] = gradient_gaps(instance, ks)
-        bound[i, j] = [bounds.lemma2_gradient_bound(gammas[i, j], k, constants["lam"]) for k in ks]
+        bound[i, j] = [bounds.lemma2_gradient_bound(gammas[i, j], k, constants.lam) for k in ks]
     model = instance.model
     return GradientGapResult(
         np.asarray(lams, dtype=float),
@@ -772,7 +766,7 @@ def smoothness_experiment(
         lams, num_instances, seed, progress, "Lemma 3 instances", instance_options
     )
     for i, j, instance, generator in instances:
-        betas[i, j] = bounds.lemma3_beta(**instance.constants())
+        betas[i, j] = bounds.lemma3_beta(instance.constants())
         hessian_norms[i, j], top = hessian_top_direction(instance, generator=generator)
         directions = [top, -top] + [
             torch.randn(top.shape, generator=generator, dtype=top.dtype)

@@ -329,9 +329,9 @@ def lemma2_ratio(
     """Lemma 2's ``||grad p_T - grad p^k_T|| / (gamma k lambda^k)`` by the library."""
     instance = _instance(W, U, inputs, target, activation)
     constants = instance.constants()
-    gamma = bounds.lemma2_gamma(**constants)
+    gamma = bounds.lemma2_gamma(constants)
     measured = float(gradient_gaps(instance, [k])[0])
-    return measured / bounds.lemma2_gradient_bound(gamma, k, constants["lam"])
+    return measured / bounds.lemma2_gradient_bound(gamma, k, constants.lam)
 
 
 def lemma2_search(
@@ -383,10 +383,8 @@ def lemma3_ratio(
     lp, sp = bounds.squared_loss_constants(
         bounds.state_norm_bound(lam, lx, bx), float(a.target.norm())
     )
-    l_rho = activation_lipschitz(activation)
-    beta = bounds.lemma3_beta(
-        lam, lx, bx, lp, sp, l_rho=l_rho, l2_rho=bounds.activation_smoothness(activation)
-    )
+    l_rho, l2_rho = activation_lipschitz(activation), bounds.activation_smoothness(activation)
+    beta = bounds.lemma3_beta(bounds.GradientConstants(lam, lx, bx, lp, sp, l_rho, l2_rho))
     gap = parameter_gradient(a.model, a.inputs, a.target) - parameter_gradient(
         b.model, b.inputs, b.target
     )

@@ -43,6 +43,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from stablernn_lib.core.bounds import (
+    GradientConstants,
     activation_smoothness,
     lemma1_truncation_bound,
     lemma2_gamma,
@@ -372,15 +373,15 @@ def theory_constants(instance: Figure1Instance) -> dict[str, float]:
     bx = float(instance.train_inputs.norm(dim=-1).max())
     bh = state_norm_bound(lam, lx, bx)
     lp, sp_ = squared_loss_constants(bh, float(instance.train_targets.norm(dim=-1).max()))
-    args = (lam, lx, bx, lp, sp_)
+    constants = GradientConstants(lam, lx, bx, lp, sp_, l_rho=l_rho, l2_rho=l2_rho)
     return {
         "lx": lx,
         "bx": bx,
         "bh": bh,
         "lp": lp,
         "sp": sp_,
-        "gamma": lemma2_gamma(*args, l_rho=l_rho, l2_rho=l2_rho),
-        "beta": lemma3_beta(*args, l_rho=l_rho, l2_rho=l2_rho),
+        "gamma": lemma2_gamma(constants),
+        "beta": lemma3_beta(constants),
     }
 
 

@@ -60,19 +60,8 @@ from torch.nn.utils.rnn import pad_sequence
 
 from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.core.results import results_path
+from stablernn_lib.tasks import training
 from stablernn_lib.tasks.jsb.data import NUM_KEYS, PianoRolls, load_jsb
-from stablernn_lib.tasks.training import (
-    DATA_ROOT,
-    EpochStats,
-    Task,
-    finished_or_fresh,
-    named_config,
-    published_config,
-    save_best_model,
-    split_seed,
-    train,
-    with_seed,
-)
 from stablernn_lib.tasks.wikitext2.model import (
     SequenceModel,
     State,
@@ -81,7 +70,7 @@ from stablernn_lib.tasks.wikitext2.model import (
 )
 from stablernn_lib.theory.lstm_stability import project_l1_ball, project_lstm_weights_
 
-RUNS_DIR = DATA_ROOT / "runs" / "jsb"
+RUNS_DIR = training.DATA_ROOT / "runs" / "jsb"
 RESULTS_DIR = results_path("jsb")  # the checkout's data/results/jsb, or the packaged copy
 VARIANTS: tuple[str, ...] = ("unconstrained", "stable", "authors-bug")
 
@@ -182,7 +171,7 @@ def result_file_name(model: str, variant: str, config: str) -> str:
     ``<model>-<variant>.json`` (``full``), ``<model>-<variant>-adam.json`` (``adam``),
     ``<folder>/<model>-<variant>.json`` (the others), with ``seed<N>/`` before the file
     name for a config ``<name>-seed<N>``."""
-    base, seed = split_seed(config)
+    base, seed = training.split_seed(config)
     if base not in PUBLISHED_RESULTS:
         raise ValueError(f"config {config!r} commits no results; {list(PUBLISHED_RESULTS)} do")
     folder, suffix = PUBLISHED_RESULTS[base]
@@ -192,7 +181,7 @@ def result_file_name(model: str, variant: str, config: str) -> str:
 
 def get_config(config: str | MusicConfig) -> MusicConfig:
     """A named config (a key of ``CONFIGS``) or a given :class:`MusicConfig`."""
-    return named_config(config, CONFIGS, MusicConfig)
+    return training.named_config(config, CONFIGS, MusicConfig)
 
 
 def check_variant(model: str, variant: str) -> str:
@@ -408,7 +397,7 @@ def should_decay(epoch: int, val_loss: float, previous: list[float], config: Mus
     return epoch > config.decay_after and bool(window) and val_loss > max(window)
 
 
-class MusicTask(Task):
+class MusicTask(training.Task):
     """JSB Chorales for the training loop: one chorale a step in a shuffled order, the loss
     summed over its time steps; the metric is the NLL per time step (nats)."""
 
@@ -447,7 +436,7 @@ class MusicTask(Task):
     ) -> bool:
         return should_decay(epoch, val_loss, previous, self.config)
 
-    def epoch_metrics(self, stats: EpochStats) -> dict[str, Any]:
+    def epoch_metrics(self, stats: training.EpochStats) -> dict[str, Any]:
         return {
             "epoch": stats.epoch,
             "train_nll": stats.train_loss,
@@ -509,11 +498,11 @@ def train_music_model(
     name = music_run_name(cell, variant, config)
     out = Path(out_dir) if out_dir is not None else RUNS_DIR / name
     identity = {"model": cell, "variant": variant}
-    finished = finished_or_fresh(out, name, identity, config, resume, progress)
+    finished = training.finished_or_fresh(out, name, identity, config, resume, progress)
     if finished is not None:  # a rerun of a finished run: nothing to do
         return finished
     task = MusicTask(cell, variant, config, data)
-    status, state = train(
+    status, state = training.train(
         task, out, resume=resume, progress=progress, on_step=on_step, stop_below_lr=stop_below_lr
     )
     result: dict[str, Any] = {
@@ -536,9 +525,9 @@ def train_music_model(
         "stopped_early": state.get("stopped_early"),
     }
     if status == "completed":
-        save_best_model(task, state, out / "model.pt")
+        training.save_best_model(task, state, out / "model.pt")
         result["test_nll"] = evaluate_nll(task.model, data.test)
-        if config == published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
+        if config == training.published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
             where = Path(results_dir) if results_dir is not None else RESULTS_DIR
             atomic_write_json(where / result_file_name(cell, variant, config.name), result)
     atomic_write_json(out / "result.json", result)
@@ -565,7 +554,7 @@ def _command(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     config = get_config(args.config)
     if args.seed is not None:  # config <name>-seed<N>, published under its seed<N>/ folder
-        config = with_seed(config, args.seed)
+        config = training.with_seed(config, args.seed)
     if args.epochs is not None:
         config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
     variant = args.variant or ("stable" if args.stable else "unconstrained")

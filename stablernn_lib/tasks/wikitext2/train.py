@@ -49,18 +49,7 @@ import torch
 
 from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.core.results import results_path
-from stablernn_lib.tasks.training import (
-    DATA_ROOT,
-    EpochStats,
-    Task,
-    finished_or_fresh,
-    named_config,
-    published_config,
-    save_best_model,
-    split_seed,
-    train,
-    with_seed,
-)
+from stablernn_lib.tasks import training
 from stablernn_lib.tasks.wikitext2.data import (
     Corpus,
     batch_starts,
@@ -78,7 +67,7 @@ from stablernn_lib.tasks.wikitext2.model import (
     project_stable_,
 )
 
-RUNS_DIR = DATA_ROOT / "runs" / "wikitext2"
+RUNS_DIR = training.DATA_ROOT / "runs" / "wikitext2"
 RESULTS_DIR = results_path("wikitext2")  # committed results, in the checkout or the package
 
 
@@ -273,7 +262,7 @@ PUBLISHED_RESULTS: dict[str, str] = {
 
 def results_folder(config_name: str) -> Path:
     """Where the committed results of a config go: ``data/results/wikitext2[/cpu][/seedN]``."""
-    base, seed = split_seed(config_name)
+    base, seed = training.split_seed(config_name)
     if base not in PUBLISHED_RESULTS:
         raise ValueError(f"config {config_name!r} commits no results; {list(PUBLISHED_RESULTS)} do")
     return RESULTS_DIR / PUBLISHED_RESULTS[base] / ("" if seed is None else f"seed{seed}")
@@ -285,7 +274,7 @@ def published_result_path(
     """Where a finished run's result is committed, or ``None`` when it is not one of the
     published runs: only a config equal to the published config of its name (a run with,
     say, fewer epochs must never replace the committed result)."""
-    if config != published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
+    if config != training.published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
         return None
     where = Path(results_dir) if results_dir is not None else results_folder(config.name)
     return where / f"{cell}-{'stable' if stable else 'unconstrained'}.json"
@@ -293,7 +282,7 @@ def published_result_path(
 
 def get_config(config: str | LMConfig) -> LMConfig:
     """A named config (a key of ``CONFIGS``) or a given :class:`LMConfig`."""
-    return named_config(config, CONFIGS, LMConfig)
+    return training.named_config(config, CONFIGS, LMConfig)
 
 
 def run_name(model: str, stable: bool, config: LMConfig) -> str:
@@ -342,7 +331,7 @@ def build_model(cell: str, stable: bool, config: LMConfig, vocab_size: int) -> W
     return model
 
 
-class LanguageModelTask(Task):
+class LanguageModelTask(training.Task):
     """WikiText-2 for the training loop: windows of ``bptt`` tokens of ``batch_size``
     streams, the state carried from window to window; the metric is the NLL per token."""
 
@@ -377,7 +366,7 @@ class LanguageModelTask(Task):
     def validate(self) -> float:
         return evaluate_loss(self.model, self.valid_source, self.config.bptt)
 
-    def epoch_metrics(self, stats: EpochStats) -> dict[str, Any]:
+    def epoch_metrics(self, stats: training.EpochStats) -> dict[str, Any]:
         return {
             "epoch": stats.epoch,
             "train_loss": stats.train_loss,
@@ -434,11 +423,11 @@ def train_language_model(
     name = run_name(cell, stable, config)
     out = Path(out_dir) if out_dir is not None else RUNS_DIR / name
     identity = {"model": cell, "stable": stable}
-    finished = finished_or_fresh(out, name, identity, config, resume, progress)
+    finished = training.finished_or_fresh(out, name, identity, config, resume, progress)
     if finished is not None:  # a rerun of a finished run: nothing to do
         return finished
     task = LanguageModelTask(cell, stable, config, data, device)
-    status, state = train(
+    status, state = training.train(
         task,
         out,
         resume=resume,
@@ -463,7 +452,7 @@ def train_language_model(
         "best_val_ppl": perplexity(state["best_val_loss"]),
     }
     if status == "completed":
-        save_best_model(task, state, out / "model.pt", vocab_size=data.vocab_size)
+        training.save_best_model(task, state, out / "model.pt", vocab_size=data.vocab_size)
         test_loss = evaluate_loss(task.model, task.test_source, config.bptt)
         result.update(test_loss=test_loss, test_ppl=perplexity(test_loss))
         published = published_result_path(config, cell, stable, results_dir)
@@ -498,7 +487,7 @@ def _default_device() -> torch.device:
 def _command(args: argparse.Namespace) -> int:
     config = get_config(args.config)
     if args.seed is not None:  # config <name>-seed<N>, published under its seed<N>/ folder
-        config = with_seed(config, args.seed)
+        config = training.with_seed(config, args.seed)
     if args.epochs is not None:  # another config: its own run folder, never published
         config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
     if config.name.startswith("full") and args.device is None and _default_device().type == "cpu":
