@@ -395,9 +395,10 @@ def load_reruns(config: str, results_dir: str | Path | None = None) -> dict[str,
     return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
 
 
-def reruns_table(config: str, results_dir: str | Path | None = None) -> str:
+def reruns_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
     """Markdown table of ``<config>/reruns.json``: each rerun's earlier outcome and commit
-    beside the test NLL committed now (read from its result file), and the change."""
+    beside the test NLL committed now (read from its result file), the change, and the
+    no-memory ``baseline`` for scale."""
     reruns = load_reruns(config, results_dir)
     if reruns is None:
         return f"no reruns recorded for config `{config}`"
@@ -422,6 +423,7 @@ def reruns_table(config: str, results_dir: str | Path | None = None) -> str:
         lines.append(
             f"| {LABELS[entry['model']]} | {entry['seed']} | {before} | {now} | {change} |"
         )
+    lines.append(_baseline_row(baseline, 5))
     return "\n".join(lines)
 
 
