@@ -165,3 +165,35 @@ def test_reruns_table_rows_are_computed_from_the_committed_files() -> None:
         if "test_nll" in entry["earlier"]:
             change = current["test_nll"] - entry["earlier"]["test_nll"]
             assert row.endswith(f"| {change:+.3f} |")
+
+
+def test_chapter9_reading_of_the_adam_tcn_measurements_holds() -> None:
+    """Each claim of Chapter 9's paragraph on the adam-tcn measurements, from the file."""
+    analysis = ma.load_full_analysis(config="adam-tcn")
+    assert analysis is not None
+    rule = ma.criteria.criterion("gradient_vanishes")
+
+    def gradient_ratio(name: str) -> float:
+        figure2 = analysis[name]["figure2"]
+        norms = dict(zip(figure2["distance"], figure2["mean_norm"], strict=True))
+        return norms[rule["distance"]] / norms[0]
+
+    def largest_jacobian(name: str) -> float:
+        return max(max(layer) for layer in analysis[name]["jacobian_norms"])
+
+    for cell in ("rnn", "lstm"):
+        stable, free = f"{cell}-stable", f"{cell}-unconstrained"
+        assert gradient_ratio(stable) < rule["ratio"] < gradient_ratio(free)
+        k_stable = ma.context_used(analysis[stable]["truncated_eval"])
+        k_free = ma.context_used(analysis[free]["truncated_eval"])
+        assert k_stable is not None and k_free is not None
+        assert k_stable <= 6 and 2 * k_stable <= k_free <= 16
+        assert largest_jacobian(stable) < 1.0
+        assert min(min(layer) for layer in analysis[free]["jacobian_norms"]) > 1.5
+        stable_runs = ma.seed_summary(ma.load_seed_results("adam-tcn")[stable])
+        free_runs = ma.seed_summary(ma.load_seed_results("adam-tcn")[free])
+        assert stable_runs.mean <= free_runs.mean
+        assert ma.criteria.relative_gap(free_runs.mean, 11.09) < -0.20
+    ks = {cell: [ma.context_used(analysis[f"{cell}-{v}"]["truncated_eval"])
+                 for v in ("stable", "unconstrained")] for cell in ("rnn", "lstm")}  # fmt: skip
+    assert ks["lstm"][1] > 5 * ks["lstm"][0]
