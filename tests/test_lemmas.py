@@ -22,6 +22,10 @@ from stablernn_lib.core.truncation import truncated_states_reference  # noqa: E4
 from stablernn_lib.figures import lemmas as lemma_plots
 from stablernn_lib.symbolic import lemma_algebra  # noqa: E402
 from stablernn_lib.theory.lemmas import (  # noqa: E402
+    ROUNDOFF_SLACK,
+    GradientGapResult,
+    SmoothnessResult,
+    TruncationResult,
     cube_inputs,
     finite_difference_gradient,
     flat_parameters,
@@ -145,6 +149,139 @@ def test_single_threaded_restores_the_thread_count():
     before = torch.get_num_threads()
     assert single_threaded(torch.get_num_threads)() == 1
     assert torch.get_num_threads() == before
+
+
+def _hand_truncation_result() -> TruncationResult:
+    """Lemma 1's result with numbers chosen by hand (no experiment run).
+
+    lambda = 0.5: instance 0 has lambda_hat = 0.5, B_h = 1000, so its bounds at k = 1, 2, 20
+    are 500, 250 and 1000 / 2^20 (below the ratio floor 1e-6 B_h = 1e-3, but above
+    1e-6 / B_h); it meets the bound exactly at k = 1 and exceeds it by half the rounding
+    slack at k = 2.  Instance 1 has lambda_hat = 1e-6, B_h = 1: its bound at k = 1 equals the
+    floor exactly.  lambda = 3 has no bound (NaN constants).
+    """
+    ks = np.array([1, 2, 20])
+    certified = np.array([[0.5, 1e-6], [np.nan, np.nan]])
+    state_bounds = np.array([[1000.0, 1.0], [np.nan, np.nan]])
+    measured = np.array(
+        [
+            [[500.0, 250.0 + 0.5 * ROUNDOFF_SLACK * 1000.0, 4e-4], [5e-7, 1e-13, 0.0]],
+            [[3.0, 2.0, 1.5], [4.0, 1.0, 0.5]],
+        ]
+    )
+    return TruncationResult(
+        np.array([0.5, 3.0]), ks, measured, certified, state_bounds, "tanh", "gaussian", 1.0, "E"
+    )
+
+
+def test_truncation_result_bound_ratios_and_tightness_by_hand():
+    result = _hand_truncation_result()
+    expected_bound = np.array([[500.0, 250.0, 1000.0 / 2**20], [1e-6, 1e-12, 1e-120]])
+    np.testing.assert_allclose(result.bound[0], expected_bound, rtol=1e-15)
+    assert np.isnan(result.bound[1]).all()
+    # equality and excess within the slack both count as holding; twice the slack does not
+    assert result.holds()
+    result.measured[0, 0, 1] = 250.0 + 2 * ROUNDOFF_SLACK * 1000.0
+    assert not result.holds()
+    result.measured[0, 0, 1] = 250.0 + 0.5 * ROUNDOFF_SLACK * 1000.0
+    ratios = result.ratios()
+    nan = np.nan
+    expected = [[[1.0, 1.0 + 2e-12, nan], [nan, nan, nan]], [[nan] * 3, [nan] * 3]]
+    np.testing.assert_allclose(ratios, expected, rtol=1e-12)
+    tightness = result.tightness()
+    assert tightness.shape == (2,)
+    assert tightness[0] == pytest.approx(1.0 + 2e-12, rel=1e-14) and np.isnan(tightness[1])
+
+
+def test_truncation_result_smallest_context_by_hand():
+    result = _hand_truncation_result()
+    # worst gaps over instances: lambda = 0.5: (500, 250, 4e-4); lambda = 3: (4, 2, 1.5)
+    np.testing.assert_array_equal(result.smallest_context(300.0), [2, 1])
+    np.testing.assert_array_equal(result.smallest_context(1.5), [20, 20])  # 1.5 <= 1.5
+    np.testing.assert_array_equal(result.smallest_context(1.0), [20, np.nan])
+    np.testing.assert_array_equal(result.smallest_context(0.5), [20, np.nan])
+    for eps in (0.0, -1.0):
+        with pytest.raises(ValueError, match="eps must be positive"):
+            result.smallest_context(eps)
+
+
+def test_truncation_result_summary_by_hand():
+    assert _hand_truncation_result().summary() == (
+        "lambda = 0.5   bound holds in every run: True; largest measured/bound = 1; "
+        "gap at k = 20: 4.0e-04\n"
+        "lambda = 3     no bound (lambda >= 1); largest gap at k = 1: 4.00e+00, "
+        "at k = 20: 1.50e+00"
+    )
+    result = _hand_truncation_result()
+    result.measured[0, 1, 0] = 2e-6  # twice its bound
+    assert "bound holds in every run: False" in result.summary()
+
+
+def _hand_gradient_gap_result() -> GradientGapResult:
+    """Lemma 2's result by hand: at lambda = 0.5 instance 0 (gamma = 1000) meets its bound
+    exactly at k = 1 and by half the slack at k = 2, where the bound 5e-4 is below the
+    ratio floor 1e-6 gamma; instance 1 (gamma = 1) has a bound equal to the floor.  At
+    lambda = 0.9 instance 1 exceeds its bound 2 with a gap of 3."""
+    bound = np.array([[[400.0, 5e-4], [1e-6, 0.5]], [[1.0, 0.5], [2.0, 1.0]]])
+    measured = np.array(
+        [
+            [[400.0, 5e-4 + 0.5 * ROUNDOFF_SLACK * 1000.0], [1e-7, 0.25]],
+            [[0.5, 0.5], [3.0, 0.5]],
+        ]
+    )
+    gammas = np.array([[1000.0, 1.0], [2.0, 3.0]])
+    lams, ks = np.array([0.5, 0.9]), np.array([1, 2])
+    return GradientGapResult(lams, ks, measured, gammas, bound, "tanh", "gaussian", 8, 4, 60)
+
+
+def test_gradient_gap_result_by_hand():
+    result = _hand_gradient_gap_result()
+    assert not result.holds()  # the gap 3 > 2 at lambda = 0.9
+    nan = np.nan
+    np.testing.assert_allclose(
+        result.ratios(), [[[1.0, nan], [nan, 0.5]], [[0.5, 1.0], [1.5, 0.5]]], rtol=1e-15
+    )
+    np.testing.assert_allclose(result.tightness(), [1.0, 1.5], rtol=1e-15)
+    assert result.summary() == (
+        "lambda = 0.5   gamma =     1e+03; bound holds in every run: True; "
+        "largest measured/bound = 1\n"
+        "lambda = 0.9   gamma =         3; bound holds in every run: False; "
+        "largest measured/bound = 1.5"
+    )
+    result.measured[1, 1, 0] = 2.0  # now every gap is at most its bound (up to the slack)
+    assert result.holds()
+    result.measured[0, 0, 1] = 5e-4 + 2 * ROUNDOFF_SLACK * 1000.0
+    assert not result.holds()
+
+
+def _hand_smoothness_result() -> SmoothnessResult:
+    """Lemma 3's result by hand: with x = 1 / (1 - lambda) = 2, 4, 8 the ratios are
+    (1, 3) x^2 (mean 2 x^2, exponent 2) and the betas (4, 4) x^3 (exponent 3)."""
+    lams = np.array([0.5, 0.75, 0.875])
+    x = 1 / (1 - lams)
+    ratios = np.outer(x**2, [1.0, 3.0])
+    betas = np.outer(x**3, [4.0, 4.0])
+    return SmoothnessResult(lams, ratios, np.zeros_like(ratios), betas, "identity", "aligned")
+
+
+def test_smoothness_result_by_hand():
+    result = _hand_smoothness_result()
+    assert result.growth_exponent() == pytest.approx(2.0, abs=1e-12)
+    assert result.growth_exponent(result.betas) == pytest.approx(3.0, abs=1e-12)
+    # largest ratio / beta = 3 x^2 / (4 x^3) = 3 / (4 x)
+    np.testing.assert_allclose(result.tightness(), [0.375, 0.1875, 0.09375], rtol=1e-15)
+    assert result.holds()
+    assert result.summary() == (
+        "lambda = 0.5   largest ratio =        12; beta =        32; largest ratio/beta = 0.375\n"
+        "lambda = 0.75  largest ratio =        48; beta =       256; largest ratio/beta = 0.188\n"
+        "lambda = 0.875 largest ratio =       192; beta =  2.05e+03; largest ratio/beta = 0.0938\n"
+        "growth in 1/(1 - lambda): measured exponent 2.00, beta's exponent 3.00; "
+        "bound holds: True"
+    )
+    result.ratios = result.betas.copy()  # ratio = beta is allowed
+    assert result.holds()
+    result.ratios[1, 0] *= 1 + 1e-12
+    assert not result.holds()
 
 
 # ----------------------------------------------------------------------------- gradients
