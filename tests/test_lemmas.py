@@ -26,6 +26,7 @@ from stablernn_lib.theory.lemmas import (  # noqa: E402
     GradientGapResult,
     SmoothnessResult,
     TruncationResult,
+    _truncation_case,
     cube_inputs,
     finite_difference_gradient,
     flat_parameters,
@@ -39,10 +40,12 @@ from stablernn_lib.theory.lemmas import (  # noqa: E402
     regression_loss,
     single_threaded,
     smoothness_experiment,
+    sphere_inputs,
     truncation_experiment,
     truncation_gaps,
 )
 from stablernn_lib.theory.lstm_stability import (  # noqa: E402
+    LSTMCertificate,
     lstm_certificate,
     random_stable_lstm,
     weighted_state_norm,
@@ -156,8 +159,8 @@ def _hand_truncation_result() -> TruncationResult:
 
     lambda = 0.5: instance 0 has lambda_hat = 0.5, B_h = 1000, so its bounds at k = 1, 2, 20
     are 500, 250 and 1000 / 2^20 (below the ratio floor 1e-6 B_h = 1e-3, but above
-    1e-6 / B_h); it meets the bound exactly at k = 1 and exceeds it by half the rounding
-    slack at k = 2.  Instance 1 has lambda_hat = 1e-6, B_h = 1: its bound at k = 1 equals the
+    1e-6 / B_h); it exceeds the bound by exactly the rounding slack at k = 1 and by half
+    of it at k = 2.  Instance 1 has lambda_hat = 1e-6, B_h = 1: its bound at k = 1 equals the
     floor exactly.  lambda = 3 has no bound (NaN constants).
     """
     ks = np.array([1, 2, 20])
@@ -165,7 +168,10 @@ def _hand_truncation_result() -> TruncationResult:
     state_bounds = np.array([[1000.0, 1.0], [np.nan, np.nan]])
     measured = np.array(
         [
-            [[500.0, 250.0 + 0.5 * ROUNDOFF_SLACK * 1000.0, 4e-4], [5e-7, 1e-13, 0.0]],
+            [
+                [500.0 + ROUNDOFF_SLACK * 1000.0, 250.0 + 0.5 * ROUNDOFF_SLACK * 1000.0, 4e-4],
+                [5e-7, 1e-13, 0.0],
+            ],
             [[3.0, 2.0, 1.5], [4.0, 1.0, 0.5]],
         ]
     )
@@ -186,8 +192,8 @@ def test_truncation_result_bound_ratios_and_tightness_by_hand():
     result.measured[0, 0, 1] = 250.0 + 0.5 * ROUNDOFF_SLACK * 1000.0
     ratios = result.ratios()
     nan = np.nan
-    expected = [[[1.0, 1.0 + 2e-12, nan], [nan, nan, nan]], [[nan] * 3, [nan] * 3]]
-    np.testing.assert_allclose(ratios, expected, rtol=1e-12)
+    expected = [[[1.0 + 2e-12, 1.0 + 2e-12, nan], [nan, nan, nan]], [[nan] * 3, [nan] * 3]]
+    np.testing.assert_allclose(ratios, expected, rtol=1e-14)
     tightness = result.tightness()
     assert tightness.shape == (2,)
     assert tightness[0] == pytest.approx(1.0 + 2e-12, rel=1e-14) and np.isnan(tightness[1])
@@ -218,14 +224,14 @@ def test_truncation_result_summary_by_hand():
 
 
 def _hand_gradient_gap_result() -> GradientGapResult:
-    """Lemma 2's result by hand: at lambda = 0.5 instance 0 (gamma = 1000) meets its bound
-    exactly at k = 1 and by half the slack at k = 2, where the bound 5e-4 is below the
-    ratio floor 1e-6 gamma; instance 1 (gamma = 1) has a bound equal to the floor.  At
+    """Lemma 2's result by hand: at lambda = 0.5 instance 0 (gamma = 1000) exceeds its bound
+    by exactly the rounding slack at k = 1 and by half of it at k = 2, where the bound 5e-4
+    is below the ratio floor 1e-6 gamma; instance 1 (gamma = 1) has a bound equal to the floor.  At
     lambda = 0.9 instance 1 exceeds its bound 2 with a gap of 3."""
     bound = np.array([[[400.0, 5e-4], [1e-6, 0.5]], [[1.0, 0.5], [2.0, 1.0]]])
     measured = np.array(
         [
-            [[400.0, 5e-4 + 0.5 * ROUNDOFF_SLACK * 1000.0], [1e-7, 0.25]],
+            [[400.0 + ROUNDOFF_SLACK * 1000.0, 5e-4 + 0.5 * ROUNDOFF_SLACK * 1000.0], [1e-7, 0.25]],
             [[0.5, 0.5], [3.0, 0.5]],
         ]
     )
@@ -239,9 +245,9 @@ def test_gradient_gap_result_by_hand():
     assert not result.holds()  # the gap 3 > 2 at lambda = 0.9
     nan = np.nan
     np.testing.assert_allclose(
-        result.ratios(), [[[1.0, nan], [nan, 0.5]], [[0.5, 1.0], [1.5, 0.5]]], rtol=1e-15
+        result.ratios(), [[[1.0 + 2.5e-12, nan], [nan, 0.5]], [[0.5, 1.0], [1.5, 0.5]]], rtol=1e-14
     )
-    np.testing.assert_allclose(result.tightness(), [1.0, 1.5], rtol=1e-15)
+    np.testing.assert_allclose(result.tightness(), [1.0 + 2.5e-12, 1.5], rtol=1e-14)
     assert result.summary() == (
         "lambda = 0.5   gamma =     1e+03; bound holds in every run: True; "
         "largest measured/bound = 1\n"
@@ -282,6 +288,130 @@ def test_smoothness_result_by_hand():
     assert result.holds()
     result.ratios[1, 0] *= 1 + 1e-12
     assert not result.holds()
+
+
+def test_input_draws_have_the_stated_norms_shapes_and_seeds():
+    draw = [
+        lambda g: sphere_inputs(7, 3, 4, 2.5, g),
+        lambda g: cube_inputs(7, 3, 4, 2.5, g),
+        lambda g: random_rnn_with_inputs(0.6, seq_len=7, batch=3, input_bound=2.5, generator=g)[1],
+    ]
+    for make in draw:  # the same seed gives the same draw, whatever the global generator's state
+        torch.manual_seed(0)
+        x = make(torch.Generator().manual_seed(11))
+        assert x.shape == (7, 3, 4) and x.dtype == torch.float64
+        torch.manual_seed(1)
+        torch.testing.assert_close(make(torch.Generator().manual_seed(11)), x, rtol=0, atol=0)
+    sphere = draw[0](torch.Generator().manual_seed(1))
+    np.testing.assert_allclose(sphere.norm(dim=-1), 2.5, rtol=1e-14)
+    assert float(sphere_inputs(2, 2, 3, 0.0).abs().max()) == 0.0  # B_x = 0 is allowed
+    cube = cube_inputs(500, 4, 3, 2.5, torch.Generator().manual_seed(2))
+    assert float(cube.abs().max()) <= 2.5 and float(cube.min()) < -2.4 and float(cube.max()) > 2.4
+    assert abs(float(cube.mean())) < 0.1  # uniform on [-B, B]
+
+
+def test_random_rnn_with_inputs_defaults_and_families():
+    model, inputs = random_rnn_with_inputs(0.6, generator=torch.Generator().manual_seed(3))
+    assert (model.input_size, model.hidden_size, model.activation) == (4, 8, "tanh")
+    assert inputs.shape == (60, 1, 4)
+    np.testing.assert_allclose(inputs.norm(dim=-1), 1.0, rtol=1e-14)
+    assert spectral_norm_of(model.weight_hh) == pytest.approx(0.6, rel=1e-12)
+    model, inputs = random_rnn_with_inputs(
+        0.6, family="aligned", seq_len=5, batch=2, input_bound=3.0, activation="identity",
+        generator=torch.Generator().manual_seed(3),
+    )  # fmt: skip
+    torch.testing.assert_close(model.weight_hh.detach(), 0.6 * torch.eye(8, dtype=torch.float64))
+    # every input is B_x times the top right singular vector of U: ||U x|| = B_x ||U||_2
+    U = model.weight_ih.detach()
+    assert inputs.shape == (5, 2, 4)
+    assert torch.equal(inputs, inputs[:1, :1].expand(5, 2, 4))
+    pushed = float((U @ inputs[0, 0]).norm())
+    assert pushed == pytest.approx(3.0 * spectral_norm_of(U), rel=1e-12)
+
+
+def spectral_norm_of(matrix: torch.Tensor) -> float:
+    return float(torch.linalg.matrix_norm(matrix.detach(), ord=2))
+
+
+def _certificate_by_hand(lam: float, weights: tuple[float, float]) -> LSTMCertificate:
+    zeros = torch.zeros(2, dtype=torch.float64)
+    return LSTMCertificate(
+        p=math.inf,
+        input_bound=1.0,
+        input_max=torch.tensor([0.5, 0.8], dtype=torch.float64),
+        forget_max=zeros,
+        candidate_max=torch.tensor([0.6, 0.9], dtype=torch.float64),
+        output_max=torch.tensor([0.7, 0.4], dtype=torch.float64),
+        cell_bound=torch.tensor([3.0, 1.0], dtype=torch.float64),
+        cell_coupling=torch.zeros(2, 2, dtype=torch.float64),
+        hidden_coupling=torch.zeros(2, 2, dtype=torch.float64),
+        matrix=torch.zeros(2, 2, dtype=torch.float64),
+        lam=lam,
+        weights=weights,
+    )
+
+
+@pytest.mark.parametrize(
+    ("lam", "weights", "expected"),
+    [
+        # push = max(0.72 / 2, max(0.7 tanh 0.3, 0.4 tanh 0.72) / 0.5); box = max(3 / 2, 1 / 0.5)
+        (0.5, (2.0, 0.5), 0.4 * math.tanh(0.72) / 0.5 / 0.5),  # B_0 / (1 - lambda) < box
+        (0.9, (2.0, 0.5), 2.0),  # the box: ||1||_inf / v_h
+        (0.5, (0.2, 5.0), 0.72 / 0.2 / 0.5),  # the cell part of the push wins
+        (0.9, (0.2, 5.0), 3.0 / 0.2),  # the box: ||C||_inf / v_c
+    ],
+)
+def test_lstm_state_bound_by_hand(lam, weights, expected):
+    """cell = i-bar z-bar = (0.3, 0.72); the max norm picks the larger entry of each part."""
+    assert lstm_state_bound(_certificate_by_hand(lam, weights)) == pytest.approx(
+        expected, rel=1e-14
+    )
+
+
+@pytest.mark.parametrize("kind", ["tanh", "identity", "lstm"])
+def test_truncation_case_returns_the_drawn_instance_and_its_certificate(kind):
+    sizes = {"input_size": 3, "hidden_size": 4, "seq_len": 12, "batch": 2}
+    ks = [1, 3]
+    gaps, certified, state_bound = _truncation_case(
+        0.7, ks, kind, "gaussian", sizes, 2.0, torch.Generator().manual_seed(5)
+    )
+    generator = torch.Generator().manual_seed(5)  # draw the same instance again
+    if kind == "lstm":
+        model = random_stable_lstm(3, 4, 0.7, 2.0, generator=generator)
+        inputs = cube_inputs(12, 2, 3, 2.0, generator)
+        certificate = lstm_certificate(model, 2.0)
+        assert certified == certificate.lam and certified <= 0.7 + 1e-12
+        assert state_bound == lstm_state_bound(certificate)
+
+        def norm(diff):
+            return weighted_state_norm(diff, 4, certificate.weights, certificate.p)
+    else:
+        model, inputs = random_rnn_with_inputs(
+            0.7, activation=kind, input_bound=2.0, generator=generator, **sizes
+        )
+        lam = spectral_norm_of(model.weight_hh)  # L_rho = 1 for tanh and the identity
+        assert certified == pytest.approx(lam, rel=1e-12) and lam == pytest.approx(0.7, rel=1e-12)
+        expected = spectral_norm_of(model.weight_ih) * 2.0 / (1 - lam)
+        assert state_bound == pytest.approx(expected, rel=1e-12)
+
+        def norm(diff):
+            return diff.norm(dim=-1)
+
+    with torch.no_grad():
+        full = model.run(inputs)
+        expected_gaps = [
+            float(norm((full - truncated_states_reference(model, inputs, k)).flatten(0, 1)).max())
+            for k in ks
+        ]
+    np.testing.assert_allclose(gaps, expected_gaps, rtol=1e-9, atol=1e-12)
+
+
+def test_truncation_case_has_no_bound_from_lambda_one():
+    sizes = {"input_size": 2, "hidden_size": 3, "seq_len": 5, "batch": 1}
+    gaps, certified, state_bound = _truncation_case(
+        1.5, [1], "tanh", "gaussian", sizes, 1.0, torch.Generator().manual_seed(0)
+    )
+    assert gaps.shape == (1,) and math.isnan(certified) and math.isnan(state_bound)
 
 
 # ----------------------------------------------------------------------------- gradients
