@@ -117,6 +117,16 @@ def test_constants_default_to_tanh_and_reject_every_negative_argument(constant):
             constant(*args)
 
 
+def test_state_and_loss_constants_reject_each_negative_argument_by_name():
+    for args, name in (((0.5, -0.1, 1.0), "lx"), ((0.5, 1.0, -0.1), "bx")):
+        with pytest.raises(ValueError, match=f"^{name} must be non-negative"):
+            bounds.state_norm_bound(*args)
+    for args, name in (((-0.1, 1.0), "state_bound"), ((1.0, -0.1), "target_norm")):
+        with pytest.raises(ValueError, match=f"^{name} must be non-negative"):
+            bounds.squared_loss_constants(*args)
+    assert bounds.squared_loss_constants(0.0, 0.0) == (0.0, 1.0)  # zero is allowed
+
+
 def test_squared_loss_constants_are_attained_on_the_ball():
     """``sup ||h - y||`` over ``||h|| <= B`` is ``B + ||y||`` at ``h = -B y / ||y||``."""
     y = np.array([0.3, -1.2, 0.4])

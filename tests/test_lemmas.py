@@ -3,6 +3,7 @@ symbolic steps (stablernn_lib.symbolic.lemma_algebra)."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import matplotlib
@@ -18,19 +19,23 @@ from tolerances import rounding_tolerance  # noqa: E402
 
 from stablernn_lib.core import bounds
 from stablernn_lib.core.models import random_vanilla_rnn  # noqa: E402
+from stablernn_lib.core.stability import project_spectral_ball  # noqa: E402
 from stablernn_lib.core.truncation import truncated_states_reference  # noqa: E402
 from stablernn_lib.figures import lemmas as lemma_plots
 from stablernn_lib.symbolic import lemma_algebra  # noqa: E402
 from stablernn_lib.theory.lemmas import (  # noqa: E402
     ROUNDOFF_SLACK,
     GradientGapResult,
+    RegressionInstance,
     SmoothnessResult,
     TruncationResult,
+    _regression_instances,
     _truncation_case,
     cube_inputs,
     finite_difference_gradient,
     flat_parameters,
     gradient_gap_experiment,
+    gradient_gaps,
     hessian_top_direction,
     lipschitz_ratio,
     lstm_state_bound,
@@ -460,6 +465,114 @@ def test_regression_loss_bad_input(generator):
     relu = random_regression_instance(0.5, activation="relu", generator=generator)
     with pytest.raises(ValueError, match="smooth"):
         relu.constants()
+
+
+def _tanh_rnn_last_state(instance: RegressionInstance, window: torch.Tensor) -> torch.Tensor:
+    """``h_T`` of ``h_t = tanh(W h_{t-1} + U x_t)`` from ``h_0 = 0``, by a plain loop."""
+    W, U = instance.model.weight_hh.detach(), instance.model.weight_ih.detach()
+    h = torch.zeros(window.shape[1], W.shape[0], dtype=torch.float64)
+    for x in window:
+        h = torch.tanh(h @ W.T + x @ U.T)
+    return h
+
+
+def test_regression_loss_and_constants_by_hand(generator):
+    instance = random_regression_instance(
+        0.7, input_size=2, hidden_size=3, seq_len=6, target_norm=1.5, generator=generator
+    )
+    model, y = instance.model, instance.target
+    inputs = torch.cat([instance.inputs, -0.5 * instance.inputs], dim=1)  # a batch of two
+    for k in (None, 1, 2):
+        window = inputs if k is None else inputs[-k:]
+        h = _tanh_rnn_last_state(instance, window)
+        expected = 0.5 * float(((h - y) ** 2).sum(dim=1).mean())
+        with torch.no_grad():
+            assert float(regression_loss(model, inputs, y, k)) == pytest.approx(expected, rel=1e-12)
+    lam, lx = spectral_norm_of(model.weight_hh), spectral_norm_of(model.weight_ih)
+    assert float(y.norm()) == pytest.approx(1.5, rel=1e-14)
+    expected = {
+        "lam": lam,
+        "lx": lx,
+        "bx": 1.0,
+        "lp": lx * 1.0 / (1 - lam) + 1.5,  # B_h + ||y||
+        "sp": 1.0,
+        "l_rho": 1.0,
+        "l2_rho": 4 / (3 * math.sqrt(3)),
+    }
+    constants = instance.constants()
+    assert constants.keys() == expected.keys()
+    for name, value in expected.items():
+        assert constants[name] == pytest.approx(value, rel=1e-12), name
+
+
+def test_random_regression_instance_defaults_and_seed():
+    instance = random_regression_instance(0.6, generator=torch.Generator().manual_seed(4))
+    assert instance.inputs.shape == (60, 1, 4) and instance.family == "gaussian"
+    assert (instance.model.hidden_size, instance.model.activation) == (8, "tanh")
+    assert float(instance.target.norm()) == pytest.approx(1.0, rel=1e-14)
+    np.testing.assert_allclose(instance.inputs.norm(dim=-1), 1.0, rtol=1e-14)
+    torch.manual_seed(0)  # the draw depends on the generator only, not on the global state
+    again = random_regression_instance(0.6, generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(again.target, instance.target, rtol=0, atol=0)
+    torch.testing.assert_close(again.inputs, instance.inputs, rtol=0, atol=0)
+
+
+def test_regression_instances_are_drawn_in_order_from_one_generator():
+    options = {"input_size": 2, "hidden_size": 3, "seq_len": 5}
+    torch.manual_seed(1)
+    drawn = list(_regression_instances([0.5, 0.8], 2, 3, False, "test", options))
+    assert [(i, j) for i, j, _, _ in drawn] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    generator = torch.Generator().manual_seed(3)
+    for i, _, instance, _ in drawn:
+        expected = random_regression_instance([0.5, 0.8][i], generator=generator, **options)
+        assert spectral_norm_of(instance.model.weight_hh) == pytest.approx([0.5, 0.8][i])
+        for a, b in ((instance.inputs, expected.inputs), (instance.target, expected.target)):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+        torch.testing.assert_close(flat_parameters(instance.model), flat_parameters(expected.model))
+    for lams, count in (([], 1), ([0.5], 0)):
+        with pytest.raises(ValueError, match="need at least one lambda and num_instances >= 1"):
+            list(_regression_instances(lams, count, 0, False, "test", options))
+
+
+def test_gradient_gaps_match_finite_difference_gradients(generator):
+    instance = random_regression_instance(
+        0.8, input_size=2, hidden_size=3, seq_len=8, generator=generator
+    )
+    full = finite_difference_gradient(instance)
+    expected = [float((full - finite_difference_gradient(instance, k)).norm()) for k in (1, 3)]
+    np.testing.assert_allclose(gradient_gaps(instance, [1, 3]), expected, rtol=1e-6)
+
+
+def test_hessian_power_iteration_of_a_constant_loss_is_zero(generator):
+    """With zero inputs every state is 0 whatever w is: the loss is ||y||^2 / 2, flat in w."""
+    instance = random_regression_instance(
+        0.7, input_size=2, hidden_size=3, seq_len=4, generator=generator
+    )
+    instance.inputs.zero_()
+    norm, direction = hessian_top_direction(instance, generator=generator)
+    assert norm == 0.0 and float(direction.norm()) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_lipschitz_ratio_by_hand(generator):
+    """w' = Proj(w + r d / ||d||) built by hand, gradients by central differences."""
+    instance = random_regression_instance(
+        0.9, family="aligned", input_size=2, hidden_size=3, seq_len=8, generator=generator
+    )
+    direction = torch.randn(15, generator=generator, dtype=torch.float64)
+    ratio = lipschitz_ratio(instance, 4.0 * direction, 0.5)
+    W, U = instance.model.weight_hh.detach(), instance.model.weight_ih.detach()
+    step = 0.5 * direction / direction.norm()
+    W2 = project_spectral_ball(W + step[:9].reshape(3, 3), instance.lam)  # L_rho = 1 (tanh)
+    U2 = project_spectral_ball(U + step[9:].reshape(3, 2), instance.lx)
+    other = copy.deepcopy(instance.model)
+    with torch.no_grad():
+        other.weight_hh.copy_(W2)
+        other.weight_ih.copy_(U2)
+    moved = RegressionInstance(other, instance.inputs, instance.target)
+    gap = finite_difference_gradient(instance) - finite_difference_gradient(moved)
+    distance = math.sqrt(float(((W - W2) ** 2).sum() + ((U - U2) ** 2).sum()))
+    assert ratio == pytest.approx(float(gap.norm()) / distance, rel=1e-6)
+    assert lipschitz_ratio(instance, direction, 0.5) == pytest.approx(ratio, rel=1e-12)
 
 
 def test_gradient_gap_experiment_holds_and_feeds_figure_1a():
