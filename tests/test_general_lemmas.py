@@ -372,8 +372,19 @@ def test_lstm_second_order_constants_in_matrix_form():
         )
 
 
-def test_lstm_lemma_constants_are_the_certificate_and_loss_constants():
-    constraint, hidden, inputs, target = ls.course_lstm_constraint(), 8, 5, 0.5
+# v_h = 1 and the c' rows decide the K's for the course's set; this one has v_h = 0.90 and
+# a K_ss from the h' rows (which use the forget gate's maximum F)
+_SMALL_RECURRENT_SET = ls.LSTMConstraint(
+    recurrent_radius={"i": 0.2, "f": 0.1, "z": 0.3, "o": 0.2},
+    input_radius=dict.fromkeys("ifzo", 0.5),
+    bias_max={"i": 1.0, "f": -1.0, "z": 1.0, "o": 1.0},
+    bias_min={"i": -1.0, "f": -4.0, "z": -1.0, "o": -1.0},
+)
+
+
+@pytest.mark.parametrize("constraint", [ls.course_lstm_constraint(), _SMALL_RECURRENT_SET])
+def test_lstm_lemma_constants_are_the_certificate_and_loss_constants(constraint):
+    hidden, inputs, target = 8, 5, 0.5
     values = gl.lstm_lemma_constants(constraint, 1.0, hidden, inputs, target)
     uniform = constraint.uniform_certificate(1.0)
     v_c, v_h = uniform.weights
