@@ -446,6 +446,21 @@ def test_spectral_projection_defaults_to_the_unit_ball_and_jacobian_norms_are_sp
     assert jacobian_norms(model, states, inputs).numpy() == pytest.approx(expected, rel=1e-10)
 
 
+def test_eigh_projection_computes_in_float64_and_jacobian_norms_keep_the_dtype():
+    from stablernn_lib.core.stability import jacobian_norms, project_spectral_ball_by_eigh
+
+    g = torch.Generator().manual_seed(6)
+    for shape in ((5, 3), (3, 5)):  # the tall and the wide branch
+        W = 3 * torch.randn(shape, generator=g, dtype=torch.float32)
+        projected = project_spectral_ball_by_eigh(W, 1.0)
+        # the same float64 computation, cast once at the end: equal to the last bit
+        assert projected.dtype == torch.float32
+        assert torch.equal(projected, project_spectral_ball_by_eigh(W.double(), 1.0).float())
+    model = random_vanilla_rnn(2, 4, 0.9, "tanh").float()
+    states, inputs = torch.randn(3, 4, generator=g), torch.randn(3, 2, generator=g)
+    assert jacobian_norms(model, states, inputs).dtype == torch.float32
+
+
 def test_stability_errors_name_the_problem():
     from stablernn_lib.core.stability import (
         contraction_constant,
