@@ -534,6 +534,14 @@ def test_regression_instances_are_drawn_in_order_from_one_generator():
             list(_regression_instances(lams, count, 0, False, "test", options))
 
 
+def test_regression_instances_progress_bar_is_labelled_and_optional(capsys):
+    options = {"input_size": 2, "hidden_size": 3, "seq_len": 3}
+    list(_regression_instances([0.5], 1, 0, False, "Lemma X instances", options))
+    assert capsys.readouterr().err == ""
+    list(_regression_instances([0.5], 1, 0, True, "Lemma X instances", options))
+    assert "Lemma X instances" in capsys.readouterr().err
+
+
 def test_gradient_gaps_match_finite_difference_gradients(generator):
     instance = random_regression_instance(
         0.8, input_size=2, hidden_size=3, seq_len=8, generator=generator
