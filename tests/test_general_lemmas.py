@@ -359,7 +359,7 @@ def test_lstm_second_order_constants_in_matrix_form():
     for name, value in expected.items():
         assert K[name] == pytest.approx(value, rel=1e-12), name
     # with v_c large the h' rows decide, with v_h large the c' rows: both branches are used
-    for weights in ((50.0, 1.0), (1.0, 50.0)):
+    for weights in ((50.0, 1.0), (2.0, 50.0)):
         v_c, v_h = weights
         m = np.array([v_c, *(radius[g] * v_h for g in "ifzo")])
         K = gl.lstm_second_order_constants(radius, F, C, weights, H, D, B)
