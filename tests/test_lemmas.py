@@ -411,10 +411,12 @@ def test_truncation_case_returns_the_drawn_instance_and_its_certificate(kind):
     np.testing.assert_allclose(gaps, expected_gaps, rtol=1e-9, atol=1e-12)
 
 
-def test_truncation_case_has_no_bound_from_lambda_one():
+@pytest.mark.parametrize(("lam", "family"), [(1.5, "gaussian"), (1.0, "aligned")])
+def test_truncation_case_has_no_bound_from_lambda_one(lam, family):
+    """lambda >= 1 proves nothing; the aligned family has W = lambda I, so lambda = 1 exactly."""
     sizes = {"input_size": 2, "hidden_size": 3, "seq_len": 5, "batch": 1}
     gaps, certified, state_bound = _truncation_case(
-        1.5, [1], "tanh", "gaussian", sizes, 1.0, torch.Generator().manual_seed(0)
+        lam, [1], "tanh", family, sizes, 1.0, torch.Generator().manual_seed(0)
     )
     assert gaps.shape == (1,) and math.isnan(certified) and math.isnan(state_bound)
 
@@ -549,6 +551,20 @@ def test_gradient_gaps_match_finite_difference_gradients(generator):
     full = finite_difference_gradient(instance)
     expected = [float((full - finite_difference_gradient(instance, k)).norm()) for k in (1, 3)]
     np.testing.assert_allclose(gradient_gaps(instance, [1, 3]), expected, rtol=1e-6)
+
+
+def test_hessian_power_iteration_start_comes_from_the_generator(generator):
+    instance = random_regression_instance(
+        0.7, input_size=2, hidden_size=3, seq_len=4, generator=generator
+    )
+    results = []
+    for global_seed in (0, 1):  # one iteration: the estimate depends on the random start
+        torch.manual_seed(global_seed)
+        results.append(
+            hessian_top_direction(instance, 1, generator=torch.Generator().manual_seed(7))
+        )
+    assert results[0][0] == results[1][0]
+    torch.testing.assert_close(results[0][1], results[1][1], rtol=0, atol=0)
 
 
 def test_hessian_power_iteration_of_a_constant_loss_is_zero(generator):
