@@ -462,7 +462,7 @@ def test_regression_loss_bad_input(generator):
     biased = random_vanilla_rnn(4, 8, 0.5, bias=True, generator=generator)
     with pytest.raises(ValueError, match="bias=False"):
         regression_loss(biased, instance.inputs, instance.target)
-    with pytest.raises(TypeError, match="VanillaRNN"):
+    with pytest.raises(TypeError, match="about a VanillaRNN, got LSTMMap"):
         regression_loss(random_stable_lstm(4, 8, 0.5), instance.inputs, instance.target)
     relu = random_regression_instance(0.5, activation="relu", generator=generator)
     with pytest.raises(ValueError, match="smooth"):
@@ -517,6 +517,8 @@ def test_random_regression_instance_defaults_and_seed():
     again = random_regression_instance(0.6, generator=torch.Generator().manual_seed(4))
     torch.testing.assert_close(again.target, instance.target, rtol=0, atol=0)
     torch.testing.assert_close(again.inputs, instance.inputs, rtol=0, atol=0)
+    aligned = random_regression_instance(0.6, family="aligned", seq_len=3)
+    assert aligned.family == "aligned"  # the label the results and figures carry
 
 
 def test_regression_instances_are_drawn_in_order_from_one_generator():
