@@ -332,6 +332,9 @@ def test_random_rnn_with_inputs_defaults_and_families():
     assert torch.equal(inputs, inputs[:1, :1].expand(5, 2, 4))
     pushed = float((U @ inputs[0, 0]).norm())
     assert pushed == pytest.approx(3.0 * spectral_norm_of(U), rel=1e-12)
+    # with the sigmoid (L_rho = 1/4) the aligned W is (lambda / L_rho) I: L_rho ||W||_2 = lambda
+    model, _ = random_rnn_with_inputs(0.6, family="aligned", activation="sigmoid", seq_len=3)
+    torch.testing.assert_close(model.weight_hh.detach(), 2.4 * torch.eye(8, dtype=torch.float64))
 
 
 def spectral_norm_of(matrix: torch.Tensor) -> float:
