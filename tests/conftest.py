@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import sys
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,19 +48,67 @@ def no_open_figures():
     plt.close("all")
 
 
+def _mutated_function(mutant: str) -> tuple[str, str] | None:
+    """``(module, function)`` of a mutant name ``pkg.mod.x_func__mutmut_3``; None for a method."""
+    module, _, name = mutant.rpartition(".")
+    if "\u01c1" in name or not name.startswith("x_"):  # a method's name holds U+01C1
+        return None
+    return module, name[2:].rsplit("__mutmut_", 1)[0]
+
+
+def _reaches(function: Callable, target: tuple[str, str]) -> bool:
+    """Whether ``function`` calls ``target``, directly or through ``stablernn_lib`` functions.
+
+    Follows the names in each body (``f(...)`` and ``module.f(...)``); a body it cannot read
+    counts as reaching the target, so a cache is only kept when it provably does not
+    depend on the mutated function.
+    """
+    stack, seen = [function], set()
+    while stack:
+        current = inspect.unwrap(stack.pop())
+        key = (current.__module__, current.__name__)
+        if key == target:
+            return True
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(current)))
+        except (OSError, TypeError, SyntaxError):
+            return True
+        for node in ast.walk(tree):
+            value = None
+            if isinstance(node, ast.Name):
+                value = current.__globals__.get(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                owner = current.__globals__.get(node.value.id)
+                value = getattr(owner, node.attr, None) if inspect.ismodule(owner) else None
+            ours = (getattr(value, "__module__", None) or "").startswith("stablernn_lib")
+            if inspect.isclass(value) and ours:
+                return True  # methods are not followed: keep it simple and clear
+            function_value = inspect.unwrap(value) if callable(value) else value
+            if inspect.isfunction(function_value) and ours:
+                stack.append(value)
+    return False
+
+
 @pytest.fixture(autouse=True, scope="session")
 def fresh_caches_under_mutmut() -> None:
-    """Under mutmut, clear every ``functools`` cache of ``stablernn_lib`` once per run.
+    """Under mutmut, clear the ``functools`` caches of ``stablernn_lib`` that the mutant can reach.
 
     mutmut 3 forks each mutant's test run from a process that has already run the
     unmutated code, so a cached result (``general_lemmas.solved_recursions``) would hide
     the mutant; only a name holding ``__mutmut_`` (a mutant, not mutmut's own passes)
-    triggers this.
+    triggers this.  A cache whose function provably never calls the mutated function
+    (:func:`_reaches`) is kept: recomputing it (seconds of sympy) would change nothing.
     """
-    if "__mutmut_" not in os.environ.get("MUTANT_UNDER_TEST", ""):
+    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
+    if "__mutmut_" not in mutant:
         return
+    target = _mutated_function(mutant)
     for name, module in list(sys.modules.items()):
         if name.startswith("stablernn_lib") and module is not None:
             for value in vars(module).values():
-                if callable(getattr(value, "cache_clear", None)):
+                cached = callable(getattr(value, "cache_clear", None))
+                if cached and (target is None or _reaches(value, target)):
                     value.cache_clear()

@@ -118,6 +118,16 @@ def test_constants_default_to_tanh_and_reject_every_negative_argument(constant):
             constant(bounds.GradientConstants(*negative))
 
 
+def test_state_and_loss_constants_reject_each_negative_argument_by_name():
+    for args, name in (((0.5, -0.1, 1.0), "lx"), ((0.5, 1.0, -0.1), "bx")):
+        with pytest.raises(ValueError, match=f"^{name} must be non-negative"):
+            bounds.state_norm_bound(*args)
+    for args, name in (((-0.1, 1.0), "state_bound"), ((1.0, -0.1), "target_norm")):
+        with pytest.raises(ValueError, match=f"^{name} must be non-negative"):
+            bounds.squared_loss_constants(*args)
+    assert bounds.squared_loss_constants(0.0, 0.0) == (0.0, 1.0)  # zero is allowed
+
+
 def test_squared_loss_constants_are_attained_on_the_ball():
     """``sup ||h - y||`` over ``||h|| <= B`` is ``B + ||y||`` at ``h = -B y / ||y||``."""
     y = np.array([0.3, -1.2, 0.4])
@@ -435,6 +445,21 @@ def test_spectral_projection_defaults_to_the_unit_ball_and_jacobian_norms_are_sp
         for row in a
     ]
     assert jacobian_norms(model, states, inputs).numpy() == pytest.approx(expected, rel=1e-10)
+
+
+def test_eigh_projection_computes_in_float64_and_jacobian_norms_keep_the_dtype():
+    from stablernn_lib.core.stability import jacobian_norms, project_spectral_ball_by_eigh
+
+    g = torch.Generator().manual_seed(6)
+    for shape in ((5, 3), (3, 5)):  # the tall and the wide branch
+        W = 3 * torch.randn(shape, generator=g, dtype=torch.float32)
+        projected = project_spectral_ball_by_eigh(W, 1.0)
+        # the same float64 computation, cast once at the end: equal to the last bit
+        assert projected.dtype == torch.float32
+        assert torch.equal(projected, project_spectral_ball_by_eigh(W.double(), 1.0).float())
+    model = random_vanilla_rnn(2, 4, 0.9, "tanh").float()
+    states, inputs = torch.randn(3, 4, generator=g), torch.randn(3, 2, generator=g)
+    assert jacobian_norms(model, states, inputs).dtype == torch.float32
 
 
 def test_stability_errors_name_the_problem():

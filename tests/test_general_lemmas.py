@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import sympy as sp
 import torch
@@ -253,3 +254,193 @@ def test_two_bias_training_is_projected_descent_on_a_compact_set_with_b_zeta_plu
     ls.project_bias_sum_([first, second], upper=1.0, lower=-1.0)
     assert torch.allclose(first - second, difference, rtol=0, atol=1e-12)
     assert ((first + second).abs() <= 1 + 1e-12).all()
+
+
+def _constant_forcing_solution(forcing: sp.Expr, initial: sp.Expr, m: sp.Symbol) -> sp.Expr:
+    """``e(m) = lambda^m e(0) + (1 - lambda^m) forcing / (1 - lambda)``, written by hand."""
+    return gl.lam**m * initial + (1 - gl.lam**m) * forcing / (1 - gl.lam)
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        # adds 1 / (1 - lambda) to e(m): the residual is exactly 1 (and e(0) is off too)
+        (lambda m: 1 / (1 - gl.lam), "does not satisfy the recursion"),
+        # adds lambda^m: a solution of the recursion, but e(0) is off by exactly 1
+        (lambda m: gl.lam**m, "misses the initial condition"),
+    ],
+)
+def test_solve_rejects_a_wrong_rsolve_answer(monkeypatch, error, message):
+    """``_solve`` checks rsolve's answer: a wrong one raises instead of being returned."""
+    forcing, initial = gl.L_w * gl.delta, la.Sp
+
+    def wrong_rsolve(equation, function, conditions):
+        m = function.args[0]
+        return _constant_forcing_solution(forcing, initial, m) + error(m)
+
+    monkeypatch.setattr(gl.sp, "rsolve", wrong_rsolve)
+    with pytest.raises(ArithmeticError, match=message):
+        gl._solve(forcing, initial)
+
+
+def test_solve_reports_when_rsolve_finds_nothing(monkeypatch):
+    monkeypatch.setattr(gl.sp, "rsolve", lambda *args: None)
+    with pytest.raises(ArithmeticError, match="rsolve found no solution"):
+        gl._solve(gl.L_w * gl.delta, la.Sp)
+
+
+@pytest.mark.parametrize("initial", [sp.Integer(0), la.Sp])
+def test_solve_constant_forcing_is_the_closed_form(initial):
+    """The non-resonant case against the convex-combination form, for e(0) = 0 and e(0) != 0."""
+    forcing = gl.K_ss * gl.B_s
+    solution = gl._solve(forcing, initial)
+    expected = _constant_forcing_solution(forcing, initial, gl.n)
+    assert sp.simplify(sp.powsimp(sp.expand(solution - expected), force=True)) == 0
+
+
+def test_lstm_weight_lipschitz_closed_form_and_argument_checks():
+    # C = 0: both rows give sqrt(1/16 + 1); B_zeta = sqrt(H + D B^2 + 1) = sqrt(3 + 2 * 4 + 1)
+    value = gl.lstm_weight_lipschitz(0.0, (1.0, 2.0), 3, 2, 2.0)
+    assert value == pytest.approx(math.sqrt(12) * math.sqrt(17 / 16), rel=1e-14)
+    # C = 4 with v_c = 10, v_h = 1: the hidden row wins, sqrt(tanh(4)^2/16 + 1/16 + 1 + 1)
+    value = gl.lstm_weight_lipschitz(4.0, (10.0, 1.0), 1, 0, 0.0)
+    hidden = math.sqrt(math.tanh(4.0) ** 2 / 16 + 1 / 16 + 2)
+    assert value == pytest.approx(math.sqrt(2) * hidden, rel=1e-14)
+    # v_h = 100: the cell row wins, sqrt(1/16 + 1 + 1) / v_c
+    value = gl.lstm_weight_lipschitz(4.0, (0.5, 100.0), 1, 0, 0.0)
+    assert value == pytest.approx(math.sqrt(2) * math.sqrt(33 / 16) / 0.5, rel=1e-14)
+    for bad in ((-0.1, 1, 0, 0.0), (1.0, 0, 0, 0.0), (1.0, 1, -1, 0.0), (1.0, 1, 0, -0.1)):
+        cell_bound, hidden_size, input_size, input_bound = bad
+        with pytest.raises(ValueError, match="need cell_bound >= 0"):
+            gl.lstm_weight_lipschitz(cell_bound, (1.0, 1.0), hidden_size, input_size, input_bound)
+
+
+def test_lstm_second_order_constants_in_matrix_form():
+    """The constants against the docstring's recipe written with 5 x 5 matrices in numpy.
+
+    Order u = (c, i, f, z, o).  The Hessian bound of c' = sigma(a_i) tanh(a_z) + sigma(a_f) c
+    has |d2/dc da_f| <= 1/4, |d2/da_i^2| <= max|sigma''|, |d2/da_i da_z| <= 1/4,
+    |d2/da_f^2| <= max|sigma''| C, |d2/da_z^2| <= max|tanh''|; that of h' = sigma(a_o) tanh(c')
+    follows by the chain rule.
+    """
+    s2, t2 = 1 / (6 * math.sqrt(3)), 4 / (3 * math.sqrt(3))
+    radius = {"i": 0.3, "f": 0.2, "z": 0.7, "o": 0.5}
+    F, C, (v_c, v_h), H, D, B = 0.6, 2.5, (0.8, 1.3), 3, 2, 1.5
+    c, i, f, z, o = range(5)
+    hc = np.zeros((5, 5))
+    hc[c, f] = hc[f, c] = 0.25
+    hc[i, i] = s2
+    hc[i, z] = hc[z, i] = 0.25
+    hc[f, f] = s2 * C
+    hc[z, z] = t2
+    grad_c = np.array([F, 0.25, C / 4, 1.0, 0.0])
+    e_o = np.eye(5)[o]
+    hh = t2 * np.outer(grad_c, grad_c) + hc + 0.25 * (np.outer(e_o, grad_c) + np.outer(grad_c, e_o))
+    hh += s2 * np.outer(e_o, e_o)
+    grad_h = grad_c + 0.25 * e_o
+    m = np.array([v_c, *(radius[g] * v_h for g in "ifzo")])
+    b_zeta = math.sqrt(H + D * B**2 + 1)
+    gates = [i, f, z, o]
+
+    def mixed(table, grad):
+        return np.linalg.norm(b_zeta * table[:, gates].T @ m + math.sqrt(H) * v_h * grad[gates])
+
+    def weight_weight(table):
+        return b_zeta**2 * np.linalg.norm(table[np.ix_(gates, gates)], 2)
+
+    expected = {
+        "K_ss": max(m @ hc @ m / v_c, m @ hh @ m / v_h),
+        "K_sw": max(mixed(hc, grad_c) / v_c, mixed(hh, grad_h) / v_h),
+        "K_ww": max(weight_weight(hc) / v_c, weight_weight(hh) / v_h),
+    }
+    expected["K_ws"] = expected["K_sw"]
+    K = gl.lstm_second_order_constants(radius, F, C, (v_c, v_h), H, D, B)
+    assert K.keys() == expected.keys()
+    for name, value in expected.items():
+        assert K[name] == pytest.approx(value, rel=1e-12), name
+    # with v_c large the h' rows decide, with v_h large the c' rows: both branches are used
+    for weights in ((50.0, 1.0), (2.0, 50.0)):
+        v_c, v_h = weights
+        m = np.array([v_c, *(radius[g] * v_h for g in "ifzo")])
+        K = gl.lstm_second_order_constants(radius, F, C, weights, H, D, B)
+        assert K["K_ss"] == pytest.approx(max(m @ hc @ m / v_c, m @ hh @ m / v_h), rel=1e-12)
+        assert K["K_sw"] == pytest.approx(
+            max(mixed(hc, grad_c) / v_c, mixed(hh, grad_h) / v_h), rel=1e-12
+        )
+        assert K["K_ww"] == pytest.approx(
+            max(weight_weight(hc) / v_c, weight_weight(hh) / v_h), rel=1e-12
+        )
+
+
+# v_h = 1 and the c' rows decide the K's for the course's set; this one has v_h = 0.90 and
+# a K_ss from the h' rows (which use the forget gate's maximum F)
+_SMALL_RECURRENT_SET = ls.LSTMConstraint(
+    recurrent_radius={"i": 0.2, "f": 0.1, "z": 0.3, "o": 0.2},
+    input_radius=dict.fromkeys("ifzo", 0.5),
+    bias_max={"i": 1.0, "f": -1.0, "z": 1.0, "o": 1.0},
+    bias_min={"i": -1.0, "f": -4.0, "z": -1.0, "o": -1.0},
+)
+
+
+@pytest.mark.parametrize("constraint", [ls.course_lstm_constraint(), _SMALL_RECURRENT_SET])
+def test_lstm_lemma_constants_are_the_certificate_and_loss_constants(constraint):
+    hidden, inputs, target = 8, 5, 0.5
+    values = gl.lstm_lemma_constants(constraint, 1.0, hidden, inputs, target)
+    uniform = constraint.uniform_certificate(1.0)
+    v_c, v_h = uniform.weights
+    forget = float(constraint.matrix(1.0)[0, 0])
+    expected = {
+        "lambda": uniform.lam,
+        "B_s": uniform.state_bound,
+        "L_w": gl.lstm_weight_lipschitz(uniform.cell_bound, uniform.weights, hidden, inputs, 1.0),
+        "L_p": v_h * hidden * (1 + target),
+        "S_p": v_h**2 * hidden,
+        **gl.lstm_second_order_constants(
+            constraint.recurrent_radius, forget, uniform.cell_bound, uniform.weights, hidden,
+            inputs, 1.0,
+        ),
+    }  # fmt: skip
+    assert values.keys() == {*expected, "gamma", "beta"}
+    for name, value in expected.items():
+        assert values[name] == pytest.approx(value, rel=1e-12), name
+    theta = 1 - values["lambda"]
+    beta = (
+        values["L_w"] ** 2 * values["S_p"] / theta**2
+        + values["L_w"]
+        * values["L_p"]
+        * (values["K_ss"] * values["L_w"] / theta + values["K_sw"])
+        / theta**2
+        + values["L_p"] * (values["K_ws"] * values["L_w"] / theta + values["K_ww"]) / theta
+    )
+    assert values["beta"] == pytest.approx(beta, rel=1e-12)
+    # a forget gate that can reach sigmoid(1.5 + r_f) (lambda in (1, 2)) has no uniform certificate
+    unstable = ls.course_lstm_constraint(bias_bound=4.0, forget_bias_max=1.5)
+    assert 1 < unstable.uniform_certificate(1.0).lam < 2
+    with pytest.raises(ValueError, match="not uniformly stable"):
+        gl.lstm_lemma_constants(unstable, 1.0, hidden, inputs, target)
+
+
+def test_fixed_point_split_is_initial_plus_fixed_point_and_checks_the_solution():
+    forcing, initial = gl.K_ss * gl.B_s, la.Sp
+    solution = _constant_forcing_solution(forcing, initial, gl.n)
+    split = gl.fixed_point_split(solution, forcing, initial)
+    assert sp.simplify(split - (la.Sp + gl.K_ss * gl.B_s / (1 - gl.lam))) == 0
+    # e(n) <= e(0) + e_inf at every n, with equality approached as n grows when e(0) = 0
+    values = {gl.lam: 0.7, gl.K_ss: 0.4, gl.B_s: 2.0, la.Sp: 1.1}
+    sup = float(split.subs(values))
+    assert all(float(solution.subs(values).subs(gl.n, m)) <= sup for m in range(60))
+    # a solution off by exactly 1 is not the convex combination
+    with pytest.raises(ArithmeticError, match="not the convex combination"):
+        gl.fixed_point_split(solution + 1, forcing, initial)
+
+
+def test_general_constants_numeric_names_the_missing_values():
+    values = {"lambda": 0.5, "L_w": 1.0, "B_s": 1.0, "L_p": 1.0, "K_ss": 1.0, "K_sw": 1.0}
+    values |= {"K_ws": 1.0, "K_ww": 1.0, "unused": 3.0}
+    with pytest.raises(ValueError, match=r"missing values for \['S_p'\]"):
+        gl.general_constants_numeric(values)
+    gamma, beta = gl.general_constants_numeric(values | {"S_p": 2.0})
+    point = {gl.lam: 0.5, la.Sp: 2.0} | {s: 1.0 for s in (gl.L_w, gl.B_s, la.Lp)}
+    point |= {s: 1.0 for s in (gl.K_ss, gl.K_sw, gl.K_ws, gl.K_ww)}
+    assert gamma == pytest.approx(float(gl.stated_gamma().subs(point)), rel=1e-12)
+    assert beta == pytest.approx(float(gl.stated_beta().subs(point)), rel=1e-12)
