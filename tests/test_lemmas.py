@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import asdict
 
 import matplotlib
 
@@ -504,7 +505,7 @@ def test_regression_loss_and_constants_by_hand(generator):
         "l_rho": 1.0,
         "l2_rho": 4 / (3 * math.sqrt(3)),
     }
-    constants = instance.constants()
+    constants = asdict(instance.constants())
     assert constants.keys() == expected.keys()
     for name, value in expected.items():
         assert constants[name] == pytest.approx(value, rel=1e-12), name
