@@ -164,7 +164,12 @@ def test_reruns_table_rows_are_computed_from_the_committed_files() -> None:
         assert f"{current['test_nll']:.3f}" in row
         if "test_nll" in entry["earlier"]:
             change = current["test_nll"] - entry["earlier"]["test_nll"]
-            assert row.endswith(f"| {change:+.3f} |")
+            assert f"| {change:+.3f} |" in row
+        split = entry["earlier"].get("validation_split", "absent")
+        if split is None:
+            assert row.endswith("| never |")
+        elif split != "absent":
+            assert row.endswith(f"| epoch {split['epoch']} (lr {split['lr']:.0e}) |")
 
 
 def test_chapter9_reading_of_the_adam_tcn_measurements_holds() -> None:

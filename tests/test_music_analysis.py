@@ -166,19 +166,26 @@ def test_reruns_table_sets_each_earlier_run_beside_the_committed_one(tmp_path):
     write("adam-tcn/seed3/rnn-stable.json", 3, 8.61, "b" * 40)
     runs = [
         {"model": "rnn-stable", "seed": 1111,
-         "earlier": {"test_nll": 8.65, "git_commit": "a" * 40}},
+         "earlier": {"test_nll": 8.65, "git_commit": "a" * 40,
+                     "validation_split": {"epoch": 47, "lr": 1e-11}}},
         {"model": "rnn-stable", "seed": 1, "earlier": {"test_nll": 8.66, "git_commit": "a" * 40}},
         {"model": "rnn-stable", "seed": 3,
-         "earlier": {"outcome": "stopped: NaN", "git_commit": "c" * 40}},
+         "earlier": {"outcome": "stopped: NaN", "git_commit": "c" * 40,
+                     "validation_split": None}},
         {"model": "rnn-stable", "seed": 2, "earlier": {"test_nll": 8.6, "git_commit": "a" * 40}},
     ]  # fmt: skip
     assert ma.reruns_table("adam-tcn", 11.09, tmp_path).startswith("no reruns recorded")
     (tmp_path / "adam-tcn/reruns.json").write_text(json.dumps({"runs": runs}))
     rows = ma.reruns_table("adam-tcn", 11.09, tmp_path).splitlines()[2:]
-    assert rows[0] == "| RNN, stable | 1111 | 8.650 (`aaaaaaa`) | 8.700 (`bbbbbbb`) | +0.050 |"
-    assert rows[1] == "| RNN, stable | 1 | 8.660 (`aaaaaaa`) | not yet rerun |  |"
-    assert rows[2] == "| RNN, stable | 3 | stopped: NaN (`ccccccc`) | 8.610 (`bbbbbbb`) |  |"
-    assert rows[3] == "| RNN, stable | 2 | 8.600 (`aaaaaaa`) | not yet rerun |  |"
+    assert rows[0] == (
+        "| RNN, stable | 1111 | 8.650 (`aaaaaaa`) | 8.700 (`bbbbbbb`) | +0.050 "
+        "| epoch 47 (lr 1e-11) |"
+    )
+    assert rows[1] == "| RNN, stable | 1 | 8.660 (`aaaaaaa`) | not yet rerun |  |  |"
+    assert rows[2] == (
+        "| RNN, stable | 3 | stopped: NaN (`ccccccc`) | 8.610 (`bbbbbbb`) |  | never |"
+    )
+    assert rows[3] == "| RNN, stable | 2 | 8.600 (`aaaaaaa`) | not yet rerun |  |  |"
     assert rows[4].startswith(f"| {ma.BASELINE_LABEL} | 11.09 |")
 
 

@@ -397,15 +397,17 @@ def load_reruns(config: str, results_dir: str | Path | None = None) -> dict[str,
 
 def reruns_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
     """Markdown table of ``<config>/reruns.json``: each rerun's earlier outcome and commit
-    beside the test NLL committed now (read from its result file), the change, and the
-    no-memory ``baseline`` for scale."""
+    beside the test NLL committed now (read from its result file), the change, the first
+    epoch whose validation NLL differs by more than 0.01 between the two runs
+    (``earlier.validation_split``, with its learning rate), and the no-memory ``baseline``."""
     reruns = load_reruns(config, results_dir)
     if reruns is None:
         return f"no reruns recorded for config `{config}`"
     runs = load_seed_results(config, results_dir)
     lines = [
-        "| model | seed | earlier run (code at commit) | now (code at commit) | change |",
-        "| --- | ---: | --- | --- | ---: |",
+        "| model | seed | earlier run (code at commit) | now (code at commit) | change "
+        "| validation NLL parts (> 0.01) |",
+        "| --- | ---: | --- | --- | ---: | --- |",
     ]
     for entry in reruns["runs"]:
         earlier = entry["earlier"]
@@ -413,17 +415,22 @@ def reruns_table(config: str, baseline: float, results_dir: str | Path | None = 
             f"{earlier['test_nll']:.3f}" if "test_nll" in earlier else earlier["outcome"]
         ) + f" (`{earlier['git_commit'][:7]}`)"
         current = runs.get(entry["model"], {}).get(entry["seed"])
+        split = ""
         if current is None or current["provenance"]["git_commit"] == earlier["git_commit"]:
             now, change = "not yet rerun", ""
         else:
+            if "validation_split" in earlier:
+                where = earlier["validation_split"]
+                split = f"epoch {where['epoch']} (lr {where['lr']:.0e})" if where else "never"
             now = f"{current['test_nll']:.3f} (`{current['provenance']['git_commit'][:7]}`)"
             change = (
                 f"{current['test_nll'] - earlier['test_nll']:+.3f}" if "test_nll" in earlier else ""
             )
         lines.append(
-            f"| {LABELS[entry['model']]} | {entry['seed']} | {before} | {now} | {change} |"
+            f"| {LABELS[entry['model']]} | {entry['seed']} | {before} | {now} | {change} "
+            f"| {split} |"
         )
-    lines.append(_baseline_row(baseline, 5))
+    lines.append(_baseline_row(baseline, 6))
     return "\n".join(lines)
 
 
