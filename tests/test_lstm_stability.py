@@ -563,7 +563,11 @@ def test_gate_norm_table_gives_both_induced_norms_of_every_block(generator):
     column_sum, row_sum = ls.induced_norm(forget, 1), ls.induced_norm(forget, math.inf)
     assert f"| `W_f` | {column_sum:.4f} | {row_sum:.4f} |" in lines
     assert [line.split(" | ")[0] for line in lines[2:7]] == [
-        "| `W_i`", "| `W_f`", "| `W_z`", "| `W_o`", "| `U_f`"
+        "| `W_i`",
+        "| `W_f`",
+        "| `W_z`",
+        "| `W_o`",
+        "| `U_f`",
     ]
     assert lines[-1].startswith("Forget bias in [")
 
@@ -581,3 +585,239 @@ def test_the_authors_data_set_idiom_leaves_the_parameter_unchanged_but_ours_does
     assert not torch.allclose(lstm.weight_hh_l0.detach(), before)
     sums = ls.gate_blocks(lstm.weight_hh_l0.detach())["f"].abs().sum(dim=0)
     assert torch.allclose(sums, torch.full_like(sums, ls.AUTHORS_RECURRENT_SCALES["f"]))
+
+
+# ----------------------------------------------------------------------------
+# Values by hand: the certificate and the set's worst case, in plain float64 Python
+# ----------------------------------------------------------------------------
+
+
+def _sigmoid(a: float) -> float:
+    return 1 / (1 + math.exp(-a))
+
+
+def _hand_certificate(weight_hh, weight_ih, bias, bound, p):
+    """The theorem of chapter 4 unit by unit, in Python floats: ``(M, rho(M), Perron vector)``."""
+    import numpy as np
+
+    W, U, b = weight_hh.tolist(), weight_ih.tolist(), bias.tolist()
+    H = len(W[0])
+    row = {g: n * H for n, g in enumerate("ifzo")}
+    r, slope, top = {}, {}, {}
+    for g in "ifzo":
+        r[g] = [
+            sum(map(abs, W[row[g] + j])) + bound * sum(map(abs, U[row[g] + j])) for j in range(H)
+        ]
+        dist = [max(abs(b[row[g] + j]) - r[g][j], 0.0) for j in range(H)]
+        if g == "z":
+            top[g] = [math.tanh(abs(b[row[g] + j]) + r[g][j]) for j in range(H)]
+            slope[g] = [1 - math.tanh(d) ** 2 for d in dist]
+        else:
+            top[g] = [_sigmoid(b[row[g] + j] + r[g][j]) for j in range(H)]
+            slope[g] = [_sigmoid(d) * (1 - _sigmoid(d)) for d in dist]
+    cell = [top["i"][j] * top["z"][j] / (1 - top["f"][j]) for j in range(H)]
+
+    def w(g, j, k):
+        return abs(W[row[g] + j][k])
+
+    def a(j, k):
+        through_i = slope["i"][j] * top["z"][j] * w("i", j, k)
+        through_z = top["i"][j] * slope["z"][j] * w("z", j, k)
+        return through_i + through_z + slope["f"][j] * cell[j] * w("f", j, k)
+
+    A = np.array([[a(j, k) for k in range(H)] for j in range(H)])
+    G = np.array([[top["o"][j] * A[j, k] + slope["o"][j] * math.tanh(cell[j]) * w("o", j, k)
+                   for k in range(H)] for j in range(H)])  # fmt: skip
+    M = np.array(
+        [
+            [max(top["f"]), np.linalg.norm(A, p)],
+            [max(o * f for o, f in zip(top["o"], top["f"], strict=True)), np.linalg.norm(G, p)],
+        ]
+    )
+    values, vectors = np.linalg.eig(M)
+    top_index = int(np.argmax(values.real))
+    vector = np.abs(vectors[:, top_index].real)
+    return M, float(values[top_index].real), vector / vector.max(), cell, A, G
+
+
+@pytest.mark.parametrize("p", [1, 2, math.inf])
+@pytest.mark.parametrize("bound", [0.0, 0.7])
+def test_certificate_equals_the_theorem_computed_unit_by_unit(p, bound, generator):
+    """Three units, biases of both signs (some beyond the pre-activation radius)."""
+    weight_hh = 0.3 * torch.randn(12, 3, generator=generator, dtype=torch.float64)
+    weight_ih = 0.4 * torch.randn(12, 2, generator=generator, dtype=torch.float64)
+    bias = [2.5, -0.3, 0.1, -2.0, 0.4, -3.0, 1.5, -0.8, 0.2, 0.0, -2.5, 3.0]
+    bias = torch.tensor(bias, dtype=torch.float64)
+    M, lam, vector, cell, A, G = _hand_certificate(weight_hh, weight_ih, bias, bound, p)
+    certificate = ls.lstm_certificate_from_tensors(weight_hh, weight_ih, bias, bound, p)
+    torch.testing.assert_close(certificate.matrix, torch.from_numpy(M), rtol=1e-12, atol=0)
+    assert certificate.lam == pytest.approx(lam, rel=1e-12)
+    assert certificate.weights == pytest.approx(tuple(vector), rel=1e-10)
+    torch.testing.assert_close(certificate.cell_bound, torch.tensor(cell, dtype=torch.float64))
+    torch.testing.assert_close(certificate.cell_coupling, torch.from_numpy(A))
+    torch.testing.assert_close(certificate.hidden_coupling, torch.from_numpy(G))
+    assert certificate.p == p and certificate.input_bound == bound
+    assert certificate.unweighted_lam == pytest.approx(float(M.sum(axis=1).max()))
+    i_max = torch.sigmoid(ls.gate_blocks(bias)["i"] + ls.gate_blocks(weight_hh.abs())["i"].sum(1)
+                          + bound * ls.gate_blocks(weight_ih.abs())["i"].sum(1))  # fmt: skip
+    torch.testing.assert_close(certificate.input_max, i_max)
+    model = LSTMMap(2, 3, dtype=torch.float64)
+    with torch.no_grad():
+        model.weight_hh.copy_(weight_hh)
+        model.weight_ih.copy_(weight_ih)
+        model.bias.copy_(bias)
+    assert ls.lstm_contraction_bound(model, bound, p) == pytest.approx(lam, rel=1e-12)
+    assert ls.lstm_certificate(model, bound, p).matrix.tolist() == certificate.matrix.tolist()
+    # without a bias the gate biases are zero
+    zero = ls.lstm_certificate_from_tensors(weight_hh, weight_ih, None, bound, p)
+    M0 = _hand_certificate(weight_hh, weight_ih, torch.zeros(12, dtype=torch.float64), bound, p)[0]
+    torch.testing.assert_close(zero.matrix, torch.from_numpy(M0), rtol=1e-12, atol=0)
+
+
+def _hand_set_matrix(rec, inp, top_bias, low_z, bound):
+    """The set's worst case ``M-bar``: slopes 1/4 (sigmoid) and 1 (tanh), gates at their maxima."""
+    r = {g: rec[g] + bound * inp[g] for g in "ifzo"}
+    top = {g: _sigmoid(top_bias[g] + r[g]) for g in "ifo"}
+    candidate = math.tanh(max(abs(top_bias["z"]), abs(low_z)) + r["z"])
+    cell = top["i"] * candidate / (1 - top["f"])
+    a = candidate * rec["i"] / 4 + top["i"] * rec["z"] + cell * rec["f"] / 4
+    g = top["o"] * a + math.tanh(cell) * rec["o"] / 4
+    return [[top["f"], a], [top["o"] * top["f"], g]], cell
+
+
+def test_constraint_matrix_and_uniform_certificate_by_hand():
+    constraint = ls.course_lstm_constraint(input_radius=2.0, bias_bound=1.5, forget_bias_max=-1.0)
+    rec = dict(ls.AUTHORS_RECURRENT_SCALES)
+    inp = {"i": 2.0, "f": 0.25, "z": 2.0, "o": 2.0}
+    top_bias = {"i": 1.5, "f": -1.0, "z": 1.5, "o": 1.5}
+    for bound in (0.0, 0.5):
+        M, cell = _hand_set_matrix(rec, inp, top_bias, -1.5, bound)
+        torch.testing.assert_close(constraint.matrix(bound), torch.tensor(M, dtype=torch.float64))
+        m = torch.tensor(M, dtype=torch.float64)
+        root = float(torch.linalg.eigvals(m).real.max())
+        assert constraint.contraction_bound(bound) == pytest.approx(root, rel=1e-12)
+        uniform = constraint.uniform_certificate(bound)
+        assert uniform.lam == pytest.approx(root, rel=1e-12)
+        assert uniform.cell_bound == pytest.approx(cell, rel=1e-12)
+        v = torch.tensor(uniform.weights, dtype=torch.float64)
+        torch.testing.assert_close(m @ v, root * v)
+        assert max(uniform.weights) == 1.0
+        assert uniform.state_bound == pytest.approx(max(cell / v[0], 1 / v[1]))
+    # without bias_min the candidate bias is bounded by |b_z| <= bias_max["z"]
+    inputs_only_f = {"i": 0.0, "f": 0.25, "z": 0.0, "o": 0.0}
+    tops = {"i": 0.5, "f": -0.5, "z": 0.75, "o": 0.0}
+    symmetric = ls.LSTMConstraint(rec, inputs_only_f, tops)
+    M, cell = _hand_set_matrix(rec, inputs_only_f, tops, -0.75, 1.0)
+    torch.testing.assert_close(symmetric.matrix(1.0), torch.tensor(M, dtype=torch.float64))
+    assert symmetric.uniform_certificate(1.0).cell_bound == pytest.approx(cell, rel=1e-12)
+
+
+def test_free_forget_constraint_by_hand():
+    free = ls.free_forget_constraint(input_radius=3.0, bias_bound=2.0)
+    assert free.recurrent_radius == ls.AUTHORS_RECURRENT_SCALES
+    assert free.input_radius == {g: 3.0 for g in ls.GATES}
+    assert free.bias_max == {g: 2.0 for g in ls.GATES}
+    assert free.lower_bias() == {g: -2.0 for g in ls.GATES}
+    course = ls.course_lstm_constraint(3.0, 2.0, forget_bias_max=-0.5)
+    assert course.input_radius == {"i": 3.0, "f": 0.25, "z": 3.0, "o": 3.0}
+    assert course.bias_max == {"i": 2.0, "f": -0.5, "z": 2.0, "o": 2.0}
+    assert course.lower_bias() == {g: -2.0 for g in ls.GATES}
+    authors = ls.authors_constants_constraint(0.5)
+    assert authors.lower_bias() == {"i": -math.inf, "f": -math.inf, "z": -math.inf, "o": -math.inf}
+    assert authors.bias_max == {"i": math.inf, "f": 0.5, "z": math.inf, "o": math.inf}
+    assert authors.input_radius == {"i": math.inf, "f": 0.25, "z": math.inf, "o": math.inf}
+    assert free.scaled(2.0).recurrent_radius == {g: 2 * c for g, c in free.recurrent_radius.items()}
+
+
+def _certificate_by_values() -> ls.LSTMCertificate:
+    one = torch.tensor([0.5, 0.25], dtype=torch.float64)
+    return ls.LSTMCertificate(
+        p=math.inf,
+        input_bound=1.0,
+        input_max=one,
+        forget_max=torch.tensor([0.5, 0.125], dtype=torch.float64),
+        candidate_max=one,
+        output_max=one,
+        cell_bound=torch.tensor([1.5, 3.25], dtype=torch.float64),
+        cell_coupling=torch.eye(2),
+        hidden_coupling=torch.eye(2),
+        matrix=torch.tensor([[0.5, 0.25], [0.125, 0.375]], dtype=torch.float64),
+        lam=0.6,
+        weights=(1.0, 0.4),
+    )
+
+
+def test_format_certificate_by_hand():
+    assert ls.format_certificate(_certificate_by_values()).splitlines() == [
+        "M = [[0.5000, 0.2500], [0.1250, 0.3750]]",
+        "lambda = rho(M) = 0.6000   (plain max-norm: 0.7500)",
+        "norm weights (v_c, v_h) = (1.0000, 0.4000)",
+        "max forget gate fbar = 0.5000, max cell bound C = 3.2500",
+    ]
+
+
+def test_contraction_verdicts_by_hand():
+    rows = [
+        {"model": "a", "certificate": 0.5, "jacobian_certificate_norm": 0.25,
+         "pairs_certificate_norm": 0.375, "jacobian_euclidean": 1.5, "pairs_euclidean": 0.5},
+        {"model": "b", "certificate": 1.0, "jacobian_certificate_norm": 1.0,
+         "pairs_certificate_norm": 0.5, "jacobian_euclidean": 0.75, "pairs_euclidean": 0.875},
+    ]  # fmt: skip
+    assert ls.contraction_verdicts(rows).splitlines() == [
+        "a: certified yes (0.5); measured < 1 in the certificate's norm: yes (0.375); "
+        "in the Euclidean norm: no (1.5)",
+        "b: certified no (1); measured < 1 in the certificate's norm: no (1); "
+        "in the Euclidean norm: yes (0.875)",
+    ]
+
+
+def test_measured_contraction_collects_the_measurements(generator):
+    model = ls.random_stable_lstm(2, 3, 0.8, generator=generator)
+    seed = 11
+    result = ls.measured_contraction(model, 0.5, 60, torch.Generator().manual_seed(seed))
+    g = torch.Generator().manual_seed(seed)
+    states, x = ls.sample_box_states(model, 0.5, 60, g)
+    # the map acts row by row, so the Jacobian of the batch sum holds every row's Jacobian
+    summed = torch.autograd.functional.jacobian(lambda s: model.step(s, x).sum(0), states)
+    jacobians = summed.permute(1, 0, 2)
+    certificate = ls.lstm_certificate(model, 0.5)
+    v_c, v_h = certificate.weights
+    v = torch.tensor([v_c] * 3 + [v_h] * 3, dtype=torch.float64)
+    weighted = (jacobians.abs() * v).sum(-1) / v
+    assert result["certificate"] == certificate.lam
+    assert result["certificate_l1"] == ls.lstm_certificate(model, 0.5, p=1).lam
+    # jacobian_certificate_norms builds its weights with torch.full (float32): ~1e-8 relative
+    assert result["jacobian_certificate_norm"] == pytest.approx(float(weighted.amax()), rel=1e-7)
+    spectral = torch.linalg.matrix_norm(jacobians, ord=2).max()
+    assert result["jacobian_euclidean"] == pytest.approx(float(spectral), rel=1e-9)
+    pairs = ls.pair_lipschitz(model, 0.5, 60, g)
+    assert result["pairs_certificate_norm"] == pytest.approx(pairs, rel=1e-12)
+    pairs_euclidean = ls.pair_lipschitz(model, 0.5, 60, g, norm="euclidean")
+    assert result["pairs_euclidean"] == pytest.approx(pairs_euclidean, rel=1e-12)
+    assert 0 < pairs <= certificate.lam
+
+
+def test_authors_rescaled_lstm_is_the_rescaling_of_its_gaussian_draw():
+    model = ls.authors_rescaled_lstm(3, 4, bias_std=0.5, forget_bias=2.0,
+                                     generator=torch.Generator().manual_seed(8))  # fmt: skip
+    g = torch.Generator().manual_seed(8)
+    weight_hh = torch.randn(16, 4, generator=g, dtype=torch.float64)
+    weight_ih = torch.randn(16, 3, generator=g, dtype=torch.float64)
+    bias = 0.5 * torch.randn(16, generator=g, dtype=torch.float64)
+    bias[4:8] += 2.0
+    assert model.weight_hh.dtype == torch.float64 and (model.input_size, model.hidden_size) == (
+        3,
+        4,
+    )
+    torch.testing.assert_close(model.bias.detach(), bias)
+    W = ls.gate_blocks(model.weight_hh.detach())
+    for n, g_name in enumerate(ls.GATES):
+        block = weight_hh[4 * n : 4 * n + 4]
+        expected = ls.AUTHORS_RECURRENT_SCALES[g_name] * block / block.abs().sum(0)
+        torch.testing.assert_close(W[g_name], expected)
+    U = ls.gate_blocks(model.weight_ih.detach())
+    torch.testing.assert_close(U["f"], 0.25 * weight_ih[4:8] / weight_ih[4:8].abs().sum(0))
+    for n in (0, 2, 3):
+        torch.testing.assert_close(U[ls.GATES[n]], weight_ih[4 * n : 4 * n + 4])
+    plain = ls.authors_rescaled_lstm(3, 4, dtype=torch.float32)
+    assert plain.weight_hh.dtype == torch.float32 and float(plain.bias.abs().max()) == 0

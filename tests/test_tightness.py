@@ -13,9 +13,11 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from stablernn_lib.core.norms import spectral_norm
 from stablernn_lib.theory import tightness
 from stablernn_lib.theory.weights_close import decay_recurrence_solution_log10, proposition2_bound
 
@@ -158,3 +160,505 @@ def test_beta_and_the_one_unit_hessian_share_their_leading_order_in_sympy():
     gap = sp.Symbol("epsilon", positive=True)  # lam = 1 - gap
     ratio = sp.simplify((curvature / beta).subs(lam, 1 - gap))
     assert sp.limit(ratio, gap, 0, "+") == 1
+
+
+# ----------------------------------------------------------------------------- values by hand
+# The tests below check each ratio, table and job of the module against an independent
+# computation (sympy on a one-unit RNN, float64 loops, hand-written tables).
+
+
+def _one_unit_loss(w, u, xs, y, activation, k=None):
+    """``(h_T - y)^2 / 2`` of ``h_t = rho(w h_{t-1} + u x_t)`` in sympy (last ``k`` inputs)."""
+    import sympy as sp
+
+    rho = sp.tanh if activation == "tanh" else (lambda a: a)
+    h = sp.Integer(0)
+    for x in xs if k is None else xs[-k:]:
+        h = rho(w * h + u * x)
+    return (h - y) ** 2 / 2
+
+
+def _one_unit_gradient(point, xs, y, activation, k=None):
+    import sympy as sp
+
+    w, u = sp.symbols("w u")
+    loss = _one_unit_loss(w, u, xs, y, activation, k)
+    gradient = sp.lambdify((w, u), [sp.diff(loss, v) for v in (w, u)], "math")
+    return [float(g) for g in gradient(*point)]
+
+
+def _unit(value: float) -> torch.Tensor:
+    return torch.tensor([[value]], dtype=torch.float64)
+
+
+def test_lemma1_ratio_is_one_minus_lam_to_the_t_minus_k_on_the_linear_unit():
+    """``h_t = lam h_{t-1} + u``: the gap at ``T`` is ``u lam^k (1 - lam^(T-k)) / (1 - lam)``."""
+    lam, T, k = 0.5, 6, 2
+    inputs = torch.full((T, 1), 0.5, dtype=torch.float64)
+    ratio = tightness.lemma1_ratio(_unit(lam), _unit(2.0), inputs, "identity", k)
+    assert ratio == pytest.approx(1 - lam ** (T - k), rel=1e-12)
+
+
+@pytest.mark.parametrize("activation", ["identity", "tanh"])
+def test_lemma1_ratio_equals_a_float64_loop(activation):
+    """Two units, inputs of different norms: max_t ||h_t - h^k_t|| by loops over t."""
+    g = generator(3)
+    W = torch.randn(2, 2, generator=g, dtype=torch.float64) * 0.4
+    U = torch.randn(2, 3, generator=g, dtype=torch.float64)
+    inputs = (
+        torch.randn(7, 3, generator=g, dtype=torch.float64) * torch.linspace(0.2, 2, 7)[:, None]
+    )
+    k = 3
+    rho = np.tanh if activation == "tanh" else (lambda a: a)
+    w, u, xs = W.numpy(), U.numpy(), inputs.numpy()
+
+    def run(window):
+        h = np.zeros(2)
+        for x in window:
+            h = rho(w @ h + u @ x)
+        return h
+
+    measured = max(np.linalg.norm(run(xs[: t + 1]) - run(xs[max(0, t - k + 1) : t + 1]))
+                   for t in range(len(xs)))  # fmt: skip
+    lam, lx = np.linalg.norm(w, 2), np.linalg.norm(u, 2)
+    bx = np.linalg.norm(xs, axis=1).max()
+    bound = lam**k * lx * bx / (1 - lam)
+    assert tightness.lemma1_ratio(W, U, inputs, activation, k) == pytest.approx(
+        measured / bound, rel=1e-10
+    )
+
+
+@pytest.mark.parametrize("activation", ["identity", "tanh"])
+def test_lemma2_ratio_equals_the_sympy_gradient_gap_over_gamma(activation):
+    from stablernn_lib.core import bounds
+
+    w, u, xs, y, k = 0.6, -0.8, [0.3, -1.0, 0.5, 0.9, -0.2], 0.4, 2
+    full = _one_unit_gradient((w, u), xs, y, activation)
+    cut = _one_unit_gradient((w, u), xs, y, activation, k)
+    gap = math.hypot(full[0] - cut[0], full[1] - cut[1])
+    lam, lx, bx = abs(w), abs(u), 1.0
+    lp = lx * bx / (1 - lam) + abs(y)
+    l2 = 0.0 if activation == "identity" else bounds.activation_smoothness("tanh")
+    gamma = bounds.lemma2_gamma(lam, lx, bx, lp, 1.0, l_rho=1.0, l2_rho=l2)
+    inputs = torch.tensor(xs, dtype=torch.float64)[:, None]
+    target = torch.tensor([y], dtype=torch.float64)
+    ratio = tightness.lemma2_ratio(_unit(w), _unit(u), inputs, target, activation, k)
+    assert ratio == pytest.approx(gap / (gamma * k * lam**k), rel=1e-9)
+
+
+@pytest.mark.parametrize("activation", ["identity", "tanh"])
+def test_lemma3_ratio_equals_the_sympy_gradient_difference_over_beta(activation):
+    """The two points are ordered differently in ``|W|`` and ``|U|``: beta takes both maxima."""
+    from stablernn_lib.core import bounds
+
+    first, second = (0.7, 0.5), (0.4, -0.9)
+    xs, y = [0.3, -1.5, 0.5, 0.9], 0.4
+    g1 = _one_unit_gradient(first, xs, y, activation)
+    g2 = _one_unit_gradient(second, xs, y, activation)
+    distance = math.hypot(first[0] - second[0], first[1] - second[1])
+    lam, lx, bx = 0.7, 0.9, 1.5
+    lp = lx * bx / (1 - lam) + abs(y)
+    l2 = 0.0 if activation == "identity" else bounds.activation_smoothness("tanh")
+    beta = bounds.lemma3_beta(lam, lx, bx, lp, 1.0, l_rho=1.0, l2_rho=l2)
+    inputs = torch.tensor(xs, dtype=torch.float64)[:, None]
+    target = torch.tensor([y], dtype=torch.float64)
+    ratio = tightness.lemma3_ratio(
+        (_unit(first[0]), _unit(first[1])),
+        (_unit(second[0]), _unit(second[1])),
+        inputs,
+        target,
+        activation,
+    )
+    expected = math.hypot(g1[0] - g2[0], g1[1] - g2[1]) / (beta * distance)
+    assert ratio == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("lam", [0.3, 0.8])
+def test_linear_unit_ratio_is_the_sympy_hessian_norm_over_beta(lam):
+    """``h_T = u (1 - w^T) / (1 - w)``, ``T = ceil(log 1e-12 / log lam)``: ``||H||_2 / beta``."""
+    import sympy as sp
+
+    from stablernn_lib.core import bounds
+
+    T = math.ceil(math.log(1e-12) / math.log(lam))
+    w, u = sp.symbols("w u")
+    loss = (u * (1 - w**T) / (1 - w)) ** 2 / 2
+    at = {w: sp.nsimplify(lam), u: 1}
+    hessian = np.array([[float(sp.diff(loss, a, b).subs(at)) for b in (w, u)] for a in (w, u)])
+    bh = 1 / (1 - lam)
+    beta = bounds.lemma3_beta(lam, 1.0, 1.0, bh, 1.0, l_rho=1.0, l2_rho=0.0)
+    expected = np.linalg.norm(hessian, 2) / beta
+    assert tightness.lemma3_linear_unit_ratio(lam) == pytest.approx(expected, rel=1e-5)
+    for bad in (0.0, 1.0):
+        with pytest.raises(ValueError, match="lam must lie in"):
+            tightness.lemma3_linear_unit_ratio(bad)
+
+
+def test_final_state_and_gradient_match_the_one_unit_closed_forms():
+    xs, y = [0.3, -1.0, 0.5], 0.2
+    inputs = torch.tensor(xs, dtype=torch.float64)[:, None]
+    w, u = 0.6, -0.8
+    for activation in ("identity", "tanh"):
+        rho = math.tanh if activation == "tanh" else (lambda a: a)
+        h = 0.0
+        for x in xs:
+            h = rho(w * h + u * x)
+        state = tightness._final_state(_unit(w), _unit(u), inputs, activation)
+        assert float(state[0]) == pytest.approx(h, rel=1e-14)
+        W = _unit(w).requires_grad_()
+        U = _unit(u).requires_grad_()
+        target = torch.tensor([y], dtype=torch.float64)
+        grad = tightness._gradient(W, U, inputs, target, activation)
+        assert grad.tolist() == pytest.approx(_one_unit_gradient((w, u), xs, y, activation))
+        assert grad.requires_grad  # differentiable, for the Lemma 3 search
+
+
+def test_project_rows_scales_only_the_rows_outside_the_ball():
+    rows = torch.tensor([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0]], dtype=torch.float64)
+    tightness._project_rows_(rows, 2.0)
+    expected = torch.tensor([[1.2, 1.6], [0.3, 0.4], [0.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(rows, expected, rtol=1e-12, atol=0)
+
+
+def test_variables_are_projected_onto_every_constraint():
+    config = replace(CONFIG, hidden_size=3, input_size=2, seq_len=5)
+    v = tightness._RNNVariables.draw(config, 0.4, "tanh", generator(), 0.5, 0.2)
+    assert [t.shape for t in v.tensors()] == [(3, 3), (3, 2), (5, 2), (3,)]
+    assert all(t.requires_grad and t.dtype == torch.float64 for t in v.tensors())
+    assert spectral_norm(v.W.detach()) == pytest.approx(0.4, rel=1e-9)  # l_rho = 1
+    assert v.contraction() == pytest.approx(0.4, rel=1e-9)
+    assert spectral_norm(v.U.detach()) <= 1 + 1e-9
+    assert float(v.inputs.norm(dim=-1).max()) == pytest.approx(0.2, rel=1e-9)
+    assert float(v.target.norm()) == pytest.approx(0.5, rel=1e-9)
+    free = tightness._RNNVariables.draw(config, 0.4, "identity", generator())
+    assert float(free.target.norm()) == 0 and free.input_norm == 1.0
+
+
+def test_best_skips_non_finite_ratios():
+    rows = [{"ratio": 0.5, "a": 1}, {"ratio": math.nan}, {"ratio": 0.7, "a": 2}, {"ratio": 0.6}]
+    assert tightness._best(rows) == {"ratio": 0.7, "a": 2}
+    assert math.isnan(tightness._best([{"ratio": math.inf}])["ratio"])
+    assert tightness._record(np.float64(0.25), k=3) == {"ratio": 0.25, "k": 3}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"restarts": 0},
+        {"steps": 0},
+        {"seq_len": 1, "ks": (1,)},
+        {"lams": (0.5, 1.0)},
+        {"lams": (0.0,)},
+        {"lstm_lams": (1.0,)},
+        {"beta_lams": (0.0,)},
+        {"ks": (20,)},
+    ],
+)
+def test_config_rejects_what_the_searches_cannot_run(changes):
+    with pytest.raises(ValueError, match="need restarts|lambda must lie|shorter than seq_len"):
+        replace(CONFIG, **changes)
+
+
+def test_config_accepts_its_smallest_values_and_rejects_unknown_activations():
+    replace(CONFIG, restarts=1, steps=1, seq_len=2, ks=(1,))
+    with pytest.raises(ValueError, match=r"unknown activations \['relu'\]"):
+        replace(CONFIG, activations=("tanh", "relu"))
+
+
+def _fake_results() -> dict:
+    """A results dict in the shape of ``run_tightness``, with round numbers."""
+    searches = {
+        "lemma1": [
+            {"lam": 0.5, "k": 2, "activation": "tanh", "ratio": 0.25, "instance_lam": 0.5},
+            {"lam": 0.1, "k": 2, "activation": "tanh", "ratio": 0.75, "instance_lam": 0.0625},
+            {"lam": 0.5, "k": 3, "activation": "tanh", "ratio": 0.5, "instance_lam": 0.375},
+        ],
+        "lemma2_gamma": [{"lam": 0.5, "k": 1, "ratio": 0.125, "instance_lam": 0.5}],
+        "lemma3_beta": [{"lam": 0.5, "ratio": math.nan}, {"lam": 0.9, "ratio": 0.5}],
+        "lemma3_linear_unit": [{"lam": 0.5, "ratio": 0.96}, {"lam": 0.9, "ratio": 0.998}],
+        "proposition2": [
+            {"alpha_beta": 0.5, "num_steps": 1, "ratio": 1.0},
+            {"alpha_beta": 0.5, "num_steps": 10, "ratio": 0.25},
+            {"alpha_beta": 0.0, "num_steps": 1, "ratio": 1.0},
+            {"alpha_beta": 0.0, "num_steps": 10, "ratio": 0.5},
+        ],
+        "lstm_lambda": [{"hidden_size": 2, "final_lam": 0.75, "ratio": 0.875}],
+    }
+    return {
+        "searches": searches,
+        "worst_adversarial": {
+            name: tightness._best(rows)["ratio"] for name, rows in searches.items()
+        },
+        "worst_random": {
+            "lemma1": 0.8641,
+            "lemma2_gamma": 0.5,
+            "lemma3_beta": 0.25,
+            "proposition2_log10": -4892.6,
+            "lstm_lambda": 0.96539,
+        },
+    }
+
+
+def test_tightness_table_by_hand():
+    results = _fake_results()
+    assert tightness.tightness_table(results).splitlines() == [
+        "| bound | worst ratio, adversarial search | worst ratio, random instances |",
+        "|---|---|---|",
+        "| Lemma 1: $\\lambda^k L_x B_x / (1 - \\lambda)$ | 0.75 | 0.864 |",
+        "| Lemma 2: $\\gamma k \\lambda^k$ | 0.125 | 0.5 |",
+        "| Lemma 3: $\\beta \\Vert w - w'\\Vert$ | 0.5 | 0.25 |",
+        "| Lemma 3, one-unit linear RNN, $\\lambda \\le 0.99$ (no search) | 0.998 | n/a |",
+        "| Proposition 2: $\\alpha\\gamma k\\lambda^k N^{\\alpha\\beta+1}$ | 1 | "
+        "$10^{-4893}$ (Figure 1 run) |",
+        "| Chapter 4 LSTM theorem: $\\lambda = \\rho(M)$ | 0.875 | 0.965 |",
+    ]
+    results["worst_random"]["proposition2_log10"] = None
+    assert "| 1 | n/a |" in tightness.tightness_table(results)
+
+
+def test_worst_settings_table_by_hand():
+    lines = tightness.worst_settings_table(_fake_results()).splitlines()
+    assert lines[:3] == [
+        "| bound | worst ratio | found at |",
+        "|---|---:|---|",
+        "| Lemma 1: $\\lambda^k L_x B_x / (1 - \\lambda)$ | 0.75 | "
+        "lam = 0.1, k = 2, activation = tanh, instance_lam = 0.0625 |",
+    ]
+    assert lines[4] == "| Lemma 3: $\\beta \\Vert w - w'\\Vert$ | 0.5 | lam = 0.9 |"
+    assert lines[6].endswith("| 1 | alpha_beta = 0.5, num_steps = 1 |")
+    assert lines[7].endswith("| 0.875 | hidden_size = 2, final_lam = 0.75 |")
+    assert len(lines) == 8
+
+
+def test_per_setting_table_by_hand():
+    assert tightness.per_setting_table(_fake_results(), "lemma1").splitlines() == [
+        "| setting | radius 0.1 | radius 0.5 |",
+        "|---|---:|---:|",
+        "| activation = tanh, k = 2 | 0.75 ($\\lambda$ = 0.0625) | 0.25 ($\\lambda$ = 0.5) |",
+        "| activation = tanh, k = 3 |  | 0.5 ($\\lambda$ = 0.375) |",
+    ]
+
+
+def test_proposition2_table_by_hand():
+    assert tightness.proposition2_table(_fake_results()).splitlines() == [
+        "| $\\alpha\\beta$ | $N = 1$ | $N = 10$ |",
+        "|---:|---:|---:|",
+        "| 0 | 1 | 0.5 |",
+        "| 0.5 | 1 | 0.25 |",
+    ]
+
+
+def _recording_searches(monkeypatch) -> list:
+    """Replace every search by one that records its arguments and returns them."""
+    calls = []
+
+    def recorder(name):
+        def search(*args, **kwargs):
+            calls.append((name, args, kwargs))
+            return {"ratio": float(len(calls)), "call": (name, args[1:], kwargs)}
+
+        return search
+
+    for name in ("lemma1_search", "lemma2_search", "lemma3_search", "lstm_search"):
+        monkeypatch.setattr(tightness, name, recorder(name))
+    return calls
+
+
+def test_search_jobs_cover_every_setting_in_order(monkeypatch):
+    calls = _recording_searches(monkeypatch)
+    config = replace(
+        CONFIG,
+        activations=("identity", "tanh"),
+        lams=(0.3, 0.6),
+        ks=(1, 3),
+        target_norms=(0.0, 1.0),
+        input_norms=(1.0, 0.1),
+        lstm_hidden_sizes=(1, 2),
+        lstm_lams=(0.5, 0.9),
+    )
+    g = generator()
+    expected = []
+    for act in ("identity", "tanh"):
+        for lam in (0.3, 0.6):
+            for k in (1, 3):
+                expected.append(("lemma1_search", (config, lam, k, act, g)))
+                for y in (0.0, 1.0):
+                    for b in (1.0, 0.1):
+                        expected.append(("lemma2_search", (config, lam, k, act, y, g, b)))
+            for y in (0.0, 1.0):
+                for b in (1.0, 0.1):
+                    expected.append(("lemma3_search", (config, lam, act, y, g, b)))
+    for hidden in (1, 2):
+        for lam in (0.5, 0.9):
+            expected.append(("lstm_search", (config, hidden, lam, g)))
+    jobs = tightness.search_jobs(config)
+    names = {"lemma1": "lemma1_search", "lemma2_gamma": "lemma2_search"}
+    names |= {"lemma3_beta": "lemma3_search", "lstm_lambda": "lstm_search"}
+    assert [names[name] for name, _ in jobs] == [name for name, _ in expected]
+    for _, job in jobs:
+        job(g)
+    assert [(name, args) for name, args, _ in calls] == expected
+
+
+def test_job_generators_are_seeded_by_index_and_rerun_picks_the_right_job(monkeypatch):
+    calls = _recording_searches(monkeypatch)
+    config = replace(CONFIG, seed=7, lams=(0.3, 0.6), ks=(1, 3))
+    assert tightness.job_generator(config, 5).initial_seed() == 1_000_003 * 7 + 5
+    jobs = tightness.search_jobs(config)
+    index = [i for i, (name, _) in enumerate(jobs) if name == "lemma2_gamma"][2]
+    result = tightness.rerun_search(config, "lemma2_gamma", 2)
+    (name, args, _), *rest = calls
+    assert name == "lemma2_search" and not rest
+    assert args[4] == CONFIG.target_norms[0] and args[2] == 3  # third lemma 2 job: k = 3
+    assert args[5].initial_seed() == 1_000_003 * 7 + index
+    assert result["ratio"] == 1.0
+
+
+def test_run_tightness_collects_every_search_and_its_worst_ratio(monkeypatch):
+    _recording_searches(monkeypatch)
+    monkeypatch.setattr(tightness, "proposition2_search", lambda: [{"ratio": 0.5}, {"ratio": 1}])
+    monkeypatch.setattr(
+        tightness, "beta_asymptotic", lambda lams: [{"lam": x, "ratio": x} for x in lams]
+    )
+    monkeypatch.setattr(tightness, "random_baselines", lambda config: {"seed": config.seed})
+    config = replace(CONFIG, seed=3, beta_lams=(0.2, 0.4))
+    results = tightness.run_tightness(config, progress=False)
+    jobs = tightness.search_jobs(config)
+    counts = {name: sum(1 for n, _ in jobs if n == name) for name, _ in jobs}
+    assert {name: len(results["searches"][name]) for name in counts} == counts
+    # the recording searches return the running call count as the ratio
+    assert results["worst_adversarial"] == {
+        "lemma1": 1.0,
+        "lemma2_gamma": 3.0,
+        "lemma3_beta": 5.0,
+        "lstm_lambda": 6.0,
+        "proposition2": 1.0,
+        "lemma3_linear_unit": 0.4,
+    }
+    assert results["worst_random"] == {"seed": 3} and results["seed"] == 3
+    assert results["config"]["beta_lams"] == (0.2, 0.4) and results["duration_s"] >= 0
+    assert "git_commit" in results["provenance"]
+
+
+def test_proposition2_search_grid_and_values():
+    rows = tightness.proposition2_search()
+    assert [(row["alpha_beta"], row["num_steps"]) for row in rows] == [
+        (c, n) for c in (0.0, 0.1, 0.5, 1.0, 2.0) for n in (1, 2, 10, 100)
+    ]
+    for row in tightness.proposition2_search((0.0, 1.5), (1, 3, 20)):
+        c, n = row["alpha_beta"], row["num_steps"]
+        # gamma = 2, k = 1, lambda = 0.5, alpha = 0.1: the gap is 1
+        exact = 10 ** decay_recurrence_solution_log10(0.1, c / 0.1, 1.0, n)
+        bound = proposition2_bound(0.1, 2.0, c / 0.1, 1, 0.5, n)
+        assert row["ratio"] == pytest.approx(exact / bound, rel=1e-9)
+
+
+def test_proposition2_worst_case_by_hand():
+    # beta = 0: both runs stay apart by alpha gap H_N; beta = 10, alpha = 0.1, N = 2:
+    # e_2 = 0.1 gap, e_3 = (1 + 0.05 * 10) e_2 + 0.05 gap
+    assert tightness.proposition2_worst_case(0.1, 0.0, 2.0, 3) == pytest.approx(0.2 * 11 / 6)
+    assert tightness.proposition2_worst_case(0.1, 10.0, 1.0, 2) == pytest.approx(0.2)
+
+
+def test_proposition2_random_log10_reads_the_decay_runs(tmp_path):
+    folder = tmp_path / "full"
+    (folder / "runs").mkdir(parents=True)
+    (folder / "summary.json").write_text("{}")
+    units = [
+        # the first recorded step is skipped; a zero distance or a missing bound too
+        {
+            "schedule": "decay",
+            "distance": [1e9, 1e-3, 0.0, 1e-2],
+            "prop2_theory_log10": [0, 1, 2, None],
+        },
+        {"schedule": "decay", "distance": [1.0, 1e-4], "prop2_theory_log10": [5.0, -2.5]},
+        {"schedule": "constant", "distance": [1.0, 10.0], "prop2_theory_log10": [0.0, 0.0]},
+    ]
+    for index, unit in enumerate(units):
+        (folder / "runs" / f"{index}.json").write_text(json.dumps(unit))
+    assert tightness.proposition2_random_log10(tmp_path) == pytest.approx(-1.5)
+    assert tightness.proposition2_random_log10(tmp_path / "missing") is None
+    (folder / "runs" / "0.json").unlink()
+    (folder / "runs" / "1.json").unlink()
+    assert tightness.proposition2_random_log10(tmp_path) is None
+
+
+def test_load_committed_reads_the_file_or_says_how_to_make_it(tmp_path):
+    path = tmp_path / "t.json"
+    with pytest.raises(FileNotFoundError, match="python -m stablernn_lib tightness"):
+        tightness.load_committed(path)
+    path.write_text('{"seed": 4}')
+    assert tightness.load_committed(path) == {"seed": 4}
+
+
+def test_command_passes_the_config_and_seed(monkeypatch, tmp_path, capsys):
+    from stablernn_lib.__main__ import main
+
+    seen = []
+
+    def fake_run(config):
+        seen.append(config)
+        return {**_fake_results(), "duration_s": 2.0}
+
+    monkeypatch.setattr(tightness, "run_tightness", fake_run)
+    out = tmp_path / "t.json"
+    assert main(["tightness", "--config", "smoke", "--seed", "5", "--out", str(out)]) == 0
+    assert seen[-1] == replace(tightness.CONFIGS["smoke"], seed=5)
+    assert json.loads(out.read_text())["duration_s"] == 2.0
+    assert capsys.readouterr().out.splitlines()[-1] == f"tightness smoke: 2 s; written to {out}"
+    assert main(["tightness", "--out", str(out)]) == 0
+    assert seen[-1] == tightness.CONFIGS["full"]
+
+
+def test_beta_asymptotic_evaluates_the_grid(monkeypatch):
+    monkeypatch.setattr(tightness, "lemma3_linear_unit_ratio", lambda lam: 1 - lam)
+    assert tightness.beta_asymptotic((0.5, 0.75)) == [
+        {"lam": 0.5, "ratio": 0.5},
+        {"lam": 0.75, "ratio": 0.25},
+    ]
+    assert [row["lam"] for row in tightness.beta_asymptotic()] == list(
+        tightness.BETA_ASYMPTOTIC_LAMS
+    )
+
+
+def _small_lstm():
+    """A float64 LSTM (2 inputs, 3 units) with weights N(0, 0.3^2): certified contractive."""
+    from stablernn_lib.core.models import LSTMMap
+
+    model = LSTMMap(2, 3, dtype=torch.float64)
+    g = generator(1)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(0.3 * torch.randn(param.shape, generator=g, dtype=torch.float64))
+    return model
+
+
+def test_lstm_box_and_jacobian_norm_match_the_certificate():
+    from stablernn_lib.theory.lstm_stability import jacobian_certificate_norms, lstm_certificate
+
+    model = _small_lstm()
+    certificate = lstm_certificate(model, 0.5)
+    limit, weights = tightness._lstm_box(model, 0.5)
+    v_c, v_h = certificate.weights
+    torch.testing.assert_close(limit, torch.cat([certificate.cell_bound, torch.ones(3)]).double())
+    torch.testing.assert_close(weights, torch.tensor([v_c] * 3 + [v_h] * 3, dtype=torch.float64))
+    g = generator(2)
+    states = (2 * torch.rand(4, 6, generator=g, dtype=torch.float64) - 1) * limit
+    x = 0.5 * (2 * torch.rand(4, 2, generator=g, dtype=torch.float64) - 1)
+    expected = jacobian_certificate_norms(model, states, x, 0.5)
+    for n in range(4):
+        value = tightness._lstm_jacobian_norm(model, states[n], x[n], weights)
+        assert float(value.detach()) == pytest.approx(float(expected[n]), rel=1e-10)
+
+
+def test_perturbed_multiplies_weights_and_shifts_biases():
+    model = _small_lstm()
+    other = tightness._perturbed(model, 0.3, generator(5))
+    g = generator(5)
+    for mine, theirs in zip(other.parameters(), model.parameters(), strict=True):
+        noise = torch.randn(theirs.shape, generator=g, dtype=torch.float64)
+        if theirs.dim() == 1:
+            torch.testing.assert_close(mine - theirs, 0.3 * noise)
+        else:
+            torch.testing.assert_close(mine / theirs, torch.exp(0.3 * noise))
+    assert (other.input_size, other.hidden_size) == (2, 3)
