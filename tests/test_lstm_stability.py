@@ -821,3 +821,81 @@ def test_authors_rescaled_lstm_is_the_rescaling_of_its_gaussian_draw():
         torch.testing.assert_close(U[ls.GATES[n]], weight_ih[4 * n : 4 * n + 4])
     plain = ls.authors_rescaled_lstm(3, 4, dtype=torch.float32)
     assert plain.weight_hh.dtype == torch.float32 and float(plain.bias.abs().max()) == 0
+
+
+def test_l1_projection_of_a_batch_with_one_radius_per_row(generator):
+    vectors = torch.randn(2, 3, 4, generator=generator, dtype=torch.float64)
+    radii = torch.tensor([[0.5, 1.0, 100.0], [0.1, 2.0, 0.0]], dtype=torch.float64)
+    projected = ls.project_l1_ball(vectors, radii)
+    for a in range(2):
+        for b in range(3):
+            one = ls.project_l1_ball(vectors[a, b][None], float(radii[a, b]))[0]
+            torch.testing.assert_close(projected[a, b], one)
+    # one coordinate: the projection onto [-r, r] is clipping
+    scalars = torch.tensor([[-3.0], [0.2], [5.0]], dtype=torch.float64)
+    torch.testing.assert_close(ls.project_l1_ball(scalars, 1.0), scalars.clamp(-1.0, 1.0))
+
+
+def test_l1_projection_messages():
+    with pytest.raises(TypeError, match=r"^vectors must be a floating torch\.Tensor of shape"):
+        ls.project_l1_ball(torch.zeros(2, 3, dtype=torch.int64), 1.0)
+    with pytest.raises(ValueError, match=r"n >= 1, got \(3, 0\)"):
+        ls.project_l1_ball(torch.zeros(3, 0, dtype=torch.float64), 1.0)
+    with pytest.raises(ValueError, match=r"n >= 1, got \(\)"):
+        ls.project_l1_ball(torch.tensor(1.0, dtype=torch.float64), 1.0)
+
+
+def test_bias_sum_projection_onto_a_single_value_and_its_message():
+    biases = [torch.tensor([1.0, -4.0]), torch.tensor([2.0, 0.0])]
+    ls.project_bias_sum_(biases, upper=0.5, lower=0.5)
+    torch.testing.assert_close(biases[0] + biases[1], torch.tensor([0.5, 0.5]))
+    torch.testing.assert_close(biases[0] - biases[1], torch.tensor([-1.0, -4.0]))
+    with pytest.raises(ValueError, match=r"empty interval: lower = 1\.0 > upper = 0\.0"):
+        ls.project_bias_sum_(biases, upper=0.0, lower=1.0)
+
+
+def test_state_norm_uses_p_the_two_halves_and_any_batch_shape(generator):
+    model = ls.random_stable_lstm(2, 3, 0.9, 1.0, generator=generator)
+    for p in (1, 2, math.inf):
+        v_c, v_h = ls.lstm_certificate(model, 1.0, p).weights
+        assert v_c != v_h
+        cell_only = torch.tensor([1.0, -2.0, 0.5, 0.0, 0.0, 0.0], dtype=torch.float64)
+        hidden_only = torch.tensor([0.0, 0.0, 0.0, 0.5, -1.0, 0.25], dtype=torch.float64)
+        c_norm = float(torch.linalg.vector_norm(cell_only, ord=p))
+        h_norm = float(torch.linalg.vector_norm(hidden_only, ord=p))
+        assert float(ls.state_norm(model, cell_only, p=p)) == pytest.approx(c_norm / v_c)
+        assert float(ls.state_norm(model, hidden_only, p=p)) == pytest.approx(h_norm / v_h)
+        batch = torch.stack([cell_only, hidden_only]).expand(4, 2, 6)
+        expected = torch.tensor([c_norm / v_c, h_norm / v_h], dtype=torch.float64).expand(4, 2)
+        torch.testing.assert_close(ls.state_norm(model, batch, p=p), expected)
+    with pytest.raises(ValueError, match=r"\(B, 2H\) = \(B, 6\) as \[c, h\], got \(2, 5\)"):
+        ls.state_norm(model, torch.zeros(2, 5, dtype=torch.float64))
+
+
+def test_course_set_accepts_zero_bounds_and_stable_set_defaults_to_unit_inputs():
+    tight = ls.course_lstm_constraint(input_radius=0.0, bias_bound=0.0)
+    assert tight.input_radius == {"i": 0.0, "f": 0.25, "z": 0.0, "o": 0.0}
+    assert tight.bias_max == {g: 0.0 for g in ls.GATES}
+    small = ls.course_lstm_constraint(input_radius=0.5, bias_bound=0.5, forget_bias_max=0.0)
+    assert small.input_radius["i"] == 0.5 and small.bias_max["z"] == 0.5
+    assert ls.stable_lstm_constraint(0.8) == ls.stable_lstm_constraint(0.8, 1.0)
+    with pytest.raises(ValueError, match="no constraint of this shape reaches lambda = 0.3"):
+        ls.stable_lstm_constraint(0.3, 1.0)
+
+
+def test_concentrated_example_defaults_to_zero_biases():
+    model = ls.concentrated_authors_lstm(2, 3)
+    assert model.bias is not None and float(model.bias.abs().max()) == 0
+
+
+def test_iterated_jacobian_norms_checks_the_input_shape():
+    model = LSTMMap(2, 3, dtype=torch.float64)
+    states = torch.zeros(4, 6, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"\(r, N, D\) with N = 4, got \(4, 2\)"):
+        ls.iterated_jacobian_norms(model, states, torch.zeros(4, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"with N = 4, got \(2, 3, 2\)"):
+        ls.iterated_jacobian_norms(model, states, torch.zeros(2, 3, 2, dtype=torch.float64))
+
+
+def test_forget_gate_threshold_is_zero_when_even_a_closed_forget_gate_is_too_much():
+    assert ls.forget_gate_threshold({"i": 4.0, "f": 0.0, "z": 1.0, "o": 0.0}) == 0.0

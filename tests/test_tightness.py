@@ -662,3 +662,76 @@ def test_perturbed_multiplies_weights_and_shifts_biases():
         else:
             torch.testing.assert_close(mine / theirs, torch.exp(0.3 * noise))
     assert (other.input_size, other.hidden_size) == (2, 3)
+
+
+def test_random_baselines_pass_the_config_and_take_the_worst(monkeypatch):
+    calls = []
+
+    class Result:
+        def __init__(self, values):
+            self.values = values
+
+        def tightness(self):
+            return np.array(self.values)
+
+    def experiment(name, by_activation):
+        def run(*args, **kwargs):
+            calls.append((name, args, kwargs))
+            act = kwargs.get("model", kwargs.get("activation"))
+            return Result(by_activation[act])
+
+        return run
+
+    monkeypatch.setattr(
+        tightness,
+        "truncation_experiment",
+        experiment("lemma1", {"identity": [[0.5, math.nan]], "tanh": [[0.25]]}),
+    )  # noqa: E501
+    monkeypatch.setattr(
+        tightness,
+        "gradient_gap_experiment",
+        experiment("lemma2", {"identity": [0.125], "tanh": [[0.5, 0.75]]}),
+    )  # noqa: E501
+    monkeypatch.setattr(
+        tightness,
+        "smoothness_experiment",
+        experiment("lemma3", {"identity": [0.0625], "tanh": [math.nan, 0.5]}),
+    )  # noqa: E501
+    monkeypatch.setattr(tightness, "proposition2_random_log10", lambda: -7.0)
+    config = replace(CONFIG, activations=("identity", "tanh"), seed=4, seq_len=12,
+                     hidden_size=5, input_size=3, random_instances=1, lstm_lams=(0.9,))  # fmt: skip
+    baselines = tightness.random_baselines(config)
+    assert {k: baselines[k] for k in ("lemma1", "lemma2_gamma", "lemma3_beta")} == {
+        "lemma1": 0.5, "lemma2_gamma": 0.75, "lemma3_beta": 0.5,
+    }  # fmt: skip
+    assert baselines["proposition2_log10"] == -7.0
+    common = {"num_instances": 1, "seed": 4, "progress": False, "seq_len": 12, "hidden_size": 5,
+              "input_size": 3}  # fmt: skip
+    lams, ks = config.lams, config.ks
+    assert calls == [
+        ("lemma1", (lams, ks), {"model": "identity", **common}),
+        ("lemma1", (lams, ks), {"model": "tanh", **common}),
+        ("lemma2", (lams, ks), {"activation": "identity", **common}),
+        ("lemma2", (lams, ks), {"activation": "tanh", **common}),
+        ("lemma3", (lams,), {"activation": "identity", **common}),
+        ("lemma3", (lams,), {"activation": "tanh", **common}),
+    ]
+    # the LSTM baseline: one seeded draw of 300 states of D and inputs in [-1, 1]^D, its
+    # Jacobians by autograd in the certificate's weighted max-norm, divided by lambda
+    from stablernn_lib.theory.lstm_stability import (
+        lstm_certificate,
+        random_stable_lstm,
+        sample_box_states,
+    )
+
+    g = torch.Generator().manual_seed(4)
+    model = random_stable_lstm(3, 1, 0.9, generator=g)
+    states, x = sample_box_states(model, 1.0, 300, g)
+    assert float(x.abs().max()) <= 1
+    summed = torch.autograd.functional.jacobian(lambda s: model.step(s, x).sum(0), states)
+    v_c, v_h = lstm_certificate(model, 1.0).weights
+    v = torch.tensor([v_c, v_h], dtype=torch.float64)
+    norms = (summed.permute(1, 0, 2).abs() * v).sum(-1) / v
+    expected = float(norms.max()) / lstm_certificate(model, 1.0).lam
+    assert baselines["lstm_lambda"] == pytest.approx(expected, rel=1e-7)
+    assert 0.5 < baselines["lstm_lambda"] < 1
