@@ -605,7 +605,11 @@ def test_command_passes_the_config_and_seed(monkeypatch, tmp_path, capsys):
     assert main(["tightness", "--config", "smoke", "--seed", "5", "--out", str(out)]) == 0
     assert seen[-1] == replace(tightness.CONFIGS["smoke"], seed=5)
     assert json.loads(out.read_text())["duration_s"] == 2.0
-    assert capsys.readouterr().out.splitlines()[-1] == f"tightness smoke: 2 s; written to {out}"
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [*tightness.tightness_table(_fake_results()).splitlines(),
+                       f"tightness smoke: 2 s; written to {out}"]  # fmt: skip
+    with pytest.raises(SystemExit):
+        main(["tightness", "--config", "huge", "--out", str(out)])
     assert main(["tightness", "--out", str(out)]) == 0
     assert seen[-1] == tightness.CONFIGS["full"]
 
@@ -735,3 +739,150 @@ def test_random_baselines_pass_the_config_and_take_the_worst(monkeypatch):
     expected = float(norms.max()) / lstm_certificate(model, 1.0).lam
     assert baselines["lstm_lambda"] == pytest.approx(expected, rel=1e-7)
     assert 0.5 < baselines["lstm_lambda"] < 1
+
+
+def _captured_ascent(monkeypatch) -> list:
+    """Replace the ascent by one that records its arguments and leaves the point as drawn."""
+    seen = []
+
+    def ascend(objective, params, project, steps, learning_rate):
+        project()
+        value = float(objective())
+        seen.append({"objective": objective, "params": params, "project": project,
+                     "steps": steps, "learning_rate": learning_rate, "value": value})  # fmt: skip
+
+    monkeypatch.setattr(tightness, "_ascend", ascend)
+    return seen
+
+
+def _numpy_run(W, U, inputs, rho):
+    h = np.zeros(W.shape[0])
+    for x in inputs:
+        h = rho(W @ h + U @ x)
+    return h
+
+
+@pytest.mark.parametrize("activation", ["identity", "tanh"])
+def test_lemma1_search_ascends_on_the_ratio_at_the_last_step(monkeypatch, activation):
+    seen = _captured_ascent(monkeypatch)
+    config = replace(CONFIG, restarts=2, steps=7, learning_rate=0.25, seq_len=6)
+    best = tightness.lemma1_search(config, 0.5, 2, activation, generator(1))
+    rho = np.tanh if activation == "tanh" else (lambda a: a)
+    ratios = []
+    for run in seen:
+        W, U, inputs = (p.detach().numpy() for p in run["params"])
+        assert inputs.shape == (6, 2) and run["steps"] == 7 and run["learning_rate"] == 0.25
+        gap = np.linalg.norm(_numpy_run(W, U, inputs, rho) - _numpy_run(W, U, inputs[-2:], rho))
+        lam, lx = np.linalg.norm(W, 2), np.linalg.norm(U, 2)
+        bound = lam**2 * lx * np.linalg.norm(inputs, axis=1).max() / (1 - lam)
+        assert run["value"] == pytest.approx(gap / bound, rel=1e-9)
+        assert lam == pytest.approx(0.5, rel=1e-9)  # projected onto the radius
+        ratios.append(tightness.lemma1_ratio(*run["params"], activation, 2))
+    assert len(seen) == 2
+    assert best == {"lam": 0.5, "k": 2, "activation": activation, "ratio": max(ratios),
+                    "instance_lam": pytest.approx(0.5, rel=1e-9)}  # fmt: skip
+
+
+@pytest.mark.parametrize("activation", ["identity", "tanh"])
+def test_lemma2_search_ascends_on_the_gradient_gap(monkeypatch, activation):
+    from stablernn_lib.theory.lemmas import gradient_gaps
+
+    seen = _captured_ascent(monkeypatch)
+    config = replace(CONFIG, restarts=2, steps=5, learning_rate=0.5, seq_len=6)
+    best = tightness.lemma2_search(config, 0.4, 2, activation, 0.5, generator(2), input_norm=0.3)
+    ratios = []
+    for run in seen:
+        W, U, inputs, target = run["params"]
+        assert run["steps"] == 5 and run["learning_rate"] == 0.5 and len(run["params"]) == 4
+        assert float(target.detach().norm()) == pytest.approx(0.5)
+        assert float(inputs.detach().norm(dim=-1).max()) == pytest.approx(0.3)
+        instance = tightness._instance(W, U, inputs, target, activation)
+        assert run["value"] == pytest.approx(float(gradient_gaps(instance, [2])[0]), rel=1e-9)
+        ratios.append(tightness.lemma2_ratio(W, U, inputs, target, activation, 2))
+    assert best == {"lam": 0.4, "k": 2, "activation": activation, "target_norm": 0.5,
+                    "input_norm": 0.3, "ratio": max(ratios),
+                    "instance_lam": pytest.approx(0.4, rel=1e-9)}  # fmt: skip
+
+
+@pytest.mark.parametrize("activation", ["identity", "tanh"])
+def test_lemma3_search_ascends_on_the_gradient_difference_quotient(monkeypatch, activation):
+    from stablernn_lib.theory.lemmas import parameter_gradient
+
+    seen = _captured_ascent(monkeypatch)
+    config = replace(CONFIG, restarts=2, steps=5, learning_rate=0.5, seq_len=6)
+    best = tightness.lemma3_search(config, 0.4, activation, 0.5, generator(3), 0.3)
+    ratios = []
+    for run in seen:
+        W, U, inputs, target, W2, U2 = run["params"]
+        assert run["steps"] == 5 and run["learning_rate"] == pytest.approx(0.1)
+        a = tightness._instance(W, U, inputs, target, activation)
+        b = tightness._instance(W2, U2, inputs, target, activation)
+        gap = parameter_gradient(a.model, a.inputs, a.target) - parameter_gradient(
+            b.model, b.inputs, b.target
+        )
+        distance = torch.cat([(W - W2).reshape(-1), (U - U2).reshape(-1)]).detach().norm()
+        assert 0 < float(distance) < 0.1  # the second point starts close to the first
+        assert run["value"] == pytest.approx(float(gap.norm() / distance), rel=1e-9)
+        assert max(a.lam, b.lam) <= 0.4 * (1 + 1e-9)
+        ratios.append(tightness.lemma3_ratio((W, U), (W2, U2), inputs, target, activation))
+    assert best == {"lam": 0.4, "activation": activation, "target_norm": 0.5, "input_norm": 0.3,
+                    "ratio": max(ratios), "instance_lam": pytest.approx(0.4, rel=1e-9)}  # fmt: skip
+
+
+def test_lstm_state_search_ascends_on_the_jacobian_norm_in_the_box(monkeypatch):
+    from stablernn_lib.theory.lstm_stability import jacobian_certificate_norms, lstm_certificate
+
+    seen = _captured_ascent(monkeypatch)
+    model = _small_lstm()
+    best = tightness.lstm_state_search(model, 0.5, 4, 0.125, generator(4), restarts=3)
+    limit, weights = tightness._lstm_box(model, 0.5)
+    lam = lstm_certificate(model, 0.5).lam
+    values = []
+    for run in seen:
+        a, b = run["params"]
+        assert run["steps"] == 4 and run["learning_rate"] == 0.125
+        state, x = (limit * torch.tanh(a)).detach(), (0.5 * torch.tanh(b)).detach()
+        expected = float(jacobian_certificate_norms(model, state[None], x[None], 0.5)[0])
+        assert run["value"] == pytest.approx(expected, rel=1e-7)
+        values.append(expected / lam)
+    assert len(seen) == 3 and best == pytest.approx(max(values), rel=1e-7)
+    g = generator(4)  # the starting points: 2 N(0, 1) in the unconstrained coordinates
+    first = 2 * torch.randn(limit.shape, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(seen[0]["params"][0].detach(), first)
+    torch.testing.assert_close(seen[0]["params"][1].detach(),
+                               2 * torch.randn(2, generator=g, dtype=torch.float64))  # fmt: skip
+
+
+def test_lstm_search_keeps_only_certified_improvements(monkeypatch):
+    from stablernn_lib.theory import lstm_stability as ls
+
+    values = [0.5, 0.75, 0.25, 0.875, 0.95, 0.9]
+    searched = []
+
+    def state_search(model, input_bound, steps, learning_rate, g, restarts=2):
+        searched.append(
+            (model, values[len(searched)], (input_bound, steps, learning_rate, restarts))
+        )
+        return searched[-1][1]
+
+    monkeypatch.setattr(tightness, "lstm_state_search", state_search)
+    config = replace(CONFIG, lstm_climb_steps=5, steps=80, learning_rate=0.25)
+    result = tightness.lstm_search(config, 1, 0.5, generator(6))
+    assert searched[0][2] == (1.0, 16, 0.25, 2) and len(searched) >= 3
+    assert all(arguments == (1.0, 16, 0.25, 1) for _, _, arguments in searched[1:])
+    # a perturbation whose certificate reaches 1 is never searched; the others are kept
+    # exactly when they beat the best ratio so far
+    assert all(ls.lstm_certificate(model, 1.0).lam < 1 for model, _, _ in searched)
+    kept, ratio = searched[0][:2]
+    for model, value, _ in searched[1:]:
+        if value > ratio:
+            kept, ratio = model, value
+    certificate = ls.lstm_certificate(kept, 1.0)
+    assert result == {
+        "hidden_size": 1,
+        "start_lam": 0.5,
+        "final_lam": certificate.lam,
+        "forget_share": pytest.approx(float(certificate.matrix[0, 0]) / certificate.lam),
+        "ratio": ratio,
+    }
+    assert ls.lstm_certificate(searched[0][0], 1.0).lam == pytest.approx(0.5, rel=1e-9)
