@@ -899,3 +899,13 @@ def test_iterated_jacobian_norms_checks_the_input_shape():
 
 def test_forget_gate_threshold_is_zero_when_even_a_closed_forget_gate_is_too_much():
     assert ls.forget_gate_threshold({"i": 4.0, "f": 0.0, "z": 1.0, "o": 0.0}) == 0.0
+
+
+@pytest.mark.parametrize("p", [1, 2, math.inf])
+def test_weighted_state_norm_by_hand(p):
+    state = torch.tensor([[3.0, -4.0, 0.0, 1.0], [0.5, 0.0, 2.0, -2.0]], dtype=torch.float64)
+    c_norms = {1: [7.0, 0.5], 2: [5.0, 0.5], math.inf: [4.0, 0.5]}[p]
+    h_norms = {1: [1.0, 4.0], 2: [1.0, math.sqrt(8.0)], math.inf: [1.0, 2.0]}[p]
+    expected = [max(c / 0.5, h / 0.25) for c, h in zip(c_norms, h_norms, strict=True)]
+    values = ls.weighted_state_norm(state, 2, (0.5, 0.25), p)
+    assert values.tolist() == pytest.approx(expected, rel=1e-12)

@@ -802,6 +802,13 @@ def test_lemma2_search_ascends_on_the_gradient_gap(monkeypatch, activation):
     assert best == {"lam": 0.4, "k": 2, "activation": activation, "target_norm": 0.5,
                     "input_norm": 0.3, "ratio": max(ratios),
                     "instance_lam": pytest.approx(0.4, rel=1e-9)}  # fmt: skip
+    again = tightness.lemma2_search(config, 0.4, 2, activation, 0.5, generator(2), input_norm=0.3)
+    assert again["ratio"] == best["ratio"]  # drawn from the given generator only
+    plain = tightness.lemma2_search(
+        replace(config, restarts=1), 0.4, 2, activation, 0.5, generator()
+    )
+    assert plain["input_norm"] == 1.0
+    assert float(seen[-1]["params"][2].detach().norm(dim=-1).max()) == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("activation", ["identity", "tanh"])
@@ -886,3 +893,11 @@ def test_lstm_search_keeps_only_certified_improvements(monkeypatch):
         "ratio": ratio,
     }
     assert ls.lstm_certificate(searched[0][0], 1.0).lam == pytest.approx(0.5, rel=1e-9)
+
+
+def test_tightness_command_line_defaults():
+    from stablernn_lib.__main__ import build_parser
+
+    args = build_parser("tightness").parse_args(["tightness"])
+    assert (args.config, args.seed, args.out) == ("full", None, tightness.DEFAULT_OUT)
+    assert args.func is tightness._command
