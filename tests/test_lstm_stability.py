@@ -909,3 +909,15 @@ def test_weighted_state_norm_by_hand(p):
     expected = [max(c / 0.5, h / 0.25) for c, h in zip(c_norms, h_norms, strict=True)]
     values = ls.weighted_state_norm(state, 2, (0.5, 0.25), p)
     assert values.tolist() == pytest.approx(expected, rel=1e-12)
+
+
+def test_authors_set_without_inputs_ignores_its_free_input_radii():
+    """``input_bound = 0``: the infinite radii of U_i, U_z, U_o must not enter (0 * inf)."""
+    authors = ls.authors_constants_constraint(-1.0)
+    # free biases of i and z: those gates reach 1, so C = 1 / (1 - F)
+    forget = _sigmoid(-1.0 + ls.AUTHORS_RECURRENT_SCALES["f"])
+    uniform = authors.uniform_certificate(0.0)
+    assert uniform.cell_bound == pytest.approx(1 / (1 - forget), rel=1e-12)
+    assert float(authors.matrix(0.0)[0, 0]) == pytest.approx(forget, rel=1e-12)
+    assert math.isfinite(uniform.lam)
+    assert uniform.lam == pytest.approx(authors.contraction_bound(0.0), rel=1e-12)

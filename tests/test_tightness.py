@@ -853,6 +853,8 @@ def test_lstm_state_search_ascends_on_the_jacobian_norm_in_the_box(monkeypatch):
         assert run["value"] == pytest.approx(expected, rel=1e-7)
         values.append(expected / lam)
     assert len(seen) == 3 and best == pytest.approx(max(values), rel=1e-7)
+    tightness.lstm_state_search(model, 0.5, 4, 0.125, generator(4))
+    assert len(seen) == 5  # two restarts by default
     g = generator(4)  # the starting points: 2 N(0, 1) in the unconstrained coordinates
     first = 2 * torch.randn(limit.shape, generator=g, dtype=torch.float64)
     torch.testing.assert_close(seen[0]["params"][0].detach(), first)
