@@ -761,13 +761,13 @@ def test_contraction_verdicts_by_hand():
         {"model": "a", "certificate": 0.5, "jacobian_certificate_norm": 0.25,
          "pairs_certificate_norm": 0.375, "jacobian_euclidean": 1.5, "pairs_euclidean": 0.5},
         {"model": "b", "certificate": 1.0, "jacobian_certificate_norm": 1.0,
-         "pairs_certificate_norm": 0.5, "jacobian_euclidean": 0.75, "pairs_euclidean": 0.875},
+         "pairs_certificate_norm": 0.5, "jacobian_euclidean": 0.75, "pairs_euclidean": 1.0},
     ]  # fmt: skip
     assert ls.contraction_verdicts(rows).splitlines() == [
         "a: certified yes (0.5); measured < 1 in the certificate's norm: yes (0.375); "
         "in the Euclidean norm: no (1.5)",
         "b: certified no (1); measured < 1 in the certificate's norm: no (1); "
-        "in the Euclidean norm: yes (0.875)",
+        "in the Euclidean norm: no (1)",
     ]
 
 
@@ -879,6 +879,8 @@ def test_course_set_accepts_zero_bounds_and_stable_set_defaults_to_unit_inputs()
     small = ls.course_lstm_constraint(input_radius=0.5, bias_bound=0.5, forget_bias_max=0.0)
     assert small.input_radius["i"] == 0.5 and small.bias_max["z"] == 0.5
     assert ls.stable_lstm_constraint(0.8) == ls.stable_lstm_constraint(0.8, 1.0)
+    with pytest.raises(ValueError, match=r"forget_bias_max = 2\.0 must lie in \[-bias_bound"):
+        ls.course_lstm_constraint(1.0, 1.0, forget_bias_max=2.0)
     with pytest.raises(ValueError, match="no constraint of this shape reaches lambda = 0.3"):
         ls.stable_lstm_constraint(0.3, 1.0)
 

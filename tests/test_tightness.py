@@ -370,10 +370,13 @@ def _fake_results() -> dict:
     searches = {
         "lemma1": [
             {"lam": 0.5, "k": 2, "activation": "tanh", "ratio": 0.25, "instance_lam": 0.5},
-            {"lam": 0.1, "k": 2, "activation": "tanh", "ratio": 0.75, "instance_lam": 0.0625},
+            {"lam": 0.1, "k": 2, "activation": "tanh", "ratio": 0.75, "instance_lam": 0.06251234},
             {"lam": 0.5, "k": 3, "activation": "tanh", "ratio": 0.5, "instance_lam": 0.375},
         ],
-        "lemma2_gamma": [{"lam": 0.5, "k": 1, "ratio": 0.125, "instance_lam": 0.5}],
+        "lemma2_gamma": [
+            {"lam": 0.5, "k": 1, "input_norm": 1.0, "ratio": 0.125, "instance_lam": 0.5},
+            {"lam": 0.1, "k": 1, "input_norm": 0.25, "ratio": 0.0625, "instance_lam": 0.1},
+        ],
         "lemma3_beta": [{"lam": 0.5, "ratio": math.nan}, {"lam": 0.9, "ratio": 0.5}],
         "lemma3_linear_unit": [{"lam": 0.5, "ratio": 0.96}, {"lam": 0.9, "ratio": 0.998}],
         "proposition2": [
@@ -436,6 +439,13 @@ def test_per_setting_table_by_hand():
         "|---|---:|---:|",
         "| activation = tanh, k = 2 | 0.75 ($\\lambda$ = 0.0625) | 0.25 ($\\lambda$ = 0.5) |",
         "| activation = tanh, k = 3 |  | 0.5 ($\\lambda$ = 0.375) |",
+    ]
+
+
+def test_per_setting_table_formats_float_settings_with_g():
+    assert tightness.per_setting_table(_fake_results(), "lemma2_gamma").splitlines()[2:] == [
+        "| input_norm = 1, k = 1 |  | 0.125 ($\\lambda$ = 0.5) |",
+        "| input_norm = 0.25, k = 1 | 0.0625 ($\\lambda$ = 0.1) |  |",
     ]
 
 
@@ -565,6 +575,7 @@ def test_proposition2_random_log10_reads_the_decay_runs(tmp_path):
     (folder / "runs").mkdir(parents=True)
     (folder / "summary.json").write_text("{}")
     units = [
+        {"schedule": "constant", "distance": [1.0, 10.0], "prop2_theory_log10": [0.0, 0.0]},
         # the first recorded step is skipped; a zero distance or a missing bound too
         {
             "schedule": "decay",
@@ -572,15 +583,18 @@ def test_proposition2_random_log10_reads_the_decay_runs(tmp_path):
             "prop2_theory_log10": [0, 1, 2, None],
         },
         {"schedule": "decay", "distance": [1.0, 1e-4], "prop2_theory_log10": [5.0, -2.5]},
-        {"schedule": "constant", "distance": [1.0, 10.0], "prop2_theory_log10": [0.0, 0.0]},
     ]
     for index, unit in enumerate(units):
         (folder / "runs" / f"{index}.json").write_text(json.dumps(unit))
     assert tightness.proposition2_random_log10(tmp_path) == pytest.approx(-1.5)
     assert tightness.proposition2_random_log10(tmp_path / "missing") is None
-    (folder / "runs" / "0.json").unlink()
     (folder / "runs" / "1.json").unlink()
+    (folder / "runs" / "2.json").unlink()
     assert tightness.proposition2_random_log10(tmp_path) is None
+    corrupt = {"schedule": "decay", "distance": [1.0, 1.0], "prop2_theory_log10": [0.0]}
+    (folder / "runs" / "1.json").write_text(json.dumps(corrupt))
+    with pytest.raises(ValueError):  # one bound per recorded distance, or the run is broken
+        tightness.proposition2_random_log10(tmp_path)
 
 
 def test_load_committed_reads_the_file_or_says_how_to_make_it(tmp_path):
@@ -903,3 +917,5 @@ def test_tightness_command_line_defaults():
     args = build_parser("tightness").parse_args(["tightness"])
     assert (args.config, args.seed, args.out) == ("full", None, tightness.DEFAULT_OUT)
     assert args.func is tightness._command
+    given = build_parser("tightness").parse_args(["tightness", "--out", "x.json", "--seed", "3"])
+    assert given.out == Path("x.json") and given.seed == 3
