@@ -882,7 +882,10 @@ def test_lstm_search_keeps_only_certified_improvements(monkeypatch):
     values = [0.5, 0.75, 0.25, 0.875, 0.95, 0.9]
     searched = []
 
+    generators = []
+
     def state_search(model, input_bound, steps, learning_rate, g, restarts=2):
+        generators.append(g)
         searched.append(
             (model, values[len(searched)], (input_bound, steps, learning_rate, restarts))
         )
@@ -890,7 +893,12 @@ def test_lstm_search_keeps_only_certified_improvements(monkeypatch):
 
     monkeypatch.setattr(tightness, "lstm_state_search", state_search)
     config = replace(CONFIG, lstm_climb_steps=5, steps=80, learning_rate=0.25)
-    result = tightness.lstm_search(config, 1, 0.5, generator(6))
+    g = generator(6)
+    result = tightness.lstm_search(config, 1, 0.5, g)
+    assert all(each is g for each in generators)
+    start = ls.random_stable_lstm(config.input_size, 1, 0.5, generator=generator(6))
+    for mine, theirs in zip(searched[0][0].parameters(), start.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs)
     assert searched[0][2] == (1.0, 16, 0.25, 2) and len(searched) >= 3
     assert all(arguments == (1.0, 16, 0.25, 1) for _, _, arguments in searched[1:])
     # a perturbation whose certificate reaches 1 is never searched; the others are kept
@@ -909,6 +917,9 @@ def test_lstm_search_keeps_only_certified_improvements(monkeypatch):
         "ratio": ratio,
     }
     assert ls.lstm_certificate(searched[0][0], 1.0).lam == pytest.approx(0.5, rel=1e-9)
+    searched.clear()
+    tightness.lstm_search(replace(config, steps=20, lstm_climb_steps=0), 1, 0.5, generator(6))
+    assert searched[0][2] == (1.0, 10, 0.25, 2)  # at least 10 ascent steps
 
 
 def test_tightness_command_line_defaults():
