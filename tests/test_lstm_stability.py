@@ -923,3 +923,43 @@ def test_authors_set_without_inputs_ignores_its_free_input_radii():
     assert float(authors.matrix(0.0)[0, 0]) == pytest.approx(forget, rel=1e-12)
     assert math.isfinite(uniform.lam)
     assert uniform.lam == pytest.approx(authors.contraction_bound(0.0), rel=1e-12)
+
+
+def test_sample_box_states_draws_thirds_of_box_corners_and_trajectories():
+    model = LSTMMap(2, 3, dtype=torch.float32)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(0.3 * torch.randn(param.shape, generator=torch.Generator().manual_seed(1)))
+    cell = ls.lstm_certificate(model, 0.5).cell_bound.float()
+    states, x = ls.sample_box_states(model, 0.5, 31, torch.Generator().manual_seed(3))
+    assert states.shape == (30, 6) and x.shape == (30, 2) and states.dtype == torch.float32
+    limit = torch.cat([cell, torch.ones(3)])
+    assert (states[:10].abs() <= limit).all() and (states[:10].abs() < limit * (1 - 1e-4)).any()
+    torch.testing.assert_close(states[10:20].abs(), limit.expand(10, 6))
+    assert (x.abs() <= 0.5).all() and (x[15:].abs() == 0.5).all()
+    again = ls.sample_box_states(model, 0.5, 31, torch.Generator().manual_seed(3))
+    assert torch.equal(again[0], states) and torch.equal(again[1], x)
+    assert ls.sample_box_states(model, 0.5, 2)[0].shape == (3, 6)  # at least one of each
+
+
+@pytest.mark.parametrize("candidate_weight", [0.0, 0.5])
+def test_sample_box_states_caps_an_unbounded_cell_at_the_horizon(candidate_weight):
+    """A saturated forget gate: C = inf (0 / 0 = nan with a zero candidate) becomes the horizon."""
+    model = LSTMMap(1, 2, dtype=torch.float64)
+    with torch.no_grad():
+        model.weight_hh.zero_()
+        model.weight_ih.zero_()
+        model.bias.zero_()
+        ls.gate_blocks(model.bias)["f"].fill_(60.0)
+        ls.gate_blocks(model.bias)["z"].fill_(candidate_weight)
+        ls.gate_blocks(model.bias)["i"].fill_(1.0)
+    assert not torch.isfinite(ls.lstm_certificate(model, 1.0).cell_bound).any()
+    for horizon, expected in ((None, 50.0), (7.0, 7.0)):
+        kwargs = {} if horizon is None else {"horizon": horizon}
+        states, _ = ls.sample_box_states(model, 1.0, 30, torch.Generator().manual_seed(0), **kwargs)
+        assert (states[10:20, :2].abs() == expected).all()
+        assert (states[:10, :2].abs() <= expected).all()
+
+
+def test_authors_constants_constraint_closes_the_forget_bias_at_zero_by_default():
+    assert ls.authors_constants_constraint().bias_max["f"] == 0.0

@@ -930,3 +930,26 @@ def test_tightness_command_line_defaults():
     assert args.func is tightness._command
     given = build_parser("tightness").parse_args(["tightness", "--out", "x.json", "--seed", "3"])
     assert given.out == Path("x.json") and given.seed == 3
+
+
+def test_lstm_search_searches_exactly_the_certified_perturbations(monkeypatch):
+    from stablernn_lib.theory import lstm_stability as ls
+
+    candidates, searched = [], []
+    perturb = tightness._perturbed
+
+    def recorded(model, scale, g):
+        candidates.append((perturb(model, scale, g), scale))
+        return candidates[-1][0]
+
+    def state_search(model, input_bound, steps, learning_rate, g, restarts=2):
+        searched.append(model)
+        return 0.5 + 0.01 * len(searched)  # every searched candidate improves
+
+    monkeypatch.setattr(tightness, "_perturbed", recorded)
+    monkeypatch.setattr(tightness, "lstm_state_search", state_search)
+    tightness.lstm_search(replace(CONFIG, lstm_climb_steps=8), 1, 0.95, generator(2))
+    certified = [c for c, _ in candidates if ls.lstm_certificate(c, 1.0).lam < 1]
+    assert all(scale == 0.3 for _, scale in candidates) and len(candidates) == 8
+    assert 0 < len(certified) < len(candidates)  # the draw has both kinds
+    assert searched[1:] == certified
