@@ -963,3 +963,34 @@ def test_sample_box_states_caps_an_unbounded_cell_at_the_horizon(candidate_weigh
 
 def test_authors_constants_constraint_closes_the_forget_bias_at_zero_by_default():
     assert ls.authors_constants_constraint().bias_max["f"] == 0.0
+
+
+def _induced_weighted_max_norm(J, w):
+    """``sup ||J s||_w / ||s||_w`` for ``||s||_w = max_a |s_a| / w_a``, by brute force: the
+    unit ball is the box ``|s_b| <= w_b``, and a convex function peaks at its corners."""
+    import itertools
+
+    n = len(w)
+    best = 0.0
+    for signs in itertools.product((-1.0, 1.0), repeat=n):
+        image = [sum(J[a][b] * w[b] * signs[b] for b in range(n)) for a in range(n)]
+        best = max(best, max(abs(image[a]) / w[a] for a in range(n)))
+    return best
+
+
+def test_jacobian_certificate_norms_are_the_induced_norms_by_brute_force():
+    g = torch.Generator().manual_seed(4)
+    model = ls.random_stable_lstm(2, 2, 0.6, 1.0, generator=g)
+    states, x = ls.sample_box_states(model, 1.0, 24, g)
+    v_c, v_h = ls.lstm_certificate(model, 1.0).weights
+    w = [v_c, v_c, v_h, v_h]
+    jacobians = ls.lstm_state_jacobians(model, states, x).tolist()
+    # the instance is chosen so that at some state the largest weighted row has weight < 1
+    # (an h row, v_h < v_c = 1): there the weights cannot be applied the wrong way round
+    rows = [
+        [sum(abs(J[a][b]) * w[b] for b in range(4)) / w[a] for a in range(4)] for J in jacobians
+    ]
+    assert v_h < v_c == 1 and any(max(r) > max(r[:2]) for r in rows)
+    expected = [_induced_weighted_max_norm(J, w) for J in jacobians]
+    norms = ls.jacobian_certificate_norms(model, states, x, 1.0)
+    assert norms.tolist() == pytest.approx(expected, rel=1e-6)  # float32 weights, see above

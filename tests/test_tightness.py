@@ -953,3 +953,16 @@ def test_lstm_search_searches_exactly_the_certified_perturbations(monkeypatch):
     assert all(scale == 0.3 for _, scale in candidates) and len(candidates) == 8
     assert 0 < len(certified) < len(candidates)  # the draw has both kinds
     assert searched[1:] == certified
+
+
+def test_lstm_jacobian_norm_is_the_induced_weighted_max_norm():
+    """Any positive weights: ``max_a sum_b |J_ab| w_b / w_a``, checked entry by entry."""
+    model = _small_lstm()
+    state = torch.tensor([0.3, -0.2, 0.1, 0.5, -0.4, 0.2], dtype=torch.float64)
+    x = torch.tensor([0.2, -0.1], dtype=torch.float64)
+    weights = torch.tensor([0.25, 1.0, 0.5, 2.0, 0.125, 1.0], dtype=torch.float64)
+    J = torch.autograd.functional.jacobian(lambda s: model.step(s[None], x[None])[0], state)
+    rows = [sum(abs(float(J[a, b])) * float(weights[b]) for b in range(6)) / float(weights[a])
+            for a in range(6)]  # fmt: skip
+    value = tightness._lstm_jacobian_norm(model, state, x, weights)
+    assert float(value.detach()) == pytest.approx(max(rows), rel=1e-12)
