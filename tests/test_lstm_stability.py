@@ -994,3 +994,11 @@ def test_jacobian_certificate_norms_are_the_induced_norms_by_brute_force():
     expected = [_induced_weighted_max_norm(J, w) for J in jacobians]
     norms = ls.jacobian_certificate_norms(model, states, x, 1.0)
     assert norms.tolist() == pytest.approx(expected, rel=1e-6)  # float32 weights, see above
+
+
+def test_project_lstm_on_a_model_without_bias(generator):
+    model = LSTMMap(2, 3, bias=False, dtype=torch.float64)
+    with torch.no_grad():
+        model.weight_hh.copy_(5 * torch.randn(12, 3, generator=generator, dtype=torch.float64))
+    assert ls.project_lstm_(model, lam=0.9) == pytest.approx(0.9)
+    assert ls.lstm_contraction_bound(model, 1.0) <= 0.9 + 1e-12

@@ -328,10 +328,10 @@ def test_variables_are_projected_onto_every_constraint():
     assert spectral_norm(v.W.detach()) == pytest.approx(0.4, rel=1e-9)  # l_rho = 1
     assert v.contraction() == pytest.approx(0.4, rel=1e-9)
     assert spectral_norm(v.U.detach()) <= 1 + 1e-9
-    assert float(v.inputs.norm(dim=-1).max()) == pytest.approx(0.2, rel=1e-9)
-    assert float(v.target.norm()) == pytest.approx(0.5, rel=1e-9)
+    assert float(v.inputs.detach().norm(dim=-1).max()) == pytest.approx(0.2, rel=1e-9)
+    assert float(v.target.detach().norm()) == pytest.approx(0.5, rel=1e-9)
     free = tightness._RNNVariables.draw(config, 0.4, "identity", generator())
-    assert float(free.target.norm()) == 0 and free.input_norm == 1.0
+    assert float(free.target.detach().norm()) == 0 and free.input_norm == 1.0
 
 
 def test_best_skips_non_finite_ratios():
@@ -879,7 +879,7 @@ def test_lstm_state_search_ascends_on_the_jacobian_norm_in_the_box(monkeypatch):
 def test_lstm_search_keeps_only_certified_improvements(monkeypatch):
     from stablernn_lib.theory import lstm_stability as ls
 
-    values = [0.5, 0.75, 0.25, 0.875, 0.95, 0.9]
+    values = [0.5, 0.75, 0.75, 0.875, 0.875, 0.875]  # ties keep the earlier model
     searched = []
 
     generators = []
