@@ -148,10 +148,17 @@ _GAPPED = ls.LSTMConstraint(  # free gates between constrained ones, a two-sided
     bias_max={"i": math.inf, "f": -0.5, "z": 0.3, "o": 1.0},
 )
 
+_LATE = ls.LSTMConstraint(  # the recurrent rows start at gate f: the first span has an offset
+    recurrent_radius={"i": math.inf, "f": 0.2, "z": 0.3, "o": 0.4},
+    input_radius={"i": 0.5, "f": 0.25, "z": math.inf, "o": math.inf},
+    bias_max={"i": math.inf, "f": 0.0, "z": 1.0, "o": math.inf},
+)
+
 
 @pytest.mark.parametrize(
     ("hidden", "inputs", "dtype", "kwargs"),
     [
+        (5, 4, torch.float64, {"constraint": _LATE}),
         (7, 7, torch.float32, {}),
         (7, 5, torch.float64, {}),
         (6, 9, torch.float32, {"lam": 0.9, "input_bound": 0.5}),

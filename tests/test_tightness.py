@@ -848,6 +848,10 @@ def test_lemma3_search_ascends_on_the_gradient_difference_quotient(monkeypatch, 
         ratios.append(tightness.lemma3_ratio((W, U), (W2, U2), inputs, target, activation))
     assert best == {"lam": 0.4, "activation": activation, "target_norm": 0.5, "input_norm": 0.3,
                     "ratio": max(ratios), "instance_lam": pytest.approx(0.4, rel=1e-9)}  # fmt: skip
+    again = tightness.lemma3_search(config, 0.4, activation, 0.5, generator(3), 0.3)
+    assert again["ratio"] == best["ratio"]  # both points drawn from the given generator
+    plain = tightness.lemma3_search(replace(config, restarts=1), 0.4, activation, 0.5, generator())
+    assert plain["input_norm"] == 1.0
 
 
 def test_lstm_state_search_ascends_on_the_jacobian_norm_in_the_box(monkeypatch):
