@@ -148,10 +148,17 @@ _GAPPED = ls.LSTMConstraint(  # free gates between constrained ones, a two-sided
     bias_max={"i": math.inf, "f": -0.5, "z": 0.3, "o": 1.0},
 )
 
+_LATE = ls.LSTMConstraint(  # the recurrent rows start at gate f: the first span has an offset
+    recurrent_radius={"i": math.inf, "f": 0.2, "z": 0.3, "o": 0.4},
+    input_radius={"i": 0.5, "f": 0.25, "z": math.inf, "o": math.inf},
+    bias_max={"i": math.inf, "f": 0.0, "z": 1.0, "o": math.inf},
+)
+
 
 @pytest.mark.parametrize(
     ("hidden", "inputs", "dtype", "kwargs"),
     [
+        (5, 4, torch.float64, {"constraint": _LATE}),
         (7, 7, torch.float32, {}),
         (7, 5, torch.float64, {}),
         (6, 9, torch.float32, {"lam": 0.9, "input_bound": 0.5}),
@@ -563,7 +570,11 @@ def test_gate_norm_table_gives_both_induced_norms_of_every_block(generator):
     column_sum, row_sum = ls.induced_norm(forget, 1), ls.induced_norm(forget, math.inf)
     assert f"| `W_f` | {column_sum:.4f} | {row_sum:.4f} |" in lines
     assert [line.split(" | ")[0] for line in lines[2:7]] == [
-        "| `W_i`", "| `W_f`", "| `W_z`", "| `W_o`", "| `U_f`"
+        "| `W_i`",
+        "| `W_f`",
+        "| `W_z`",
+        "| `W_o`",
+        "| `U_f`",
     ]
     assert lines[-1].startswith("Forget bias in [")
 
@@ -581,3 +592,420 @@ def test_the_authors_data_set_idiom_leaves_the_parameter_unchanged_but_ours_does
     assert not torch.allclose(lstm.weight_hh_l0.detach(), before)
     sums = ls.gate_blocks(lstm.weight_hh_l0.detach())["f"].abs().sum(dim=0)
     assert torch.allclose(sums, torch.full_like(sums, ls.AUTHORS_RECURRENT_SCALES["f"]))
+
+
+# ----------------------------------------------------------------------------
+# Values by hand: the certificate and the set's worst case, in plain float64 Python
+# ----------------------------------------------------------------------------
+
+
+def _sigmoid(a: float) -> float:
+    return 1 / (1 + math.exp(-a))
+
+
+def _hand_certificate(weight_hh, weight_ih, bias, bound, p):
+    """The theorem of chapter 4 unit by unit, in Python floats: ``(M, rho(M), Perron vector)``."""
+    import numpy as np
+
+    W, U, b = weight_hh.tolist(), weight_ih.tolist(), bias.tolist()
+    H = len(W[0])
+    row = {g: n * H for n, g in enumerate("ifzo")}
+    r, slope, top = {}, {}, {}
+    for g in "ifzo":
+        r[g] = [
+            sum(map(abs, W[row[g] + j])) + bound * sum(map(abs, U[row[g] + j])) for j in range(H)
+        ]
+        dist = [max(abs(b[row[g] + j]) - r[g][j], 0.0) for j in range(H)]
+        if g == "z":
+            top[g] = [math.tanh(abs(b[row[g] + j]) + r[g][j]) for j in range(H)]
+            slope[g] = [1 - math.tanh(d) ** 2 for d in dist]
+        else:
+            top[g] = [_sigmoid(b[row[g] + j] + r[g][j]) for j in range(H)]
+            slope[g] = [_sigmoid(d) * (1 - _sigmoid(d)) for d in dist]
+    cell = [top["i"][j] * top["z"][j] / (1 - top["f"][j]) for j in range(H)]
+
+    def w(g, j, k):
+        return abs(W[row[g] + j][k])
+
+    def a(j, k):
+        through_i = slope["i"][j] * top["z"][j] * w("i", j, k)
+        through_z = top["i"][j] * slope["z"][j] * w("z", j, k)
+        return through_i + through_z + slope["f"][j] * cell[j] * w("f", j, k)
+
+    A = np.array([[a(j, k) for k in range(H)] for j in range(H)])
+    G = np.array([[top["o"][j] * A[j, k] + slope["o"][j] * math.tanh(cell[j]) * w("o", j, k)
+                   for k in range(H)] for j in range(H)])  # fmt: skip
+    M = np.array(
+        [
+            [max(top["f"]), np.linalg.norm(A, p)],
+            [max(o * f for o, f in zip(top["o"], top["f"], strict=True)), np.linalg.norm(G, p)],
+        ]
+    )
+    values, vectors = np.linalg.eig(M)
+    top_index = int(np.argmax(values.real))
+    vector = np.abs(vectors[:, top_index].real)
+    return M, float(values[top_index].real), vector / vector.max(), cell, A, G
+
+
+@pytest.mark.parametrize("p", [1, 2, math.inf])
+@pytest.mark.parametrize("bound", [0.0, 0.7])
+def test_certificate_equals_the_theorem_computed_unit_by_unit(p, bound, generator):
+    """Three units, biases of both signs (some beyond the pre-activation radius)."""
+    weight_hh = 0.3 * torch.randn(12, 3, generator=generator, dtype=torch.float64)
+    weight_ih = 0.4 * torch.randn(12, 2, generator=generator, dtype=torch.float64)
+    bias = [2.5, -0.3, 0.1, -2.0, 0.4, -3.0, 1.5, -0.8, 0.2, 0.0, -2.5, 3.0]
+    bias = torch.tensor(bias, dtype=torch.float64)
+    M, lam, vector, cell, A, G = _hand_certificate(weight_hh, weight_ih, bias, bound, p)
+    certificate = ls.lstm_certificate_from_tensors(weight_hh, weight_ih, bias, bound, p)
+    torch.testing.assert_close(certificate.matrix, torch.from_numpy(M), rtol=1e-12, atol=0)
+    assert certificate.lam == pytest.approx(lam, rel=1e-12)
+    assert certificate.weights == pytest.approx(tuple(vector), rel=1e-10)
+    torch.testing.assert_close(certificate.cell_bound, torch.tensor(cell, dtype=torch.float64))
+    torch.testing.assert_close(certificate.cell_coupling, torch.from_numpy(A))
+    torch.testing.assert_close(certificate.hidden_coupling, torch.from_numpy(G))
+    assert certificate.p == p and certificate.input_bound == bound
+    assert certificate.unweighted_lam == pytest.approx(float(M.sum(axis=1).max()))
+    i_max = torch.sigmoid(ls.gate_blocks(bias)["i"] + ls.gate_blocks(weight_hh.abs())["i"].sum(1)
+                          + bound * ls.gate_blocks(weight_ih.abs())["i"].sum(1))  # fmt: skip
+    torch.testing.assert_close(certificate.input_max, i_max)
+    model = LSTMMap(2, 3, dtype=torch.float64)
+    with torch.no_grad():
+        model.weight_hh.copy_(weight_hh)
+        model.weight_ih.copy_(weight_ih)
+        model.bias.copy_(bias)
+    assert ls.lstm_contraction_bound(model, bound, p) == pytest.approx(lam, rel=1e-12)
+    assert ls.lstm_certificate(model, bound, p).matrix.tolist() == certificate.matrix.tolist()
+    # without a bias the gate biases are zero
+    zero = ls.lstm_certificate_from_tensors(weight_hh, weight_ih, None, bound, p)
+    M0 = _hand_certificate(weight_hh, weight_ih, torch.zeros(12, dtype=torch.float64), bound, p)[0]
+    torch.testing.assert_close(zero.matrix, torch.from_numpy(M0), rtol=1e-12, atol=0)
+
+
+def _hand_set_matrix(rec, inp, top_bias, low_z, bound):
+    """The set's worst case ``M-bar``: slopes 1/4 (sigmoid) and 1 (tanh), gates at their maxima."""
+    r = {g: rec[g] + bound * inp[g] for g in "ifzo"}
+    top = {g: _sigmoid(top_bias[g] + r[g]) for g in "ifo"}
+    candidate = math.tanh(max(abs(top_bias["z"]), abs(low_z)) + r["z"])
+    cell = top["i"] * candidate / (1 - top["f"])
+    a = candidate * rec["i"] / 4 + top["i"] * rec["z"] + cell * rec["f"] / 4
+    g = top["o"] * a + math.tanh(cell) * rec["o"] / 4
+    return [[top["f"], a], [top["o"] * top["f"], g]], cell
+
+
+def test_constraint_matrix_and_uniform_certificate_by_hand():
+    constraint = ls.course_lstm_constraint(input_radius=2.0, bias_bound=1.5, forget_bias_max=-1.0)
+    rec = dict(ls.AUTHORS_RECURRENT_SCALES)
+    inp = {"i": 2.0, "f": 0.25, "z": 2.0, "o": 2.0}
+    top_bias = {"i": 1.5, "f": -1.0, "z": 1.5, "o": 1.5}
+    for bound in (0.0, 0.5):
+        M, cell = _hand_set_matrix(rec, inp, top_bias, -1.5, bound)
+        torch.testing.assert_close(constraint.matrix(bound), torch.tensor(M, dtype=torch.float64))
+        m = torch.tensor(M, dtype=torch.float64)
+        root = float(torch.linalg.eigvals(m).real.max())
+        assert constraint.contraction_bound(bound) == pytest.approx(root, rel=1e-12)
+        uniform = constraint.uniform_certificate(bound)
+        assert uniform.lam == pytest.approx(root, rel=1e-12)
+        assert uniform.cell_bound == pytest.approx(cell, rel=1e-12)
+        v = torch.tensor(uniform.weights, dtype=torch.float64)
+        torch.testing.assert_close(m @ v, root * v)
+        assert max(uniform.weights) == 1.0
+        assert uniform.state_bound == pytest.approx(max(cell / v[0], 1 / v[1]))
+    # without bias_min the candidate bias is bounded by |b_z| <= bias_max["z"]
+    inputs_only_f = {"i": 0.0, "f": 0.25, "z": 0.0, "o": 0.0}
+    tops = {"i": 0.5, "f": -0.5, "z": 0.75, "o": 0.0}
+    symmetric = ls.LSTMConstraint(rec, inputs_only_f, tops)
+    M, cell = _hand_set_matrix(rec, inputs_only_f, tops, -0.75, 1.0)
+    torch.testing.assert_close(symmetric.matrix(1.0), torch.tensor(M, dtype=torch.float64))
+    assert symmetric.uniform_certificate(1.0).cell_bound == pytest.approx(cell, rel=1e-12)
+
+
+def test_free_forget_constraint_by_hand():
+    free = ls.free_forget_constraint(input_radius=3.0, bias_bound=2.0)
+    assert free.recurrent_radius == ls.AUTHORS_RECURRENT_SCALES
+    assert free.input_radius == {g: 3.0 for g in ls.GATES}
+    assert free.bias_max == {g: 2.0 for g in ls.GATES}
+    assert free.lower_bias() == {g: -2.0 for g in ls.GATES}
+    course = ls.course_lstm_constraint(3.0, 2.0, forget_bias_max=-0.5)
+    assert course.input_radius == {"i": 3.0, "f": 0.25, "z": 3.0, "o": 3.0}
+    assert course.bias_max == {"i": 2.0, "f": -0.5, "z": 2.0, "o": 2.0}
+    assert course.lower_bias() == {g: -2.0 for g in ls.GATES}
+    authors = ls.authors_constants_constraint(0.5)
+    assert authors.lower_bias() == {"i": -math.inf, "f": -math.inf, "z": -math.inf, "o": -math.inf}
+    assert authors.bias_max == {"i": math.inf, "f": 0.5, "z": math.inf, "o": math.inf}
+    assert authors.input_radius == {"i": math.inf, "f": 0.25, "z": math.inf, "o": math.inf}
+    assert free.scaled(2.0).recurrent_radius == {g: 2 * c for g, c in free.recurrent_radius.items()}
+
+
+def _certificate_by_values() -> ls.LSTMCertificate:
+    one = torch.tensor([0.5, 0.25], dtype=torch.float64)
+    return ls.LSTMCertificate(
+        p=math.inf,
+        input_bound=1.0,
+        input_max=one,
+        forget_max=torch.tensor([0.5, 0.125], dtype=torch.float64),
+        candidate_max=one,
+        output_max=one,
+        cell_bound=torch.tensor([1.5, 3.25], dtype=torch.float64),
+        cell_coupling=torch.eye(2),
+        hidden_coupling=torch.eye(2),
+        matrix=torch.tensor([[0.5, 0.25], [0.125, 0.375]], dtype=torch.float64),
+        lam=0.6,
+        weights=(1.0, 0.4),
+    )
+
+
+def test_format_certificate_by_hand():
+    assert ls.format_certificate(_certificate_by_values()).splitlines() == [
+        "M = [[0.5000, 0.2500], [0.1250, 0.3750]]",
+        "lambda = rho(M) = 0.6000   (plain max-norm: 0.7500)",
+        "norm weights (v_c, v_h) = (1.0000, 0.4000)",
+        "max forget gate fbar = 0.5000, max cell bound C = 3.2500",
+    ]
+
+
+def test_contraction_verdicts_by_hand():
+    rows = [
+        {"model": "a", "certificate": 0.5, "jacobian_certificate_norm": 0.25,
+         "pairs_certificate_norm": 0.375, "jacobian_euclidean": 1.5, "pairs_euclidean": 0.5},
+        {"model": "b", "certificate": 1.0, "jacobian_certificate_norm": 1.0,
+         "pairs_certificate_norm": 0.5, "jacobian_euclidean": 0.75, "pairs_euclidean": 1.0},
+    ]  # fmt: skip
+    assert ls.contraction_verdicts(rows).splitlines() == [
+        "a: certified yes (0.5); measured < 1 in the certificate's norm: yes (0.375); "
+        "in the Euclidean norm: no (1.5)",
+        "b: certified no (1); measured < 1 in the certificate's norm: no (1); "
+        "in the Euclidean norm: no (1)",
+    ]
+
+
+def test_measured_contraction_collects_the_measurements(generator):
+    model = ls.random_stable_lstm(2, 3, 0.8, generator=generator)
+    seed = 11
+    result = ls.measured_contraction(model, 0.5, 60, torch.Generator().manual_seed(seed))
+    g = torch.Generator().manual_seed(seed)
+    states, x = ls.sample_box_states(model, 0.5, 60, g)
+    # the map acts row by row, so the Jacobian of the batch sum holds every row's Jacobian
+    summed = torch.autograd.functional.jacobian(lambda s: model.step(s, x).sum(0), states)
+    jacobians = summed.permute(1, 0, 2)
+    certificate = ls.lstm_certificate(model, 0.5)
+    v_c, v_h = certificate.weights
+    v = torch.tensor([v_c] * 3 + [v_h] * 3, dtype=torch.float64)
+    weighted = (jacobians.abs() * v).sum(-1) / v
+    assert result["certificate"] == certificate.lam
+    assert result["certificate_l1"] == ls.lstm_certificate(model, 0.5, p=1).lam
+    # jacobian_certificate_norms builds its weights with torch.full (float32): ~1e-8 relative
+    assert result["jacobian_certificate_norm"] == pytest.approx(float(weighted.amax()), rel=1e-7)
+    spectral = torch.linalg.matrix_norm(jacobians, ord=2).max()
+    assert result["jacobian_euclidean"] == pytest.approx(float(spectral), rel=1e-9)
+    pairs = ls.pair_lipschitz(model, 0.5, 60, g)
+    assert result["pairs_certificate_norm"] == pytest.approx(pairs, rel=1e-12)
+    pairs_euclidean = ls.pair_lipschitz(model, 0.5, 60, g, norm="euclidean")
+    assert result["pairs_euclidean"] == pytest.approx(pairs_euclidean, rel=1e-12)
+    assert 0 < pairs <= certificate.lam
+
+
+def test_authors_rescaled_lstm_is_the_rescaling_of_its_gaussian_draw():
+    model = ls.authors_rescaled_lstm(3, 4, bias_std=0.5, forget_bias=2.0,
+                                     generator=torch.Generator().manual_seed(8))  # fmt: skip
+    g = torch.Generator().manual_seed(8)
+    weight_hh = torch.randn(16, 4, generator=g, dtype=torch.float64)
+    weight_ih = torch.randn(16, 3, generator=g, dtype=torch.float64)
+    bias = 0.5 * torch.randn(16, generator=g, dtype=torch.float64)
+    bias[4:8] += 2.0
+    assert model.weight_hh.dtype == torch.float64 and (model.input_size, model.hidden_size) == (
+        3,
+        4,
+    )
+    torch.testing.assert_close(model.bias.detach(), bias)
+    W = ls.gate_blocks(model.weight_hh.detach())
+    for n, g_name in enumerate(ls.GATES):
+        block = weight_hh[4 * n : 4 * n + 4]
+        expected = ls.AUTHORS_RECURRENT_SCALES[g_name] * block / block.abs().sum(0)
+        torch.testing.assert_close(W[g_name], expected)
+    U = ls.gate_blocks(model.weight_ih.detach())
+    torch.testing.assert_close(U["f"], 0.25 * weight_ih[4:8] / weight_ih[4:8].abs().sum(0))
+    for n in (0, 2, 3):
+        torch.testing.assert_close(U[ls.GATES[n]], weight_ih[4 * n : 4 * n + 4])
+    plain = ls.authors_rescaled_lstm(3, 4, dtype=torch.float32)
+    assert plain.weight_hh.dtype == torch.float32 and float(plain.bias.abs().max()) == 0
+
+
+def test_l1_projection_of_a_batch_with_one_radius_per_row(generator):
+    vectors = torch.randn(2, 3, 4, generator=generator, dtype=torch.float64)
+    radii = torch.tensor([[0.5, 1.0, 100.0], [0.1, 2.0, 0.0]], dtype=torch.float64)
+    projected = ls.project_l1_ball(vectors, radii)
+    for a in range(2):
+        for b in range(3):
+            one = ls.project_l1_ball(vectors[a, b][None], float(radii[a, b]))[0]
+            torch.testing.assert_close(projected[a, b], one)
+    # one coordinate: the projection onto [-r, r] is clipping
+    scalars = torch.tensor([[-3.0], [0.2], [5.0]], dtype=torch.float64)
+    torch.testing.assert_close(ls.project_l1_ball(scalars, 1.0), scalars.clamp(-1.0, 1.0))
+
+
+def test_l1_projection_messages():
+    with pytest.raises(TypeError, match=r"^vectors must be a floating torch\.Tensor of shape"):
+        ls.project_l1_ball(torch.zeros(2, 3, dtype=torch.int64), 1.0)
+    with pytest.raises(ValueError, match=r"n >= 1, got \(3, 0\)"):
+        ls.project_l1_ball(torch.zeros(3, 0, dtype=torch.float64), 1.0)
+    with pytest.raises(ValueError, match=r"n >= 1, got \(\)"):
+        ls.project_l1_ball(torch.tensor(1.0, dtype=torch.float64), 1.0)
+
+
+def test_bias_sum_projection_onto_a_single_value_and_its_message():
+    biases = [torch.tensor([1.0, -4.0]), torch.tensor([2.0, 0.0])]
+    ls.project_bias_sum_(biases, upper=0.5, lower=0.5)
+    torch.testing.assert_close(biases[0] + biases[1], torch.tensor([0.5, 0.5]))
+    torch.testing.assert_close(biases[0] - biases[1], torch.tensor([-1.0, -4.0]))
+    with pytest.raises(ValueError, match=r"empty interval: lower = 1\.0 > upper = 0\.0"):
+        ls.project_bias_sum_(biases, upper=0.0, lower=1.0)
+
+
+def test_state_norm_uses_p_the_two_halves_and_any_batch_shape(generator):
+    model = ls.random_stable_lstm(2, 3, 0.9, 1.0, generator=generator)
+    for p in (1, 2, math.inf):
+        v_c, v_h = ls.lstm_certificate(model, 1.0, p).weights
+        assert v_c != v_h
+        cell_only = torch.tensor([1.0, -2.0, 0.5, 0.0, 0.0, 0.0], dtype=torch.float64)
+        hidden_only = torch.tensor([0.0, 0.0, 0.0, 0.5, -1.0, 0.25], dtype=torch.float64)
+        c_norm = float(torch.linalg.vector_norm(cell_only, ord=p))
+        h_norm = float(torch.linalg.vector_norm(hidden_only, ord=p))
+        assert float(ls.state_norm(model, cell_only, p=p)) == pytest.approx(c_norm / v_c)
+        assert float(ls.state_norm(model, hidden_only, p=p)) == pytest.approx(h_norm / v_h)
+        batch = torch.stack([cell_only, hidden_only]).expand(4, 2, 6)
+        expected = torch.tensor([c_norm / v_c, h_norm / v_h], dtype=torch.float64).expand(4, 2)
+        torch.testing.assert_close(ls.state_norm(model, batch, p=p), expected)
+    with pytest.raises(ValueError, match=r"\(B, 2H\) = \(B, 6\) as \[c, h\], got \(2, 5\)"):
+        ls.state_norm(model, torch.zeros(2, 5, dtype=torch.float64))
+
+
+def test_course_set_accepts_zero_bounds_and_stable_set_defaults_to_unit_inputs():
+    tight = ls.course_lstm_constraint(input_radius=0.0, bias_bound=0.0)
+    assert tight.input_radius == {"i": 0.0, "f": 0.25, "z": 0.0, "o": 0.0}
+    assert tight.bias_max == {g: 0.0 for g in ls.GATES}
+    small = ls.course_lstm_constraint(input_radius=0.5, bias_bound=0.5, forget_bias_max=0.0)
+    assert small.input_radius["i"] == 0.5 and small.bias_max["z"] == 0.5
+    assert ls.stable_lstm_constraint(0.8) == ls.stable_lstm_constraint(0.8, 1.0)
+    with pytest.raises(ValueError, match=r"forget_bias_max = 2\.0 must lie in \[-bias_bound"):
+        ls.course_lstm_constraint(1.0, 1.0, forget_bias_max=2.0)
+    with pytest.raises(ValueError, match="no constraint of this shape reaches lambda = 0.3"):
+        ls.stable_lstm_constraint(0.3, 1.0)
+
+
+def test_concentrated_example_defaults_to_zero_biases():
+    model = ls.concentrated_authors_lstm(2, 3)
+    assert model.bias is not None and float(model.bias.abs().max()) == 0
+
+
+def test_iterated_jacobian_norms_checks_the_input_shape():
+    model = LSTMMap(2, 3, dtype=torch.float64)
+    states = torch.zeros(4, 6, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"\(r, N, D\) with N = 4, got \(4, 2\)"):
+        ls.iterated_jacobian_norms(model, states, torch.zeros(4, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"with N = 4, got \(2, 3, 2\)"):
+        ls.iterated_jacobian_norms(model, states, torch.zeros(2, 3, 2, dtype=torch.float64))
+
+
+def test_forget_gate_threshold_is_zero_when_even_a_closed_forget_gate_is_too_much():
+    assert ls.forget_gate_threshold({"i": 4.0, "f": 0.0, "z": 1.0, "o": 0.0}) == 0.0
+
+
+@pytest.mark.parametrize("p", [1, 2, math.inf])
+def test_weighted_state_norm_by_hand(p):
+    state = torch.tensor([[3.0, -4.0, 0.0, 1.0], [0.5, 0.0, 2.0, -2.0]], dtype=torch.float64)
+    c_norms = {1: [7.0, 0.5], 2: [5.0, 0.5], math.inf: [4.0, 0.5]}[p]
+    h_norms = {1: [1.0, 4.0], 2: [1.0, math.sqrt(8.0)], math.inf: [1.0, 2.0]}[p]
+    expected = [max(c / 0.5, h / 0.25) for c, h in zip(c_norms, h_norms, strict=True)]
+    values = ls.weighted_state_norm(state, 2, (0.5, 0.25), p)
+    assert values.tolist() == pytest.approx(expected, rel=1e-12)
+
+
+def test_authors_set_without_inputs_ignores_its_free_input_radii():
+    """``input_bound = 0``: the infinite radii of U_i, U_z, U_o must not enter (0 * inf)."""
+    authors = ls.authors_constants_constraint(-1.0)
+    # free biases of i and z: those gates reach 1, so C = 1 / (1 - F)
+    forget = _sigmoid(-1.0 + ls.AUTHORS_RECURRENT_SCALES["f"])
+    uniform = authors.uniform_certificate(0.0)
+    assert uniform.cell_bound == pytest.approx(1 / (1 - forget), rel=1e-12)
+    assert float(authors.matrix(0.0)[0, 0]) == pytest.approx(forget, rel=1e-12)
+    assert math.isfinite(uniform.lam)
+    assert uniform.lam == pytest.approx(authors.contraction_bound(0.0), rel=1e-12)
+
+
+def test_sample_box_states_draws_thirds_of_box_corners_and_trajectories():
+    model = LSTMMap(2, 3, dtype=torch.float32)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(0.3 * torch.randn(param.shape, generator=torch.Generator().manual_seed(1)))
+    cell = ls.lstm_certificate(model, 0.5).cell_bound.float()
+    states, x = ls.sample_box_states(model, 0.5, 31, torch.Generator().manual_seed(3))
+    assert states.shape == (30, 6) and x.shape == (30, 2) and states.dtype == torch.float32
+    limit = torch.cat([cell, torch.ones(3)])
+    assert (states[:10].abs() <= limit).all() and (states[:10].abs() < limit * (1 - 1e-4)).any()
+    torch.testing.assert_close(states[10:20].abs(), limit.expand(10, 6))
+    assert (x.abs() <= 0.5).all() and (x[15:].abs() == 0.5).all()
+    again = ls.sample_box_states(model, 0.5, 31, torch.Generator().manual_seed(3))
+    assert torch.equal(again[0], states) and torch.equal(again[1], x)
+    assert ls.sample_box_states(model, 0.5, 2)[0].shape == (3, 6)  # at least one of each
+
+
+@pytest.mark.parametrize("candidate_weight", [0.0, 0.5])
+def test_sample_box_states_caps_an_unbounded_cell_at_the_horizon(candidate_weight):
+    """A saturated forget gate: C = inf (0 / 0 = nan with a zero candidate) becomes the horizon."""
+    model = LSTMMap(1, 2, dtype=torch.float64)
+    with torch.no_grad():
+        model.weight_hh.zero_()
+        model.weight_ih.zero_()
+        model.bias.zero_()
+        ls.gate_blocks(model.bias)["f"].fill_(60.0)
+        ls.gate_blocks(model.bias)["z"].fill_(candidate_weight)
+        ls.gate_blocks(model.bias)["i"].fill_(1.0)
+    assert not torch.isfinite(ls.lstm_certificate(model, 1.0).cell_bound).any()
+    for horizon, expected in ((None, 50.0), (7.0, 7.0)):
+        kwargs = {} if horizon is None else {"horizon": horizon}
+        states, _ = ls.sample_box_states(model, 1.0, 30, torch.Generator().manual_seed(0), **kwargs)
+        assert (states[10:20, :2].abs() == expected).all()
+        assert (states[:10, :2].abs() <= expected).all()
+
+
+def test_authors_constants_constraint_closes_the_forget_bias_at_zero_by_default():
+    assert ls.authors_constants_constraint().bias_max["f"] == 0.0
+
+
+def _induced_weighted_max_norm(J, w):
+    """``sup ||J s||_w / ||s||_w`` for ``||s||_w = max_a |s_a| / w_a``, by brute force: the
+    unit ball is the box ``|s_b| <= w_b``, and a convex function peaks at its corners."""
+    import itertools
+
+    n = len(w)
+    best = 0.0
+    for signs in itertools.product((-1.0, 1.0), repeat=n):
+        image = [sum(J[a][b] * w[b] * signs[b] for b in range(n)) for a in range(n)]
+        best = max(best, max(abs(image[a]) / w[a] for a in range(n)))
+    return best
+
+
+def test_jacobian_certificate_norms_are_the_induced_norms_by_brute_force():
+    g = torch.Generator().manual_seed(4)
+    model = ls.random_stable_lstm(2, 2, 0.6, 1.0, generator=g)
+    states, x = ls.sample_box_states(model, 1.0, 24, g)
+    v_c, v_h = ls.lstm_certificate(model, 1.0).weights
+    w = [v_c, v_c, v_h, v_h]
+    jacobians = ls.lstm_state_jacobians(model, states, x).tolist()
+    # the instance is chosen so that at some state the largest weighted row has weight < 1
+    # (an h row, v_h < v_c = 1): there the weights cannot be applied the wrong way round
+    rows = [
+        [sum(abs(J[a][b]) * w[b] for b in range(4)) / w[a] for a in range(4)] for J in jacobians
+    ]
+    assert v_h < v_c == 1 and any(max(r) > max(r[:2]) for r in rows)
+    expected = [_induced_weighted_max_norm(J, w) for J in jacobians]
+    norms = ls.jacobian_certificate_norms(model, states, x, 1.0)
+    assert norms.tolist() == pytest.approx(expected, rel=1e-6)  # float32 weights, see above
+
+
+def test_project_lstm_on_a_model_without_bias(generator):
+    model = LSTMMap(2, 3, bias=False, dtype=torch.float64)
+    with torch.no_grad():
+        model.weight_hh.copy_(5 * torch.randn(12, 3, generator=generator, dtype=torch.float64))
+    assert ls.project_lstm_(model, lam=0.9) == pytest.approx(0.9)
+    assert ls.lstm_contraction_bound(model, 1.0) <= 0.9 + 1e-12

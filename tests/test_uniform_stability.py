@@ -133,3 +133,4 @@ def test_a_set_whose_forget_gate_can_reach_one_has_no_uniform_certificate():
     )
     uniform = free.uniform_certificate(1.0)
     assert uniform.lam == math.inf and uniform.cell_bound == math.inf
+    assert uniform.weights == (1.0, 1.0)  # the Perron vector of an infinite M: equal weights
