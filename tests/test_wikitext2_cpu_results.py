@@ -221,3 +221,20 @@ def test_ablation_rows_are_computed_from_the_committed_files() -> None:
         mean = sum(runs.values()) / len(runs)
         assert f"| {mean:.1f}" in row, (label, mean)
         assert f"--config {config} --resume" in commands
+
+
+def test_chapter8_reading_of_the_cpu_seeds_holds() -> None:
+    """Chapter 8, "Reading the cpu scale": the RNN pair has one seed each (no verdict), the
+    LSTM pair three each, with the stable LSTM about a quarter worse: not supported."""
+    from stablernn_lib.tasks.wikitext2.analysis import seeds_table
+
+    runs = _committed_runs("cpu")
+    assert (
+        len(runs["rnn-stable"]) < 3 and runs["rnn-stable"][1111] < runs["rnn-unconstrained"][1111]
+    )
+    assert len(runs["lstm-stable"]) >= 3 and len(runs["lstm-unconstrained"]) >= 3
+    stable = sum(runs["lstm-stable"].values()) / len(runs["lstm-stable"])
+    free = sum(runs["lstm-unconstrained"].values()) / len(runs["lstm-unconstrained"])
+    assert 0.2 < stable / free - 1 < 0.3
+    lstm_row = next(r for r in seeds_table("cpu").splitlines() if r.startswith("| LSTM, stable"))
+    assert lstm_row.endswith("| not supported |")
