@@ -205,13 +205,14 @@ def test_chapter9_reading_of_the_adam_tcn_measurements_holds() -> None:
 
 
 @pytest.mark.parametrize(
-    ("seed", "epoch", "lr", "worse"), [(1, 47, 1e-11, 0.05), (2, 45, 1e-8, 0.2)]
+    ("seed", "epoch", "lr", "worse"), [(1, 47, 1e-11, 0.05), (2, 45, 1e-8, 0.2), (4, 50, 1e-7, 0.2)]
 )
 def test_chapter9_reading_of_the_damaged_reruns_holds(
     seed: int, epoch: int, lr: float, worse: float
 ) -> None:
     """Chapter 9: the earlier stable RNN seeds 1 and 2 part from their reruns at a learning
-    rate where no optimizer step can move a model, after their best epoch, and end worse."""
+    rate where no optimizer step can move a model, after their best epoch, and end worse;
+    seed 1111 never parts from its rerun."""
     reruns = ma.load_reruns("adam-tcn")
     assert reruns is not None
     (entry,) = [r for r in reruns["runs"] if (r["model"], r["seed"]) == ("rnn-stable", seed)]
@@ -222,3 +223,5 @@ def test_chapter9_reading_of_the_damaged_reruns_holds(
     assert ma.load_seed_results("adam-tcn")["rnn-stable"][seed]["test_nll"] == pytest.approx(
         entry["earlier"]["test_nll"], abs=1e-6
     )
+    (clean,) = [r for r in reruns["runs"] if (r["model"], r["seed"]) == ("rnn-stable", 1111)]
+    assert clean["earlier"]["validation_split"] is None
