@@ -480,3 +480,11 @@ def test_stability_errors_name_the_problem():
         jacobian_norms(model, states, torch.zeros(5, 3, dtype=torch.float64))
     with pytest.raises(TypeError, match="expected a torch.Tensor, got list"):
         project_spectral_ball([[1.0, 0.0], [0.0, 1.0]])
+
+
+@pytest.mark.parametrize("name", ["lx", "bx", "lp", "sp"])
+def test_gradient_constants_reject_each_negative_constant(name):
+    """Every non-negative constant of Lemmas 2-3 is checked where the constants are built."""
+    values = {"lam": 0.5, "lx": 1.0, "bx": 1.0, "lp": 1.0, "sp": 1.0, name: -0.1}
+    with pytest.raises(ValueError, match=f"{name} must be non-negative"):
+        bounds.GradientConstants(**values)
