@@ -395,6 +395,25 @@ def load_reruns(config: str, results_dir: str | Path | None = None) -> dict[str,
     return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
 
 
+def validation_split(
+    earlier: dict[str, Any], rerun: dict[str, Any], threshold: float = 0.01
+) -> dict[str, Any] | None:
+    """Where two runs of one config and seed part: the first epoch whose validation NLL
+    differs by more than ``threshold``, its learning rate and both values, the earlier run's
+    best epoch and both runs' final validation NLL (``earlier.validation_split`` of
+    ``reruns.json``); None when they never differ by that much."""
+    for old, new in zip(earlier["epochs"], rerun["epochs"], strict=False):
+        if abs(old["val_nll"] - new["val_nll"]) > threshold:
+            return {
+                "epoch": old["epoch"], "lr": old["lr"],
+                "val_nll_earlier": old["val_nll"], "val_nll_rerun": new["val_nll"],
+                "best_epoch_earlier": earlier["best_epoch"],
+                "final_val_nll_earlier": earlier["epochs"][-1]["val_nll"],
+                "final_val_nll_rerun": rerun["epochs"][-1]["val_nll"],
+            }  # fmt: skip
+    return None
+
+
 def reruns_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
     """Markdown table of ``<config>/reruns.json``: each rerun's earlier outcome and commit
     beside the test NLL committed now (read from its result file), the change, the first
