@@ -1089,7 +1089,9 @@ def jacobian_certificate_norms(
     certificate = lstm_certificate(model, input_bound)
     H = model.hidden_size
     v_c, v_h = certificate.weights
-    w = torch.cat([torch.full((H,), v_c), torch.full((H,), v_h)]).to(states.dtype)
+    w = torch.cat(
+        [torch.full((H,), v_c, dtype=states.dtype), torch.full((H,), v_h, dtype=states.dtype)]
+    )
     J = lstm_state_jacobians(model, states, inputs)
     return ((J.abs() * w[None, None, :]).sum(dim=-1) / w[None, :]).max(dim=-1).values
 

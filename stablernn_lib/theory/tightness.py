@@ -506,7 +506,9 @@ def _lstm_box(model: LSTMMap, input_bound: float) -> tuple[Tensor, Tensor]:
     v_c, v_h = certificate.weights
     H = model.hidden_size
     limit = torch.cat([cell, torch.ones(H, dtype=torch.float64)])
-    weights = torch.cat([torch.full((H,), v_c), torch.full((H,), v_h)]).to(torch.float64)
+    weights = torch.cat(
+        [torch.full((H,), v_c, dtype=torch.float64), torch.full((H,), v_h, dtype=torch.float64)]
+    )
     return limit, weights
 
 
