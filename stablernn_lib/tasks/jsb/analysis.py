@@ -139,6 +139,11 @@ def analyze_model(model: MusicModel, rolls: PianoRolls, config: MusicAnalysisCon
     return entry
 
 
+def _results_root(results_dir: str | Path | None) -> Path:
+    """The folder of committed results: ``results_dir`` when given, else ``RESULTS_DIR``."""
+    return Path(results_dir) if results_dir is not None else RESULTS_DIR
+
+
 def analysis_path(config: str, runs_dir: str | Path | None = None) -> Path:
     """Where the measurements of a config's models go: committed for ``full`` and for the
     published configs with their own folder, else in the runs folder."""
@@ -208,9 +213,7 @@ def load_full_analysis(
     """The committed measurements of a config's models (``full``: the authors' scale with the
     input layer; ``adam-tcn``, ``authors``), or None when not yet run."""
     folder = PUBLISHED_RESULTS[config][0]
-    path = (
-        (Path(results_dir) if results_dir is not None else RESULTS_DIR) / folder / "analysis.json"
-    )
+    path = _results_root(results_dir) / folder / "analysis.json"
     return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
 
 
@@ -219,7 +222,7 @@ def load_results(
 ) -> dict[str, dict[str, Any]]:
     """The committed result files of a published config (``"full"``, or the ``"adam"``
     diagnostic), by ``<model>-<variant>`` (missing ones absent)."""
-    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    folder = _results_root(results_dir)
     found = {}
     for cell, variant in ALL_VARIANTS:
         path = folder / result_file_name(cell, variant, config)
@@ -233,7 +236,7 @@ def load_seed_results(
 ) -> dict[str, dict[int, dict[str, Any]]]:
     """Every committed completed run of a published config, by ``<model>-<variant>`` and seed:
     the config's own seed (:func:`result_file_name`) and every ``seed<N>/`` beside it."""
-    root = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    root = _results_root(results_dir)
     found: dict[str, dict[int, dict[str, Any]]] = {}
     for cell, variant in ALL_VARIANTS:
         own = Path(result_file_name(cell, variant, config))
@@ -390,7 +393,7 @@ def seeds_table(config: str, baseline: float, results_dir: str | Path | None = N
 def load_reruns(config: str, results_dir: str | Path | None = None) -> dict[str, Any] | None:
     """``<config>/reruns.json``: committed runs that were trained again, with what the
     earlier run gave (``earlier``) and why it was rerun; None when there is none."""
-    root = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    root = _results_root(results_dir)
     path = root / config / "reruns.json"
     return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
 
