@@ -24,6 +24,7 @@ from stablernn_lib.tasks.training import (
     check_fresh_start,
     finished_result,
     published_config,
+    run_provenance,
     split_seed,
     train,
 )
@@ -109,6 +110,28 @@ def test_resume_after_a_kill_or_a_ctrl_c_ends_like_an_uninterrupted_run(tmp_path
     status, resumed = train(ToyTask(), tmp_path / "int", resume=True, progress=False)
     assert _numbers(resumed) == _numbers(whole) and resumed["step"] == whole["step"] == 24
     assert len((tmp_path / "int" / "metrics.jsonl").read_text().splitlines()) == 3
+
+
+def test_each_training_session_records_the_commit_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stablernn_lib.tasks.training as training
+
+    def stop(step: int, model: nn.Module) -> None:
+        if step in (3, 6):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(training, "git_commit", lambda: "aaa")
+    status, state = train(ToyTask(), tmp_path, progress=False, on_step=stop)
+    assert status == "interrupted" and state["trained_at_commits"] == ["aaa"]
+    status, state = train(ToyTask(), tmp_path, resume=True, progress=False, on_step=stop)
+    assert status == "interrupted" and state["step"] == 6
+    assert state["trained_at_commits"] == ["aaa"]  # same checkout: recorded once
+    monkeypatch.setattr(training, "git_commit", lambda: "bbb")
+    status, state = train(ToyTask(), tmp_path, resume=True, progress=False)
+    assert status == "completed" and state["trained_at_commits"] == ["aaa", "bbb"]
+    record = run_provenance(state, "cpu")
+    assert record["trained_at_commits"] == ["aaa", "bbb"] and "git_commit" in record
 
 
 def test_a_checkpoint_of_another_run_or_an_unasked_overwrite_is_refused(tmp_path: Path) -> None:

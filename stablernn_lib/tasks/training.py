@@ -16,7 +16,7 @@ Every task (WikiText-2, JSB Chorales) trains the same way:
   run ends with the same numbers as an uninterrupted one (bit for bit on a CPU);
 * a tqdm bar within the epoch, one line per epoch, ``metrics.jsonl`` in the run folder.
 
-The task builds its result dictionary (with :func:`~stablernn_lib.core.io.provenance`)
+The task builds its result dictionary (with :func:`run_provenance`)
 from the progress :func:`train` returns, and :func:`save_best_model` writes ``model.pt``.
 """
 
@@ -38,7 +38,13 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from stablernn_lib.core.io import atomic_torch_save, atomic_write_text, same_config
+from stablernn_lib.core.io import (
+    atomic_torch_save,
+    atomic_write_text,
+    git_commit,
+    provenance,
+    same_config,
+)
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 # In a checkout of the course, data/ of the repository; for an installed
@@ -208,6 +214,7 @@ def new_progress() -> dict[str, Any]:
         "val_losses": [],
         "history": [],
         "wall_seconds": 0.0,
+        "trained_at_commits": [],
     }
 
 
@@ -335,6 +342,9 @@ def train(
     state = new_progress()
     if resume and checkpoint_path.exists():
         state = _resume(task, checkpoint_path)
+    commit = git_commit()
+    if state["trained_at_commits"][-1:] != [commit]:
+        state["trained_at_commits"] = [*state["trained_at_commits"], commit]
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "metrics.jsonl"
     atomic_write_text(log_path, "".join(json.dumps(m) + "\n" for m in state["history"]))
@@ -464,6 +474,14 @@ def train(
             if progress:
                 print(task.epoch_line(metrics), flush=True)
     return status, state
+
+
+def run_provenance(state: dict[str, Any], device: torch.device | str | None) -> dict[str, Any]:
+    """:func:`~stablernn_lib.core.io.provenance` of a result written now, plus
+    ``trained_at_commits``: the checkout of each session that trained the run (the first
+    and every resume that moved to another commit), since ``git_commit`` is the one at
+    write time."""
+    return {**provenance(device), "trained_at_commits": list(state["trained_at_commits"])}
 
 
 def save_best_model(task: Task, state: dict[str, Any], path: Path, **saved: Any) -> None:

@@ -58,7 +58,7 @@ from torch import Tensor, nn
 from torch.nn.functional import binary_cross_entropy_with_logits
 from torch.nn.utils.rnn import pad_sequence
 
-from stablernn_lib.core.io import atomic_write_json, provenance
+from stablernn_lib.core.io import atomic_write_json
 from stablernn_lib.core.results import results_path
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.jsb.data import NUM_KEYS, PianoRolls, load_jsb
@@ -515,7 +515,7 @@ def train_music_model(
         "seed": config.seed,
         "data": data.source,
         "data_sizes": data.sizes(),
-        "provenance": provenance("cpu"),
+        "provenance": training.run_provenance(state, "cpu"),
         "torch_threads": torch.get_num_threads(),
         "wall_seconds": state["wall_seconds"],
         "steps": state["step"],

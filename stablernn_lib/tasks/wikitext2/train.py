@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from stablernn_lib.core.io import atomic_write_json, provenance
+from stablernn_lib.core.io import atomic_write_json
 from stablernn_lib.core.results import results_path
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.wikitext2.data import (
@@ -445,7 +445,7 @@ def train_language_model(
         "seed": config.seed,
         "corpus": data.source,
         "vocab_size": data.vocab_size,
-        "provenance": provenance(device),
+        "provenance": training.run_provenance(state, device),
         "wall_seconds": state["wall_seconds"],
         "epochs": state["history"],
         "best_val_loss": state["best_val_loss"],
