@@ -154,9 +154,7 @@ def test_run_analysis_writes_every_part_and_a_rerun_computes_only_what_is_missin
         assert saved[name]["truncated_eval"] == _as_json(first[name]["truncated_eval"])
         assert saved[name]["figure2"]["count"][0] > 0  # stable models too
     # one variant only: the others are not read (nor need to exist)
-    only = lma.run_analysis(
-        "smoke", parts=("jacobians",), variants=(("lstm", True),), **kwargs
-    )
+    only = lma.run_analysis("smoke", parts=("jacobians",), variants=(("lstm", True),), **kwargs)
     assert "jacobian_norms" in only["lstm-stable"]
     assert all("jacobian_norms" not in only[name] for name in variants[:3])
 

@@ -22,11 +22,25 @@ from stablernn_lib.book.tools import (
 from stablernn_lib.book.tools import main as book_main
 
 CONTRACT_KEYS = {
-    "miller2019stable", "pascanu2013difficulty", "hochreiter1997lstm", "elman1990finding",
-    "werbos1990bptt", "bengio1994learning", "dauphin2017gated", "oord2016wavenet",
-    "bai2018empirical", "vaswani2017attention", "merity2016pointer", "zaremba2014recurrent",
-    "williams1990efficient", "bottou2018optimization", "hardt2016train", "boyd2004convex",
-    "jozefowicz2015empirical", "laurent2017recurrent", "strogatz2015nonlinear",
+    "miller2019stable",
+    "pascanu2013difficulty",
+    "hochreiter1997lstm",
+    "elman1990finding",
+    "werbos1990bptt",
+    "bengio1994learning",
+    "dauphin2017gated",
+    "oord2016wavenet",
+    "bai2018empirical",
+    "vaswani2017attention",
+    "merity2016pointer",
+    "zaremba2014recurrent",
+    "williams1990efficient",
+    "bottou2018optimization",
+    "hardt2016train",
+    "boyd2004convex",
+    "jozefowicz2015empirical",
+    "laurent2017recurrent",
+    "strogatz2015nonlinear",
 }
 VENDORED = (
     "vendor/require.js",

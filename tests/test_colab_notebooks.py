@@ -325,7 +325,7 @@ def test_the_install_cell_pins_the_commit_the_book_was_built_from(tmp_path, monk
     pinned = copy.deepcopy(cell)
     colab._pinned_setup_cell(pinned, ROOT)
     if commit:  # a git checkout (a source archive has none)
-        assert f"git+{url}@{commit}" in pinned.source and f"@{branch}\"" not in pinned.source
+        assert f"git+{url}@{commit}" in pinned.source and f'@{branch}"' not in pinned.source
         assert "the commit this notebook was built from" in pinned.source
     # outside a git checkout: the branch, and a comment that says so
     shutil.copy(ROOT / "_config.yml", tmp_path / "_config.yml")

@@ -214,7 +214,7 @@ def test_check_explains_failures(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_check_count_covers_every_line_shown(capsys: pytest.CaptureFixture[str]) -> None:
-    """"3 of 3" above four PASS lines confused students: the count includes the
+    """ "3 of 3" above four PASS lines confused students: the count includes the
     unweighted "written from scratch" check, which says that it carries no points."""
     from stablernn_lib.core.stability import project_spectral_ball
     from stablernn_lib.homework import check

@@ -138,9 +138,7 @@ def test_results_table_shows_paper_numbers_and_ours_when_present(tmp_path) -> No
 
 
 def test_benchmark_measures_every_ratio(tmp_path: Path) -> None:
-    result = run_benchmark(
-        "smoke", "cpu", repeats=2, warmup=1, figure2_distance=3, progress=False
-    )
+    result = run_benchmark("smoke", "cpu", repeats=2, warmup=1, figure2_distance=3, progress=False)
     # the smoke config trains on 200,000 tokens in 20 streams of 10,000 rows: 286 windows of 35
     assert result["steps_per_epoch"] == 286 and result["epochs"] == 3
     for cell in ("rnn", "lstm"):

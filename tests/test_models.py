@@ -55,8 +55,11 @@ def test_lstm_step_follows_the_gate_equations(generator):
     U = model.weight_ih.view(4, 3, 2)
     b = model.bias.view(4, 3)
     pre = [h @ W[g].T + x @ U[g].T + b[g] for g in range(4)]
-    i, f, z, o = torch.sigmoid(pre[0]), torch.sigmoid(pre[1]), torch.tanh(pre[2]), torch.sigmoid(
-        pre[3]
+    i, f, z, o = (
+        torch.sigmoid(pre[0]),
+        torch.sigmoid(pre[1]),
+        torch.tanh(pre[2]),
+        torch.sigmoid(pre[3]),
     )
     c_next = i * z + f * c
     expected = torch.cat([c_next, o * torch.tanh(c_next)], dim=-1)

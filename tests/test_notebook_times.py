@@ -69,10 +69,15 @@ def test_a_missing_file_or_notebook_reads_not_measured_yet(tmp_path):
     assert "not measured yet" in _row(table, "chapters/01_a")
     assert "does not exist" in table and "0 of 2 measured" in table
     record = {
-        "machine": {"cpu_count": 2, "torch_threads": 2, "omp_num_threads": "unset",
-                    "platform": "Linux x86_64"},
-        "notebooks": {"chapters/01_a.ipynb": {"cpu_s": 3.0, "wall_s": 4.25,
-                                              "load_average_1min": 0.5}},
+        "machine": {
+            "cpu_count": 2,
+            "torch_threads": 2,
+            "omp_num_threads": "unset",
+            "platform": "Linux x86_64",
+        },
+        "notebooks": {
+            "chapters/01_a.ipynb": {"cpu_s": 3.0, "wall_s": 4.25, "load_average_1min": 0.5}
+        },
         "provenance": {"git_commit": "unknown", "created_utc": "2026-11-21T23:07:07+00:00"},
     }
     (book / "data/results").mkdir(parents=True)
@@ -88,10 +93,20 @@ def test_a_missing_file_or_notebook_reads_not_measured_yet(tmp_path):
 def test_the_recording_path_writes_what_the_table_reads(tmp_path):
     book = _book(tmp_path, ["chapters/01_a", "chapters/02_b"])
     times = {
-        "chapters/01_a.ipynb": {"cpu_s": 1.5, "wall_s": 2.0, "load_average_1min": 3.25,
-                                "cpu_count": 2, "error": None},
-        "chapters/02_b.ipynb": {"cpu_s": 0.1, "wall_s": 0.2, "load_average_1min": 3.0,
-                                "cpu_count": 2, "error": "Traceback ...\nValueError: boom"},
+        "chapters/01_a.ipynb": {
+            "cpu_s": 1.5,
+            "wall_s": 2.0,
+            "load_average_1min": 3.25,
+            "cpu_count": 2,
+            "error": None,
+        },
+        "chapters/02_b.ipynb": {
+            "cpu_s": 0.1,
+            "wall_s": 0.2,
+            "load_average_1min": 3.0,
+            "cpu_count": 2,
+            "error": "Traceback ...\nValueError: boom",
+        },
     }
     notebook_times.write_times(times, book, kernel_env={"OMP_NUM_THREADS": "1"}, in_parallel=2)
     record = notebook_times.read_times(book)

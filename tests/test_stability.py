@@ -120,15 +120,18 @@ def test_projection_falls_back_when_the_svd_returns_nan_factors(monkeypatch):
     W = _matrix_with_repeated_singular_values(9, 9, 4, g).float()
     expected = project_spectral_ball(W, 1.0)
     svd = torch.linalg.svd
-    monkeypatch.setattr(torch.linalg, "svd", lambda m, full_matrices=True: tuple(
-        torch.full_like(f, float("nan")) if f.dim() == m.dim() else f
-        for f in svd(m, full_matrices=full_matrices)))
+    monkeypatch.setattr(
+        torch.linalg,
+        "svd",
+        lambda m, full_matrices=True: tuple(
+            torch.full_like(f, float("nan")) if f.dim() == m.dim() else f
+            for f in svd(m, full_matrices=full_matrices)
+        ),
+    )
     torch.testing.assert_close(project_spectral_ball(W, 1.0), expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "name", ["svd_nan_recurrent_matrix.pt", "svd_wrong_recurrent_matrix.pt"]
-)
+@pytest.mark.parametrize("name", ["svd_nan_recurrent_matrix.pt", "svd_wrong_recurrent_matrix.pt"])
 def test_projection_of_the_matrices_on_which_lapack_failed_silently(name):
     """Two recurrent matrices of the JSB stable RNN, seed 3 (float32, 256 x 256, about 30
     singular values within 1e-6 of 1): with one thread, LAPACK's SVD returned NaN factors

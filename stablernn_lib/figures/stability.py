@@ -353,9 +353,7 @@ def lstm_verification_figure(rows: list[dict[str, object]]) -> Figure:
     )
     axis.axhline(1.0, color="black", lw=0.8, ls=":")
     axis.set_yscale("log")
-    axis.set_xticks(
-        positions, [str(row["model"]) for row in rows], rotation=35, ha="right"
-    )
+    axis.set_xticks(positions, [str(row["model"]) for row in rows], rotation=35, ha="right")
     axis.set_ylabel("Lipschitz constant of one step")
     axis.legend(loc="upper left")
     fig.tight_layout()
