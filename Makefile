@@ -46,6 +46,7 @@ browser-deps:
 ## Run the whole test suite (unit tests, notebooks, book build, browser check).
 test: venv browser-deps
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check stablernn_lib tests
 	$(BIN)/python -m pytest
 
 ## Mutation testing of the math (mutmut): the modules are the `only_mutate` list of
@@ -64,6 +65,7 @@ student: book
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check stablernn_lib tests
 
 clean:
 	rm -rf _build student
