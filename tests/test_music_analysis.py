@@ -151,6 +151,25 @@ def test_seeds_table_reads_every_seed_folder(tmp_path):
     assert "--config adam-tcn --resume" in rows["| LSTM"]
     assert table.splitlines()[-1].startswith(f"| {ma.BASELINE_LABEL} | 11.09 |")
     assert ma.rerun_command("adam-tcn", "lstm", "stable", 3).endswith("--resume --seed 3")
+    _assert_rectangular(table)
+
+
+def _assert_rectangular(table: str) -> None:
+    """Every row of a markdown table has as many cells as its header (the "not yet run" rows
+    hold a command with no pipe, so counting pipes counts cells)."""
+    lines = table.splitlines()
+    assert all(line.count("|") == lines[0].count("|") for line in lines), table
+
+
+def test_every_jsb_table_is_rectangular():
+    results = ma.load_results()
+    _assert_rectangular(ma.results_table(results, 11.09))
+    _assert_rectangular(
+        ma.optimizer_diagnostic_table(results, ma.load_results(config="adam"), 11.09)
+    )
+    for config in ("adam-tcn", "authors"):
+        _assert_rectangular(ma.seeds_table(config, 11.09))
+    _assert_rectangular(ma.reruns_table("adam-tcn", 11.09))
 
 
 def test_reruns_table_sets_each_earlier_run_beside_the_committed_one(tmp_path):

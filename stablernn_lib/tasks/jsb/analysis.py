@@ -276,8 +276,10 @@ def uses_memory(summary: criteria.SeedSummary, baseline: float) -> bool:
     return criteria.beats_baseline(summary, baseline)
 
 
-def _baseline_row(baseline: float, columns: int) -> str:
-    """A table row for the baseline: its NLL in the first column after the label."""
+def _baseline_row(baseline: float, header: str) -> str:
+    """A table row for the baseline under ``header`` (a markdown table's first line): its
+    NLL in the first column after the label, the other columns empty."""
+    columns = header.count("|") - 1
     return f"| {BASELINE_LABEL} | {baseline:.2f} |" + " |" * (columns - 2)
 
 
@@ -320,7 +322,7 @@ def results_table(
         key = PAPER_KEYS.get((cell, variant))
         row += f" {paper_claims.marked(key)} |" if key else " (not a row of the paper) |"
         lines.append(row)
-    lines.append(_baseline_row(baseline, header.count("|") - 1))
+    lines.append(_baseline_row(baseline, header))
     return "\n".join(lines)
 
 
@@ -348,7 +350,7 @@ def optimizer_diagnostic_table(
                 cells.append("not yet run")
         marked = paper_claims.marked(PAPER_KEYS[(cell, variant)])
         lines.append(f"| {LABELS[name]} | {cells[0]} | {cells[1]} | {marked} |")
-    lines.append(_baseline_row(baseline, 4))
+    lines.append(_baseline_row(baseline, lines[0]))
     return "\n".join(lines)
 
 
@@ -386,7 +388,7 @@ def seeds_table(config: str, baseline: float, results_dir: str | Path | None = N
             verdict = criteria.stability_cost_verdict("jsb", reference, summary)
         versus = baseline_comparison(summary, baseline)
         lines.append(f"| {LABELS[name]} | {summary.describe(2)} | {versus} | {gap} | {verdict} |")
-    lines.append(_baseline_row(baseline, 6))
+    lines.append(_baseline_row(baseline, lines[0]))
     return "\n".join(lines)
 
 
@@ -452,7 +454,7 @@ def reruns_table(config: str, baseline: float, results_dir: str | Path | None = 
             f"| {LABELS[entry['model']]} | {entry['seed']} | {before} | {now} | {change} "
             f"| {split} |"
         )
-    lines.append(_baseline_row(baseline, 6))
+    lines.append(_baseline_row(baseline, lines[0]))
     return "\n".join(lines)
 
 
