@@ -1160,3 +1160,16 @@ def test_contraction_verdicts_line_by_hand():
         "b: certified no (2); measured < 1 in the certificate's norm: no (1.5); "
         "in the Euclidean norm: no (1.7)"
     )
+
+
+def test_solve_scale_refuses_a_bound_already_at_lam_with_its_advice():
+    message = (
+        "no test set reaches lambda = 0.5: even with zero recurrent weights the bound is "
+        "0.5000 (the forget gate alone); lower the forget bias (forget_bias_max) or the input "
+        "radius, or ask for a larger lambda"
+    )
+    with pytest.raises(ValueError) as error:
+        ls._solve_scale(lambda t: 0.5 + t, 0.5, "test set")
+    assert str(error.value) == message
+    # just below lam: the largest t with 0.25 + t <= 0.5, by bisection
+    assert ls._solve_scale(lambda t: 0.25 + t, 0.5, "test set") == pytest.approx(0.25, rel=1e-12)
