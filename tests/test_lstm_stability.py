@@ -1173,3 +1173,57 @@ def test_solve_scale_refuses_a_bound_already_at_lam_with_its_advice():
     assert str(error.value) == message
     # just below lam: the largest t with 0.25 + t <= 0.5, by bisection
     assert ls._solve_scale(lambda t: 0.25 + t, 0.5, "test set") == pytest.approx(0.25, rel=1e-12)
+
+
+def test_solve_scale_finds_the_largest_t_with_the_bound_at_most_lam():
+    """Doubling then bisection: ``0.1 t`` reaches 0.5 at ``t = 5``; on a bound that stays at
+    ``lam`` over ``[0.25, 3]`` the answer is the plateau's right end, 3."""
+    assert ls._solve_scale(lambda t: 0.1 * t, 0.5, "x") == pytest.approx(5.0, rel=1e-12)
+
+    def plateau(t: float) -> float:
+        return 0.25 + t if t < 0.25 else (0.5 if t <= 3 else 0.5 + (t - 3))
+
+    assert ls._solve_scale(plateau, 0.5, "x") == pytest.approx(3.0, rel=1e-12)
+
+
+def test_certificate_argument_checks_and_messages():
+    def certificate(hh, ih, bias=None):
+        return ls.lstm_certificate_from_tensors(hh, ih, bias, 1.0)
+
+    hh, ih = torch.zeros(8, 2), torch.zeros(8, 1)
+    with pytest.raises(TypeError) as error:
+        certificate([[0.0]], ih)
+    assert str(error.value) == "weight_hh must be a torch.Tensor, got list"
+    with pytest.raises(TypeError) as error:
+        certificate(hh, torch.zeros(8, 1, dtype=torch.int64))
+    assert str(error.value) == "weight_ih must be a floating tensor, got torch.int64; use .double()"
+    with pytest.raises(ValueError) as error:
+        certificate(hh, torch.zeros(12, 1))
+    assert str(error.value) == (
+        "weight_ih has 12 rows, but the recurrent matrix says 4H = 8; "
+        "pass the matrices of the same layer"
+    )
+    with pytest.raises(ValueError) as error:
+        certificate(torch.zeros(8, 3), ih)
+    assert str(error.value) == "weight_hh must be (4H, H), got (8, 3)"
+    with pytest.raises(ValueError) as error:
+        certificate(hh, ih, torch.zeros(7))
+    assert str(error.value) == "bias must have shape (4H,) = (8,), got (7,)"
+    with pytest.raises(TypeError) as error:
+        ls.lstm_certificate(nn.LSTM(1, 2), 1.0)
+    assert str(error.value) == (
+        "expected an LSTMMap, got LSTM; convert a torch.nn.LSTM with LSTMMap.from_torch(module)"
+    )
+    for bad in (0, 0.0, 1, 1.0):
+        with pytest.raises(ValueError, match=r"lam must be a number in \(0, 1\)"):
+            ls.random_stable_lstm(1, 2, bad)
+
+
+def test_saturated_forget_gate_certificate_is_float64_inf():
+    bias = torch.zeros(8, dtype=torch.float64)
+    bias[2:4] = 1e3  # sigmoid(1e3) = 1.0: the forget gate never forgets
+    certificate = ls.lstm_certificate_from_tensors(
+        torch.zeros(8, 2, dtype=torch.float64), torch.zeros(8, 1, dtype=torch.float64), bias, 1.0
+    )
+    assert certificate.matrix.dtype == torch.float64 and certificate.matrix.shape == (2, 2)
+    assert bool(torch.isinf(certificate.matrix).all()) and certificate.lam == math.inf
