@@ -1214,6 +1214,15 @@ def test_certificate_argument_checks_and_messages():
     assert str(error.value) == (
         "expected an LSTMMap, got LSTM; convert a torch.nn.LSTM with LSTMMap.from_torch(module)"
     )
+    with pytest.raises(TypeError) as error:
+        ls.lstm_certificate_from_tensors(hh, ih, None, True)
+    assert str(error.value) == "input_bound must be a number, got bool"
+    with pytest.raises(ValueError) as error:
+        ls.lstm_certificate_from_tensors(hh, ih, None, math.inf)
+    assert str(error.value) == (
+        "input_bound must be finite and >= 0 (it bounds ||x_t||_inf), got inf; "
+        "clamp the inputs, e.g. the embedding to [-1, 1], and pass that bound"
+    )
     for bad in (0, 0.0, 1, 1.0):
         with pytest.raises(ValueError, match=r"lam must be a number in \(0, 1\)"):
             ls.random_stable_lstm(1, 2, bad)
