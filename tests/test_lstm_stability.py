@@ -1009,3 +1009,233 @@ def test_project_lstm_on_a_model_without_bias(generator):
         model.weight_hh.copy_(5 * torch.randn(12, 3, generator=generator, dtype=torch.float64))
     assert ls.project_lstm_(model, lam=0.9) == pytest.approx(0.9)
     assert ls.lstm_contraction_bound(model, 1.0) <= 0.9 + 1e-12
+
+
+# ----------------------------------------------------------------------------
+# Survivors of the whole-module mutation run (code at bda7a1e)
+# ----------------------------------------------------------------------------
+
+_FINITE = {"recurrent_radius": dict.fromkeys(ls.GATES, 0.5),
+           "input_radius": dict.fromkeys(ls.GATES, 0.5)}  # fmt: skip
+
+
+def test_constraint_argument_checks_and_messages():
+    with pytest.raises(ValueError, match=r"recurrent_radius\['i'\] must be >= 0"):
+        ls.LSTMConstraint(
+            {**_FINITE["recurrent_radius"], "i": -0.1}, _FINITE["input_radius"],
+            dict.fromkeys(ls.GATES, 1.0),
+        )  # fmt: skip
+    with pytest.raises(ValueError) as error:
+        ls.LSTMConstraint(**_FINITE, bias_max={**dict.fromkeys(ls.GATES, 1.0), "z": -0.1})
+    assert str(error.value) == "bias_max['z'] bounds |b_z| and must be >= 0"
+    # |b_z| <= 0 is a valid (degenerate) interval
+    ls.LSTMConstraint(**_FINITE, bias_max={**dict.fromkeys(ls.GATES, 1.0), "z": 0.0})
+    with pytest.raises(ValueError, match=r"bias_min needs one value per gate .* \['f', 'i'\]"):
+        ls.LSTMConstraint(
+            **_FINITE, bias_max=dict.fromkeys(ls.GATES, 1.0), bias_min={"i": 0.0, "f": 0.0}
+        )
+    with pytest.raises(ValueError, match="must be finite and >= 0"):
+        ls.course_lstm_constraint(bias_bound=math.inf)
+    with pytest.raises(ValueError) as error:
+        ls.project_lstm_weights_(
+            torch.zeros(8, 2), torch.zeros(8, 1), lam=0.5,
+            constraint=ls.course_lstm_constraint(), biases=(),
+        )  # fmt: skip
+    assert str(error.value) == "pass either lam or constraint, not both"
+
+
+def test_constraint_matrix_with_a_saturated_forget_gate_is_infinite():
+    constraint = ls.LSTMConstraint(
+        **_FINITE, bias_max={**dict.fromkeys(ls.GATES, 1.0), "f": math.inf}
+    )
+    matrix = constraint.matrix(1.0)
+    assert matrix.dtype == torch.float64 and matrix.shape == (2, 2)
+    assert bool(torch.isinf(matrix).all())
+    assert constraint.contraction_bound(1.0) == math.inf
+
+
+@pytest.mark.parametrize(
+    ("bias_max", "bias_min", "start", "expected"),
+    [(0.5, -math.inf, 1.0, 0.5), (math.inf, -0.5, -1.0, -0.5)],
+)
+def test_bias_sums_with_one_side_free_on_every_gate(bias_max, bias_min, start, expected):
+    """Every gate bounded on one side only (the all-free shortcut must not fire)."""
+    constraint = ls.LSTMConstraint(
+        **_FINITE, bias_max=dict.fromkeys(ls.GATES, bias_max),
+        bias_min=dict.fromkeys(ls.GATES, bias_min),
+    )  # fmt: skip
+    biases = (
+        torch.full((8,), start, dtype=torch.float64),
+        torch.full((8,), start, dtype=torch.float64),
+    )
+    ls.project_lstm_weights_(
+        torch.zeros(8, 2, dtype=torch.float64), torch.zeros(8, 1, dtype=torch.float64),
+        constraint=constraint, biases=biases,
+    )  # fmt: skip
+    # the sum 2 * start moves to the bound, in equal shares
+    for b in biases:
+        torch.testing.assert_close(b, torch.full((8,), expected / 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("lam", [0.3, 0.9])  # forget bias lowered by about 1.8 and 0.3
+def test_random_stable_lstm_follows_its_recipe(lam):
+    """``W, U ~ N(0, 1/H)``, ``b ~ N(0, 0.1^2)`` from the generator, the forget bias lowered
+    to ``logit(lam / 2)``, ``W`` and ``U`` scaled by one common factor ``t``."""
+    H, D = 4, 3
+    model = ls.random_stable_lstm(D, H, lam, 1.0, generator=torch.Generator().manual_seed(7))
+    g = torch.Generator().manual_seed(7)
+    W = torch.randn(4 * H, H, generator=g, dtype=torch.float64) / math.sqrt(H)
+    U = torch.randn(4 * H, D, generator=g, dtype=torch.float64) / math.sqrt(H)
+    b = torch.randn(4 * H, generator=g, dtype=torch.float64) * 0.1
+    ceiling = math.log((lam / 2) / (1 - lam / 2))
+    b[H : 2 * H] -= max(float(b[H : 2 * H].max()) - ceiling, 0.0)
+    assert float(b[H : 2 * H].max()) == pytest.approx(ceiling, rel=1e-12)  # it was lowered
+    torch.testing.assert_close(model.bias.detach(), b, rtol=1e-12, atol=0)
+    t = float(model.weight_hh.detach()[0, 0] / W[0, 0])
+    torch.testing.assert_close(model.weight_hh.detach(), t * W, rtol=1e-12, atol=0)
+    torch.testing.assert_close(model.weight_ih.detach(), t * U, rtol=1e-12, atol=0)
+    assert ls.lstm_contraction_bound(model, 1.0) == pytest.approx(lam, rel=1e-9)
+
+
+@pytest.mark.parametrize(("num", "horizon"), [(30, 50.0), (12, 1.0)])
+def test_sample_box_states_redrawn_by_its_recipe(num, horizon):
+    """The states and inputs drawn again from the same seed, step by step of the docstring:
+    uniform in the box, its corners, ``min(horizon, 30)`` steps of trajectories from 0 with
+    a uniform pick of the step, inputs uniform or on corners."""
+    model = random_lstm(2, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    B = 0.7
+    states, x = ls.sample_box_states(model, B, num, torch.Generator().manual_seed(5), horizon)
+    g = torch.Generator().manual_seed(5)
+    cell = ls.lstm_certificate(model, B).cell_bound.clamp(max=horizon)
+    third, H, D = num // 3, 3, 2
+
+    def uniform(*shape):
+        return 2 * torch.rand(shape, generator=g, dtype=torch.float64) - 1
+
+    def signs(*shape):
+        return torch.randint(0, 2, shape, generator=g).to(torch.float64) * 2 - 1
+
+    box = torch.cat([uniform(third, H) * cell, uniform(third, H)], dim=1)
+    corners = torch.cat([signs(third, H) * cell, signs(third, H)], dim=1)
+    steps = int(min(horizon, 30))
+    state = torch.zeros(third, 2 * H, dtype=torch.float64)
+    trajectory = []
+    for inputs in B * uniform(steps, third, D):
+        state = model.step(state, inputs).detach()
+        trajectory.append(state)
+    picks = torch.randint(0, steps, (third,), generator=g)
+    reached = torch.stack([trajectory[int(p)][n] for n, p in enumerate(picks)])
+    torch.testing.assert_close(states, torch.cat([box, corners, reached]), rtol=1e-12, atol=1e-15)
+    n = 3 * third
+    expected_x = B * torch.cat([uniform(n - n // 2, D), signs(n // 2, D)])
+    torch.testing.assert_close(x, expected_x, rtol=1e-12, atol=0)
+    assert {-1.0, 1.0} <= set(corners[:, H:].flatten().tolist())
+
+
+def test_jacobian_certificate_norms_weights_in_the_states_dtype(monkeypatch, generator):
+    """Weights ``(0.1, 0.3)`` (neither is exact in float32): the norm at rel 1e-12."""
+    from types import SimpleNamespace
+
+    model = random_lstm(2, 3, generator=generator, dtype=torch.float64)
+    states = torch.randn(5, 6, generator=generator, dtype=torch.float64) * 0.5
+    x = torch.randn(5, 2, generator=generator, dtype=torch.float64) * 0.5
+    monkeypatch.setattr(ls, "lstm_certificate", lambda *a: SimpleNamespace(weights=(0.1, 0.3)))
+    J = ls.lstm_state_jacobians(model, states, x)
+    w = [0.1] * 3 + [0.3] * 3
+    expected = [
+        max(sum(abs(float(J[n, a, b])) * w[b] for b in range(6)) / w[a] for a in range(6))
+        for n in range(5)
+    ]
+    got = ls.jacobian_certificate_norms(model, states, x, 1.0)
+    assert got.tolist() == pytest.approx(expected, rel=1e-12)
+
+
+def test_contraction_verdicts_line_by_hand():
+    rows = [
+        {"model": "a", "certificate": 0.9, "jacobian_certificate_norm": 0.5,
+         "pairs_certificate_norm": 0.4, "jacobian_euclidean": 0.8, "pairs_euclidean": 0.7},
+        {"model": "b", "certificate": 2.0, "jacobian_certificate_norm": 1.5,
+         "pairs_certificate_norm": 0.4, "jacobian_euclidean": 0.8, "pairs_euclidean": 1.7},
+    ]  # fmt: skip
+    assert ls.contraction_verdicts(rows) == (
+        "a: certified yes (0.9); measured < 1 in the certificate's norm: yes (0.5); "
+        "in the Euclidean norm: yes (0.8)\n"
+        "b: certified no (2); measured < 1 in the certificate's norm: no (1.5); "
+        "in the Euclidean norm: no (1.7)"
+    )
+
+
+def test_solve_scale_refuses_a_bound_already_at_lam_with_its_advice():
+    message = (
+        "no test set reaches lambda = 0.5: even with zero recurrent weights the bound is "
+        "0.5000 (the forget gate alone); lower the forget bias (forget_bias_max) or the input "
+        "radius, or ask for a larger lambda"
+    )
+    with pytest.raises(ValueError) as error:
+        ls._solve_scale(lambda t: 0.5 + t, 0.5, "test set")
+    assert str(error.value) == message
+    # just below lam: the largest t with 0.25 + t <= 0.5, by bisection
+    assert ls._solve_scale(lambda t: 0.25 + t, 0.5, "test set") == pytest.approx(0.25, rel=1e-12)
+
+
+def test_solve_scale_finds_the_largest_t_with_the_bound_at_most_lam():
+    """Doubling then bisection: ``0.1 t`` reaches 0.5 at ``t = 5``; on a bound that stays at
+    ``lam`` over ``[0.25, 3]`` the answer is the plateau's right end, 3."""
+    assert ls._solve_scale(lambda t: 0.1 * t, 0.5, "x") == pytest.approx(5.0, rel=1e-12)
+
+    def plateau(t: float) -> float:
+        return 0.25 + t if t < 0.25 else (0.5 if t <= 3 else 0.5 + (t - 3))
+
+    assert ls._solve_scale(plateau, 0.5, "x") == pytest.approx(3.0, rel=1e-12)
+
+
+def test_certificate_argument_checks_and_messages():
+    def certificate(hh, ih, bias=None):
+        return ls.lstm_certificate_from_tensors(hh, ih, bias, 1.0)
+
+    hh, ih = torch.zeros(8, 2), torch.zeros(8, 1)
+    with pytest.raises(TypeError) as error:
+        certificate([[0.0]], ih)
+    assert str(error.value) == "weight_hh must be a torch.Tensor, got list"
+    with pytest.raises(TypeError) as error:
+        certificate(hh, torch.zeros(8, 1, dtype=torch.int64))
+    assert str(error.value) == "weight_ih must be a floating tensor, got torch.int64; use .double()"
+    with pytest.raises(ValueError) as error:
+        certificate(hh, torch.zeros(12, 1))
+    assert str(error.value) == (
+        "weight_ih has 12 rows, but the recurrent matrix says 4H = 8; "
+        "pass the matrices of the same layer"
+    )
+    with pytest.raises(ValueError) as error:
+        certificate(torch.zeros(8, 3), ih)
+    assert str(error.value) == "weight_hh must be (4H, H), got (8, 3)"
+    with pytest.raises(ValueError) as error:
+        certificate(hh, ih, torch.zeros(7))
+    assert str(error.value) == "bias must have shape (4H,) = (8,), got (7,)"
+    with pytest.raises(TypeError) as error:
+        ls.lstm_certificate(nn.LSTM(1, 2), 1.0)
+    assert str(error.value) == (
+        "expected an LSTMMap, got LSTM; convert a torch.nn.LSTM with LSTMMap.from_torch(module)"
+    )
+    with pytest.raises(TypeError) as error:
+        ls.lstm_certificate_from_tensors(hh, ih, None, True)
+    assert str(error.value) == "input_bound must be a number, got bool"
+    with pytest.raises(ValueError) as error:
+        ls.lstm_certificate_from_tensors(hh, ih, None, math.inf)
+    assert str(error.value) == (
+        "input_bound must be finite and >= 0 (it bounds ||x_t||_inf), got inf; "
+        "clamp the inputs, e.g. the embedding to [-1, 1], and pass that bound"
+    )
+    for bad in (0, 0.0, 1, 1.0):
+        with pytest.raises(ValueError, match=r"lam must be a number in \(0, 1\)"):
+            ls.random_stable_lstm(1, 2, bad)
+
+
+def test_saturated_forget_gate_certificate_is_float64_inf():
+    bias = torch.zeros(8, dtype=torch.float64)
+    bias[2:4] = 1e3  # sigmoid(1e3) = 1.0: the forget gate never forgets
+    certificate = ls.lstm_certificate_from_tensors(
+        torch.zeros(8, 2, dtype=torch.float64), torch.zeros(8, 1, dtype=torch.float64), bias, 1.0
+    )
+    assert certificate.matrix.dtype == torch.float64 and certificate.matrix.shape == (2, 2)
+    assert bool(torch.isinf(certificate.matrix).all()) and certificate.lam == math.inf

@@ -1,53 +1,88 @@
-"""The mutation report: fresh mutmut verdicts, earlier runs labelled as such, not-run rows."""
+"""The mutation report: verdicts from mutmut's meta files or, without them, from the
+committed verdicts; the committed report is what a fresh checkout rebuilds."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from stablernn_lib.book.mutation_report import markdown, module_summary
+from stablernn_lib.book.mutation_report import (
+    ACCEPTED,
+    OUT,
+    VERDICTS,
+    markdown,
+    mutated_modules,
+    read_meta,
+    record_from_codes,
+    summarize,
+    verdict,
+)
+
+CODES = {"pkg.fresh.x_f__mutmut_1": 1, "pkg.fresh.x_f__mutmut_2": 0,
+         "pkg.fresh.x_f__mutmut_3": 0, "pkg.fresh.x_f__mutmut_4": None}  # fmt: skip
+ACCEPT = {"pkg.fresh.x_f__mutmut_2": "Equivalent: reason."}
 
 
-def test_fresh_earlier_and_missing_modules(tmp_path: Path) -> None:
-    meta = tmp_path / "pkg" / "fresh.py.meta"
-    meta.parent.mkdir()
-    codes = {"pkg.fresh.x_f__mutmut_1": 1, "pkg.fresh.x_f__mutmut_2": 0,
-             "pkg.fresh.x_f__mutmut_3": 0, "pkg.fresh.x_f__mutmut_4": None}  # fmt: skip
-    meta.write_text(json.dumps({"exit_code_by_key": codes}), encoding="utf8")
-    accepted = {"pkg.fresh.x_f__mutmut_2": "Equivalent: reason."}
-    fresh = module_summary("pkg.fresh", tmp_path, accepted)
+def _table(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("| ")]
+
+
+def test_a_partial_run_counts_only_the_mutants_run() -> None:
+    record = record_from_codes(CODES, "abc1234", "2026-11-25 10:00 UTC")
+    assert record["counts"] == {"killed": 1, "not run": 1, "survived": 2}
+    assert record["not_run"] == ["pkg.fresh.x_f__mutmut_4"]
+    fresh = summarize("pkg.fresh", record, ACCEPT)
     # 3 run, 1 accepted: 1 killed of 2 non-equivalent.
     assert fresh["status"] == "partial"
     assert abs(fresh["kill_rate"] - 0.5) < 1e-12
     assert fresh["survivors"]["pkg.fresh.x_f__mutmut_3"] == "NOT EXPLAINED"
-    old = {"status": "complete", "mutants": 2, "counts": {"killed": 2}, "accepted": 0,
-           "kill_rate": 1.0, "survivors": {}, "module": "pkg.core.old"}  # fmt: skip
-    earlier = {"pkg.core.old": {"run_as": "pkg.old", "commit": "abc1234", "summary": old}}
-    summaries = [
-        fresh,
-        module_summary("pkg.core.old", tmp_path, accepted, earlier),
-        module_summary("pkg.missing", tmp_path, accepted, earlier),
+    text = markdown([fresh, summarize("pkg.missing", None, ACCEPT)], {})
+    assert _table(text)[1:] == [
+        "| pkg.fresh | partial | abc1234 (2026-11-25 10:00 UTC) | 4 | 1 | 0 | 2 | 0 | 1 | 1 "
+        "| 50.0 % |",
+        "| pkg.missing | not run | | | | | | | | | |",
     ]
-    text = markdown(summaries, with_diffs=False)
-    assert "| pkg.core.old | complete (earlier run, at abc1234, as `pkg.old`) | 2 | 2 |" in text
-    assert "| pkg.missing | not run |" in text
-    assert "| pkg.fresh | partial | 4 | 1 | 0 | 2 | 0 | 1 | 1 | 50.0 % |" in text
 
 
-def test_unrun_meta_falls_back_to_the_earlier_run(tmp_path: Path) -> None:
-    meta = tmp_path / "pkg" / "core" / "old.py.meta"
-    meta.parent.mkdir(parents=True)
-    meta.write_text(json.dumps({"exit_code_by_key": {"pkg.core.old.x_f__mutmut_1": None}}))
-    old = {"status": "complete", "mutants": 1, "counts": {"killed": 1}, "accepted": 0,
-           "kill_rate": 1.0, "survivors": {}, "module": "pkg.core.old"}  # fmt: skip
-    earlier = {"pkg.core.old": {"run_as": "pkg.old", "commit": "abc1234", "summary": old}}
-    assert module_summary("pkg.core.old", tmp_path, {}, earlier)["commit"] == "abc1234"
-    assert module_summary("pkg.core.old", tmp_path, {})["status"] == "not run"
+def test_a_meta_file_overrides_the_committed_verdicts(tmp_path: Path) -> None:
+    assert read_meta("pkg.fresh", tmp_path) == {}  # no meta file: the committed record is used
+    meta = tmp_path / "pkg" / "fresh.py.meta"
+    meta.parent.mkdir()
+    meta.write_text(json.dumps({"exit_code_by_key": dict.fromkeys(CODES)}), encoding="utf8")
+    assert read_meta("pkg.fresh", tmp_path) == {}  # nothing run yet: likewise
+    meta.write_text(json.dumps({"exit_code_by_key": CODES}), encoding="utf8")
+    codes = read_meta("pkg.fresh", tmp_path)
+    assert codes == CODES
+    old = {"commit": "old1234", "survivors": {"pkg.fresh.x_f__mutmut_2": "-a\n+b"}}
+    new = record_from_codes(codes, "new5678", "2026-11-25 10:00 UTC", old)
+    assert new["commit"] == "new5678"
+    assert new["survivors"] == dict.fromkeys(["pkg.fresh.x_f__mutmut_2", "pkg.fresh.x_f__mutmut_3"])
+    same = record_from_codes(codes, "old1234", "2026-11-25 10:00 UTC", old)
+    assert same["survivors"]["pkg.fresh.x_f__mutmut_2"] == "-a\n+b"  # diff kept for its code
+
+
+def test_no_empty_diff_block() -> None:
+    s = summarize("pkg.fresh", record_from_codes(CODES, "abc1234", "today"), ACCEPT)
+    text = markdown([s], {"pkg.fresh.x_f__mutmut_2": "-    return a\n+    return b"})
+    assert "  ```diff\n  -    return a\n  +    return b\n  ```" in text
+    assert text.count("```diff") == 1  # mutmut_3 has no diff: no block
+
+
+def test_a_fresh_checkout_reproduces_the_committed_table() -> None:
+    records = json.loads(VERDICTS.read_text(encoding="utf8"))
+    accepted = json.loads(ACCEPTED.read_text(encoding="utf8"))
+    summaries = [summarize(m, records.get(m), accepted) for m in mutated_modules()]
+    diffs = {n: d for r in records.values() for n, d in r["survivors"].items()}
+    committed = OUT.with_suffix(".md").read_text(encoding="utf8")
+    assert committed.startswith(markdown(summaries, diffs))
+    assert json.loads(OUT.with_suffix(".json").read_text(encoding="utf8")) == {"modules": summaries}
+    for record in records.values():  # every survivor named in the counts, and no others
+        counts = record["counts"]
+        assert len(record["survivors"]) == counts.get("survived", 0) + counts.get("no tests", 0)
+        assert sum(counts.values()) == record["mutants"]
 
 
 def test_mutmut_exit_codes_are_read_as_mutmut_reads_them() -> None:
-    from stablernn_lib.book.mutation_report import verdict
-
     # 33 is mutmut 3's "no tests" (never a kill), -24 and 36 its timeouts, 37 a type-check kill
     assert [verdict(c) for c in (1, 0, 5, 33, -24, 36, 37, None, -11)] == [
         "killed", "survived", "no tests", "no tests", "timeout", "timeout", "killed",

@@ -978,3 +978,68 @@ def test_lstm_jacobian_norm_is_the_induced_weighted_max_norm():
             for a in range(6)]  # fmt: skip
     value = tightness._lstm_jacobian_norm(model, state, x, weights)
     assert float(value.detach()) == pytest.approx(max(rows), rel=1e-12)
+
+
+@pytest.mark.parametrize("activation", ["identity", "tanh"])
+def test_lemma1_objective_off_the_projection_radius(monkeypatch, activation):
+    """The ascent's objective keeps ``L_x = L_rho ||U||`` and ``B_x`` where the search may
+    take them: at ``||U|| = 0.5``, ``||x_t|| <= 0.7`` (the drawn point has both at 1)."""
+    seen = _captured_ascent(monkeypatch)
+    config = replace(CONFIG, restarts=1, steps=1, seq_len=6)
+    tightness.lemma1_search(config, 0.5, 2, activation, generator(3))
+    W, U, inputs = seen[0]["params"]
+    with torch.no_grad():
+        U.mul_(0.5 / spectral_norm(U))
+        inputs.mul_(0.7 / inputs.norm(dim=-1).max())
+    rho = np.tanh if activation == "tanh" else (lambda a: a)
+    Wn, Un, xn = (p.detach().numpy() for p in (W, U, inputs))
+    gap = np.linalg.norm(_numpy_run(Wn, Un, xn, rho) - _numpy_run(Wn, Un, xn[-2:], rho))
+    lam = np.linalg.norm(Wn, 2)
+    bound = lam**2 * 0.5 * 0.7 / (1 - lam)
+    assert float(seen[0]["objective"]()) == pytest.approx(gap / bound, rel=1e-9)
+
+
+def test_lemma1_search_draws_from_its_generator(monkeypatch):
+    seen = _captured_ascent(monkeypatch)
+    config = replace(CONFIG, restarts=1, steps=1, seq_len=6)
+    torch.manual_seed(123)  # the global generator must play no part
+    tightness.lemma1_search(config, 0.5, 2, "identity", generator(4))
+    drawn = tightness._RNNVariables.draw(config, 0.5, "identity", generator(4))
+    for got, expected in zip(seen[0]["params"], (drawn.W, drawn.U, drawn.inputs), strict=True):
+        torch.testing.assert_close(got.detach(), expected.detach(), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize(("lam", "tol", "steps"), [(0.5, 0.3, 2), (0.5, 0.2, 3), (0.9, 1e-3, 66)])
+def test_lemma3_linear_unit_ratio_steps_and_second_point(monkeypatch, lam, tol, steps):
+    """``T = max(2, ceil(log tol / log lam))`` steps of ``x_t = 1``; the second point lies
+    ``1e-6`` below ``(lam, 1)`` along the top eigenvector of the Hessian of ``h_T^2 / 2``
+    (sympy), so it stays in the set ``|W| <= lam, |U| <= 1``."""
+    import sympy as sp
+
+    seen = []
+    monkeypatch.setattr(tightness, "lemma3_ratio", lambda *args: seen.append(args) or 0.25)
+    assert tightness.lemma3_linear_unit_ratio(lam, tol) == 0.25
+    (W, U), (W2, U2), inputs, target, activation = seen[0]
+    assert inputs.shape == (steps, 1) and float(inputs.min()) == float(inputs.max()) == 1.0
+    assert float(target.abs().max()) == 0.0 and activation == "identity"
+    w, u = sp.symbols("w u")
+    loss = (u * (1 - w**steps) / (1 - w)) ** 2 / 2
+    at = {w: sp.nsimplify(lam), u: 1}
+    hessian = np.array([[float(sp.diff(loss, a, b).subs(at)) for b in (w, u)] for a in (w, u)])
+    top = np.abs(np.linalg.eigh(hessian)[1][:, -1])
+    assert [float(W), float(U)] == pytest.approx([lam, 1.0], rel=1e-15)
+    step = np.array([lam - float(W2), 1.0 - float(U2)])
+    assert step == pytest.approx(1e-6 * top, rel=1e-6)
+    assert float(W2) < lam and float(U2) < 1.0
+
+
+def test_lstm_box_weights_are_float64_whichever_entry_is_one(monkeypatch):
+    """Both weights as float64 (either may be the Perron vector's entry below 1)."""
+    from types import SimpleNamespace
+
+    certificate = SimpleNamespace(cell_bound=torch.tensor([0.5, 0.25]), weights=(0.1, 0.3))
+    monkeypatch.setattr(tightness, "lstm_certificate", lambda model, bound: certificate)
+    limit, weights = tightness._lstm_box(SimpleNamespace(hidden_size=2), 1.0)
+    expected = torch.tensor([0.1, 0.1, 0.3, 0.3], dtype=torch.float64)
+    torch.testing.assert_close(weights, expected, rtol=1e-15, atol=0)
+    torch.testing.assert_close(limit, torch.tensor([0.5, 0.25, 1, 1], dtype=torch.float64))

@@ -1,13 +1,17 @@
 """The mutation-testing report: what ``make mutants`` (mutmut) found, per module.
 
-mutmut keeps one verdict per mutant in ``mutants/<module>.py.meta`` (exit code of the
-test run: 1 = a test failed, the mutant is *killed*; 0 = every test passed, it
-*survived*; 5 = no test covers it; negative = stopped by mutmut's timeout, counted as
-detected; ``null`` = not run yet).  Survivors that cannot be killed are listed with
-the reason in ``data/results/mutation_accepted.json`` (``{mutant name: reason}``).
-A module none of whose mutants was run falls back to ``data/results/mutation_earlier.json``
-(``{module: {"run_as": old name, "commit": ..., "summary": ...}}``): verdicts of an
-earlier run, labelled in the report with the commit and the name the module had then.
+mutmut keeps one verdict per mutant in ``mutants/<module>.py.meta`` (the exit code of
+the test run: 1 = a test failed, the mutant is *killed*; 0 = every test passed, it
+*survived*; 33 = no test covers it; 36 = stopped by mutmut's timeout, counted as
+detected; ``null`` = not run yet).  ``mutants/`` is not committed, so each module's
+verdicts are also kept in ``data/results/mutation_verdicts.json``
+(``{module: {"commit", "date", "mutmut", "mutants", "counts", "survivors", ...}}``):
+the counts per verdict, each survivor's name with its diff (``null`` when unknown), the
+names not run yet, and the commit whose version of the module was mutated.  A module's
+row comes from its meta file when mutmut has run any of its mutants there (and the
+committed record is rewritten from it), otherwise from the committed record, so a fresh
+checkout reproduces the table.  Survivors that cannot be killed are listed with the
+reason in ``data/results/mutation_accepted.json`` (``{mutant name: reason}``).
 
 Kill rate of a module = (killed + timed out) / (run - accepted as equivalent).
 ``python -m stablernn_lib.book.mutation_report`` writes ``data/results/mutation_report.json``
@@ -17,6 +21,9 @@ and ``data/results/mutation_report.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
+import importlib.metadata
 import json
 import subprocess
 from pathlib import Path
@@ -27,7 +34,7 @@ import tomllib
 from stablernn_lib.core.io import atomic_write_json
 
 ACCEPTED = Path("data/results/mutation_accepted.json")
-EARLIER = Path("data/results/mutation_earlier.json")  # verdicts of runs not redone
+VERDICTS = Path("data/results/mutation_verdicts.json")  # committed copy of mutmut's verdicts
 NOTES = Path("data/results/mutation_notes.md")  # how the run was done, appended when present
 OUT = Path("data/results/mutation_report")
 
@@ -43,6 +50,7 @@ def mutated_modules(pyproject: Path = Path("pyproject.toml")) -> list[str]:
 _VERDICTS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests",
              33: "no tests", 34: "skipped", 36: "timeout", -24: "timeout", 24: "timeout",
              152: "timeout", 255: "timeout"}  # fmt: skip
+_UNDETECTED = ("survived", "no tests")
 
 
 def verdict(exit_code: int | None) -> str:
@@ -53,109 +61,169 @@ def verdict(exit_code: int | None) -> str:
     return _VERDICTS.get(exit_code, "other")
 
 
-def module_summary(
-    module: str,
-    mutants_dir: Path,
-    accepted: dict[str, str],
-    earlier: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """Counts and survivors of one module.
+def source_path(module: str) -> Path:
+    """``pkg.sub.mod`` -> ``pkg/sub/mod.py``."""
+    return Path(module.replace(".", "/") + ".py")
 
-    When mutmut has run none of its mutants (no meta file, or every verdict null): the
-    ``earlier`` run's summary (with ``run_as`` and ``commit``) when there is one.
-    """
-    meta = mutants_dir / (module.replace(".", "/") + ".py.meta")
-    codes = (
-        json.loads(meta.read_text(encoding="utf8"))["exit_code_by_key"] if meta.is_file() else {}
-    )
-    if all(code is None for code in codes.values()) and earlier and module in earlier:
-        e = earlier[module]
-        return {**e["summary"], "module": module, "run_as": e["run_as"], "commit": e["commit"]}
-    if not codes:
-        return {"module": module, "status": "not run"}
+
+def read_meta(module: str, mutants_dir: Path) -> dict[str, int | None]:
+    """mutmut's exit codes of the module's mutants; empty when mutmut has run none."""
+    meta = mutants_dir / source_path(module).with_suffix(".py.meta")
+    if not meta.is_file():
+        return {}
+    codes = json.loads(meta.read_text(encoding="utf8"))["exit_code_by_key"]
+    return codes if any(code is not None for code in codes.values()) else {}
+
+
+def _git(*args: str) -> str:
+    result = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def code_commit(module: str) -> str:
+    """The commit of the module's source as it is on disk (``+local changes`` if edited)."""
+    path = str(source_path(module))
+    commit = _git("log", "-1", "--format=%h", "--", path) or "unknown"
+    return commit + ("+local changes" if _git("status", "--porcelain", "--", path) else "")
+
+
+def record_from_codes(
+    codes: dict[str, int | None], commit: str, date: str, previous: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The committed record of one module's verdicts (diffs kept from ``previous``)."""
     verdicts = {name: verdict(code) for name, code in codes.items()}
-    counts = {v: sum(1 for x in verdicts.values() if x == v) for v in set(verdicts.values())}
-    survivors = sorted(n for n, v in verdicts.items() if v in ("survived", "no tests"))
-    run = len(codes) - counts.get("not run", 0)
-    equivalent = [n for n in survivors if n in accepted]
+    counts = {v: list(verdicts.values()).count(v) for v in sorted(set(verdicts.values()))}
+    previous = previous or {}
+    old_diffs = previous.get("survivors", {}) if previous.get("commit") == commit else {}
+    record: dict[str, Any] = {
+        "commit": commit,
+        "date": date,
+        "mutmut": importlib.metadata.version("mutmut"),
+        "mutants": len(codes),
+        "counts": counts,
+        "survivors": {n: old_diffs.get(n) for n in sorted(verdicts) if verdicts[n] in _UNDETECTED},
+    }
+    not_run = sorted(n for n, v in verdicts.items() if v == "not run")
+    if not_run:
+        record["not_run"] = not_run
+    return record
+
+
+def summarize(
+    module: str, record: dict[str, Any] | None, accepted: dict[str, str]
+) -> dict[str, Any]:
+    """Counts, status, kill rate and explained survivors of one module's record."""
+    if record is None:
+        return {"module": module, "status": "not run"}
+    counts = record["counts"]
+    run = record["mutants"] - counts.get("not run", 0)
+    equivalent = [n for n in record["survivors"] if n in accepted]
     detected = counts.get("killed", 0) + counts.get("timeout", 0)
     denominator = run - len(equivalent)
+    status = "complete" if run == record["mutants"] else ("not run" if run == 0 else "partial")
     return {
         "module": module,
-        "status": "complete" if run == len(codes) else ("not run" if run == 0 else "partial"),
-        "mutants": len(codes),
+        "status": status,
+        "commit": record["commit"],
+        "date": record["date"],
+        "mutants": record["mutants"],
         "counts": counts,
         "accepted": len(equivalent),
         "kill_rate": detected / denominator if denominator else None,
-        "survivors": {n: accepted.get(n, "NOT EXPLAINED") for n in survivors},
+        "survivors": {n: accepted.get(n, "NOT EXPLAINED") for n in record["survivors"]},
     }
 
 
-def _diff(name: str) -> str:
-    result = subprocess.run(
-        ["mutmut", "show", name], capture_output=True, text=True, check=False, timeout=60
+def fill_diffs(module: str, record: dict[str, Any], mutants_dir: Path) -> None:
+    """Add the diff of each survivor that has none, from mutmut's mutated copy in
+    ``mutants_dir`` (named ``mutants``), when the source is still the record's commit's."""
+    missing = [n for n, d in record["survivors"].items() if not d]
+    path, commit = source_path(module), record["commit"]
+    if not missing or not (mutants_dir / path).is_file():
+        return
+    unchanged = ["git", "diff", "--quiet", commit, "--", str(path)]
+    same_code = commit == code_commit(module) or (
+        "+" not in commit and subprocess.run(unchanged, capture_output=True).returncode == 0
     )
-    lines = [line for line in result.stdout.splitlines() if line.startswith(("-", "+"))]
-    return "\n".join(line for line in lines if not line.startswith(("---", "+++")))
+    if not same_code:
+        return
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    with contextlib.chdir(mutants_dir.parent):  # mutmut reads ./mutants
+        for name in missing:
+            try:
+                diff = get_diff_for_mutant(name, path=path)
+            except Exception:  # noqa: BLE001 - a mutant mutmut no longer generates: no diff
+                continue
+            lines = [ln for ln in diff.splitlines() if not ln.startswith(("---", "+++"))]
+            record["survivors"][name] = "\n".join(lines) or None
 
 
-def markdown(summaries: list[dict[str, Any]], with_diffs: bool) -> str:
-    """The report as Markdown: a table per module, then every survivor with its reason."""
+def markdown(summaries: list[dict[str, Any]], diffs: dict[str, str | None]) -> str:
+    """The report as Markdown: a table per module, then every survivor with its reason
+    (and its diff, when ``diffs`` has one)."""
     lines = [
         "# Mutation testing of the math (mutmut)",
         "",
         "Written by `python -m stablernn_lib.book.mutation_report` from mutmut's verdicts.",
         "Kill rate = (killed + timed out) / (mutants run - survivors accepted as equivalent).",
+        "'code at' is the commit whose version of the module was mutated.",
         "",
-        "| module | status | mutants | killed | timeout | survived | no tests | not run "
-        "| accepted | kill rate |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| module | status | code at | mutants | killed | timeout | survived | no tests "
+        "| not run | accepted | kill rate |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in summaries:
-        if s["status"] == "not run" and "counts" not in s:
-            lines.append(f"| {s['module']} | not run | | | | | | | | |")
+        if "counts" not in s:
+            lines.append(f"| {s['module']} | not run | | | | | | | | | |")
             continue
         c = s["counts"]
         rate = "n/a" if s["kill_rate"] is None else f"{100 * s['kill_rate']:.1f} %"
-        status = s["status"]
-        if "commit" in s:
-            status += f" (earlier run, at {s['commit']}, as `{s['run_as']}`)"
         lines.append(
-            f"| {s['module']} | {status} | {s['mutants']} | {c.get('killed', 0)} | "
-            f"{c.get('timeout', 0)} | {c.get('survived', 0)} | {c.get('no tests', 0)} | "
-            f"{c.get('not run', 0)} | {s['accepted']} | {rate} |"
+            f"| {s['module']} | {s['status']} | {s['commit']} ({s['date']}) | {s['mutants']} | "
+            f"{c.get('killed', 0)} | {c.get('timeout', 0)} | {c.get('survived', 0)} | "
+            f"{c.get('no tests', 0)} | {c.get('not run', 0)} | {s['accepted']} | {rate} |"
         )
     for s in summaries:
         if s.get("survivors"):
             lines += ["", f"## Survivors in {s['module']}", ""]
-            if "commit" in s:
-                lines += [
-                    f"Earlier run at {s['commit']}, when the module was `{s['run_as']}`; "
-                    "the mutant names are mutmut's from then.",
-                    "",
-                ]
             for name, reason in s["survivors"].items():
                 lines.append(f"- `{name}`: {reason}")
-                if with_diffs and "commit" not in s:
-                    lines += ["", "  ```diff", *("  " + d for d in _diff(name).splitlines()),
+                if diffs.get(name):
+                    lines += ["", "  ```diff", *("  " + d for d in diffs[name].splitlines()),
                               "  ```"]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf8")) if path.is_file() else {}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=Path, default=Path("mutants"))
-    parser.add_argument("--no-diffs", action="store_true", help="skip `mutmut show` per survivor")
+    parser.add_argument("--no-diffs", action="store_true", help="do not look up missing diffs")
     parser.add_argument(
         "--modules", nargs="+", help="dotted module names (default: only_mutate of pyproject)"
     )
     args = parser.parse_args(argv)
-    accepted = json.loads(ACCEPTED.read_text(encoding="utf8")) if ACCEPTED.is_file() else {}
-    earlier = json.loads(EARLIER.read_text(encoding="utf8")) if EARLIER.is_file() else {}
+    accepted, records = _load(ACCEPTED), _load(VERDICTS)
     modules = args.modules or mutated_modules()
-    summaries = [module_summary(m, args.mutants, accepted, earlier) for m in modules]
+    for module in modules:
+        codes = read_meta(module, args.mutants)
+        if codes:
+            meta = args.mutants / source_path(module).with_suffix(".py.meta")
+            mtime = datetime.datetime.fromtimestamp(meta.stat().st_mtime, datetime.UTC)
+            records[module] = record_from_codes(
+                codes, code_commit(module), f"{mtime:%Y-%m-%d %H:%M} UTC", records.get(module)
+            )
+        if module in records and not args.no_diffs:
+            fill_diffs(module, records[module], args.mutants)
+    atomic_write_json(VERDICTS, dict(sorted(records.items())))
+    summaries = [summarize(m, records.get(m), accepted) for m in modules]
     atomic_write_json(OUT.with_suffix(".json"), {"modules": summaries})
-    text = markdown(summaries, with_diffs=not args.no_diffs)
+    diffs = {n: d for r in records.values() for n, d in r["survivors"].items()}
+    text = markdown(summaries, diffs)
     if NOTES.is_file():
         text += "\n" + NOTES.read_text(encoding="utf8")
     tmp = OUT.with_suffix(".md.tmp")
