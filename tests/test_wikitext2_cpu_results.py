@@ -141,10 +141,56 @@ def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
     profile = {"mean_norm": [1.0] + [1e-3] * 30}
     cpu["analysis"] = {"rnn-unconstrained": {"truncated_eval": curve, "figure2": profile}}
     sentences = claims_verdicts(cpu, "cpu scale")
-    assert any("+15.0%" in s and "does not support" in s for s in sentences)
+    # one seed each: the numbers, and no verdict (criteria.json asks for 3 seeds)
+    assert any("+15.0%" in s and "no verdict (fewer than 3 seeds)" in s for s in sentences)
+    cost = [s for s in sentences if "cost of stability" in s and "not yet run" not in s]
+    assert len(cost) == 1 and "this supports" not in cost[0] and "does not support" not in cost[0]
     assert any("k = 100 is within 1%: this supports" in s for s in sentences)
     assert any("1.0e-03" in s and "this supports" in s for s in sentences)
     assert sum("not yet run" in s for s in sentences) == 3  # the LSTM's three claims
+    # three seeds each: the seed means, judged by the criteria file
+    seeds = {
+        "rnn-unconstrained": {
+            s: {"seed": s, "test_ppl": v} for s, v in ((1, 199), (2, 200), (3, 201))
+        },
+        "rnn-stable": {s: {"seed": s, "test_ppl": v} for s, v in ((1, 229), (2, 230), (3, 231))},
+    }
+    rnn = claims_verdicts(cpu, "cpu scale", seeds)[0]
+    assert "230.0 ± 1.0 (n = 3" in rnn and "+15.0% in the means" in rnn
+    assert "this does not support" in rnn
+    seeds["rnn-stable"] = {s: {"seed": s, "test_ppl": v} for s, v in ((1, 203), (2, 204), (3, 205))}
+    assert "+2.0% in the means); this supports" in claims_verdicts(cpu, "cpu scale", seeds)[0]
+
+
+def test_chapter8_claims_verdicts_use_the_seed_means_and_agree_with_the_seeds_table() -> None:
+    """Chapter 8's claim sentences (cell "What the committed results say") give the same
+    verdict as the seeds table, from the same seed means."""
+    from stablernn_lib.tasks.wikitext2.analysis import (
+        claims_verdicts,
+        load_full_results,
+        load_seed_results,
+        seeds_table,
+    )
+
+    cpu = load_full_results(FOLDER)
+    sentences = claims_verdicts(cpu, "cpu scale", load_seed_results("cpu"))
+    table = seeds_table("cpu")
+    runs = _committed_runs("cpu")
+    for cell, label in (("rnn", "RNN (tanh)"), ("lstm", "LSTM")):
+        sentence = next(s for s in sentences if s.startswith(f"{label}, cost of stability"))
+        stable = runs[f"{cell}-stable"]
+        free = runs[f"{cell}-unconstrained"]
+        mean_s, mean_f = (sum(v.values()) / len(v) for v in (stable, free))
+        assert f"{100 * (mean_s / mean_f - 1):+.1f}% in the means" in sentence
+        row = next(r for r in table.splitlines() if r.startswith(f"| {label}, stable"))
+        verdict = row.rstrip(" |").rsplit("| ", 1)[1]
+        if verdict.startswith("no verdict"):
+            assert verdict in sentence
+        else:
+            reading = {"supported": "this supports", "not supported": "this does not support"}
+            assert reading.get(verdict, verdict) in sentence
+    # the measurements name the seed of the model they were taken on
+    assert any("truncated evaluation (cpu scale, seed 1111)" in s for s in sentences)
 
 
 def test_first_layer_only_run_is_committed_and_matches_the_code() -> None:

@@ -501,7 +501,6 @@ def stability_cost_sentences(runs: dict[str, dict[int, dict[str, Any]]], label: 
     unconstrained twin's (``load_seed_results`` or :func:`by_seed`), with the verdict of
     ``stability_cost`` in ``criteria.json`` (none with fewer seeds than it requires).  A pair
     with a missing run gets a sentence that says so, never a verdict."""
-    tolerance = criteria.criterion("stability_cost")["relative_tolerance"]
     sentences = []
     for cell in ("rnn", "lstm"):
         free, stable = runs.get(f"{cell}-unconstrained"), runs.get(f"{cell}-stable")
@@ -516,8 +515,8 @@ def stability_cost_sentences(runs: dict[str, dict[int, dict[str, Any]]], label: 
         sentences.append(
             f"{model} ({label}): stable {stable_summary.describe(2)} vs unconstrained "
             f"{free_summary.describe(2)} ({gap:+.2f} nats, {100 * relative:+.1f}%). "
-            f"Stability costs little (criteria.json: at most {100 * tolerance:.0f}% higher NLL, "
-            f"beyond seed noise): {verdict}."
+            f"Stability costs little (criteria.json: "
+            f"{criteria.stability_cost_rule('jsb', 'higher in NLL')}): {verdict}."
         )
     return sentences
 
