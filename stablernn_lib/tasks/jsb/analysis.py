@@ -559,16 +559,19 @@ def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int |
 
 def memory_caveat(name: str, results: dict[str, dict[str, Any]], baseline: float) -> str:
     """A bracketed caveat for a model whose test NLL does not beat the no-memory baseline by
-    the margin of ``criteria.json`` (its measurements of memory describe a model that barely
-    uses any); "" otherwise."""
+    the margin of ``criteria.json`` (its measurements of memory describe a model that predicts
+    no better than one without memory, in the criteria's words "no better than the
+    baseline"); "" otherwise."""
     run = results.get(name)
     if run is None or "test_nll" not in run:
         return ""
     if uses_memory(seed_summary(by_seed({name: run})[name]), baseline):
         return ""
+    seed = f", seed {run['seed']}" if "seed" in run else ""
     return (
-        f" [no better than the no-memory baseline ({run['test_nll']:.2f} vs {baseline:.2f}): "
-        "this model barely uses its memory]"
+        f" [no better than the no-memory baseline ({run['test_nll']:.2f} vs {baseline:.2f}"
+        f"{seed}; criteria.json: beats_baseline): its measurements of memory describe a model "
+        "that predicts no better than one without memory]"
     )
 
 
