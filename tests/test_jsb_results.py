@@ -225,3 +225,79 @@ def test_chapter9_reading_of_the_damaged_reruns_holds(
     )
     (clean,) = [r for r in reruns["runs"] if (r["model"], r["seed"]) == ("rnn-stable", 1111)]
     assert clean["earlier"]["validation_split"] is None
+
+
+def _chapter9_prose() -> str:
+    cells = json.loads(CHAPTER.read_text(encoding="utf8"))["cells"]
+    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return " ".join(text.split())
+
+
+def test_chapter9_prose_numbers_match_the_committed_files() -> None:
+    """The numbers Chapter 9's prose states about the one-seed runs, from the files."""
+    text = _chapter9_prose()
+    full, adam = ma.load_results(), ma.load_results(config="adam")
+
+    def gap(name: str) -> str:
+        return f"{100 * (full[name]['test_nll'] - BASELINE) / BASELINE:+.1f}%".replace("-", "−")
+
+    margin = ma.criteria.criterion("beats_baseline")["relative_margin"]
+    rnns = ("rnn-unconstrained", "rnn-stable")
+    lstms = ("lstm-unconstrained", "lstm-stable", "lstm-authors-bug")
+    assert all(full[n]["test_nll"] < BASELINE * (1 - margin) for n in rnns)
+    assert not any(full[n]["test_nll"] < BASELINE * (1 - margin) for n in lstms)
+    assert f"5% margin ({gap(rnns[0])} and {gap(rnns[1])})" in text
+    assert f"Both LSTMs ({gap(lstms[0])} and {gap(lstms[1])})" in text
+    assert f"non-recurrent LSTM ({gap(lstms[2])})" in text
+    # the Adam diagnostic: the unconstrained LSTM levels with the best, one seed each
+    best = min(adam.values(), key=lambda r: r["test_nll"])
+    assert best is adam["lstm-unconstrained"]
+    assert f"({adam['lstm-unconstrained']['test_nll']:.2f} against the stable RNN's " in text
+    assert f"{adam['rnn-stable']['test_nll']:.2f}, one seed each)" in text
+    # the SGD unconstrained LSTM against the baseline, and its sampled Jacobians
+    lstm = full["lstm-unconstrained"]["test_nll"]
+    assert f"({lstm:.2f} against {BASELINE:.2f}, one seed)" in text
+    analysis = ma.load_full_analysis()
+    assert analysis is not None and analysis["config"]["jacobian_positions"] == 400
+    norms = sorted(x for layer in analysis["rnn-unconstrained"]["jacobian_norms"] for x in layer)
+    median = norms[len(norms) // 2 - 1 : len(norms) // 2 + 1]
+    below = 100 * sum(x < 1 for x in norms) / len(norms)
+    assert (
+        f"(median {sum(median) / 2:.3f}, with {below:.0f}% of the sampled states below 1)" in text
+    )
+    assert min(min(layer) for layer in analysis["lstm-unconstrained"]["jacobian_norms"]) > 1
+
+
+def test_chapter9_reading_of_the_adam_tcn_lstm_and_the_reruns_holds() -> None:
+    text = _chapter9_prose()
+    analysis = ma.load_full_analysis(config="adam-tcn")
+    assert analysis is not None and analysis["config"]["frames"] == 32
+    free = ma.seed_summary(ma.load_seed_results("adam-tcn")["lstm-unconstrained"])
+    assert free.n == 5
+    assert f"{-100 * ma.criteria.relative_gap(free.mean, BASELINE):.0f}% below the baseline" in text
+    figure2 = analysis["lstm-unconstrained"]["figure2"]
+    ratio = figure2["mean_norm"][figure2["distance"].index(20)] / figure2["mean_norm"][0]
+    assert f"keeps {100 * ratio:.1f}% of its size at distance 0, yet a window of" in text
+    k = ma.context_used(analysis["lstm-unconstrained"]["truncated_eval"])
+    assert f"a window of {k} frames predicts within 1%" in text
+    # the recurrent NLL of each stable seed-1111 model is no higher than its twin's
+    for cell in ("rnn", "lstm"):
+        stable = analysis[f"{cell}-stable"]["truncated_eval"]["recurrent_loss"]
+        assert stable <= analysis[f"{cell}-unconstrained"]["truncated_eval"]["recurrent_loss"]
+    # the seeds table uses the reruns: the numbers the chapter quotes
+    reruns = ma.load_reruns("adam-tcn")
+    runs = ma.load_seed_results("adam-tcn")
+    quoted = []
+    for name in ("rnn-unconstrained", "lstm-unconstrained"):
+        (entry,) = [r for r in reruns["runs"] if (r["model"], r["seed"]) == (name, 1111)]
+        quoted.append((runs[name][1111]["test_nll"], entry["earlier"]["test_nll"]))
+    (rnn_now, rnn_then), (lstm_now, lstm_then) = quoted
+    assert (
+        f"{rnn_now:.3f} and {lstm_now:.3f} rather than the earlier {rnn_then:.3f} and "
+        f"{lstm_then:.3f}" in text
+    )
+    # the runs with the input layer predate the criteria and record no criteria commit
+    for cell, variant, config in RUNS:
+        provenance = _load(result_file_name(cell, variant, config))["provenance"]
+        assert "criteria_commit" not in provenance
+    assert "criteria_commit" not in (ma.load_full_analysis() or {}).get("provenance", {})

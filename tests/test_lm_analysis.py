@@ -212,3 +212,7 @@ def test_projection_scope_table_compares_the_three_lstms():
     first = {"lstm-stable": {"test_ppl": 105.0}}  # trained, not yet measured
     row = projection_scope_table(cpu, first).splitlines()[-1]
     assert row == "| stable, first layer projected | 105.0 | +5.0% | not measured | not measured |"
+    # the header names the seed of the runs it shows (one seed each)
+    assert table.startswith("| LSTM, cpu scale | test ppl")  # no seed recorded: none named
+    cpu["lstm-unconstrained"]["seed"] = cpu["lstm-stable"]["seed"] = 1111
+    assert projection_scope_table(cpu, {}).startswith("| LSTM, cpu scale, seed 1111 | test ppl")

@@ -501,7 +501,6 @@ def stability_cost_sentences(runs: dict[str, dict[int, dict[str, Any]]], label: 
     unconstrained twin's (``load_seed_results`` or :func:`by_seed`), with the verdict of
     ``stability_cost`` in ``criteria.json`` (none with fewer seeds than it requires).  A pair
     with a missing run gets a sentence that says so, never a verdict."""
-    tolerance = criteria.criterion("stability_cost")["relative_tolerance"]
     sentences = []
     for cell in ("rnn", "lstm"):
         free, stable = runs.get(f"{cell}-unconstrained"), runs.get(f"{cell}-stable")
@@ -516,8 +515,8 @@ def stability_cost_sentences(runs: dict[str, dict[int, dict[str, Any]]], label: 
         sentences.append(
             f"{model} ({label}): stable {stable_summary.describe(2)} vs unconstrained "
             f"{free_summary.describe(2)} ({gap:+.2f} nats, {100 * relative:+.1f}%). "
-            f"Stability costs little (criteria.json: at most {100 * tolerance:.0f}% higher NLL, "
-            f"beyond seed noise): {verdict}."
+            f"Stability costs little (criteria.json: "
+            f"{criteria.stability_cost_rule('jsb', 'higher in NLL')}): {verdict}."
         )
     return sentences
 
@@ -560,16 +559,19 @@ def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int |
 
 def memory_caveat(name: str, results: dict[str, dict[str, Any]], baseline: float) -> str:
     """A bracketed caveat for a model whose test NLL does not beat the no-memory baseline by
-    the margin of ``criteria.json`` (its measurements of memory describe a model that barely
-    uses any); "" otherwise."""
+    the margin of ``criteria.json`` (its measurements of memory describe a model that predicts
+    no better than one without memory, in the criteria's words "no better than the
+    baseline"); "" otherwise."""
     run = results.get(name)
     if run is None or "test_nll" not in run:
         return ""
     if uses_memory(seed_summary(by_seed({name: run})[name]), baseline):
         return ""
+    seed = f", seed {run['seed']}" if "seed" in run else ""
     return (
-        f" [no better than the no-memory baseline ({run['test_nll']:.2f} vs {baseline:.2f}): "
-        "this model barely uses its memory]"
+        f" [no better than the no-memory baseline ({run['test_nll']:.2f} vs {baseline:.2f}"
+        f"{seed}; criteria.json: beats_baseline): its measurements of memory describe a model "
+        "that predicts no better than one without memory]"
     )
 
 

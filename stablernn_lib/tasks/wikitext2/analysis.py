@@ -870,15 +870,18 @@ def projection_scope_table(cpu: dict[str, Any], first_layer: dict[str, Any]) -> 
     ``cpu`` and ``first_layer``: the results of the ``cpu`` and ``cpu-first-layer``
     configs (:func:`load_full_results`).  Columns: test perplexity and its gap to the
     unconstrained model, the smallest context within 1% of the recurrent perplexity,
-    and the median state-Jacobian norm of each layer.
+    and the median state-Jacobian norm of each layer.  The runs are one seed each (the
+    configs' own, named in the header); :func:`seeds_table` gives the other seeds.
     """
     rows = [
         ("unconstrained", cpu, "lstm-unconstrained"),
         ("stable, every layer projected", cpu, "lstm-stable"),
         ("stable, first layer projected", first_layer, "lstm-stable"),
     ]
+    seeds = sorted({str(r[n]["seed"]) for _, r, n in rows if n in r and "seed" in r[n]})
+    which = f", seed {' / '.join(seeds)}" if seeds else ""
     lines = [
-        "| LSTM, cpu scale | test ppl | vs unconstrained | smallest k within 1% "
+        f"| LSTM, cpu scale{which} | test ppl | vs unconstrained | smallest k within 1% "
         "| median Jacobian norm, layer 1 / 2 |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
@@ -981,58 +984,96 @@ def smallest_k_within(curve: dict[str, Any], tolerance: float = 0.01) -> int | N
     return close[0] if close else None
 
 
-def claims_verdicts(results: dict[str, Any], label: str, cost_tolerance: float = 0.05) -> list[str]:
-    """One sentence per claim of the paper: what our runs of one scale say about it.
+_STABILITY_COST_READING = {
+    "supported": "supports",
+    "not supported": "does not support",
+    "inconclusive": "is inconclusive on",
+}
+
+
+def _seed_runs_of(results: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
+    """``{variant: {seed: run}}`` of the training results in ``results`` (one run each)."""
+    return {
+        name: {int(entry.get("seed", 0)): entry}
+        for name, entry in results.items()
+        if name in _VARIANTS_BY_NAME and isinstance(entry, dict) and "test_ppl" in entry
+    }
+
+
+def claims_verdicts(
+    results: dict[str, Any],
+    label: str,
+    seed_runs: dict[str, dict[int, dict[str, Any]]] | None = None,
+) -> list[str]:
+    """One sentence per claim of the paper: what our runs of one scale say about it, with
+    the verdict of the rule of ``data/results/criteria.json`` that judges it.
 
     ``results`` as loaded by :func:`load_full_results` (training results and
-    ``"analysis"``).  The criteria are stated in each sentence: stability "costs
-    little" when the stable model's test perplexity is at most ``cost_tolerance``
-    above the unconstrained one's; a model "uses a short context" when a context
-    ``k <= 100`` comes within 1% of its recurrent perplexity.  Missing results give a
+    ``"analysis"``); ``seed_runs`` (:func:`load_seed_results` of the same config) gives every
+    committed seed of each model, and defaults to the runs in ``results``.  The cost of
+    stability compares the seed means with ``criteria.stability_cost`` ("no verdict" with
+    fewer seeds than the criteria require); the truncated evaluation and Figure 2 are
+    measured on one trained model each (its seed is named) and judged by
+    ``criteria.truncation`` and ``criteria.gradient_vanishes``.  Missing results give a
     sentence that says so, never a verdict.
     """
+    runs = _seed_runs_of(results) if seed_runs is None else seed_runs
     sentences = []
     for cell in ("rnn", "lstm"):
-        free, stable = (results.get(variant_name(cell, s)) for s in (False, True))
-        if not (free and stable and "test_ppl" in free and "test_ppl" in stable):
+        free, stable = (runs.get(variant_name(cell, s)) for s in (False, True))
+        if not (free and stable):
             sentences.append(f"{MODEL_LABELS[cell]}, cost of stability ({label}): not yet run.")
             continue
-        gap = stable["test_ppl"] / free["test_ppl"] - 1
-        verdict = "supports" if gap <= cost_tolerance else "does not support"
+        free_summary, stable_summary = seed_summary(free), seed_summary(stable)
+        gap = criteria.relative_gap(stable_summary.mean, free_summary.mean)
+        verdict = criteria.stability_cost_verdict("wikitext2", free_summary, stable_summary)
+        reading = _STABILITY_COST_READING.get(verdict)
+        said = (
+            f"this {reading} the paper's claim that stability costs little"
+            if reading
+            else f"{verdict} on the paper's claim that stability costs little"
+        )
         sentences.append(
-            f"{MODEL_LABELS[cell]}, cost of stability ({label}): stable {stable['test_ppl']:.1f} "
-            f"vs unconstrained {free['test_ppl']:.1f} test perplexity ({100 * gap:+.1f}%); "
-            f"this {verdict} the paper's claim that stability costs little "
-            f"(criterion: at most {100 * cost_tolerance:.0f}% worse)."
+            f"{MODEL_LABELS[cell]}, cost of stability ({label}): stable "
+            f"{stable_summary.describe()} vs unconstrained {free_summary.describe()} test "
+            f"perplexity ({100 * gap:+.1f}% in the means); {said} (criteria.json: "
+            f"{criteria.stability_cost_rule('wikitext2')})."
         )
     analysis = results.get("analysis", {})
+    seed = analysis.get("lm_config", {}).get("seed")
+    measured = f"{label}, seed {seed}" if seed is not None else label
+    truncation = criteria.criterion("truncation")
+    within, max_k = truncation["relative_tolerance"], truncation["max_k"]
     for cell in ("rnn", "lstm"):
         name = variant_name(cell, False)
         curve = analysis.get(name, {}).get("truncated_eval")
         if not curve:
             sentences.append(f"{MODEL_LABELS[cell]}, truncated evaluation ({label}): not yet run.")
             continue
-        k = smallest_k_within(curve)
-        if k is not None and k <= 100:
-            verdict = f"k = {k} is within 1%: this supports"
+        k = smallest_k_within(curve, within)
+        if k is not None and k <= max_k:
+            verdict = f"k = {k} is within {100 * within:g}%: this supports"
         else:
-            verdict = "no k up to 100 is within 1%: this does not support"
+            verdict = f"no k up to {max_k} is within {100 * within:g}%: this does not support"
         sentences.append(
-            f"{MODEL_LABELS[cell]} (unconstrained), truncated evaluation ({label}): {verdict} "
+            f"{MODEL_LABELS[cell]} (unconstrained), truncated evaluation ({measured}): {verdict} "
             "the paper's claim that the unconstrained model is effectively stable, "
-            "a model of short context."
+            "a model of short context (criteria.json: truncation)."
         )
+    vanishes = criteria.criterion("gradient_vanishes")
+    distance, ratio_limit = vanishes["distance"], vanishes["ratio"]
     for cell in ("rnn", "lstm"):
         profile = analysis.get(variant_name(cell, False), {}).get("figure2")
-        if not profile or len(profile["mean_norm"]) <= 20:
+        if not profile or len(profile["mean_norm"]) <= distance:
             sentences.append(f"{MODEL_LABELS[cell]}, Figure 2 ({label}): not yet run.")
             continue
-        ratio = profile["mean_norm"][20] / profile["mean_norm"][0]
-        verdict = "supports" if ratio < 1e-2 else "does not support"
+        ratio = profile["mean_norm"][distance] / profile["mean_norm"][0]
+        verdict = "supports" if ratio < ratio_limit else "does not support"
         sentences.append(
-            f"{MODEL_LABELS[cell]} (unconstrained), Figure 2 ({label}): the mean gradient norm "
-            f"at distance 20 is {ratio:.1e} of the one at distance 0; this {verdict} the "
-            "paper's observation that it vanishes at moderate distance (criterion: below 1%)."
+            f"{MODEL_LABELS[cell]} (unconstrained), Figure 2 ({measured}): the mean gradient "
+            f"norm at distance {distance} is {ratio:.1e} of the one at distance 0; this "
+            f"{verdict} the paper's observation that it vanishes at moderate distance "
+            f"(criteria.json: below {100 * ratio_limit:g}%)."
         )
     return sentences
 
@@ -1184,6 +1225,40 @@ def _row_gap(config: str, stable: bool, reference: str) -> float | None:
     return criteria.relative_gap(seed_summary(runs).mean, seed_summary(free).mean)
 
 
+def _single_seed_reading(config: str) -> str:
+    """For a stable LSTM row with fewer seeds than the criteria require: against which
+    reference its one seed may be read (criteria.single_seed_ablation), and that its gap to
+    the unconstrained LSTM is then a number, not a verdict of the criteria."""
+    runs = load_seed_results(config).get("lstm-stable", {})
+    if len(runs) >= criteria.load_criteria()["seeds"]["wikitext2"]:
+        return ""
+    row = seed_summary(runs).mean
+    k = criteria.criterion("single_seed_ablation")["sd_multiple"]
+    parts = []
+    for name, variant in (
+        ("course model", "lstm-stable"),
+        ("unconstrained LSTM", "lstm-unconstrained"),
+    ):
+        found = load_seed_results("cpu").get(variant)
+        if not found:
+            continue
+        reference = seed_summary(found)
+        readable = criteria.single_seed_readable(row, reference)
+        parts.append(
+            f"{'readable' if readable else 'not readable'} against the {name} "
+            f"(effect {abs(row - reference.mean):.1f} {'>' if readable else '<='} "
+            f"{k:g} sd = {k * reference.sd:.1f})"
+        )
+    if not parts:
+        return ""
+    needed = criteria.load_criteria()["seeds"]["wikitext2"]
+    return (
+        " One seed: "
+        + ", ".join(parts)
+        + f'; on "stability costs little" the criteria give no verdict before {needed} seeds.'
+    )
+
+
 def ablation_findings() -> list[str]:
     """What the committed ablation rows say, one sentence per row, computed from the files.
 
@@ -1211,6 +1286,7 @@ def ablation_findings() -> list[str]:
                 f"{label} (certified: {certified}): {100 * gap:+.1f}% against the unconstrained "
                 f"LSTM, instead of the course constraint's {100 * course:+.1f}%; it closes "
                 f"{closed:.0f}% of that gap ({seeds} seed{'s' if seeds > 1 else ''}{where})."
+                + _single_seed_reading(config)
             )
         else:
             sentences.append(
