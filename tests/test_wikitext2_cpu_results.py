@@ -394,3 +394,38 @@ def test_chapter8_keeps_uncommitted_numbers_in_their_admonition() -> None:
     inside, outside = text[start:end], text[:start] + text[end:]
     for number in ("146.5", "147.5", "190.9", "152.1", "150.5", "+4 to 7%", "batch 157", "432"):
         assert number in inside and number not in outside, number
+
+
+def test_chapter8_says_which_factor_explains_the_lstm_gap() -> None:
+    """Chapter 8's "which factor" paragraph: each row's perplexity, gap, share of the course
+    constraint's gap and worst Jacobian norm from the files; the forget-gate cap's value
+    from the constraint's constants; the computed ranking agrees with the prose."""
+    import math
+
+    from stablernn_lib.tasks.wikitext2.analysis import ablation_explanation
+    from stablernn_lib.theory.lstm_stability import (
+        AUTHORS_INPUT_FORGET_SCALE,
+        AUTHORS_RECURRENT_SCALES,
+    )
+
+    text = " ".join(_chapter8_prose().split())
+    runs = _committed_runs("cpu")
+    free, course = _mean(runs["lstm-unconstrained"]), _mean(runs["lstm-stable"])
+    course_gap = course / free - 1
+    shares = {}
+    for config in ("cpu-free-forget", "cpu-first-layer", "cpu-authors-first", "cpu-authors-all"):
+        (ppl,) = _committed_runs(config)["lstm-stable"].values()
+        gap = ppl / free - 1
+        share = 100 * (course_gap - gap) / course_gap
+        shares[config] = share
+        assert f"({ppl:.1f}, {100 * gap:+.1f}%" in text, config
+        assert f"{share:.0f}%" in text, config
+    assert shares["cpu-first-layer"] > 50 and shares["cpu-free-forget"] > 50
+    with open(results_folder("cpu-free-forget") / "analysis.json", encoding="utf8") as handle:
+        norms = json.load(handle)["lstm-stable"]["jacobian_norms"]
+    worst = max(max(layer) for layer in norms)
+    assert worst > 1 and f"one-step Jacobian norm is {worst:.2f}, above 1" in text
+    cap = 1 / (1 + math.exp(-(AUTHORS_RECURRENT_SCALES["f"] + AUTHORS_INPUT_FORGET_SCALE)))
+    assert cap <= 0.60 and "\\sigma(0.155 + 0.25) \\approx 0.60" in text
+    ranking = ablation_explanation()
+    assert ranking.index("first layer only: 93%") < ranking.index("forget cap lifted: 75%")

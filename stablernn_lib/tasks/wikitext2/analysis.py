@@ -1295,3 +1295,24 @@ def ablation_findings() -> list[str]:
                 f"setting; {seeds} seed{'s' if seeds > 1 else ''})."
             )
     return sentences
+
+
+def ablation_explanation() -> str:
+    """One sentence naming the committed constraint rows (measured against ``cpu``) by the
+    share of the course constraint's gap each closes, largest first: which single change
+    explains most of the LSTM's cost of stability, read from the files."""
+    course = _row_gap("cpu", True, "cpu")
+    shares = []
+    for label, config, stable, _, reference in ABLATION_ROWS:
+        if stable and config != "cpu" and reference == "cpu":
+            gap = _row_gap(config, stable, reference)
+            if gap is not None and course:
+                shares.append((100 * (course - gap) / course, label))
+    if not shares:
+        return "No ablation row has been committed yet."
+    shares.sort(reverse=True)
+    listed = "; ".join(f"{label}: {share:.0f}%" for share, label in shares)
+    return (
+        f"Share of the course constraint's gap ({100 * course:+.1f}%) that each single change "
+        f"closes, largest first (one seed per row): {listed}."
+    )
