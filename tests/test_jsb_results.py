@@ -301,3 +301,16 @@ def test_chapter9_reading_of_the_adam_tcn_lstm_and_the_reruns_holds() -> None:
         provenance = _load(result_file_name(cell, variant, config))["provenance"]
         assert "criteria_commit" not in provenance
     assert "criteria_commit" not in (ma.load_full_analysis() or {}).get("provenance", {})
+
+
+def test_chapter9_main_table_is_the_authors_model_and_full_is_the_ablation() -> None:
+    """Issue 21: the authors' exact model (config ``authors``) is the chapter's first table;
+    the input-layer runs (``full``) follow it as a labelled ablation."""
+    cells = json.loads(CHAPTER.read_text(encoding="utf8"))["cells"]
+    sources = ["".join(cell["source"]) for cell in cells]
+    tables = [i for i, s in enumerate(sources) if "seeds_table(" in s or "results_table(" in s]
+    assert 'seeds_table("authors"' in sources[tables[0]]
+    assert "results_table(" in sources[tables[1]]
+    heading = sources[tables[1] - 1]
+    assert heading.startswith("## Ablation") and "input layer" in heading
+    assert sum('seeds_table("authors"' in s for s in sources) == 1
