@@ -134,7 +134,11 @@ def test_results_table_shows_paper_numbers_and_ours_when_present(tmp_path) -> No
     atomic_write_json(tmp_path / "lstm-stable.json", {"test_ppl": 97.25})
     table = results_table(load_full_results(tmp_path))
     assert "97.2" in table and table.count("not run yet") == 3
-    assert "--model lstm --stable --config full" in reproduction_commands()
+    commands = reproduction_commands()
+    assert "--config full --variants" in commands and "lstm-stable " in commands
+    # the RNN pair at lr 2: at full's lr 20 the unconstrained RNN diverges
+    assert "rnn-unconstrained@full-rnn-lr2 rnn-stable@full-rnn-lr2" in commands
+    assert "--model rnn" not in commands
 
 
 def test_benchmark_measures_every_ratio(tmp_path: Path) -> None:

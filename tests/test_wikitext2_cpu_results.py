@@ -148,6 +148,11 @@ def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
     assert any("k = 100 is within 1%: this supports" in s for s in sentences)
     assert any("1.0e-03" in s and "this supports" in s for s in sentences)
     assert sum("not yet run" in s for s in sentences) == 3  # the LSTM's three claims
+    # a measurement of one trained model is labelled indicative, never a claim
+    measured = [s for s in sentences if "truncated evaluation (" in s or "Figure 2 (" in s]
+    measured = [s for s in measured if "not yet run" not in s]
+    assert len(measured) == 2
+    assert all(s.endswith("the criteria ask for 3 seeds before a claim.") for s in measured)
     # three seeds each: the seed means, judged by the criteria file
     seeds = {
         "rnn-unconstrained": {
@@ -237,6 +242,22 @@ def _committed_runs(config: str) -> dict[str, dict[int, float]]:
                 assert run["config"]["name"] == f"{config}-seed{run['seed']}", path
             found.setdefault(path.stem, {})[run["seed"]] = run["test_ppl"]
     return found
+
+
+def test_seeds_commands_name_each_planned_seed_and_whether_it_is_committed() -> None:
+    from stablernn_lib.tasks.wikitext2.analysis import seeds_commands
+
+    runs = _committed_runs("cpu")
+    lines = seeds_commands("cpu").splitlines()
+    assert len(lines) >= 4 * 3  # four models x the three seeds the criteria ask for
+    for variant in VARIANTS:
+        cell, kind = variant.split("-")
+        flags = f"--model {cell}{' --stable' if kind == 'stable' else ''} --config cpu --resume"
+        for seed in (1111, 2, 3):
+            command = f"python -m stablernn_lib train {flags}"
+            command += "" if seed == 1111 else f" --seed {seed}"  # 1111: the config's own
+            state = "committed" if seed in runs.get(variant, {}) else "not run yet"
+            assert f"{command}  # {state}" in lines, (variant, seed)
 
 
 def test_seeds_table_rows_are_computed_from_the_committed_files() -> None:

@@ -737,16 +737,24 @@ def _train_commands(flags: str) -> list[str]:
 
 
 def reproduction_commands() -> str:
-    """The shell commands that produce every full result of Chapter 8 on a GPU."""
-    train = _train_commands("--config full")
+    """The shell commands that produce every full-scale result of Chapter 8 on a GPU.
+
+    The four models train in one ``paper-run`` (data/results/wikitext2/README.md), the RNN
+    pair at lr 2 (config ``full-rnn-lr2``, not the authors' setting): at ``full``'s lr 20
+    the unconstrained RNN diverges in its first epoch."""
+    variants = " ".join(
+        variant_name(cell, stable) + ("@full-rnn-lr2" if cell == "rnn" else "")
+        for cell, stable in MODEL_VARIANTS
+    )
     return "\n".join(
         [
-            "# on a machine with a CUDA GPU, from the root of the course repository",
-            "# (add --resume to continue a run that was stopped)",
-            *train,
+            "# on a machine with a CUDA GPU, from the root of the course repository; the RNN",
+            "# pair at lr 2 (full-rnn-lr2): at full's lr 20 the unconstrained RNN diverges",
+            f"python -m stablernn_lib paper-run start --out data/runs/paper --config full "
+            f"--variants {variants} --wait",
             "python -m stablernn_lib lm-analysis --config full",
             "python -m stablernn_lib benchmark --config full",
-            "# results: data/results/wikitext2/*.json (commit them)",
+            "# results: data/runs/paper/results/*.json (commit them as the results README says)",
         ]
     )
 
@@ -1042,6 +1050,11 @@ def claims_verdicts(
     analysis = results.get("analysis", {})
     seed = analysis.get("lm_config", {}).get("seed")
     measured = f"{label}, seed {seed}" if seed is not None else label
+    # each measurement is of one trained model: a reading of that model, not yet a claim
+    indicative = (
+        f" One trained model: indicative; the criteria ask for "
+        f"{criteria.load_criteria()['seeds']['wikitext2']} seeds before a claim."
+    )
     truncation = criteria.criterion("truncation")
     within, max_k = truncation["relative_tolerance"], truncation["max_k"]
     for cell in ("rnn", "lstm"):
@@ -1058,7 +1071,7 @@ def claims_verdicts(
         sentences.append(
             f"{MODEL_LABELS[cell]} (unconstrained), truncated evaluation ({measured}): {verdict} "
             "the paper's claim that the unconstrained model is effectively stable, "
-            "a model of short context (criteria.json: truncation)."
+            "a model of short context (criteria.json: truncation)." + indicative
         )
     vanishes = criteria.criterion("gradient_vanishes")
     distance, ratio_limit = vanishes["distance"], vanishes["ratio"]
@@ -1073,7 +1086,7 @@ def claims_verdicts(
             f"{MODEL_LABELS[cell]} (unconstrained), Figure 2 ({measured}): the mean gradient "
             f"norm at distance {distance} is {ratio:.1e} of the one at distance 0; this "
             f"{verdict} the paper's observation that it vanishes at moderate distance "
-            f"(criteria.json: below {100 * ratio_limit:g}%)."
+            f"(criteria.json: below {100 * ratio_limit:g}%)." + indicative
         )
     return sentences
 
@@ -1113,6 +1126,21 @@ def rerun_command(config: str, cell: str, stable: bool, seed: int | None = None)
     return command + (
         f" --seed {seed}" if seed is not None and seed != CONFIGS[config].seed else ""
     )
+
+
+def seeds_commands(config: str = "cpu") -> str:
+    """One command per model and seed of :func:`seeds_table`: the committed runs and the
+    ones the criteria still ask for (the config's own seed, then 2, 3, ...), each marked."""
+    needed = criteria.load_criteria()["seeds"]["wikitext2"]
+    runs = load_seed_results(config)
+    planned = [CONFIGS[config].seed, *range(2, needed + 1)]
+    lines = []
+    for cell, stable in MODEL_VARIANTS:
+        found = runs.get(variant_name(cell, stable), {})
+        for seed in dict.fromkeys([*planned, *sorted(found)]):
+            state = "committed" if seed in found else "not run yet"
+            lines.append(f"{rerun_command(config, cell, stable, seed)}  # {state}")
+    return "\n".join(lines)
 
 
 def seeds_table(config: str = "cpu") -> str:
@@ -1194,6 +1222,11 @@ def ablation_table() -> tuple[str, str]:
         variant = variant_name("lstm", stable)
         runs = load_seed_results(config).get(variant, {})
         commands.append(rerun_command(config, "lstm", stable))
+        if stable and config != "cpu":  # the worst-Jacobian column of the row
+            commands.append(
+                f"python -m stablernn_lib lm-analysis --config {config} --parts jacobians "
+                "--variants lstm-stable"
+            )
         if not runs:
             lines.append(f"| {label} | {certified} | not run yet | | | |")
             continue
@@ -1206,7 +1239,7 @@ def ablation_table() -> tuple[str, str]:
         if summary.n >= needed:
             read = f"yes ({summary.n} seeds)"
         elif course and criteria.single_seed_readable(summary.mean, seed_summary(course)):
-            read = "yes (one seed; effect > 5 sd of the course model's seeds)"
+            read = "against the course model only (one seed; effect > 5 sd of its seeds)"
         else:
             read = f"not yet (needs {needed} seeds)"
         lines.append(
