@@ -62,6 +62,14 @@ LABELS = {
     "lstm-authors-bug": "LSTM, authors' bug (no recurrence)",
 }
 BASELINE_LABEL = "no memory: each key on at its training frequency"
+# The configs whose setting is the authors' (their architecture, without the input layer, and
+# their SGD schedule, with the departures listed in Chapter 9): their tables carry the paper's
+# numbers.
+PAPER_SETTING_CONFIGS: tuple[str, ...] = ("authors",)
+# The configs trained with several seeds (the config's own, then 1, 2, ...), and the flags
+# beyond the config that the committed runs of a config used (data/results/jsb/README.md).
+SEEDED_CONFIGS: tuple[str, ...] = ("authors", "adam-tcn")
+RUN_FLAGS: dict[str, str] = {"full": "--stop-below-lr 1e-5"}
 
 
 @dataclass(frozen=True)
@@ -355,29 +363,97 @@ def optimizer_diagnostic_table(
 
 
 def rerun_command(config: str, cell: str, variant: str, seed: int | None = None) -> str:
-    """The one command that trains (or resumes, or skips when done) one committed run."""
+    """The one command that trains (or resumes, or returns when done) one run of a published
+    config, with the flags its committed runs used (:data:`RUN_FLAGS`) and one thread.  The
+    config's own seed (1111) takes no ``--seed``: the CLI trains the config itself then."""
     command = f"python -m stablernn_lib train-music --model {cell} --variant {variant}"
-    command += f" --config {config} --resume"
-    return command + (
-        f" --seed {seed}" if seed is not None and seed != CONFIGS[config].seed else ""
-    )
+    command += f" --config {config}"
+    if seed is not None and seed != CONFIGS[config].seed:
+        command += f" --seed {seed}"
+    flags = RUN_FLAGS.get(config, "")
+    return command + " --resume" + (f" {flags}" if flags else "") + " --threads 1"
+
+
+def planned_seeds(config: str) -> tuple[int, ...]:
+    """The seeds a published config is meant to have: for a seeded config, its own seed and
+    1, 2, ... up to the number ``criteria.json`` asks for on JSB; else its own seed only."""
+    own = CONFIGS[config].seed
+    if config not in SEEDED_CONFIGS:
+        return (own,)
+    needed = criteria.load_criteria()["seeds"]["jsb"]
+    return (own, *range(1, needed))
+
+
+def planned_variants(config: str) -> tuple[tuple[str, str], ...]:
+    """The (model, variant) pairs of a published config's table: the four of the paper, and
+    the authors' non-recurrent LSTM for ``full``."""
+    return ALL_VARIANTS if config == "full" else TABLE_VARIANTS
+
+
+def missing_runs(config: str, results_dir: str | Path | None = None) -> list[tuple[str, str, int]]:
+    """The planned runs of a published config (model, variant, seed) with no completed result
+    file, in the order of the table and then of :func:`planned_seeds`."""
+    done = load_seed_results(config, results_dir)
+    return [
+        (cell, variant, seed)
+        for cell, variant in planned_variants(config)
+        for seed in planned_seeds(config)
+        if seed not in done.get(f"{cell}-{variant}", {})
+    ]
+
+
+def run_commands(config: str, results_dir: str | Path | None = None) -> str:
+    """Markdown to print under a config's table: the command pattern that reruns any of its
+    rows, and one command for each planned run not yet committed (:func:`missing_runs`)."""
+    seeds = planned_seeds(config)
+    pattern = rerun_command(config, "<model>", "<variant>", -1 if len(seeds) > 1 else None)
+    pattern = pattern.replace("--seed -1", "--seed <N>")
+    variants = "unconstrained or stable"
+    if config == "full":
+        variants += " (authors-bug: the authors' non-recurrent LSTM, with `--model lstm`)"
+    lines = [
+        "Commands, from the repository root (each one trains a run, resumes it from its "
+        "checkpoint, or returns it when it is done):",
+        "",
+        f"* any row: `{pattern}`, with `<model>` rnn or lstm and `<variant>` {variants}"
+        + (
+            f"; `<N>` is one of {', '.join(map(str, seeds))} ({seeds[0]} is the config's own "
+            "seed: the command without `--seed` trains the same run)"
+            if len(seeds) > 1
+            else ""
+        )
+        + ";",
+    ]
+    missing = missing_runs(config, results_dir)
+    planned = len(seeds) * len(planned_variants(config))
+    if not missing:
+        lines.append(f"* not yet run: none (all {planned} planned runs are committed).")
+        return "\n".join(lines)
+    lines.append(f"* not yet run ({len(missing)} of {planned}):")
+    lines += [f"  * `{rerun_command(config, c, v, seed)}`" for c, v, seed in missing]
+    return "\n".join(lines)
 
 
 def seeds_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
     """Markdown table of a seeded config (``adam-tcn``, ``authors``): every model's test NLL
     over its seeds (mean ± sd, each seed), its gap to the no-memory ``baseline``, and the
-    stable model's gap to its unconstrained twin with the verdict of ``criteria.json``."""
+    stable model's gap to its unconstrained twin with the verdict of ``criteria.json``; for a
+    config whose setting is the authors' (:data:`PAPER_SETTING_CONFIGS`), the paper's number
+    with its mark."""
     runs = load_seed_results(config, results_dir)
+    paper = config in PAPER_SETTING_CONFIGS
     lines = [
         f"| model (config `{config}`) | test NLL over seeds | vs baseline "
-        "| stable vs unconstrained | stability costs little? (criteria.json) |",
-        "| --- | --- | --- | ---: | --- |",
+        "| stable vs unconstrained | stability costs little? (criteria.json) |"
+        + (" reported by the paper |" if paper else ""),
+        "| --- | --- | --- | ---: | --- |" + (" --- |" if paper else ""),
     ]
     for cell, variant in TABLE_VARIANTS:
         name = f"{cell}-{variant}"
+        reported = f" {paper_claims.marked(PAPER_KEYS[(cell, variant)])} |" if paper else ""
         if name not in runs:
             lines.append(f"| {LABELS[name]} | not yet run: `{rerun_command(config, cell, variant)}`"
-                         " | | | |")  # fmt: skip
+                         " | | | |" + reported)  # fmt: skip
             continue
         summary = seed_summary(runs[name])
         gap = verdict = ""
@@ -387,7 +463,9 @@ def seeds_table(config: str, baseline: float, results_dir: str | Path | None = N
             gap = f"{100 * criteria.relative_gap(summary.mean, reference.mean):+.1f}%"
             verdict = criteria.stability_cost_verdict("jsb", reference, summary)
         versus = baseline_comparison(summary, baseline)
-        lines.append(f"| {LABELS[name]} | {summary.describe(2)} | {versus} | {gap} | {verdict} |")
+        lines.append(
+            f"| {LABELS[name]} | {summary.describe(2)} | {versus} | {gap} | {verdict} |" + reported
+        )
     lines.append(_baseline_row(baseline, lines[0]))
     return "\n".join(lines)
 
@@ -496,6 +574,40 @@ def describe_differences(results: dict[str, dict[str, Any]]) -> list[str]:
     return sentences
 
 
+def paper_sentences(config: str = "authors", results_dir: str | Path | None = None) -> list[str]:
+    """One sentence per model of a config whose setting is the authors': our test NLL over
+    seeds, the paper's number (with its mark), the difference, and the verdict of
+    ``reproduces_paper`` in ``criteria.json`` (none with fewer seeds than it requires)."""
+    if config not in PAPER_SETTING_CONFIGS:
+        raise ValueError(f"config {config!r} is not the authors' setting; "
+                         f"{list(PAPER_SETTING_CONFIGS)} are")  # fmt: skip
+    runs = load_seed_results(config, results_dir)
+    tolerance = criteria.criterion("reproduces_paper")["relative_tolerance"]
+    needed = criteria.load_criteria()["seeds"]["jsb"]
+    sentences = []
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        key = PAPER_KEYS[(cell, variant)]
+        if name not in runs:
+            sentences.append(
+                f"{LABELS[name]}: not yet run; the paper reports {paper_claims.marked(key)}."
+            )
+            continue
+        summary = seed_summary(runs[name])
+        paper = float(paper_claims.value(key))
+        if criteria.enough_seeds("jsb", summary):
+            verdict = criteria.reproduces_paper(summary, paper, config, True)
+        else:
+            verdict = f"no verdict ({summary.n} of {needed} seeds)"
+        sentences.append(
+            f"{LABELS[name]}: ours {summary.describe(2)}, the paper {paper_claims.marked(key)}: "
+            f"{summary.mean - paper:+.2f} nats per time step "
+            f"({100 * criteria.relative_gap(summary.mean, paper):+.1f}%). Reproduces the paper "
+            f"(criteria.json: within {tolerance:.0%}, {needed} seeds per model): {verdict}."
+        )
+    return sentences
+
+
 def stability_cost_sentences(runs: dict[str, dict[int, dict[str, Any]]], label: str) -> list[str]:
     """For the RNN and the LSTM: the stable model's test NLL over seeds against its
     unconstrained twin's (``load_seed_results`` or :func:`by_seed`), with the verdict of
@@ -560,14 +672,27 @@ def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int |
 def memory_caveat(name: str, results: dict[str, dict[str, Any]], baseline: float) -> str:
     """A bracketed caveat for a model whose test NLL does not beat the no-memory baseline by
     the margin of ``criteria.json`` (its measurements of memory describe a model that predicts
-    no better than one without memory, in the criteria's words "no better than the
-    baseline"); "" otherwise."""
+    no better than one without memory); "" otherwise.  ``results`` holds one run per model
+    (:func:`load_results`): with fewer seeds than the criteria require, the caveat says so and
+    calls the comparison indicative; only with enough seeds does it give the criteria's
+    verdict "no better than the baseline"."""
     run = results.get(name)
     if run is None or "test_nll" not in run:
         return ""
-    if uses_memory(seed_summary(by_seed({name: run})[name]), baseline):
+    summary = seed_summary(by_seed({name: run})[name])
+    if uses_memory(summary, baseline):
         return ""
     seed = f", seed {run['seed']}" if "seed" in run else ""
+    if not criteria.enough_seeds("jsb", summary):
+        margin = criteria.criterion("beats_baseline")["relative_margin"]
+        needed = criteria.load_criteria()["seeds"]["jsb"]
+        seeds = "one seed" if summary.n == 1 else f"{summary.n} seeds"
+        return (
+            f" [{seeds}: indicative, not a verdict (criteria.json's beats_baseline needs "
+            f"{needed} seeds): {run['test_nll']:.2f} vs the no-memory baseline's {baseline:.2f}"
+            f"{seed}, not below it by the {margin:.0%} margin; its measurements of memory may "
+            "describe a model with little memory to measure]"
+        )
     return (
         f" [no better than the no-memory baseline ({run['test_nll']:.2f} vs {baseline:.2f}"
         f"{seed}; criteria.json: beats_baseline): its measurements of memory describe a model "

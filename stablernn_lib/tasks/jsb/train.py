@@ -136,8 +136,10 @@ CONFIGS: dict[str, MusicConfig] = {
     # by Adam at lr 1e-3 (the default of the upstream locuslab/TCN music_test.py that the
     # authors forked), with everything else as in "full" (clip 1) and 50 epochs.
     "adam": MusicConfig(name="adam", epochs=50, optimizer="adam", lr=1e-3),
-    # The authors' model exactly (no input layer) with their SGD schedule: "full" without
-    # the layer their forward never calls.
+    # The authors' architecture (no input layer) with their SGD schedule: "full" without
+    # the layer their forward never calls. It keeps Chapter 9's departures from their code
+    # (a recurrent LSTM, forget bias 10 once, PyTorch's RNN initialization, the course's
+    # projection for the stable LSTM, applied at initialization too).
     "authors": MusicConfig(name="authors", epochs=500, input_encoder=False),
     # The authors' model trained with the upstream TCN music_test.py defaults: Adam lr 1e-3,
     # gradient norm clipped to 0.2, dropout 0.25, 100 epochs (its lr rule is the one above).
