@@ -260,6 +260,23 @@ def test_seeds_commands_name_each_planned_seed_and_whether_it_is_committed() -> 
             assert f"{command}  # {state}" in lines, (variant, seed)
 
 
+def test_schedule_table_shows_each_runs_rates_from_the_files() -> None:
+    from stablernn_lib.tasks.wikitext2.analysis import schedule_table
+
+    rows = schedule_table("cpu").splitlines()[2:]
+    runs = _committed_runs("cpu")
+    assert len(rows) == sum(len(seeds) for seeds in runs.values())
+    folder = results_folder("cpu")
+    for variant, seeds in runs.items():
+        cell, kind = variant.split("-")
+        label = f"{'RNN (tanh)' if cell == 'rnn' else 'LSTM'}, {kind}"
+        for seed, ppl in seeds.items():
+            path = folder / ("" if seed == 1111 else f"seed{seed}") / f"{variant}.json"
+            rates = [epoch["lr"] for epoch in json.loads(path.read_text())["epochs"]]
+            row = f"| {label} | {seed} | {ppl:.1f} | {', '.join(f'{r:g}' for r in rates)} |"
+            assert row in rows, row
+
+
 def test_seeds_table_rows_are_computed_from_the_committed_files() -> None:
     from stablernn_lib.tasks.wikitext2.analysis import seeds_table
 

@@ -1169,6 +1169,25 @@ def seeds_table(config: str = "cpu") -> str:
     return "\n".join(lines)
 
 
+def schedule_table(config: str = "cpu") -> str:
+    """Markdown table, one row per committed run of a config (model and seed): its test
+    perplexity and the learning rate of each epoch, so that a run whose schedule cut the
+    rate (a validation loss that did not improve) stands out among its seeds."""
+    runs = load_seed_results(config)
+    lines = [
+        f"| model ({config} scale) | seed | test perplexity | learning rate, epoch by epoch |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    for cell, stable in MODEL_VARIANTS:
+        label = f"{MODEL_LABELS[cell]}, {'stable' if stable else 'unconstrained'}"
+        found = runs.get(variant_name(cell, stable), {})
+        for seed in sorted(found, key=lambda seed: (seed != CONFIGS[config].seed, seed)):
+            run = found[seed]
+            rates = ", ".join(f"{epoch['lr']:g}" for epoch in run["epochs"])
+            lines.append(f"| {label} | {seed} | {run['test_ppl']:.1f} | {rates} |")
+    return "\n".join(lines)
+
+
 # The rows of Chapter 8's LSTM ablation: label, config, stable, which layers the set certifies
 # contractive, and the config whose unconstrained LSTM is the row's reference (same lr, epochs).
 ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
