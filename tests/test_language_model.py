@@ -173,6 +173,18 @@ def test_lstm_constraint_choices_and_their_sets() -> None:
     project_stable_(model)
     forget = gate_blocks(model.rnn.bias_ih_l0 + model.rnn.bias_hh_l0)["f"]
     assert forget.max() > 1.0  # the lifted cap lets the forget bias stay positive
+    # lifted above the first layer only: layer 1 keeps the cap, layer 2 does not
+    torch.manual_seed(0)
+    model = WordLanguageModel("lstm", 30, 6, 5, 2, stable=True, lstm_constraint="free-forget-upper")
+    with torch.no_grad():
+        for layer in range(2):
+            getattr(model.rnn, f"bias_ih_l{layer}").add_(3.0)
+    project_stable_(model)
+    first, second = (
+        gate_blocks(getattr(model.rnn, f"bias_ih_l{n}") + getattr(model.rnn, f"bias_hh_l{n}"))["f"]
+        for n in range(2)
+    )
+    assert first.max() <= course.bias_max["f"] + 1e-6 < 1.0 < second.max()
     # the authors' rule: every column of every recurrent block sums to its constant
     model = WordLanguageModel("lstm", 30, 6, 5, 2, stable=True, lstm_constraint="authors")
     project_stable_(model)

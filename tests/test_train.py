@@ -211,6 +211,7 @@ def test_every_ablation_config_changes_one_thing_from_cpu() -> None:
         "cpu-authors-first",
         "cpu-authors-all",
         "cpu-free-forget",
+        "cpu-free-forget-upper",
         "cpu-lr20",
         "cpu-converged",
         "cpu-first-layer",

@@ -1197,6 +1197,13 @@ ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
     ("authors' rescaling, first layer only", "cpu-authors-first", True, "none", "cpu"),
     ("authors' rescaling, every layer", "cpu-authors-all", True, "none", "cpu"),
     ("course constraint, forget cap lifted", "cpu-free-forget", True, "none", "cpu"),
+    (
+        "course constraint, forget cap lifted above layer 1",
+        "cpu-free-forget-upper",
+        True,
+        "layer 1 only",
+        "cpu",
+    ),
     ("unconstrained, lr 20", "cpu-lr20", False, "none (no constraint)", "cpu-lr20"),
     ("course constraint, every layer, lr 20", "cpu-lr20", True, "every layer", "cpu-lr20"),
     ("unconstrained, 40 epochs", "cpu-converged", False, "none (no constraint)", "cpu-converged"),

@@ -51,8 +51,10 @@ Output = Literal["softmax", "adaptive"]
 # "course": the course's certified set (every part projected, Chapter 4's certificate);
 # "free-forget": the same set with the forget gate uncapped (forget bias and U_f rows get the
 #     generous bounds of the other gates): NOT certified contractive;
+# "free-forget-upper": the course's set on the first layer, the uncapped set on the layers
+#     above: the first layer certified, the model NOT;
 # "authors": the authors' column rescaling (``authors_lstm_rescaling_``): NOT certified.
-LSTMConstraintName = Literal["course", "free-forget", "authors"]
+LSTMConstraintName = Literal["course", "free-forget", "free-forget-upper", "authors"]
 
 
 def check_cell(cell: str) -> Cell:
@@ -354,8 +356,9 @@ def project_stable_(model: WordLanguageModel) -> None:
     compact, as Chapter 7's theorem for the LSTM needs).  "Every layer" means the first
     ``model.projected_layers`` (all of them unless the model was built otherwise).
     ``model.lstm_constraint`` replaces the course's set by the same set with the forget gate
-    uncapped (``"free-forget"``) or by the authors' column rescaling (``"authors"``,
-    :func:`rescale_authors_lstm_`); neither is certified contractive (Chapter 8's ablation).
+    uncapped (``"free-forget"``; ``"free-forget-upper"``: on the layers above the first only)
+    or by the authors' column rescaling (``"authors"``, :func:`rescale_authors_lstm_`); none
+    of them certifies the model contractive (Chapter 8's ablation).
     """
     rnn = model.rnn
     layers = range(model.projected_layers)
@@ -368,13 +371,16 @@ def project_stable_(model: WordLanguageModel) -> None:
     from stablernn_lib.theory.lstm_stability import free_forget_constraint, project_lstm_weights_
 
     model.encoder.weight.clamp_(-model.input_bound, model.input_bound)
-    constraint = free_forget_constraint() if model.lstm_constraint == "free-forget" else None
+    uncapped = free_forget_constraint()
     for layer in layers:
+        lifted = model.lstm_constraint == "free-forget" or (
+            model.lstm_constraint == "free-forget-upper" and layer > 0
+        )
         project_lstm_weights_(
             getattr(rnn, f"weight_hh_l{layer}"),
             getattr(rnn, f"weight_ih_l{layer}"),
             input_bound=model.input_bound if layer == 0 else 1.0,
-            constraint=constraint,
+            constraint=uncapped if lifted else None,
             biases=[getattr(rnn, f"bias_ih_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")],
         )
 
