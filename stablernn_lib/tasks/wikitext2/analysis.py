@@ -1366,12 +1366,16 @@ def ablation_explanation() -> str:
         if stable and config != "cpu" and reference == "cpu":
             gap = _row_gap(config, stable, reference)
             if gap is not None and course:
-                shares.append((100 * (course - gap) / course, label))
+                seeds = len(load_seed_results(config)["lstm-stable"])
+                shares.append((100 * (course - gap) / course, label, seeds))
     if not shares:
         return "No ablation row has been committed yet."
     shares.sort(reverse=True)
-    listed = "; ".join(f"{label}: {share:.0f}%" for share, label in shares)
+    listed = "; ".join(
+        f"{label}: {share:.0f}% ({seeds} seed{'s' if seeds > 1 else ''})"
+        for share, label, seeds in shares
+    )
     return (
         f"Share of the course constraint's gap ({100 * course:+.1f}%) that each single change "
-        f"closes, largest first (one seed per row): {listed}."
+        f"closes, largest first: {listed}."
     )
