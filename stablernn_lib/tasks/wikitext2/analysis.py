@@ -1287,10 +1287,21 @@ def _row_gap(config: str, stable: bool, reference: str) -> float | None:
 def _single_seed_reading(config: str) -> str:
     """For a stable LSTM row with fewer seeds than the criteria require: against which
     reference its one seed may be read (criteria.single_seed_ablation), and that its gap to
-    the unconstrained LSTM is then a number, not a verdict of the criteria."""
+    the unconstrained LSTM is then a number, not a verdict of the criteria.  With enough
+    seeds: the verdict of criteria.stability_cost against the unconstrained LSTM of ``cpu``."""
     runs = load_seed_results(config).get("lstm-stable", {})
     if len(runs) >= criteria.load_criteria()["seeds"]["wikitext2"]:
-        return ""
+        free = load_seed_results("cpu").get("lstm-unconstrained")
+        if not free:
+            return ""
+        verdict = criteria.stability_cost_verdict(
+            "wikitext2", seed_summary(free), seed_summary(runs)
+        )
+        return (
+            f" {seed_summary(runs).describe()}; against the unconstrained LSTM's "
+            f'{seed_summary(free).describe()}, "stability costs little" (criteria.json): '
+            f"{verdict}."
+        )
     row = seed_summary(runs).mean
     k = criteria.criterion("single_seed_ablation")["sd_multiple"]
     parts = []
@@ -1312,7 +1323,7 @@ def _single_seed_reading(config: str) -> str:
         return ""
     needed = criteria.load_criteria()["seeds"]["wikitext2"]
     return (
-        " One seed: "
+        f" {'One seed' if len(runs) == 1 else f'{len(runs)} seeds'}: "
         + ", ".join(parts)
         + f'; on "stability costs little" the criteria give no verdict before {needed} seeds.'
     )
