@@ -530,3 +530,40 @@ def test_chapter8_reading_of_the_authors_first_layer_row_holds() -> None:
     assert f"certifies every layer, costs {100 * course_gap:+.1f}% at the same scale" in text
     finding = next(s for s in ablation_findings() if s.startswith("authors' rescaling, first"))
     assert finding.endswith('"stability costs little" (criteria.json): supported.')
+
+
+def test_chapter8_summary_box_agrees_with_the_files() -> None:
+    """The box "What the cpu scale found" at the top of Chapter 8: each number and verdict
+    recomputed from the committed files."""
+    from stablernn_lib.core import criteria
+    from stablernn_lib.tasks.wikitext2.analysis import smallest_k_within
+
+    text = _chapter8_prose()
+    runs = _committed_runs("cpu")
+    summary = {name: criteria.summarize(seeds) for name, seeds in runs.items()}
+    lstm_gap = summary["lstm-stable"].mean / summary["lstm-unconstrained"].mean - 1
+    rnn_gap = summary["rnn-stable"].mean / summary["rnn-unconstrained"].mean - 1
+    authors = criteria.summarize(_committed_runs("cpu-authors-first")["lstm-stable"])
+    authors_gap = authors.mean / summary["lstm-unconstrained"].mean - 1
+    verdicts = {
+        cell: criteria.stability_cost_verdict(
+            "wikitext2", summary[f"{cell}-unconstrained"], summary[f"{cell}-stable"]
+        )
+        for cell in ("rnn", "lstm")
+    }
+    assert verdicts == {"rnn": "inconclusive", "lstm": "not supported"}
+    assert f"in every layer ends {100 * lstm_gap:.1f}% above the unconstrained LSTM" in text
+    assert f'first layer ends {100 * authors_gap:.1f}% above it ("supported")' in text
+    assert f"**The RNN pair is inconclusive** ({100 * rnn_gap:+.1f}%)" in text
+    uncut = [ppl for seed, ppl in runs["rnn-unconstrained"].items() if seed != 2]  # seed 2: cut
+    assert len(uncut) == 2 and abs(sum(uncut) / 2 / summary["rnn-stable"].mean - 1) < 0.01
+    assert "the other two unconstrained seeds average within 1% of the stable mean" in text
+    with open(results_folder("cpu-authors-first") / "analysis.json", encoding="utf8") as handle:
+        norms = json.load(handle)["lstm-stable"]["jacobian_norms"]
+    assert f"one-step state-Jacobian norms up to {max(max(layer) for layer in norms):.2f}" in text
+    with open(FOLDER / "analysis.json", encoding="utf8") as handle:
+        analysis = json.load(handle)
+    k = {name: smallest_k_within(analysis[name]["truncated_eval"]) for name in VARIANTS}
+    assert k["rnn-stable"] == k["lstm-stable"] == 8 and k["lstm-unconstrained"] is None
+    assert f"with {k['rnn-stable']} words of context, the unconstrained RNN" in text
+    assert f"with {k['rnn-unconstrained']}, the unconstrained LSTM with none up to 100" in text
