@@ -371,7 +371,8 @@ def project_stable_(model: WordLanguageModel) -> None:
     from stablernn_lib.theory.lstm_stability import free_forget_constraint, project_lstm_weights_
 
     model.encoder.weight.clamp_(-model.input_bound, model.input_bound)
-    uncapped = free_forget_constraint()
+    # built only when some layer lifts the cap ("authors" returned above)
+    uncapped = free_forget_constraint() if model.lstm_constraint != "course" else None
     for layer in layers:
         lifted = model.lstm_constraint == "free-forget" or (
             model.lstm_constraint == "free-forget-upper" and layer > 0
