@@ -362,10 +362,11 @@ def optimizer_diagnostic_table(
     return "\n".join(lines)
 
 
-def rerun_command(config: str, cell: str, variant: str, seed: int | None = None) -> str:
+def rerun_command(config: str, cell: str, variant: str, seed: int | str | None = None) -> str:
     """The one command that trains (or resumes, or returns when done) one run of a published
     config, with the flags its committed runs used (:data:`RUN_FLAGS`) and one thread.  The
-    config's own seed (1111) takes no ``--seed``: the CLI trains the config itself then."""
+    config's own seed (1111) takes no ``--seed``: the CLI trains the config itself then.  A
+    string ``seed`` (e.g. ``"<N>"``) is written as given, for a command pattern."""
     command = f"python -m stablernn_lib train-music --model {cell} --variant {variant}"
     command += f" --config {config}"
     if seed is not None and seed != CONFIGS[config].seed:
@@ -406,8 +407,7 @@ def run_commands(config: str, results_dir: str | Path | None = None) -> str:
     """Markdown to print under a config's table: the command pattern that reruns any of its
     rows, and one command for each planned run not yet committed (:func:`missing_runs`)."""
     seeds = planned_seeds(config)
-    pattern = rerun_command(config, "<model>", "<variant>", -1 if len(seeds) > 1 else None)
-    pattern = pattern.replace("--seed -1", "--seed <N>")
+    pattern = rerun_command(config, "<model>", "<variant>", "<N>" if len(seeds) > 1 else None)
     variants = "unconstrained or stable"
     if config == "full":
         variants += " (authors-bug: the authors' non-recurrent LSTM, with `--model lstm`)"
