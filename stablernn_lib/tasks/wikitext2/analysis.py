@@ -1284,11 +1284,11 @@ def _row_gap(config: str, stable: bool, reference: str) -> float | None:
     return criteria.relative_gap(seed_summary(runs).mean, seed_summary(free).mean)
 
 
-def _single_seed_reading(config: str) -> str:
-    """For a stable LSTM row with fewer seeds than the criteria require: against which
-    reference its one seed may be read (criteria.single_seed_ablation), and that its gap to
-    the unconstrained LSTM is then a number, not a verdict of the criteria.  With enough
-    seeds: the verdict of criteria.stability_cost against the unconstrained LSTM of ``cpu``."""
+def _seeds_reading(config: str) -> str:
+    """How the criteria read a stable LSTM row by its seeds.  With enough seeds: the verdict
+    of criteria.stability_cost against the unconstrained LSTM of ``cpu``.  With fewer:
+    against which reference the row may be read (criteria.single_seed_ablation), and that
+    its gap to the unconstrained LSTM is then a number, not a verdict of the criteria."""
     runs = load_seed_results(config).get("lstm-stable", {})
     if len(runs) >= criteria.load_criteria()["seeds"]["wikitext2"]:
         free = load_seed_results("cpu").get("lstm-unconstrained")
@@ -1356,7 +1356,7 @@ def ablation_findings() -> list[str]:
                 f"{label} (certified: {certified}): {100 * gap:+.1f}% against the unconstrained "
                 f"LSTM, instead of the course constraint's {100 * course:+.1f}%; it closes "
                 f"{closed:.0f}% of that gap ({seeds} seed{'s' if seeds > 1 else ''}{where})."
-                + _single_seed_reading(config)
+                + _seeds_reading(config)
             )
         else:
             sentences.append(
