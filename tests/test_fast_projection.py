@@ -188,3 +188,32 @@ def test_step_ratio_benchmark_measures_every_variant(monkeypatch, tmp_path) -> N
     path = step_ratios.ratios_path(result, tmp_path)
     assert path.name == "benchmark-tiny-cpu-ratios.json"
     assert "rnn-stable / rnn-unconstrained" in step_ratios.format_step_ratios(result)
+
+
+def test_chapter8_reading_of_the_committed_step_ratios_holds() -> None:
+    """Every number Chapter 8 states about the two committed ratio files, from the files."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    folder = root / "data" / "results" / "wikitext2"
+    gpu = json.loads((folder / "benchmark-full-gpu-ratios.json").read_text())
+    cpu = json.loads((folder / "benchmark-cpu-cpu-ratios.json").read_text())
+    cells = json.loads((root / "chapters" / "08_wikitext2_experiments.ipynb").read_text())["cells"]
+    text = " ".join(" ".join("".join(c["source"]) for c in cells).split())
+    assert gpu["provenance"]["device"] == "NVIDIA H200" and gpu["config"] == "full"
+    ratios, steps = gpu["ratios"], gpu["step_seconds"]
+    course = ratios["lstm-course / lstm-unconstrained"]
+    assert f"costs {100 * (course - 1):.0f}% of a step ({course:.2f}x)" in text
+    assert f"nothing measurable ({ratios['lstm-authors / lstm-unconstrained']:.2f}x)" in text
+    assert abs(ratios["lstm-authors / lstm-unconstrained"] - 1) < 0.02
+    assert f"takes {ratios['rnn-stable / rnn-unconstrained']:.2f} times" in text
+    projection = gpu["solver_seconds"]["fast_path"]
+    assert f"about {1000 * projection:.1f} ms, twice the whole" in text
+    assert 1.7 < projection / steps["rnn-unconstrained"] < 2.3
+    assert f"({1000 * steps['rnn-unconstrained']:.1f} ms)" in text
+    assert f"slower still ({ratios['rnn-stable-svd-on-device / rnn-unconstrained']:.2f}x)" in text
+    assert gpu["solver_seconds"]["device_svd_float32"] > projection
+    assert f"a step takes {1000 * cpu['step_seconds']['rnn-unconstrained']:.0f} ms" in text
+    cpu_rnn = cpu["ratios"]["rnn-stable / rnn-unconstrained"]
+    assert f"adds {100 * (cpu_rnn - 1):.0f}% ({cpu_rnn:.2f}x)" in text

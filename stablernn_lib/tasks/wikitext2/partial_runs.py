@@ -1,0 +1,173 @@
+"""Paper-scale runs that stopped before their last epoch (a GPU lease ended).
+
+``paper-run`` writes a result file only for a finished model. When the machine is given
+back first, what survives is each job's ``metrics.jsonl`` (one line per finished epoch:
+training and validation perplexity, learning rate, seconds) and the run's ``plan.json``
+(every job's config and the provenance of the start). Those files are committed in
+``data/results/wikitext2/gpu-partial/`` as ``<job>.metrics.jsonl`` beside ``plan.json``.
+
+They carry no test perplexity, so the criteria judge nothing with them: the chapter
+shows validation perplexity epoch by epoch and compares the stable and unconstrained
+model of a cell at the last epoch both reached, labelled as one seed, unfinished.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from stablernn_lib.core.style import model_color
+from stablernn_lib.tasks.plotting import finish_axis
+from stablernn_lib.tasks.wikitext2.analysis import MODEL_LABELS, MODEL_VARIANTS, variant_name
+from stablernn_lib.tasks.wikitext2.train import RESULTS_DIR
+
+PARTIAL_DIR = RESULTS_DIR / "gpu-partial"
+
+
+def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, dict[str, Any]]:
+    """The committed unfinished runs, by variant name ("lstm-stable", ...).
+
+    Each: ``job`` (the paper-run job name), ``config`` (its every field), ``epochs`` (the
+    rows of its ``metrics.jsonl``, in order) and ``provenance`` (of the run's start). Only
+    the jobs of ``plan.json`` with a metrics file count; an empty dict without a plan.
+    """
+    folder = Path(folder)
+    plan_path = folder / "plan.json"
+    if not plan_path.exists():
+        return {}
+    plan = json.loads(plan_path.read_text())
+    runs: dict[str, dict[str, Any]] = {}
+    for job in plan["jobs"]:
+        metrics = folder / f"{job['name']}.metrics.jsonl"
+        if not metrics.exists():
+            continue
+        epochs = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        if [row["epoch"] for row in epochs] != list(range(1, len(epochs) + 1)):
+            raise ValueError(
+                f"{metrics}: the epochs are not 1, 2, ... in order; the file is damaged"
+            )
+        name = variant_name(job["cell"], job["stable"])
+        if name in runs:
+            raise ValueError(f"{folder}: two unfinished runs of {name}; keep one per model")
+        runs[name] = {
+            "job": job["name"],
+            "config": job["config"],
+            "epochs": epochs,
+            "provenance": plan["provenance"],
+        }
+    return runs
+
+
+def partial_runs_table(runs: dict[str, dict[str, Any]]) -> str:
+    """Markdown table: per unfinished run, its config, epochs reached and validation perplexity."""
+    lines = [
+        "| model (paper scale, unfinished) | config | epochs run | validation perplexity, "
+        "last epoch | best validation perplexity |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for cell, stable in MODEL_VARIANTS:
+        run = runs.get(variant_name(cell, stable))
+        if run is None:
+            continue
+        config, epochs = run["config"], run["epochs"]
+        label = f"{MODEL_LABELS[cell]}, {'stable' if stable else 'unconstrained'}"
+        best = min(row["val_ppl"] for row in epochs)
+        lines.append(
+            f"| {label} | `{config['name']}` (lr {config['lr']:g}) | "
+            f"{len(epochs)} of {config['epochs']} | {epochs[-1]['val_ppl']:.1f} | {best:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _gap_at(free: dict[str, Any], stable: dict[str, Any], epoch: int) -> dict[str, float]:
+    free_ppl = free["epochs"][epoch - 1]["val_ppl"]
+    stable_ppl = stable["epochs"][epoch - 1]["val_ppl"]
+    return {
+        "epoch": epoch,
+        "unconstrained": free_ppl,
+        "stable": stable_ppl,
+        "gap": (stable_ppl - free_ppl) / free_ppl,
+        "unconstrained_lr": free["epochs"][epoch - 1]["lr"],
+        "stable_lr": stable["epochs"][epoch - 1]["lr"],
+    }
+
+
+def equal_epoch_gaps(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per cell with both runs, two comparisons of validation perplexity at equal epochs:
+    ``"last"``, at the last epoch both reached, and ``"uncut"``, at the last epoch before the
+    schedule cut either model's learning rate (absent when a rate was cut after epoch 1
+    already). Each: the epoch, the perplexity and learning rate of each model there, and
+    the stable model's relative gap ``(stable - unconstrained) / unconstrained``."""
+    gaps = {}
+    for cell in MODEL_LABELS:
+        free, stable = (runs.get(variant_name(cell, s)) for s in (False, True))
+        if free is None or stable is None:
+            continue
+        last = min(len(free["epochs"]), len(stable["epochs"]))
+        start_lr = free["config"]["lr"]
+        uncut = 0
+        while uncut < last and all(
+            run["epochs"][uncut]["lr"] == start_lr for run in (free, stable)
+        ):
+            uncut += 1
+        gaps[cell] = {"last": _gap_at(free, stable, last)}
+        if uncut:
+            gaps[cell]["uncut"] = _gap_at(free, stable, uncut)
+    return gaps
+
+
+def describe_partial_runs(runs: dict[str, dict[str, Any]]) -> str:
+    """One paragraph per cell with both runs: the gap at equal epochs, labelled as
+    unfinished, and, when the schedule cut the two models' rates at different epochs, the
+    gap before either cut as well."""
+    if not runs:
+        return "No unfinished paper-scale run is committed."
+    device = next(iter(runs.values()))["provenance"]["device"]
+    paragraphs = []
+    for cell, both in equal_epoch_gaps(runs).items():
+        last = both["last"]
+        text = (
+            f"{MODEL_LABELS[cell]}: after {last['epoch']} epochs the stable model's validation "
+            f"perplexity is {last['stable']:.1f} against {last['unconstrained']:.1f}, "
+            f"{last['gap']:+.1%} (one seed, {device}, runs stopped before epoch 40: "
+            "indicative only; no test perplexity, so no verdict)."
+        )
+        if last["stable_lr"] != last["unconstrained_lr"]:
+            text += (
+                f" Their learning rates differ there (stable {last['stable_lr']:g}, "
+                f"unconstrained {last['unconstrained_lr']:g}): the schedule cut them at "
+                "different epochs, so this gap mixes the constraint with the schedule."
+            )
+            uncut = both.get("uncut")
+            if uncut is not None:
+                text += (
+                    f" Before either rate was cut, after epoch {uncut['epoch']}: "
+                    f"{uncut['stable']:.1f} against {uncut['unconstrained']:.1f}, "
+                    f"{uncut['gap']:+.1%}."
+                )
+        paragraphs.append(text)
+    return "\n".join(paragraphs)
+
+
+def plot_partial_runs(runs: dict[str, dict[str, Any]], title: str = "") -> Figure:
+    """Validation perplexity against epoch for each unfinished run (log scale)."""
+    figure, axis = plt.subplots(figsize=(6, 3.6))
+    for cell, stable in MODEL_VARIANTS:
+        name = variant_name(cell, stable)
+        run = runs.get(name)
+        if run is None:
+            continue
+        epochs = run["epochs"]
+        axis.semilogy(
+            [row["epoch"] for row in epochs],
+            [row["val_ppl"] for row in epochs],
+            "s--" if stable else "o-",
+            ms=3,
+            color=model_color(name),
+            label=f"{MODEL_LABELS[cell]}{', stable' if stable else ''}, lr {run['config']['lr']:g}",
+        )
+    return finish_axis(figure, axis, "epoch", "validation perplexity", title, None)
