@@ -32,7 +32,7 @@ def _write_run(folder: Path, jobs: list[tuple[str, bool, str, list[tuple[float, 
 
 def test_a_folder_without_plan_has_no_runs(tmp_path: Path) -> None:
     assert partial_runs.load_partial_runs(tmp_path) == {}
-    assert partial_runs.describe_partial_runs({}) == "No unfinished paper-scale run is committed."
+    assert partial_runs.describe_partial_runs({}) == "No unfinished full-scale run is committed."
 
 
 def test_gaps_at_the_last_common_epoch_and_before_the_first_cut(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Paper-scale runs that stopped before their last epoch (a GPU lease ended).
+"""Full-scale runs that stopped before their last epoch (a GPU lease ended).
 
 ``paper-run`` writes a result file only for a finished model. When the machine is given
 back first, what survives is each job's ``metrics.jsonl`` (one line per finished epoch:
@@ -65,7 +65,7 @@ def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, dict[str, A
 def partial_runs_table(runs: dict[str, dict[str, Any]]) -> str:
     """Markdown table: per unfinished run, its config, epochs reached and validation perplexity."""
     lines = [
-        "| model (paper scale, unfinished) | config | epochs run | validation perplexity, "
+        "| model (full scale, unfinished) | config | epochs run | validation perplexity, "
         "last epoch | best validation perplexity |",
         "| --- | --- | ---: | ---: | ---: |",
     ]
@@ -125,7 +125,7 @@ def describe_partial_runs(runs: dict[str, dict[str, Any]]) -> str:
     unfinished, and, when the schedule cut the two models' rates at different epochs, the
     gap before either cut as well."""
     if not runs:
-        return "No unfinished paper-scale run is committed."
+        return "No unfinished full-scale run is committed."
     device = next(iter(runs.values()))["provenance"]["device"]
     paragraphs = []
     for cell, both in equal_epoch_gaps(runs).items():
