@@ -1,4 +1,4 @@
-"""Unfinished paper-scale runs (a GPU lease ended): how they are read, and what Chapter 8 says."""
+"""Unfinished full-scale runs (a GPU lease ended): how they are read, and what Chapter 8 says."""
 
 from __future__ import annotations
 
