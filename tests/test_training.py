@@ -239,3 +239,11 @@ def test_a_seeded_name_stands_for_its_published_config_with_that_seed() -> None:
     assert published_config("a", configs, ("a",)) is configs["a"]
     assert published_config("b-seed3", configs, ("a",)) is None
     assert published_config("b", configs, ("a",)) is None
+
+
+def test_planned_seeds_follow_each_tasks_convention() -> None:
+    from stablernn_lib.tasks.training import planned_seeds
+
+    assert planned_seeds(1111, 3, first_extra=2) == (1111, 2, 3)
+    assert planned_seeds(1111, 5, first_extra=1) == (1111, 1, 2, 3, 4)
+    assert planned_seeds(7, 1, first_extra=1) == (7,)

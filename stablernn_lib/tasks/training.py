@@ -76,6 +76,12 @@ def with_seed(config: Any, seed: int) -> Any:
     return replace(config, seed=seed, name=f"{config.name}-seed{seed}")
 
 
+def planned_seeds(own: int, needed: int, first_extra: int) -> tuple[int, ...]:
+    """The seeds a comparison is planned with: a config's ``own`` seed, then ``needed - 1``
+    more counted up from ``first_extra`` (WikiText-2: 1111, 2, 3; JSB: the config's, 1-4)."""
+    return (own, *range(first_extra, first_extra + needed - 1))
+
+
 def split_seed(name: str) -> tuple[str, int | None]:
     """``(base, N)`` for a config name ``<base>-seed<N>``, else ``(name, None)``."""
     match = SEED_SUFFIX.match(name)

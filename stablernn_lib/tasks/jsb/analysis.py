@@ -30,6 +30,7 @@ from torch import Tensor
 from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.core.io import atomic_write_json, provenance, same_config
 from stablernn_lib.core.style import finish, model_color
+from stablernn_lib.tasks import training
 from stablernn_lib.tasks.jsb.data import PianoRolls, load_jsb
 from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
@@ -381,8 +382,7 @@ def planned_seeds(config: str) -> tuple[int, ...]:
     own = CONFIGS[config].seed
     if config not in SEEDED_CONFIGS:
         return (own,)
-    needed = criteria.load_criteria()["seeds"]["jsb"]
-    return (own, *range(1, needed))
+    return training.planned_seeds(own, criteria.load_criteria()["seeds"]["jsb"], first_extra=1)
 
 
 def planned_variants(config: str) -> tuple[tuple[str, str], ...]:

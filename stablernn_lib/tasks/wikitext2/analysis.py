@@ -39,6 +39,7 @@ from stablernn_lib.core.io import atomic_write_json, provenance, same_config
 from stablernn_lib.core.models import LSTMMap, RecurrentMap, VanillaRNN
 from stablernn_lib.core.stability import jacobian_norms
 from stablernn_lib.core.style import finish, model_color
+from stablernn_lib.tasks import training
 from stablernn_lib.tasks.plotting import finish_axis, plot_truncated_curves
 from stablernn_lib.tasks.wikitext2.data import (
     WIKITEXT2_TOKENS,
@@ -1133,7 +1134,7 @@ def seeds_commands(config: str = "cpu") -> str:
     ones the criteria still ask for (the config's own seed, then 2, 3, ...), each marked."""
     needed = criteria.load_criteria()["seeds"]["wikitext2"]
     runs = load_seed_results(config)
-    planned = [CONFIGS[config].seed, *range(2, needed + 1)]
+    planned = training.planned_seeds(CONFIGS[config].seed, needed, first_extra=2)
     lines = []
     for cell, stable in MODEL_VARIANTS:
         found = runs.get(variant_name(cell, stable), {})
