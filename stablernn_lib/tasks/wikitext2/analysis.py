@@ -1228,6 +1228,16 @@ def _worst_jacobian(config: str, variant: str) -> float | None:
     return max(max(layer) for layer in norms) if norms else None
 
 
+AblationRuns = dict[str, dict[str, dict[int, dict[str, Any]]]]
+
+
+def _ablation_runs() -> AblationRuns:
+    """:func:`load_seed_results` of every config the ablation reads, each read once."""
+    return {
+        config: load_seed_results(config) for config in dict.fromkeys(r[1] for r in ABLATION_ROWS)
+    }
+
+
 def ablation_table() -> tuple[str, str]:
     """Chapter 8's LSTM ablation, one factor at a time from ``cpu``: a markdown table and the
     commands that produce each row.
@@ -1243,11 +1253,12 @@ def ablation_table() -> tuple[str, str]:
         "| --- | --- | --- | ---: | ---: | --- |",
     ]
     commands = []
-    course = load_seed_results("cpu").get("lstm-stable")
+    every = _ablation_runs()
+    course = every["cpu"].get("lstm-stable")
     needed = criteria.load_criteria()["seeds"]["wikitext2"]
     for label, config, stable, certified, reference in ABLATION_ROWS:
         variant = variant_name("lstm", stable)
-        runs = load_seed_results(config).get(variant, {})
+        runs = every[config].get(variant, {})
         commands.append(rerun_command(config, "lstm", stable))
         if stable and config != "cpu":  # the worst-Jacobian column of the row
             commands.append(
@@ -1258,7 +1269,7 @@ def ablation_table() -> tuple[str, str]:
             lines.append(f"| {label} | {certified} | not run yet | | | |")
             continue
         summary = seed_summary(runs)
-        free = load_seed_results(reference).get("lstm-unconstrained")
+        free = every[reference].get("lstm-unconstrained")
         gap = ""
         if stable and free:
             gap = f"{100 * criteria.relative_gap(summary.mean, seed_summary(free).mean):+.1f}%"
@@ -1276,23 +1287,23 @@ def ablation_table() -> tuple[str, str]:
     return "\n".join(lines), "\n".join(dict.fromkeys(commands))
 
 
-def _row_gap(config: str, stable: bool, reference: str) -> float | None:
+def _row_gap(every: AblationRuns, config: str, stable: bool, reference: str) -> float | None:
     """Relative gap of a row's mean test perplexity to its reference unconstrained LSTM."""
-    runs = load_seed_results(config).get(variant_name("lstm", stable))
-    free = load_seed_results(reference).get("lstm-unconstrained")
+    runs = every[config].get(variant_name("lstm", stable))
+    free = every[reference].get("lstm-unconstrained")
     if not (runs and free):
         return None
     return criteria.relative_gap(seed_summary(runs).mean, seed_summary(free).mean)
 
 
-def _seeds_reading(config: str) -> str:
+def _seeds_reading(every: AblationRuns, config: str) -> str:
     """How the criteria read a stable LSTM row by its seeds.  With enough seeds: the verdict
     of criteria.stability_cost against the unconstrained LSTM of ``cpu``.  With fewer:
     against which reference the row may be read (criteria.single_seed_ablation), and that
     its gap to the unconstrained LSTM is then a number, not a verdict of the criteria."""
-    runs = load_seed_results(config).get("lstm-stable", {})
+    runs = every[config].get("lstm-stable", {})
     if len(runs) >= criteria.load_criteria()["seeds"]["wikitext2"]:
-        free = load_seed_results("cpu").get("lstm-unconstrained")
+        free = every["cpu"].get("lstm-unconstrained")
         if not free:
             return ""
         verdict = criteria.stability_cost_verdict(
@@ -1310,7 +1321,7 @@ def _seeds_reading(config: str) -> str:
         ("course model", "lstm-stable"),
         ("unconstrained LSTM", "lstm-unconstrained"),
     ):
-        found = load_seed_results("cpu").get(variant)
+        found = every["cpu"].get(variant)
         if not found:
             continue
         reference = seed_summary(found)
@@ -1337,18 +1348,19 @@ def ablation_findings() -> list[str]:
     share of that gap it closes); a setting row (lr 20, 40 epochs) gives the course
     constraint's gap in that setting.  Rows not run yet are named as such.
     """
-    course = _row_gap("cpu", True, "cpu")
+    every = _ablation_runs()
+    course = _row_gap(every, "cpu", True, "cpu")
     if course is None:
         return ["The course-constrained LSTM of the cpu scale has no committed result yet."]
     sentences = []
     for label, config, stable, certified, reference in ABLATION_ROWS:
         if not stable or config == "cpu":
             continue
-        gap = _row_gap(config, stable, reference)
+        gap = _row_gap(every, config, stable, reference)
         if gap is None:
             sentences.append(f"{label}: not run yet ({rerun_command(config, 'lstm', True)}).")
             continue
-        seeds = len(load_seed_results(config)["lstm-stable"])
+        seeds = len(every[config]["lstm-stable"])
         worst = _worst_jacobian(config, "lstm-stable")
         where = "" if worst is None else f"; worst one-step Jacobian norm {worst:.2f}"
         if reference == "cpu":
@@ -1357,7 +1369,7 @@ def ablation_findings() -> list[str]:
                 f"{label} (certified: {certified}): {100 * gap:+.1f}% against the unconstrained "
                 f"LSTM, instead of the course constraint's {100 * course:+.1f}%; it closes "
                 f"{closed:.0f}% of that gap ({seeds} seed{'s' if seeds > 1 else ''}{where})."
-                + _seeds_reading(config)
+                + _seeds_reading(every, config)
             )
         else:
             sentences.append(
@@ -1372,13 +1384,14 @@ def ablation_explanation() -> str:
     """One sentence naming the committed constraint rows (measured against ``cpu``) by the
     share of the course constraint's gap each closes, largest first: which single change
     explains most of the LSTM's cost of stability, read from the files."""
-    course = _row_gap("cpu", True, "cpu")
+    every = _ablation_runs()
+    course = _row_gap(every, "cpu", True, "cpu")
     shares = []
     for label, config, stable, _, reference in ABLATION_ROWS:
         if stable and config != "cpu" and reference == "cpu":
-            gap = _row_gap(config, stable, reference)
+            gap = _row_gap(every, config, stable, reference)
             if gap is not None and course:
-                seeds = len(load_seed_results(config)["lstm-stable"])
+                seeds = len(every[config]["lstm-stable"])
                 shares.append((100 * (course - gap) / course, label, seeds))
     if not shares:
         return "No ablation row has been committed yet."
