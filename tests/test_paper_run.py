@@ -194,3 +194,42 @@ def test_start_refuses_a_changed_job_and_a_second_supervisor(runs: dict, corpus:
     plan = json.loads((out / "plan.json").read_text())
     assert [record["name"] for record in plan["jobs"]] == [EXPLODING.name]
     assert plan["jobs"][0]["config"]["lr"] == EXPLODING.config.lr
+
+
+def test_watch_archives_the_small_files_of_a_finished_run(runs: dict, tmp_path: Path) -> None:
+    """After the run: one status, and an archive with plan, results, logs and every job's
+    metrics, never a checkpoint or the weights."""
+    import tarfile
+
+    runs["kill"].result()
+    out = runs["killed"]
+    archive = tmp_path / "back" / "run.tgz"
+    assert pr.wait_for(out, every=0.01, archive=archive) is True
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    prefix = out.name
+    assert {f"{prefix}/plan.json", f"{prefix}/supervisor.json"} <= names
+    for job in (KILLED, OTHER):
+        assert f"{prefix}/results/{job.name}.json" in names
+        assert f"{prefix}/runs/{job.name}/metrics.jsonl" in names
+    assert any(name.startswith(f"{prefix}/logs/") for name in names)
+    assert not [n for n in names if n.endswith((".pt", ".partial"))]
+    assert not list(archive.parent.glob("*.partial"))
+
+
+def test_watch_returns_at_its_time_limit_with_an_archive(tmp_path: Path) -> None:
+    """A run still going: watch returns False before ``timeout``, archive written."""
+    out = tmp_path / "run"
+    (out / "runs" / "a").mkdir(parents=True)
+    (out / "plan.json").write_text(json.dumps({"jobs": [], "retries": 0}))
+    (out / "runs" / "a" / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (out / "runs" / "a" / "checkpoint.pt").write_bytes(b"0" * 1000)
+    # a live supervisor: this test's own process
+    (out / "supervisor.json").write_text(json.dumps(pr._process_record(os.getpid())))
+    archive = tmp_path / "run.tgz"
+    assert pr.wait_for(out, every=0.05, timeout=0.2, archive=archive) is False
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        assert "run/runs/a/metrics.jsonl" in tar.getnames()
+        assert "run/runs/a/checkpoint.pt" not in tar.getnames()

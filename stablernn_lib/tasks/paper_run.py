@@ -6,6 +6,7 @@ One command trains a list of models on one machine (one GPU is shared by all of 
         --variants rnn-unconstrained@full-rnn-lr2 rnn-stable lstm-unconstrained lstm-stable \\
         [--seeds 1111 2 3] [--parallel 4] [--wait]
     python -m stablernn_lib paper-run status --out DIR
+    python -m stablernn_lib paper-run watch --out DIR [--for SECONDS] [--archive FILE.tgz]
     python -m stablernn_lib paper-run stop --out DIR
 
 A variant is ``<rnn|lstm>-<unconstrained|stable>``, optionally ``@<config>`` for another
@@ -31,6 +32,11 @@ The run folder ``DIR``:
 * ``logs/``: the output of the supervisor and of every worker;
 * ``supervisor.json``: the supervisor's process and, per job, its attempts and exit codes.
 
+``watch`` prints the status every ``--every`` seconds until the jobs end or ``--for``
+seconds have passed; with ``--archive`` it rewrites, after each status, a small ``.tgz`` of
+the folder (:func:`archive_run`: plan, results, logs and every job's metrics so far), so
+that a command cut off by a time limit still leaves what the last minute knew.
+
 After a lost machine, ``start`` with the same arguments on what came back resumes: jobs
 with a result are skipped, jobs with a checkpoint continue from it, the others start over.
 """
@@ -45,6 +51,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -458,16 +465,47 @@ def format_status(out: str | Path) -> str:
     return "\n".join(lines)
 
 
-def wait_for(out: str | Path, every: float = 60.0, timeout: float | None = None) -> bool:
-    """Print the status every ``every`` seconds until the supervisor ends; True if it did."""
+def archive_run(out: str | Path, archive: str | Path) -> Path:
+    """Write the small files of a run folder to the gzipped tar ``archive``, atomically.
+
+    Members: ``plan.json``, ``supervisor.json``, ``results/``, ``logs/`` and every job's
+    ``runs/<job>/metrics.jsonl`` (an unfinished job's epochs so far), each under the run
+    folder's name; never the checkpoints and weights (about 110 MB a model at `full`).
+    """
+    out, archive = Path(out), Path(archive)
+    members = [out / "plan.json", out / "supervisor.json", out / "results", out / "logs"]
+    members += sorted((out / "runs").glob("*/metrics.jsonl"))
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(archive.name + ".partial")
+    with tarfile.open(partial, "w:gz") as tar:
+        for member in members:
+            if member.exists():
+                tar.add(member, arcname=str(member.relative_to(out.parent)))
+    os.replace(partial, archive)
+    return archive
+
+
+def wait_for(
+    out: str | Path,
+    every: float = 60.0,
+    timeout: float | None = None,
+    archive: str | Path | None = None,
+) -> bool:
+    """Print the status every ``every`` seconds until the supervisor ends or ``timeout``
+    seconds have passed; True if it ended.  With ``archive``, each status is followed by
+    :func:`archive_run`, so a command killed at its time limit leaves the last minute's files.
+    """
     deadline = None if timeout is None else time.monotonic() + timeout
-    while _alive(_read_json(Path(out) / "supervisor.json")):
-        if deadline is not None and time.monotonic() > deadline:
-            return False
+    while True:
+        ended = not _alive(_read_json(Path(out) / "supervisor.json"))
         print(format_status(out), flush=True)
+        if archive is not None:
+            archive_run(out, archive)
+        if ended:
+            return True
+        if deadline is not None and time.monotonic() + every > deadline:
+            return False
         time.sleep(every)
-    print(format_status(out), flush=True)
-    return True
 
 
 # ----------------------------------------------------------------------------
@@ -479,6 +517,9 @@ def _command(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.action == "status":
         print(format_status(out))
+        return 0
+    if args.action == "watch":
+        wait_for(out, args.every, timeout=args.for_seconds, archive=args.archive)
         return 0
     if args.action == "stop":
         print(f"asked {stop_run(out)} process(es) to stop; each saves its checkpoint first")
@@ -508,8 +549,8 @@ def _command(args: argparse.Namespace) -> int:
         f"started {len(plan['jobs'])} job(s) in {out} on {device}, {plan['parallel']} at a "
         f"time, {plan['threads']} thread(s) each; `paper-run status --out {out}` shows them"
     )
-    if args.wait:
-        wait_for(out, args.every)
+    if args.wait or args.archive is not None:
+        wait_for(out, args.every, timeout=args.for_seconds, archive=args.archive)
     return 0
 
 
@@ -520,7 +561,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train many WikiText-2 models in parallel, detached and resumable",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("action", choices=["start", "status", "stop"])
+    parser.add_argument("action", choices=["start", "status", "watch", "stop"])
     parser.add_argument("--out", required=True, help="the run folder")
     parser.add_argument(
         "--variants",
@@ -538,6 +579,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data", default=None, help="WikiText-2 folder ($STABLERNN_DATA)")
     parser.add_argument("--wait", action="store_true", help="print the status until done")
     parser.add_argument("--every", type=float, default=60.0, help="seconds between statuses")
+    parser.add_argument(
+        "--for",
+        dest="for_seconds",
+        type=float,
+        default=None,
+        help="watch (and start --wait): return after this many seconds even if jobs still run",
+    )
+    parser.add_argument(
+        "--archive",
+        default=None,
+        help="watch: after each status, write the run's small files to this .tgz (atomically)",
+    )
     parser.set_defaults(func=_command)
 
 
