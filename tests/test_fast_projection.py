@@ -212,6 +212,10 @@ def test_chapter8_reading_of_the_committed_step_ratios_holds() -> None:
     assert f"about {1000 * projection:.1f} ms, twice the whole" in text
     assert 1.7 < projection / steps["rnn-unconstrained"] < 2.3
     assert f"({1000 * steps['rnn-unconstrained']:.1f} ms)" in text
+    assert f"({1000 * gpu['solver_seconds']['host_eigh_float32']:.1f} ms) is the eigen" in text
+    assert f"far above the {gpu['target_ratio_on_gpu']:g}x we aimed for" in text
+    plan = json.loads((folder / "gpu-partial" / "plan.json").read_text())
+    assert gpu["provenance"]["created_utc"] < plan["provenance"]["created_utc"]  # "before"
     assert f"slower still ({ratios['rnn-stable-svd-on-device / rnn-unconstrained']:.2f}x)" in text
     assert gpu["solver_seconds"]["device_svd_float32"] > projection
     assert f"a step takes {1000 * cpu['step_seconds']['rnn-unconstrained']:.0f} ms" in text

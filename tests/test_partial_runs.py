@@ -181,18 +181,48 @@ def test_chapter8_reading_of_the_unfinished_runs_holds() -> None:
         f"{_gap(curves, 'lstm', 'full', 8):.1f}% above the unconstrained one's (after 8 epochs)"
         in text
     )
-    assert f"after 16 epochs it was still {_gap(curves, 'lstm', 'full', 16):.1f}% above" in text
+    assert f"After 16 epochs it was {_gap(curves, 'lstm', 'full', 16):.1f}% above" in text
     # the RNNs: stable better after epoch 12, the last before the unconstrained one's cut
     assert rnn_free[11]["lr"] == rnn_stable[11]["lr"] == 2 and rnn_free[12]["lr"] < 2
     assert f"{-_gap(curves, 'rnn', 'full-rnn-lr2', 12):.1f}% *better* after 12 epochs" in text
     assert f"(+{_gap(curves, 'rnn', 'full-rnn-lr2', 14):.1f}% after 14 epochs)" in text
     assert len(rnn_stable) == 14 and rnn_stable[13]["lr"] == 2
+    # at 16 epochs the schedule had cut the stable LSTM's rate twice, the other's once
+    cuts = [len({row["lr"] for row in run}) - 1 for run in (lstm_stable, lstm_free)]
+    assert (
+        cuts == [2, 1]
+        and "cut the stable model's rate twice and the unconstrained one's once" in text
+    )
+    # like with like after 6 epochs: seed 1111 here and at the cpu scale
+    cpu = partial_runs.RESULTS_DIR / "cpu"
+    cpu_free, cpu_stable = (
+        json.loads((cpu / f"lstm-{v}.json").read_text())["epochs"][5]["val_ppl"]
+        for v in ("unconstrained", "stable")
+    )
+    assert f"was +{_gap(curves, 'lstm', 'full', 6):.1f}% here" in text
+    assert f"and +{100 * (cpu_stable - cpu_free) / cpu_free:.1f}% at the cpu scale" in text
+    plan = json.loads((partial_runs.PARTIAL_DIR / "plan.json").read_text())
+    full_lr = next(
+        j["config"]["lr"] for j in plan["jobs"] if j["name"] == "lstm-stable-full-seed1111"
+    )
+    assert full_lr / json.loads((cpu / "lstm-stable.json").read_text())["config"]["lr"] == 4
+    assert "four times the learning rate" in text
+
+    # "about 30 s, ... about 70 s, ... about 60 s" an epoch: the files' median epoch times
+    def median_seconds(rows: list[dict]) -> float:
+        return sorted(row["epoch_seconds"] for row in rows)[len(rows) // 2]
+
+    assert "took about 30 s, a stable one about 70 s, an LSTM epoch about 60 s" in text
+    assert abs(median_seconds(rnn_free) - 30) < 5 and abs(median_seconds(rnn_stable) - 70) < 7
+    assert all(abs(median_seconds(run) - 60) < 8 for run in (lstm_free, lstm_stable))
+    assert "17 jobs in all" in text and len(plan["jobs"]) == 9  # the other 8: another folder
 
 
 def test_the_tracker_numbers_that_the_committed_runs_repeat() -> None:
     """Chapter 8 says the committed runs repeat three tracker numbers to the digit."""
     curves = _committed_curves()
     text = _prose()
+    assert "three of them are now repeated by committed runs" in text
     assert "reached 146.5 and 147.5 at epoch 7" in text and "every layer, 190.9" in text
     assert f"{curves['lstm-unconstrained-full-seed1111'][6]['val_ppl']:.1f}" == "146.5"
     assert f"{curves['lstm-stable-full-seed1111'][6]['val_ppl']:.1f}" == "190.9"
