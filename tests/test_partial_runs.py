@@ -218,6 +218,15 @@ def test_chapter8_reading_of_the_unfinished_runs_holds() -> None:
     assert "17 jobs in all" in text and len(plan["jobs"]) == 9  # the other 8: another folder
 
 
+def test_chapter8_summary_box_states_the_unfinished_runs_epochs() -> None:
+    text = _prose()
+    epochs = sorted(len(rows) for rows in _committed_curves().values())
+    assert f"four trained on a lent GPU for {epochs[0]} to {epochs[-1]} of their 40 epochs" in text
+    curves = _committed_curves()
+    gaps = [_gap(curves, "lstm", "full", epoch) for epoch in (8, 16)]
+    assert all(abs(gap - 30) < 1.5 for gap in gaps) and "(about +30% after 8 epochs and" in text
+
+
 def test_the_tracker_numbers_that_the_committed_runs_repeat() -> None:
     """Chapter 8 says the committed runs repeat three tracker numbers to the digit."""
     curves = _committed_curves()
