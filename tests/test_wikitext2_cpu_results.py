@@ -504,6 +504,40 @@ def test_chapter8_says_which_factor_explains_the_lstm_gap() -> None:
     )
 
 
+def test_chapter8_reading_of_the_forget_cap_test_holds() -> None:
+    """The paragraph on ``cpu-free-forget-upper``: its perplexity, gap, effect against the
+    course model (readable by the single-seed rule), Jacobian norms per layer, and the split
+    of layer 2's cost between the cap and the other gates, from the files."""
+    from stablernn_lib.core import criteria
+
+    text = " ".join(_chapter8_prose().split())
+    runs = _committed_runs("cpu")
+    free, course = _mean(runs["lstm-unconstrained"]), _mean(runs["lstm-stable"])
+    upper = _mean(_committed_runs("cpu-free-forget-upper")["lstm-stable"])
+    first = _mean(_committed_runs("cpu-first-layer")["lstm-stable"])
+    assert (
+        f"It ends at {upper:.1f} ({100 * (upper / free - 1):+.1f}%), {course - upper:.1f} below"
+        in text
+    )
+    assert criteria.single_seed_readable(upper, criteria.summarize(runs["lstm-stable"]))
+    with open(results_folder("cpu-free-forget-upper") / "analysis.json", encoding="utf8") as handle:
+        layer1, layer2 = (max(n) for n in json.load(handle)["lstm-stable"]["jacobian_norms"])
+    assert layer1 < 1 < layer2
+    assert (
+        f"(largest one-step Jacobian norm {layer1:.2f}) and its layer 2 does not ({layer2:.2f})"
+        in text
+    )
+    assert (
+        f"(the course model, {course:.1f})" in text
+        and f"(the first-layer row, {first:.1f})" in text
+    )
+    layer2_cost, cap = course - first, course - upper
+    assert (
+        f"Of the {layer2_cost:.1f} that the" in text and f"recovers {cap:.1f}, about three" in text
+    )
+    assert 0.7 < cap / layer2_cost < 0.8 and f"the remaining {upper - first:.1f}" in text
+
+
 def test_chapter8_reading_of_the_authors_first_layer_row_holds() -> None:
     """Chapter 8: the authors' rescaling on the first layer, three seeds: its mean, its gap
     to the unconstrained LSTM within 5% ("supported" by the criteria), its worst one-step
