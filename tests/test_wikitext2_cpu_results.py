@@ -538,6 +538,20 @@ def test_chapter8_reading_of_the_forget_cap_test_holds() -> None:
     assert 0.7 < cap / layer2_cost < 0.8 and f"the remaining {upper - first:.1f}" in text
 
 
+def test_chapter8_reading_of_the_lr20_rows_holds() -> None:
+    """What Chapter 8 says of ``cpu-lr20``, from the files (the unconstrained run first)."""
+    from stablernn_lib.core import criteria
+
+    text = " ".join(_chapter8_prose().split())
+    lr20 = _committed_runs("cpu-lr20")
+    seeds5 = criteria.summarize(_committed_runs("cpu")["lstm-unconstrained"])
+    free5 = seeds5.mean
+    free20 = _mean(lr20["lstm-unconstrained"])
+    assert free20 < free5 - 5 * seeds5.sd  # "far below": more than 5 seed sd of the lr-5 model
+    if "lstm-stable" not in lr20:
+        assert f"rate 20 has run: {free20:.1f} (one seed), far below the {free5:.1f}" in text
+
+
 def test_chapter8_reading_of_the_authors_first_layer_row_holds() -> None:
     """Chapter 8: the authors' rescaling on the first layer, three seeds: its mean, its gap
     to the unconstrained LSTM within 5% ("supported" by the criteria), its worst one-step
