@@ -452,3 +452,32 @@ def test_chapter9_reading_of_the_sgd_models_memory_holds() -> None:
     assert 'baseline of "no memory at all"' not in text
     assert "it sees the current frame and nothing before it" in text
     assert "that is the independent-keys baseline of the tables" in text
+
+
+def test_chapter9_reading_of_the_authors_rnn_pair_holds() -> None:
+    """The paragraph under the `authors` table: means, sds, gaps and verdicts recomputed
+    from the result files with the standard library (not the course's summaries)."""
+    import statistics
+
+    text = _chapter9_prose()
+    root = CHAPTER.parents[1] / "data" / "results" / "jsb" / "authors"
+
+    def seeds(name: str) -> list[float]:
+        paths = [root / f"{name}.json", *sorted(root.glob(f"seed*/{name}.json"))]
+        return [json.loads(p.read_text())["test_nll"] for p in paths if p.exists()]
+
+    free, stable = seeds("rnn-unconstrained"), seeds("rnn-stable")
+    assert len(free) == len(stable) == 5
+    mean_f, mean_s = statistics.mean(free), statistics.mean(stable)
+    sd_f, sd_s = statistics.stdev(free), statistics.stdev(stable)
+    assert f"{mean_s:.2f} ± {sd_s:.2f}, is {100 * (1 - mean_s / mean_f):.1f}% *below*" in text
+    assert f"unconstrained RNN's {mean_f:.2f} ± {sd_f:.2f}" in text
+    assert mean_s < mean_f  # "below": the verdict is then "supported" whatever the noise
+    gaps = [100 * (1 - m / BASELINE) for m in (mean_s, mean_f)]
+    assert all(g > 5 for g in gaps) and f"(by {gaps[0]:.1f}% and {gaps[1]:.1f}%)" in text
+    lstm = seeds("lstm-unconstrained")
+    assert len(lstm) == 5
+    assert f"baseline by {100 * (1 - statistics.mean(lstm) / BASELINE):.1f}%, just past" in text
+    paper = {k: ma.paper_claims.value(f"jsb-rnn-{k}-nll") for k in ("stable", "unconstrained")}
+    assert abs(mean_s / paper["stable"] - 1) <= 0.05 < abs(mean_f / paper["unconstrained"] - 1)
+    assert (len(seeds("lstm-stable")) == 1) == ("the stable LSTM has one seed so far" in text)
