@@ -480,4 +480,6 @@ def test_chapter9_reading_of_the_authors_rnn_pair_holds() -> None:
     assert f"baseline by {100 * (1 - statistics.mean(lstm) / BASELINE):.1f}%, just past" in text
     paper = {k: ma.paper_claims.value(f"jsb-rnn-{k}-nll") for k in ("stable", "unconstrained")}
     assert abs(mean_s / paper["stable"] - 1) <= 0.05 < abs(mean_f / paper["unconstrained"] - 1)
-    assert (len(seeds("lstm-stable")) == 1) == ("the stable LSTM has one seed so far" in text)
+    count = len(seeds("lstm-stable"))
+    words = {1: "one seed", 2: "two seeds", 3: "three seeds", 4: "four seeds"}
+    assert count >= 5 or f"the stable LSTM has {words[count]} so far" in text
