@@ -548,8 +548,14 @@ def test_chapter8_reading_of_the_lr20_rows_holds() -> None:
     free5 = seeds5.mean
     free20 = _mean(lr20["lstm-unconstrained"])
     assert free20 < free5 - 5 * seeds5.sd  # "far below": more than 5 seed sd of the lr-5 model
-    if "lstm-stable" not in lr20:
-        assert f"rate 20 has run: {free20:.1f} (one seed), far below the {free5:.1f}" in text
+    stable20 = _mean(lr20["lstm-stable"])
+    course5 = _mean(_committed_runs("cpu")["lstm-stable"])
+    gap20, gap5 = 100 * (stable20 / free20 - 1), 100 * (course5 / free5 - 1)
+    assert f"the unconstrained LSTM reaches {free20:.1f}, far below the {free5:.1f}" in text
+    assert f"the course-constrained one {stable20:.1f}: the constraint costs {gap20:+.1f}%" in text
+    assert gap20 > gap5 and f"more than the {gap5:+.1f}% at learning rate 5" in text
+    assert stable20 < course5 and free5 - free20 > course5 - stable20  # "helps both, ... more"
+    assert f"certified constraint costs {gap20:+.1f}% instead of {gap5:+.1f}%" in text
 
 
 def test_chapter8_reading_of_the_authors_first_layer_row_holds() -> None:
