@@ -105,3 +105,9 @@ def test_stability_cost_rule_states_the_seed_noise_condition_where_it_applies() 
     assert "at most 5% worse, with 3 seeds" in criteria.stability_cost_rule("wikitext2")
     with pytest.raises(ValueError, match="unknown task"):
         criteria.stability_cost_rule("ptb")
+
+
+def test_seeds_label_says_how_many_seeds() -> None:
+    from stablernn_lib.core.criteria import seeds_label
+
+    assert (seeds_label(1), seeds_label(2), seeds_label(5)) == ("1 seed", "2 seeds", "5 seeds")

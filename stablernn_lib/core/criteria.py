@@ -75,6 +75,11 @@ class SeedSummary:
         return f"{self.mean:.{digits}f} ± {self.sd:.{digits}f} (n = {self.n}: {each})"
 
 
+def seeds_label(n: int) -> str:
+    """``"1 seed"``, ``"3 seeds"``: how many seeds a number rests on."""
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
 def enough_seeds(task: str, *summaries: SeedSummary) -> bool:
     """Whether every model has the seeds a claim needs (``criteria.seeds[task]``)."""
     needed = load_criteria()["seeds"][_check_task(task)]

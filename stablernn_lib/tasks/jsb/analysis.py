@@ -274,7 +274,7 @@ def baseline_comparison(summary: criteria.SeedSummary, baseline: float) -> str:
     the verdict of ``beats_baseline`` in ``criteria.json``."""
     gap = f"{100 * criteria.relative_gap(summary.mean, baseline):+.1f}%"
     if not criteria.enough_seeds("jsb", summary):
-        return f"{gap} ({summary.n} seed{'s' if summary.n > 1 else ''}: no verdict)"
+        return f"{gap} ({criteria.seeds_label(summary.n)}: no verdict)"
     beats = criteria.beats_baseline(summary, baseline)
     return f"{gap}: {'beats it' if beats else 'no better than the baseline'}"
 

@@ -1296,6 +1296,11 @@ def _row_gap(every: AblationRuns, config: str, stable: bool, reference: str) -> 
     return criteria.relative_gap(seed_summary(runs).mean, seed_summary(free).mean)
 
 
+def _share_closed(course: float, gap: float) -> float:
+    """Percent of the course constraint's relative gap ``course`` that a row's ``gap`` closes."""
+    return 100 * (course - gap) / course
+
+
 def _seeds_reading(every: AblationRuns, config: str) -> str:
     """How the criteria read a stable LSTM row by its seeds.  With enough seeds: the verdict
     of criteria.stability_cost against the unconstrained LSTM of ``cpu``.  With fewer:
@@ -1335,7 +1340,7 @@ def _seeds_reading(every: AblationRuns, config: str) -> str:
         return ""
     needed = criteria.load_criteria()["seeds"]["wikitext2"]
     return (
-        f" {'One seed' if len(runs) == 1 else f'{len(runs)} seeds'}: "
+        f" {'One seed' if len(runs) == 1 else criteria.seeds_label(len(runs))}: "
         + ", ".join(parts)
         + f'; on "stability costs little" the criteria give no verdict before {needed} seeds.'
     )
@@ -1364,18 +1369,18 @@ def ablation_findings() -> list[str]:
         worst = _worst_jacobian(config, "lstm-stable")
         where = "" if worst is None else f"; worst one-step Jacobian norm {worst:.2f}"
         if reference == "cpu":
-            closed = 100 * (course - gap) / course
+            closed = _share_closed(course, gap)
             sentences.append(
                 f"{label} (certified: {certified}): {100 * gap:+.1f}% against the unconstrained "
                 f"LSTM, instead of the course constraint's {100 * course:+.1f}%; it closes "
-                f"{closed:.0f}% of that gap ({seeds} seed{'s' if seeds > 1 else ''}{where})."
+                f"{closed:.0f}% of that gap ({criteria.seeds_label(seeds)}{where})."
                 + _seeds_reading(every, config)
             )
         else:
             sentences.append(
                 f"{label}: the course constraint costs {100 * gap:+.1f}% against the "
                 f"unconstrained LSTM of the same setting ({100 * course:+.1f}% in the cpu "
-                f"setting; {seeds} seed{'s' if seeds > 1 else ''})."
+                f"setting; {criteria.seeds_label(seeds)})."
             )
     return sentences
 
@@ -1392,13 +1397,12 @@ def ablation_explanation() -> str:
             gap = _row_gap(every, config, stable, reference)
             if gap is not None and course:
                 seeds = len(every[config]["lstm-stable"])
-                shares.append((100 * (course - gap) / course, label, seeds))
+                shares.append((_share_closed(course, gap), label, seeds))
     if not shares:
         return "No ablation row has been committed yet."
     shares.sort(reverse=True)
     listed = "; ".join(
-        f"{label}: {share:.0f}% ({seeds} seed{'s' if seeds > 1 else ''})"
-        for share, label, seeds in shares
+        f"{label}: {share:.0f}% ({criteria.seeds_label(seeds)})" for share, label, seeds in shares
     )
     return (
         f"Share of the course constraint's gap ({100 * course:+.1f}%) that each single change "
