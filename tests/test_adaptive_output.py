@@ -26,6 +26,7 @@ from stablernn_lib.tasks.wikitext2.train import (
     run_name,
     train_language_model,
 )
+from stablernn_lib.tasks.wikitext2.variants import MODEL_VARIANTS
 
 # The cpu config at toy sizes: the synthetic corpus has 200 words, so the cutoffs shrink.
 TINY_ADAPTIVE = replace(
@@ -127,7 +128,7 @@ def test_run_analysis_writes_every_part_and_a_rerun_computes_only_what_is_missin
     corpus: Corpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs = tmp_path / "runs"
-    for cell, stable in lma.MODEL_VARIANTS:
+    for cell, stable in MODEL_VARIANTS:
         out = runs / run_name(cell, stable, CONFIGS["smoke"])
         train_language_model(cell, stable, "smoke", corpus=corpus, out_dir=out, progress=False)
     path = tmp_path / "analysis.json"

@@ -16,16 +16,10 @@ from stablernn_lib.tasks.benchmark import (
     training_time_table,
 )
 from stablernn_lib.tasks.wikitext2.analysis import (
-    epochs_table,
     gradient_by_distance,
     gradient_by_distance_naive,
     layer_map,
-    load_full_results,
-    projection_scope_table,
-    reproduction_commands,
-    results_table,
     state_jacobian_norms,
-    time_budget_table,
     truncated_eval_curve,
     weights_close_experiment,
 )
@@ -34,6 +28,14 @@ from stablernn_lib.tasks.wikitext2.data import (
     Corpus,
     batchify,
     write_synthetic_corpus,
+)
+from stablernn_lib.tasks.wikitext2.findings import (
+    epochs_table,
+    load_full_results,
+    projection_scope_table,
+    reproduction_commands,
+    results_table,
+    time_budget_table,
 )
 from stablernn_lib.tasks.wikitext2.model import WordLanguageModel, project_stable_
 from stablernn_lib.tasks.wikitext2.train import CONFIGS

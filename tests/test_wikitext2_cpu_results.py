@@ -15,14 +15,11 @@ from dataclasses import asdict
 import pytest
 
 from stablernn_lib.core.io import same_config
-from stablernn_lib.tasks.wikitext2.analysis import (
-    ANALYSIS_CONFIGS,
-    MODEL_VARIANTS,
-    cpu_reproduction_commands,
-    variant_name,
-)
+from stablernn_lib.tasks.wikitext2.analysis import ANALYSIS_CONFIGS
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
+from stablernn_lib.tasks.wikitext2.findings import cpu_reproduction_commands
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, results_folder
+from stablernn_lib.tasks.wikitext2.variants import MODEL_VARIANTS, variant_name
 
 FOLDER = results_folder("cpu")
 VARIANTS = [variant_name(cell, stable) for cell, stable in MODEL_VARIANTS]
@@ -126,7 +123,7 @@ def test_cpu_results_are_complete() -> None:
 
 
 def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
-    from stablernn_lib.tasks.wikitext2.analysis import (
+    from stablernn_lib.tasks.wikitext2.findings import (
         claims_verdicts,
         smallest_k_within,
         table_by_scale,
@@ -170,7 +167,7 @@ def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
 def test_chapter8_claims_verdicts_use_the_seed_means_and_agree_with_the_seeds_table() -> None:
     """Chapter 8's claim sentences (cell "What the committed results say") give the same
     verdict as the seeds table, from the same seed means."""
-    from stablernn_lib.tasks.wikitext2.analysis import (
+    from stablernn_lib.tasks.wikitext2.findings import (
         claims_verdicts,
         load_full_results,
         load_seed_results,
@@ -245,7 +242,7 @@ def _committed_runs(config: str) -> dict[str, dict[int, float]]:
 
 
 def test_seeds_commands_name_each_planned_seed_and_whether_it_is_committed() -> None:
-    from stablernn_lib.tasks.wikitext2.analysis import seeds_commands
+    from stablernn_lib.tasks.wikitext2.findings import seeds_commands
 
     runs = _committed_runs("cpu")
     lines = seeds_commands("cpu").splitlines()
@@ -261,7 +258,7 @@ def test_seeds_commands_name_each_planned_seed_and_whether_it_is_committed() -> 
 
 
 def test_schedule_table_shows_each_runs_rates_from_the_files() -> None:
-    from stablernn_lib.tasks.wikitext2.analysis import schedule_table
+    from stablernn_lib.tasks.wikitext2.findings import schedule_table
 
     rows = schedule_table("cpu").splitlines()[2:]
     runs = _committed_runs("cpu")
@@ -278,7 +275,7 @@ def test_schedule_table_shows_each_runs_rates_from_the_files() -> None:
 
 
 def test_seeds_table_rows_are_computed_from_the_committed_files() -> None:
-    from stablernn_lib.tasks.wikitext2.analysis import seeds_table
+    from stablernn_lib.tasks.wikitext2.findings import seeds_table
 
     table = seeds_table("cpu")
     for variant, by_seed in _committed_runs("cpu").items():
@@ -291,7 +288,7 @@ def test_seeds_table_rows_are_computed_from_the_committed_files() -> None:
 
 
 def test_ablation_rows_are_computed_from_the_committed_files() -> None:
-    from stablernn_lib.tasks.wikitext2.analysis import ABLATION_ROWS, ablation_table
+    from stablernn_lib.tasks.wikitext2.findings import ABLATION_ROWS, ablation_table
 
     table, commands = ablation_table()
     rows = table.splitlines()[2:]
@@ -311,7 +308,7 @@ def test_chapter8_reading_of_the_cpu_seeds_holds() -> None:
     """Chapter 8, "Reading the cpu scale": three seeds of each model; the RNN pair's gap is
     over 5% but inconclusive, its noise one run whose schedule cut the learning rate; the
     stable LSTM is about a quarter worse: not supported."""
-    from stablernn_lib.tasks.wikitext2.analysis import seed_summary, seeds_table
+    from stablernn_lib.tasks.wikitext2.findings import seed_summary, seeds_table
 
     runs = _committed_runs("cpu")
     assert all(len(runs[variant]) >= 3 for variant in VARIANTS)
@@ -366,7 +363,7 @@ def test_chapter8_prose_numbers_match_the_committed_files() -> None:
     import torch
 
     from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.analysis import smallest_k_within
+    from stablernn_lib.tasks.wikitext2.findings import smallest_k_within
 
     text = _chapter8_prose()
     analysis = _load("analysis.json")
@@ -409,7 +406,7 @@ def test_every_one_seed_row_is_read_against_both_references_as_the_rule_says() -
     against the unconstrained LSTM, whether its effect exceeds 5 of that model's seed sd
     (criteria.single_seed_ablation), and gives no verdict on "stability costs little"."""
     from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.analysis import ABLATION_ROWS, ablation_findings
+    from stablernn_lib.tasks.wikitext2.findings import ABLATION_ROWS, ablation_findings
 
     runs = _committed_runs("cpu")
     references = {
@@ -473,7 +470,7 @@ def test_chapter8_says_which_factor_explains_the_lstm_gap() -> None:
     from the constraint's constants; the computed ranking agrees with the prose."""
     import math
 
-    from stablernn_lib.tasks.wikitext2.analysis import ablation_explanation
+    from stablernn_lib.tasks.wikitext2.findings import ablation_explanation
     from stablernn_lib.theory.lstm_stability import (
         AUTHORS_INPUT_FORGET_SCALE,
         AUTHORS_RECURRENT_SCALES,
@@ -563,7 +560,7 @@ def test_chapter8_reading_of_the_authors_first_layer_row_holds() -> None:
     to the unconstrained LSTM within 5% ("supported" by the criteria), its worst one-step
     Jacobian norm above 1 (not contractive), against the course constraint's gap."""
     from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.analysis import ablation_findings, seed_summary
+    from stablernn_lib.tasks.wikitext2.findings import ablation_findings, seed_summary
 
     runs = _committed_runs("cpu-authors-first")["lstm-stable"]
     assert len(runs) >= 3
@@ -589,7 +586,7 @@ def test_chapter8_summary_box_agrees_with_the_files() -> None:
     """The box "What the cpu scale found" at the top of Chapter 8: each number and verdict
     recomputed from the committed files."""
     from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.analysis import smallest_k_within
+    from stablernn_lib.tasks.wikitext2.findings import smallest_k_within
 
     text = _chapter8_prose()
     runs = _committed_runs("cpu")

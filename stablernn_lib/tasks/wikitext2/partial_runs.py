@@ -22,8 +22,8 @@ from matplotlib.figure import Figure
 
 from stablernn_lib.core.style import model_color
 from stablernn_lib.tasks.plotting import finish_axis
-from stablernn_lib.tasks.wikitext2.analysis import MODEL_LABELS, MODEL_VARIANTS, variant_name
 from stablernn_lib.tasks.wikitext2.train import RESULTS_DIR
+from stablernn_lib.tasks.wikitext2.variants import MODEL_LABELS, MODEL_VARIANTS, variant_name
 
 PARTIAL_DIR = RESULTS_DIR / "gpu-partial"
 

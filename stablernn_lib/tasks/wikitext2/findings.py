@@ -1,0 +1,777 @@
+"""What the committed WikiText-2 results say (Chapter 8): the paper's numbers beside ours,
+the tables by scale and by seed, the verdicts read from ``criteria.json``, the ablation of
+the LSTM constraint, and the command that reruns every row.
+
+The measurements themselves (gradients, truncation, Jacobians) are
+:mod:`stablernn_lib.tasks.wikitext2.analysis`; this module only reads result files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stablernn_lib.core import criteria, paper_claims
+from stablernn_lib.tasks import training
+from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS
+from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, results_folder
+from stablernn_lib.tasks.wikitext2.variants import (
+    MODEL_LABELS,
+    MODEL_VARIANTS,
+    VARIANTS_BY_NAME,
+    variant_name,
+)
+
+# WikiText-2 test perplexities attributed to the paper: the registry
+# stablernn_lib.core.paper_claims holds each value with its source (checked / recalled).
+PAPER_TEST_PPL_KEYS: dict[str, str] = {
+    name: f"wt2-{name}-ppl"
+    for name in ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")
+}
+PAPER_TEST_PPL: dict[str, float] = {
+    name: paper_claims.value(key) for name, key in PAPER_TEST_PPL_KEYS.items()
+}
+
+
+def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
+    """The committed full-run results found in ``data/results/wikitext2`` (may be empty).
+
+    Keys: ``"<cell>-<variant>"`` (training results), ``"analysis"``, ``"benchmark-<kind>"``.
+    """
+    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    found: dict[str, Any] = {}
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("*.json")):
+        with open(path, encoding="utf8") as handle:
+            found[path.stem] = json.load(handle)
+    return found
+
+
+def results_table(results: dict[str, Any], label: str = "ours (full config)") -> str:
+    """Markdown table: test perplexity reported by the paper next to ours (or "not run yet").
+
+    Each paper number carries its mark from :mod:`stablernn_lib.core.paper_claims`: ✓ checked
+    against a source, † recalled, not checked.
+    """
+    header = "| model | reported by the paper, unconstrained | reported by the paper, stable "
+    header += f"| {label}, unconstrained | {label}, stable |"
+    lines = [header, "| --- | ---: | ---: | ---: | ---: |"]
+    for cell in ("rnn", "lstm"):
+        ours = []
+        for stable in (False, True):
+            entry = results.get(variant_name(cell, stable))
+            ours.append(
+                f"{entry['test_ppl']:.1f}" if entry and "test_ppl" in entry else "not run yet"
+            )
+        paper = [
+            paper_claims.marked(PAPER_TEST_PPL_KEYS[variant_name(cell, stable)])
+            for stable in (False, True)
+        ]
+        lines.append(f"| {MODEL_LABELS[cell]} | {paper[0]} | {paper[1]} | {ours[0]} | {ours[1]} |")
+    return "\n".join(lines)
+
+
+def runs_summary(results: dict[str, Any]) -> str:
+    """Markdown table of where and how long each run ran (device, commit, epochs, time)."""
+    lines = [
+        "| run | device | git commit | epochs | best val ppl | test ppl | wall time |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for cell, stable in MODEL_VARIANTS:
+        entry = results.get(variant_name(cell, stable))
+        if not entry:
+            continue
+        lines.append(
+            f"| {variant_name(cell, stable)} | {entry['provenance']['device']} | "
+            f"{entry['provenance']['git_commit'][:12]} | {len(entry['epochs'])} | "
+            f"{entry['best_val_ppl']:.1f} | {entry.get('test_ppl', math.nan):.1f} | "
+            f"{entry['wall_seconds'] / 60:.1f} min |"
+        )
+    return "\n".join(lines)
+
+
+def _train_commands(flags: str) -> list[str]:
+    """``python -m stablernn_lib train`` of each of the four models, with ``flags`` appended."""
+    return [
+        f"python -m stablernn_lib train --task wikitext2 --model {cell}"
+        f"{' --stable' if stable else ''} {flags}"
+        for cell, stable in MODEL_VARIANTS
+    ]
+
+
+def reproduction_commands() -> str:
+    """The shell commands that produce every full-scale result of Chapter 8 on a GPU.
+
+    The four models train in one ``paper-run`` (data/results/wikitext2/README.md), the RNN
+    pair at lr 2 (config ``full-rnn-lr2``, not the authors' setting): at ``full``'s lr 20
+    the unconstrained RNN diverges in its first epoch."""
+    variants = " ".join(
+        variant_name(cell, stable) + ("@full-rnn-lr2" if cell == "rnn" else "")
+        for cell, stable in MODEL_VARIANTS
+    )
+    return "\n".join(
+        [
+            "# on a machine with a CUDA GPU, from the root of the course repository; the RNN",
+            "# pair at lr 2 (full-rnn-lr2): at full's lr 20 the unconstrained RNN diverges",
+            f"python -m stablernn_lib paper-run start --out data/runs/paper --config full "
+            f"--variants {variants} --wait",
+            "python -m stablernn_lib lm-analysis --config full",
+            "python -m stablernn_lib benchmark --config full",
+            "# results: data/runs/paper/results/*.json (commit them as the results README says)",
+        ]
+    )
+
+
+def epochs_table(results: dict[str, dict[str, Any]], run_label: str = "run") -> str:
+    """Markdown table of runs: validation perplexity per epoch, test perplexity, wall time."""
+    lines = [
+        f"| {run_label} | vocabulary | val ppl per epoch | test ppl | wall time |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
+    for name, entry in results.items():
+        epochs = ", ".join(f"{e['val_ppl']:.0f}" for e in entry["epochs"])
+        seconds = entry["wall_seconds"]
+        wall = f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds:.0f} s"
+        lines.append(
+            f"| {name} | {entry['vocab_size']:,} | {epochs} | {entry['test_ppl']:.1f} | {wall} |"
+        )
+    return "\n".join(lines)
+
+
+def analyses_by_scale(
+    full: dict[str, Any], smoke: dict[str, Any] | None, cpu: dict[str, Any] | None = None
+) -> dict[str, tuple[dict[str, Any], str]]:
+    """The analyses to draw, keyed by scale (``"cpu"``, ``"full"``, ``"smoke"``, only those that
+    ran), each with a title saying what it is."""
+    shown = {}
+    if cpu and "analysis" in cpu:
+        device = cpu["analysis"]["provenance"]["device"]
+        shown["cpu"] = (cpu["analysis"], f"cpu scale: 2 x 200, adaptive softmax ({device})")
+    if "analysis" in full:
+        device = full["analysis"]["provenance"]["device"]
+        shown["full"] = (full["analysis"], f"full config ({device})")
+    if smoke is not None:
+        title = "SMOKE run: tiny model, 1,000-word vocabulary (checks the code only)"
+        shown["smoke"] = (smoke, title)
+    return shown
+
+
+def describe_figure2(analysis: dict[str, Any], distance: int = 10) -> str:
+    """One line per unconstrained model: gradient norm at ``distance`` relative to distance 0."""
+    lines = []
+    for cell in ("rnn", "lstm"):
+        profile = analysis.get(f"{cell}-unconstrained", {}).get("figure2")
+        if profile and distance < len(profile["mean_norm"]):
+            ratio = profile["mean_norm"][distance] / profile["mean_norm"][0]
+            lines.append(
+                f"{MODEL_LABELS[cell]}: mean gradient norm at distance {distance} is "
+                f"{ratio:.2e} times the one at distance 0"
+            )
+    return "\n".join(lines)
+
+
+def describe_truncation(analysis: dict[str, Any], tolerance: float = 0.01) -> str:
+    """Per model: the smallest measured ``k`` whose perplexity is within ``tolerance`` of the
+    recurrent model's."""
+    lines = []
+    for name, entry in analysis.items():
+        if not isinstance(entry, dict) or "truncated_eval" not in entry:
+            continue
+        curve = entry["truncated_eval"]
+        target = curve["recurrent_ppl"] * (1 + tolerance)
+        close = [k for k, ppl in zip(curve["k"], curve["ppl"], strict=True) if ppl <= target]
+        within = f"k = {close[0]}" if close else f"no k up to {curve['k'][-1]}"
+        lines.append(
+            f"{name}: recurrent ppl {curve['recurrent_ppl']:.1f}; k = 1 gives "
+            f"{curve['ppl'][0]:.1f}; {within} is within {100 * tolerance:.0f}%"
+        )
+    return "\n".join(lines)
+
+
+def describe_jacobians(analysis: dict[str, Any]) -> str:
+    """Per model and layer: median, 99th percentile and share of state-Jacobian norms below 1."""
+    lines = []
+    for name, entry in analysis.items():
+        if not isinstance(entry, dict) or "jacobian_norms" not in entry:
+            continue
+        for layer, norms in enumerate(entry["jacobian_norms"]):
+            values = torch.tensor(norms)
+            lines.append(
+                f"{name} layer {layer + 1}: median {values.median():.3f}, "
+                f"99th percentile {values.quantile(0.99):.3f}, "
+                f"{100 * (values < 1).double().mean():.1f}% below 1"
+            )
+    return "\n".join(lines)
+
+
+def describe_weights_close(analysis: dict[str, Any]) -> str:
+    """Per cell and ``k``: the relative weight distance at the last recorded step."""
+    lines = []
+    for cell in ("rnn", "lstm"):
+        record = analysis.get(f"weights_close-{cell}")
+        if record:
+            finals = ", ".join(
+                f"{name}: {values[-1]:.3f}" for name, values in record["relative_distance"].items()
+            )
+            lines.append(f"{MODEL_LABELS[cell]} after {record['step'][-1]} steps: {finals}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The cpu scale: results by scale and what they say about the paper's claims
+# ---------------------------------------------------------------------------
+
+
+def cpu_reproduction_commands() -> str:
+    """The shell commands that produce every cpu-scale result (any machine; hours on 2 cores)."""
+    train = _train_commands("--config cpu --resume")
+    return "\n".join(
+        [
+            *train,
+            "python -m stablernn_lib lm-analysis --config cpu",
+            "# results: data/results/wikitext2/cpu/*.json (commit them)",
+        ]
+    )
+
+
+def projection_scope_table(cpu: dict[str, Any], first_layer: dict[str, Any]) -> str:
+    """Markdown table: the cpu-scale LSTMs, unconstrained, stable in every layer and stable in
+    the first layer only (the authors' choice), side by side.
+
+    ``cpu`` and ``first_layer``: the results of the ``cpu`` and ``cpu-first-layer``
+    configs (:func:`load_full_results`).  Columns: test perplexity and its gap to the
+    unconstrained model, the smallest context within 1% of the recurrent perplexity,
+    and the median state-Jacobian norm of each layer.  The runs are one seed each (the
+    configs' own, named in the header); :func:`seeds_table` gives the other seeds.
+    """
+    rows = [
+        ("unconstrained", cpu, "lstm-unconstrained"),
+        ("stable, every layer projected", cpu, "lstm-stable"),
+        ("stable, first layer projected", first_layer, "lstm-stable"),
+    ]
+    seeds = sorted({str(r[n]["seed"]) for _, r, n in rows if n in r and "seed" in r[n]})
+    which = f", seed {' / '.join(seeds)}" if seeds else ""
+    lines = [
+        f"| LSTM, cpu scale{which} | test ppl | vs unconstrained | smallest k within 1% "
+        "| median Jacobian norm, layer 1 / 2 |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    free = cpu.get("lstm-unconstrained", {}).get("test_ppl")
+    for label, results, name in rows:
+        run = results.get(name)
+        if not run:
+            lines.append(f"| {label} | not run yet | | | |")
+            continue
+        gap = f"{100 * (run['test_ppl'] / free - 1):+.1f}%" if free else ""
+        entry = results.get("analysis", {}).get(name, {})
+        curve = entry.get("truncated_eval")
+        reach = "not measured"
+        if curve is not None:
+            k = smallest_k_within(curve)
+            reach = f"none up to {curve['k'][-1]}" if k is None else str(k)
+        medians = " / ".join(
+            f"{torch.tensor(norms).median():.2f}" for norms in entry.get("jacobian_norms", [])
+        )
+        lines.append(
+            f"| {label} | {run['test_ppl']:.1f} | {gap} | {reach} | {medians or 'not measured'} |"
+        )
+    return "\n".join(lines)
+
+
+def load_idle_timing(config_name: str) -> dict[str, Any] | None:
+    """The analysis of a config run again on an idle machine for its timing
+    (``data/results/wikitext2/timing/analysis-<config>-idle.json``), or ``None``."""
+    path = RESULTS_DIR / "timing" / f"analysis-{config_name}-idle.json"
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf8") as handle:
+        return json.load(handle)
+
+
+def time_budget_table(
+    runs: dict[str, Any], benchmark: dict[str, Any], idle_analysis: dict[str, Any]
+) -> str:
+    """Markdown table of a scale's time budget, two ways, in minutes.
+
+    ``runs``: the scale's results (:func:`load_full_results`: the four training runs and
+    ``"analysis"``, whose ``"seconds"`` were measured as they ran); ``benchmark``: a
+    ``benchmark`` result of the same config (step times and evaluation speed);
+    ``idle_analysis``: an analysis file of the same config run again on an idle machine
+    (:func:`load_idle_timing`).  The second column estimates each training run as
+    epochs x (steps per epoch x median step time) plus one validation pass per epoch and
+    one test pass, at the benchmark's evaluation speed; the analyses in it are measured.
+    """
+    evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
+    lines = [
+        f"| part | minutes, as committed (measured) | minutes, idle machine "
+        f"({benchmark['provenance']['device']}) |",
+        "| --- | ---: | ---: |",
+    ]
+    measured_total = idle_total = 0.0
+    for cell, stable in MODEL_VARIANTS:
+        name = variant_name(cell, stable)
+        if name not in runs:
+            continue
+        model = benchmark["models"][cell]
+        epoch = model["epoch_seconds_stable" if stable else "epoch_seconds_unconstrained"]
+        estimate = benchmark["epochs"] * epoch + evaluated / model["eval_tokens_per_second"]
+        measured = runs[name]["wall_seconds"]
+        lines.append(f"| training {name} | {measured / 60:.0f} | {estimate / 60:.0f} (estimated) |")
+        measured_total += measured
+        idle_total += estimate
+    measured = sum(runs.get("analysis", {}).get("seconds", {}).values())
+    idle = sum(idle_analysis.get("seconds", {}).values())
+    lines.append(f"| every analysis | {measured / 60:.0f} | {idle / 60:.0f} (measured) |")
+    measured_total += measured
+    idle_total += idle
+    lines.append(f"| **total** | **{measured_total / 60:.0f}** | **{idle_total / 60:.0f}** |")
+    return "\n".join(lines)
+
+
+def table_by_scale(scales: dict[str, dict[str, Any]]) -> str:
+    """Markdown table, one row per variant: the paper's test perplexity, then ours per scale.
+
+    ``scales`` maps a column label (``"ours, cpu scale (...)"``) to the results loaded by
+    :func:`load_full_results` for that scale; a missing run reads "not run yet".
+    """
+    header = "| model | variant | reported by the paper | " + " | ".join(scales) + " |"
+    lines = [header, "| --- | --- | ---: |" + " ---: |" * len(scales)]
+    for cell, stable in MODEL_VARIANTS:
+        name = variant_name(cell, stable)
+        ours = [
+            f"{entry['test_ppl']:.1f}" if entry and "test_ppl" in entry else "not run yet"
+            for entry in (results.get(name) for results in scales.values())
+        ]
+        paper = paper_claims.marked(PAPER_TEST_PPL_KEYS[name])
+        variant = "stable" if stable else "unconstrained"
+        lines.append(f"| {MODEL_LABELS[cell]} | {variant} | {paper} | " + " | ".join(ours) + " |")
+    return "\n".join(lines)
+
+
+def smallest_k_within(curve: dict[str, Any], tolerance: float = 0.01) -> int | None:
+    """The smallest measured ``k`` whose perplexity is within ``tolerance`` of the recurrent one."""
+    target = curve["recurrent_ppl"] * (1 + tolerance)
+    close = [k for k, ppl in zip(curve["k"], curve["ppl"], strict=True) if ppl <= target]
+    return close[0] if close else None
+
+
+_STABILITY_COST_READING = {
+    "supported": "supports",
+    "not supported": "does not support",
+    "inconclusive": "is inconclusive on",
+}
+
+
+def _seed_runs_of(results: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
+    """``{variant: {seed: run}}`` of the training results in ``results`` (one run each)."""
+    return {
+        name: {int(entry.get("seed", 0)): entry}
+        for name, entry in results.items()
+        if name in VARIANTS_BY_NAME and isinstance(entry, dict) and "test_ppl" in entry
+    }
+
+
+def claims_verdicts(
+    results: dict[str, Any],
+    label: str,
+    seed_runs: dict[str, dict[int, dict[str, Any]]] | None = None,
+) -> list[str]:
+    """One sentence per claim of the paper: what our runs of one scale say about it, with
+    the verdict of the rule of ``data/results/criteria.json`` that judges it.
+
+    ``results`` as loaded by :func:`load_full_results` (training results and
+    ``"analysis"``); ``seed_runs`` (:func:`load_seed_results` of the same config) gives every
+    committed seed of each model, and defaults to the runs in ``results``.  The cost of
+    stability compares the seed means with ``criteria.stability_cost`` ("no verdict" with
+    fewer seeds than the criteria require); the truncated evaluation and Figure 2 are
+    measured on one trained model each (its seed is named) and judged by
+    ``criteria.truncation`` and ``criteria.gradient_vanishes``.  Missing results give a
+    sentence that says so, never a verdict.
+    """
+    runs = _seed_runs_of(results) if seed_runs is None else seed_runs
+    sentences = []
+    for cell in ("rnn", "lstm"):
+        free, stable = (runs.get(variant_name(cell, s)) for s in (False, True))
+        if not (free and stable):
+            sentences.append(f"{MODEL_LABELS[cell]}, cost of stability ({label}): not yet run.")
+            continue
+        free_summary, stable_summary = seed_summary(free), seed_summary(stable)
+        gap = criteria.relative_gap(stable_summary.mean, free_summary.mean)
+        verdict = criteria.stability_cost_verdict("wikitext2", free_summary, stable_summary)
+        reading = _STABILITY_COST_READING.get(verdict)
+        said = (
+            f"this {reading} the paper's claim that stability costs little"
+            if reading
+            else f"{verdict} on the paper's claim that stability costs little"
+        )
+        sentences.append(
+            f"{MODEL_LABELS[cell]}, cost of stability ({label}): stable "
+            f"{stable_summary.describe()} vs unconstrained {free_summary.describe()} test "
+            f"perplexity ({100 * gap:+.1f}% in the means); {said} (criteria.json: "
+            f"{criteria.stability_cost_rule('wikitext2')})."
+        )
+    analysis = results.get("analysis", {})
+    seed = analysis.get("lm_config", {}).get("seed")
+    measured = f"{label}, seed {seed}" if seed is not None else label
+    # each measurement is of one trained model: a reading of that model, not yet a claim
+    indicative = (
+        f" One trained model: indicative; the criteria ask for "
+        f"{criteria.load_criteria()['seeds']['wikitext2']} seeds before a claim."
+    )
+    truncation = criteria.criterion("truncation")
+    within, max_k = truncation["relative_tolerance"], truncation["max_k"]
+    for cell in ("rnn", "lstm"):
+        name = variant_name(cell, False)
+        curve = analysis.get(name, {}).get("truncated_eval")
+        if not curve:
+            sentences.append(f"{MODEL_LABELS[cell]}, truncated evaluation ({label}): not yet run.")
+            continue
+        k = smallest_k_within(curve, within)
+        if k is not None and k <= max_k:
+            verdict = f"k = {k} is within {100 * within:g}%: this supports"
+        else:
+            verdict = f"no k up to {max_k} is within {100 * within:g}%: this does not support"
+        sentences.append(
+            f"{MODEL_LABELS[cell]} (unconstrained), truncated evaluation ({measured}): {verdict} "
+            "the paper's claim that the unconstrained model is effectively stable, "
+            "a model of short context (criteria.json: truncation)." + indicative
+        )
+    vanishes = criteria.criterion("gradient_vanishes")
+    distance, ratio_limit = vanishes["distance"], vanishes["ratio"]
+    for cell in ("rnn", "lstm"):
+        profile = analysis.get(variant_name(cell, False), {}).get("figure2")
+        if not profile or len(profile["mean_norm"]) <= distance:
+            sentences.append(f"{MODEL_LABELS[cell]}, Figure 2 ({label}): not yet run.")
+            continue
+        ratio = profile["mean_norm"][distance] / profile["mean_norm"][0]
+        verdict = "supports" if ratio < ratio_limit else "does not support"
+        sentences.append(
+            f"{MODEL_LABELS[cell]} (unconstrained), Figure 2 ({measured}): the mean gradient "
+            f"norm at distance {distance} is {ratio:.1e} of the one at distance 0; this "
+            f"{verdict} the paper's observation that it vanishes at moderate distance "
+            f"(criteria.json: below {100 * ratio_limit:g}%)." + indicative
+        )
+    return sentences
+
+
+# ---------------------------------------------------------------------------
+# Seeds and the LSTM ablation (cpu scale), judged by data/results/criteria.json
+# ---------------------------------------------------------------------------
+
+
+def load_seed_results(config: str = "cpu") -> dict[str, dict[int, dict[str, Any]]]:
+    """Every committed completed run of a config, by variant and seed.
+
+    Reads ``<config folder>/<variant>.json`` (the config's own seed) and
+    ``<config folder>/seed<N>/<variant>.json`` (``--seed N``).
+    """
+    folder = results_folder(config)
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for path in sorted([*folder.glob("*.json"), *folder.glob("seed*/*.json")]):
+        if path.stem not in VARIANTS_BY_NAME:
+            continue
+        with open(path, encoding="utf8") as handle:
+            run = json.load(handle)
+        if run.get("status") == "completed" and "test_ppl" in run:
+            found.setdefault(path.stem, {})[int(run["seed"])] = run
+    return found
+
+
+def seed_summary(runs: dict[int, dict[str, Any]]) -> criteria.SeedSummary:
+    """Test perplexity over the seeds of one variant (``load_seed_results(...)[variant]``)."""
+    return criteria.summarize({seed: run["test_ppl"] for seed, run in runs.items()})
+
+
+def rerun_command(config: str, cell: str, stable: bool, seed: int | None = None) -> str:
+    """The one command that trains (or resumes) one committed run."""
+    command = f"python -m stablernn_lib train --model {cell}{' --stable' if stable else ''}"
+    command += f" --config {config} --resume"
+    return command + (
+        f" --seed {seed}" if seed is not None and seed != CONFIGS[config].seed else ""
+    )
+
+
+def seeds_commands(config: str = "cpu") -> str:
+    """One command per model and seed of :func:`seeds_table`: the committed runs and the
+    ones the criteria still ask for (the config's own seed, then 2, 3, ...), each marked."""
+    needed = criteria.load_criteria()["seeds"]["wikitext2"]
+    runs = load_seed_results(config)
+    planned = training.planned_seeds(CONFIGS[config].seed, needed, first_extra=2)
+    lines = []
+    for cell, stable in MODEL_VARIANTS:
+        found = runs.get(variant_name(cell, stable), {})
+        for seed in dict.fromkeys([*planned, *sorted(found)]):
+            state = "committed" if seed in found else "not run yet"
+            lines.append(f"{rerun_command(config, cell, stable, seed)}  # {state}")
+    return "\n".join(lines)
+
+
+def seeds_table(config: str = "cpu") -> str:
+    """Markdown table: each variant's test perplexity over seeds (mean ± sd, each seed), and
+    the verdict on "stability costs little" per cell, read from the criteria file."""
+    runs = load_seed_results(config)
+    lines = [
+        f"| model ({config} scale) | test perplexity over seeds | stable vs unconstrained "
+        "| verdict (criteria.json) |",
+        "| --- | --- | ---: | --- |",
+    ]
+    for cell in ("rnn", "lstm"):
+        free, stable = (runs.get(variant_name(cell, s), {}) for s in (False, True))
+        for is_stable, found in ((False, free), (True, stable)):
+            label = f"{MODEL_LABELS[cell]}, {'stable' if is_stable else 'unconstrained'}"
+            if not found:
+                lines.append(f"| {label} | not run yet | | |")
+                continue
+            summary = seed_summary(found)
+            gap = verdict = ""
+            if is_stable and free:
+                reference = seed_summary(free)
+                gap = f"{100 * criteria.relative_gap(summary.mean, reference.mean):+.1f}%"
+                verdict = criteria.stability_cost_verdict("wikitext2", reference, summary)
+            lines.append(f"| {label} | {summary.describe()} | {gap} | {verdict} |")
+    return "\n".join(lines)
+
+
+def schedule_table(config: str = "cpu") -> str:
+    """Markdown table, one row per committed run of a config (model and seed): its test
+    perplexity and the learning rate of each epoch, so that a run whose schedule cut the
+    rate (a validation loss that did not improve) stands out among its seeds."""
+    runs = load_seed_results(config)
+    lines = [
+        f"| model ({config} scale) | seed | test perplexity | learning rate, epoch by epoch |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    for cell, stable in MODEL_VARIANTS:
+        label = f"{MODEL_LABELS[cell]}, {'stable' if stable else 'unconstrained'}"
+        found = runs.get(variant_name(cell, stable), {})
+        for seed in sorted(found, key=lambda seed: (seed != CONFIGS[config].seed, seed)):
+            run = found[seed]
+            rates = ", ".join(f"{epoch['lr']:g}" for epoch in run["epochs"])
+            lines.append(f"| {label} | {seed} | {run['test_ppl']:.1f} | {rates} |")
+    return "\n".join(lines)
+
+
+# The rows of Chapter 8's LSTM ablation: label, config, stable, which layers the set certifies
+# contractive, and the config whose unconstrained LSTM is the row's reference (same lr, epochs).
+ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
+    ("unconstrained", "cpu", False, "none (no constraint)", "cpu"),
+    ("course constraint, every layer", "cpu", True, "every layer", "cpu"),
+    ("course constraint, first layer only", "cpu-first-layer", True, "layer 1 only", "cpu"),
+    ("authors' rescaling, first layer only", "cpu-authors-first", True, "none", "cpu"),
+    ("authors' rescaling, every layer", "cpu-authors-all", True, "none", "cpu"),
+    ("course constraint, forget cap lifted", "cpu-free-forget", True, "none", "cpu"),
+    (
+        "course constraint, forget cap lifted above layer 1",
+        "cpu-free-forget-upper",
+        True,
+        "layer 1 only",
+        "cpu",
+    ),
+    ("unconstrained, lr 20", "cpu-lr20", False, "none (no constraint)", "cpu-lr20"),
+    ("course constraint, every layer, lr 20", "cpu-lr20", True, "every layer", "cpu-lr20"),
+    ("unconstrained, 40 epochs", "cpu-converged", False, "none (no constraint)", "cpu-converged"),
+    (
+        "course constraint, every layer, 40 epochs",
+        "cpu-converged",
+        True,
+        "every layer",
+        "cpu-converged",
+    ),
+)
+
+
+def _worst_jacobian(config: str, variant: str) -> float | None:
+    """The largest one-step state-Jacobian norm measured on a config's model (any layer)."""
+    path = results_folder(config) / "analysis.json"
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf8") as handle:
+        norms = json.load(handle).get(variant, {}).get("jacobian_norms")
+    return max(max(layer) for layer in norms) if norms else None
+
+
+AblationRuns = dict[str, dict[str, dict[int, dict[str, Any]]]]
+
+
+def _ablation_runs() -> AblationRuns:
+    """:func:`load_seed_results` of every config the ablation reads, each read once."""
+    return {
+        config: load_seed_results(config) for config in dict.fromkeys(r[1] for r in ABLATION_ROWS)
+    }
+
+
+def ablation_table() -> tuple[str, str]:
+    """Chapter 8's LSTM ablation, one factor at a time from ``cpu``: a markdown table and the
+    commands that produce each row.
+
+    Each stable row's gap is measured against the unconstrained LSTM of the same setting
+    (``cpu`` for the constraint rows, its own config for lr 20 and 40 epochs).  A row with
+    fewer seeds than the criteria require is read only where its effect exceeds the
+    single-seed rule (criteria.single_seed_ablation) against the course model's seeds.
+    """
+    lines = [
+        "| LSTM, cpu scale | certified contractive | test perplexity | vs unconstrained "
+        "| worst one-step Jacobian norm | read by the criteria |",
+        "| --- | --- | --- | ---: | ---: | --- |",
+    ]
+    commands = []
+    every = _ablation_runs()
+    course = every["cpu"].get("lstm-stable")
+    needed = criteria.load_criteria()["seeds"]["wikitext2"]
+    for label, config, stable, certified, reference in ABLATION_ROWS:
+        variant = variant_name("lstm", stable)
+        runs = every[config].get(variant, {})
+        commands.append(rerun_command(config, "lstm", stable))
+        if stable and config != "cpu":  # the worst-Jacobian column of the row
+            commands.append(
+                f"python -m stablernn_lib lm-analysis --config {config} --parts jacobians "
+                "--variants lstm-stable"
+            )
+        if not runs:
+            lines.append(f"| {label} | {certified} | not run yet | | | |")
+            continue
+        summary = seed_summary(runs)
+        free = every[reference].get("lstm-unconstrained")
+        gap = ""
+        if stable and free:
+            gap = f"{100 * criteria.relative_gap(summary.mean, seed_summary(free).mean):+.1f}%"
+        worst = _worst_jacobian(config, variant)
+        if summary.n >= needed:
+            read = f"yes ({summary.n} seeds)"
+        elif course and criteria.single_seed_readable(summary.mean, seed_summary(course)):
+            read = "against the course model only (one seed; effect > 5 sd of its seeds)"
+        else:
+            read = f"not yet (needs {needed} seeds)"
+        lines.append(
+            f"| {label} | {certified} | {summary.describe()} | {gap} "
+            f"| {'not measured' if worst is None else f'{worst:.2f}'} | {read} |"
+        )
+    return "\n".join(lines), "\n".join(dict.fromkeys(commands))
+
+
+def _row_gap(every: AblationRuns, config: str, stable: bool, reference: str) -> float | None:
+    """Relative gap of a row's mean test perplexity to its reference unconstrained LSTM."""
+    runs = every[config].get(variant_name("lstm", stable))
+    free = every[reference].get("lstm-unconstrained")
+    if not (runs and free):
+        return None
+    return criteria.relative_gap(seed_summary(runs).mean, seed_summary(free).mean)
+
+
+def _share_closed(course: float, gap: float) -> float:
+    """Percent of the course constraint's relative gap ``course`` that a row's ``gap`` closes."""
+    return 100 * (course - gap) / course
+
+
+def _seeds_reading(every: AblationRuns, config: str) -> str:
+    """How the criteria read a stable LSTM row by its seeds.  With enough seeds: the verdict
+    of criteria.stability_cost against the unconstrained LSTM of ``cpu``.  With fewer:
+    against which reference the row may be read (criteria.single_seed_ablation), and that
+    its gap to the unconstrained LSTM is then a number, not a verdict of the criteria."""
+    runs = every[config].get("lstm-stable", {})
+    if len(runs) >= criteria.load_criteria()["seeds"]["wikitext2"]:
+        free = every["cpu"].get("lstm-unconstrained")
+        if not free:
+            return ""
+        verdict = criteria.stability_cost_verdict(
+            "wikitext2", seed_summary(free), seed_summary(runs)
+        )
+        return (
+            f" {seed_summary(runs).describe()}; against the unconstrained LSTM's "
+            f'{seed_summary(free).describe()}, "stability costs little" (criteria.json): '
+            f"{verdict}."
+        )
+    row = seed_summary(runs).mean
+    k = criteria.criterion("single_seed_ablation")["sd_multiple"]
+    parts = []
+    for name, variant in (
+        ("course model", "lstm-stable"),
+        ("unconstrained LSTM", "lstm-unconstrained"),
+    ):
+        found = every["cpu"].get(variant)
+        if not found:
+            continue
+        reference = seed_summary(found)
+        readable = criteria.single_seed_readable(row, reference)
+        parts.append(
+            f"{'readable' if readable else 'not readable'} against the {name} "
+            f"(effect {abs(row - reference.mean):.1f} {'>' if readable else '<='} "
+            f"{k:g} sd = {k * reference.sd:.1f})"
+        )
+    if not parts:
+        return ""
+    needed = criteria.load_criteria()["seeds"]["wikitext2"]
+    return (
+        f" {'One seed' if len(runs) == 1 else criteria.seeds_label(len(runs))}: "
+        + ", ".join(parts)
+        + f'; on "stability costs little" the criteria give no verdict before {needed} seeds.'
+    )
+
+
+def ablation_findings() -> list[str]:
+    """What the committed ablation rows say, one sentence per row, computed from the files.
+
+    A constraint row is compared with the course constraint's gap at the same setting (the
+    share of that gap it closes); a setting row (lr 20, 40 epochs) gives the course
+    constraint's gap in that setting.  Rows not run yet are named as such.
+    """
+    every = _ablation_runs()
+    course = _row_gap(every, "cpu", True, "cpu")
+    if course is None:
+        return ["The course-constrained LSTM of the cpu scale has no committed result yet."]
+    sentences = []
+    for label, config, stable, certified, reference in ABLATION_ROWS:
+        if not stable or config == "cpu":
+            continue
+        gap = _row_gap(every, config, stable, reference)
+        if gap is None:
+            sentences.append(f"{label}: not run yet ({rerun_command(config, 'lstm', True)}).")
+            continue
+        seeds = len(every[config]["lstm-stable"])
+        worst = _worst_jacobian(config, "lstm-stable")
+        where = "" if worst is None else f"; worst one-step Jacobian norm {worst:.2f}"
+        if reference == "cpu":
+            closed = _share_closed(course, gap)
+            sentences.append(
+                f"{label} (certified: {certified}): {100 * gap:+.1f}% against the unconstrained "
+                f"LSTM, instead of the course constraint's {100 * course:+.1f}%; it closes "
+                f"{closed:.0f}% of that gap ({criteria.seeds_label(seeds)}{where})."
+                + _seeds_reading(every, config)
+            )
+        else:
+            sentences.append(
+                f"{label}: the course constraint costs {100 * gap:+.1f}% against the "
+                f"unconstrained LSTM of the same setting ({100 * course:+.1f}% in the cpu "
+                f"setting; {criteria.seeds_label(seeds)})."
+            )
+    return sentences
+
+
+def ablation_explanation() -> str:
+    """One sentence naming the committed constraint rows (measured against ``cpu``) by the
+    share of the course constraint's gap each closes, largest first: which single change
+    explains most of the LSTM's cost of stability, read from the files."""
+    every = _ablation_runs()
+    course = _row_gap(every, "cpu", True, "cpu")
+    shares = []
+    for label, config, stable, _, reference in ABLATION_ROWS:
+        if stable and config != "cpu" and reference == "cpu":
+            gap = _row_gap(every, config, stable, reference)
+            if gap is not None and course:
+                seeds = len(every[config]["lstm-stable"])
+                shares.append((_share_closed(course, gap), label, seeds))
+    if not shares:
+        return "No ablation row has been committed yet."
+    shares.sort(reverse=True)
+    listed = "; ".join(
+        f"{label}: {share:.0f}% ({criteria.seeds_label(seeds)})" for share, label, seeds in shares
+    )
+    return (
+        f"Share of the course constraint's gap ({100 * course:+.1f}%) that each single change "
+        f"closes, largest first: {listed}."
+    )
