@@ -389,3 +389,22 @@ def test_memory_caveat_on_one_seed_is_indicative_not_a_verdict(monkeypatch):
     assert "no better than the no-memory baseline" in ma.memory_caveat(
         "lstm-unconstrained", results, 11.09
     )
+
+
+def test_jacobian_sentences_give_range_median_and_share_below_one():
+    """Checked against numbers worked out by hand: norms 0.5, 0.9, 1.2, 3.0 over two layers."""
+    analysis = {
+        "rnn-stable": {"jacobian_norms": [[0.5, 0.9]]},
+        "lstm-unconstrained": {"jacobian_norms": [[1.2, 0.9], [3.0, 0.5]]},
+        "lstm-authors-bug": {"truncated_eval": {}},  # no recurrence: no Jacobians
+        "missing": ["rnn-unconstrained"],
+    }
+    stable, lstm = ma.describe_jacobians(analysis)
+    assert stable == (
+        "RNN, stable: sampled state-Jacobian norms from 0.500 to 0.900 (median 0.700); "
+        "100% of the 2 sampled states below 1"
+    )
+    assert lstm == (
+        "LSTM: sampled state-Jacobian norms from 0.500 to 3.000 (median 1.050); "
+        "50% of the 4 sampled states below 1"
+    )

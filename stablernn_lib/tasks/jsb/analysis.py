@@ -756,6 +756,23 @@ def describe_gradient_reach(
     return sentences
 
 
+def describe_jacobians(analysis: dict[str, Any]) -> list[str]:
+    """For every model with state-Jacobian norms: their range and median over the sampled
+    positions, and the share below 1 (states at which the step is a local contraction in
+    the spectral norm)."""
+    sentences = []
+    for name, entry in analysis.items():
+        if not (isinstance(entry, dict) and entry.get("jacobian_norms")):
+            continue
+        norms = np.array([x for layer in entry["jacobian_norms"] for x in layer])
+        sentences.append(
+            f"{LABELS[name]}: sampled state-Jacobian norms from {norms.min():.3f} to "
+            f"{norms.max():.3f} (median {np.median(norms):.3f}); {np.mean(norms < 1):.0%} "
+            f"of the {norms.size} sampled states below 1"
+        )
+    return sentences
+
+
 def piano_roll_contexts(entry: dict[str, Any]) -> list[int]:
     """The contexts ``k`` of a piano-roll entry in increasing order (read back from JSON, its
     keys are strings, which sort as text: "1", "16", "2")."""
