@@ -358,10 +358,17 @@ def test_chapter9_measurements_are_labelled_the_input_layer_ablation() -> None:
     )
     prose = " ".join(" ".join(_source(c) for c in section if c["cell_type"] == "markdown").split())
     assert prose.count("input-layer ablation (configuration `full`)") >= 3
-    assert "models of the input-layer ablation (configuration `full`: SGD, one seed each)" in prose
+    assert "those of the input-layer ablation (configuration `full`: SGD, one seed each)" in prose
     captions = [c["metadata"]["mystnb"]["figure"]["caption"] for c in section
                 if "full" in _source(c) and "mystnb" in c["metadata"]]  # fmt: skip
     assert len(captions) == 3 and all("input-layer ablation" in c for c in captions)
+    # the section ends with the authors' models, each figure labelled with their config
+    authors = [c["metadata"]["mystnb"]["figure"] for c in section
+               if "authors_analysis" in _source(c) and "mystnb" in c["metadata"]]  # fmt: skip
+    assert [f["name"] for f in authors] == [
+        f"fig-ch09-{kind}-authors" for kind in ("gradient", "truncation", "jacobians")
+    ]
+    assert all("(configuration `authors`, seed 1111;" in f["caption"] for f in authors)
 
 
 def test_chapter9_prints_the_paper_numbers_and_the_commands_under_each_table() -> None:

@@ -11,7 +11,12 @@ import pytest
 from stablernn_lib.core import paper_claims
 from stablernn_lib.tasks.jsb import analysis as ma
 from stablernn_lib.tasks.jsb.data import read_piano_rolls, write_synthetic_jsb
-from stablernn_lib.tasks.jsb.train import CONFIGS, music_run_name, train_music_model
+from stablernn_lib.tasks.jsb.train import (
+    CONFIGS,
+    build_music_model,
+    music_run_name,
+    train_music_model,
+)
 
 matplotlib.use("Agg")
 
@@ -43,6 +48,74 @@ def test_analysis_of_trained_models(rolls, tmp_path, monkeypatch):
     assert len(figure.axes) == 3
     again = ma.run_music_analysis("smoke", rolls=rolls, runs_dir=tmp_path, progress=False)
     assert again["rnn-stable"]["seconds"] == stable["seconds"]  # kept, not recomputed
+    # a file written before a measurement existed gets only that one on a rerun
+    path = ma.analysis_path("smoke", tmp_path)
+    older = json.loads(path.read_text())
+    del older["rnn-stable"]["truncated_eval_after"]
+    path.write_text(json.dumps(older))
+    third = ma.run_music_analysis("smoke", rolls=rolls, runs_dir=tmp_path, progress=False)
+    assert third["rnn-stable"]["truncated_eval_after"] == stable["truncated_eval_after"]
+    kept = set(ma.MEASUREMENTS) - {"truncated_eval_after"}
+    assert all(third["rnn-stable"]["seconds"][m] == stable["seconds"][m] for m in kept)
+    assert "jacobian_norms" not in third["lstm-authors-bug"]
+
+
+def _naive_truncated_nll(model, chorales, k, start):
+    """Per scored frame, a fresh run of the layer over the k frames before it."""
+    import torch
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for roll in chorales:
+            for t in range(start, roll.shape[0] - 1):
+                window = roll[t - k + 1 : t + 1, None]
+                outputs, _ = model.recur(model.embed(window))
+                total += float(model.token_nll(outputs[-1:], roll[t + 1 : t + 2, None]).sum())
+                count += 1
+    return total / count, count
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_truncated_eval_after_scores_only_truncated_frames(rolls, cell):
+    """Against a frame-by-frame reference: a fresh run over the k frames before each scored
+    frame; chorales too short to score are skipped; k above the first scored row is refused."""
+    import torch
+
+    torch.manual_seed(0)
+    model = build_music_model(cell, "unconstrained", replace(CONFIGS["smoke"], hidden_size=8))
+    chorales = [rolls.test[0][:40], rolls.test[1][:7], rolls.test[2][:36]]  # 7 < 6 + 2: skipped
+    curve = ma.truncated_eval_after(model, chorales, (1, 3, 6), start=6)
+    lengths = [chorale.shape[0] for chorale in chorales]
+    assert lengths[1] == 7 and min(lengths[0], lengths[2]) > 30
+    assert curve["positions"] == lengths[0] - 7 + lengths[2] - 7 and curve["chorales"] == 2
+    for k, loss in zip(curve["k"], curve["loss"], strict=True):
+        reference, count = _naive_truncated_nll(model, [chorales[0], chorales[2]], k, 6)
+        assert count == curve["positions"]
+        assert loss == pytest.approx(reference, rel=1e-5)
+    full, _ = _naive_truncated_nll(
+        model, [chorales[0], chorales[2]], 1, 6
+    )  # k = 1 is not recurrent
+    assert curve["recurrent_loss"] != pytest.approx(full, rel=1e-6)
+    with pytest.raises(ValueError, match="exceeds the first scored row"):
+        ma.truncated_eval_after(model, chorales, (1, 8), start=6)
+    with pytest.raises(ValueError, match="no chorale is longer"):
+        ma.truncated_eval_after(model, [chorales[1]], (1,), start=9)
+
+
+def test_truncation_verdict_decides_only_what_was_measured():
+    assert ma.truncation_verdict(4, 32, exact_from=31) == "supported"
+    assert ma.truncation_verdict(31, 32, exact_from=31).startswith("no verdict (from k = 31")
+    assert ma.truncation_verdict(None, 32, exact_from=None).startswith("no verdict (measured up")
+    assert ma.truncation_verdict(None, 100, exact_from=None) == "not supported"
+    assert ma.truncation_verdict(32, 32, exact_from=None) == "supported"
+    # the first-frames curve: the context that reaches k = frames - 1 decides nothing
+    analysis = {
+        "config": {"frames": 4},
+        "rnn-stable": {"truncated_eval": {"k": [1, 2, 3], "loss": [9.5, 9.2, 9.0],
+                                          "recurrent_loss": 9.0}},
+    }  # fmt: skip
+    (sentence,) = ma.describe_truncation(analysis)
+    assert sentence.endswith("no verdict (from k = 3 the context covers every scored frame)")
 
 
 def test_table_marks_paper_numbers_and_pending_runs():
@@ -256,9 +329,11 @@ def test_memory_sentences_read_the_criteria_and_mark_models_near_the_baseline():
     assert "barely uses" not in lstm
     stable, lstm = ma.describe_truncation(analysis, results, 11.09)
     assert "from k = 2 frames on" in stable and stable.endswith(
-        "Short context (criteria.json): supported"
+        "Short context (criteria.json; one model, seed 1111: indicative): supported"
     )
-    assert "never within 1% of it up to k = 4" in lstm and "not supported [one seed:" in lstm
+    # measured up to k = 4 only: the rule (max_k 100) is not decided
+    assert "never within 1% of it up to k = 4" in lstm
+    assert "no verdict (measured up to k = 4, the rule's max_k is 100) [one seed:" in lstm
     assert "[" not in ma.describe_truncation(analysis)[1]  # no results: no caveat
 
 

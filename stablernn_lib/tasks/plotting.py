@@ -38,15 +38,16 @@ def plot_truncated_curves(
     ylabel: str,
     title: str,
     width: float,
+    curve_key: str = "truncated_eval",
 ) -> Figure:
-    """``truncated_eval[metric]`` of every model of ``analysis`` against the context ``k``
+    """``<curve_key>[metric]`` of every model of ``analysis`` against the context ``k``
     (log axis), with the recurrent model's ``recurrent_<metric>`` dashed in the same color
     (each model in its course colour, :func:`stablernn_lib.core.style.model_color`)."""
     figure, axis = plt.subplots(figsize=(width, 3.6))
     for name, entry in analysis.items():
-        if not (isinstance(entry, dict) and "truncated_eval" in entry):
+        if not (isinstance(entry, dict) and curve_key in entry):
             continue
-        curve, color = entry["truncated_eval"], model_color(name)
+        curve, color = entry[curve_key], model_color(name)
         axis.semilogx(curve["k"], curve[metric], "o-", ms=3, color=color, label=label(name))
         axis.axhline(curve[f"recurrent_{metric}"], ls="--", lw=0.8, color=color)
     return finish_axis(figure, axis, xlabel, ylabel, title)

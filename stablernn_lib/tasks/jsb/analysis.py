@@ -62,6 +62,9 @@ LABELS = {
     "lstm-stable": "LSTM, stable",
     "lstm-authors-bug": "LSTM, authors' bug (no recurrence)",
 }
+# A measurement reads one trained model (the config's own seed), not the seeds the criteria
+# ask of a comparison: its verdict is indicative.
+ONE_MODEL = "one model, seed 1111: indicative"
 BASELINE_LABEL = "no memory: each key on at its training frequency"
 # The configs whose setting is the authors' (their architecture, without the input layer, and
 # their SGD schedule, with the departures listed in Chapter 9): their tables carry the paper's
@@ -92,6 +95,14 @@ class MusicAnalysisConfig:
 
 
 ANALYSIS = MusicAnalysisConfig()
+# What :func:`analyze_model` measures on a model, by the key of its entry.
+MEASUREMENTS = ("truncated_eval", "truncated_eval_after", "figure2", "jacobian_norms", "piano_roll")
+
+
+def measurements_of(recurrent: bool) -> tuple[str, ...]:
+    """The measurements of a model: all of them, less the state Jacobians of a model without
+    recurrence (the authors' bug), which has no state map."""
+    return tuple(m for m in MEASUREMENTS if recurrent or m != "jacobian_norms")
 
 
 def chorale_source(rolls: list[Tensor], frames: int) -> Tensor:
@@ -122,11 +133,62 @@ def piano_roll_probabilities(
     return {"keys": list(keys), "roll": roll[:, low:high].int().tolist(), "probs": probs}
 
 
-def analyze_model(model: MusicModel, rolls: PianoRolls, config: MusicAnalysisConfig) -> dict:
-    """Every measurement of one trained model, with the wall time of each."""
+@torch.no_grad()
+def truncated_eval_after(
+    model: MusicModel, chorales: list[Tensor], ks: tuple[int, ...], start: int
+) -> dict[str, Any]:
+    """NLL per frame of the context-``k`` models and of the recurrent model, scored only where
+    every ``k`` truncates: the prediction of frame ``t + 1`` from frames ``0 .. t`` (0-based)
+    for every ``t >= start`` of every chorale ``(T, 88)`` with ``T >= start + 2`` frames; with
+    ``start = 32``, each chorale's frames from the 34th on.
+
+    On a chorale's first frames a context-``k`` model with ``k > t`` sees the whole prefix and
+    equals the recurrent model; scoring those rows (as :func:`truncated_eval_curve` on the
+    first ``frames`` frames does) adds zero gaps and makes every ``k >= frames - 1`` exact.
+    Here, with ``max(ks) <= start``, the window ``t-k+1 .. t`` of every scored row starts
+    after frame 0, so every scored prediction of every ``k`` is a truncated one.
+    """
+    if max(ks) > start:
+        raise ValueError(
+            f"context k = {max(ks)} exceeds the first scored row {start}: a row t < k is not "
+            "truncated; score from a later row or drop the larger contexts"
+        )
+    model.eval()
+    totals, recurrent, positions, used = [0.0] * len(ks), 0.0, 0, 0
+    for roll in chorales:
+        scored = roll.shape[0] - 1 - start  # rows start .. T-2 predict frames start+1 .. T-1
+        if scored < 1:
+            continue
+        source, targets = roll[:, None], roll[start + 1 :, None]
+        outputs, _ = model.recur(model.embed(source))
+        recurrent += float(model.token_nll(outputs[start:-1], targets).sum())
+        for i, k in enumerate(ks):
+            truncated = truncated_outputs(model, source, start, scored, k)
+            totals[i] += float(model.token_nll(truncated, targets).sum())
+        positions, used = positions + scored, used + 1
+    if not positions:
+        raise ValueError(f"no chorale is longer than {start + 1} frames; score from an earlier row")
+    return {
+        "k": list(ks),
+        "loss": [total / positions for total in totals],
+        "recurrent_loss": recurrent / positions,
+        "scored_from": start,
+        "positions": positions,
+        "chorales": used,
+    }
+
+
+def analyze_model(
+    model: MusicModel, rolls: PianoRolls, config: MusicAnalysisConfig, done: tuple[str, ...] = ()
+) -> dict:
+    """Every measurement of one trained model (except those named in ``done``), with the
+    wall time of each."""
     source = chorale_source(rolls.test, config.frames)
     measurements = {
         "truncated_eval": lambda: lma.truncated_eval_curve(model, source, list(config.ks)),
+        "truncated_eval_after": lambda: truncated_eval_after(
+            model, rolls.test, config.ks, config.frames
+        ),
         "figure2": lambda: lma.gradient_by_distance(model, source, config.max_distance),
         "jacobian_norms": lambda: lma.state_jacobian_norms(
             model, source, config.jacobian_positions, config.burn_in
@@ -138,10 +200,11 @@ def analyze_model(model: MusicModel, rolls: PianoRolls, config: MusicAnalysisCon
             config.roll_keys,
         ),
     }
-    if model.authors_bug:  # no recurrence: no state map, and gradients reach distance 0 only
-        measurements.pop("jacobian_norms")
     entry: dict[str, Any] = {"seconds": {}}
-    for name, compute in measurements.items():
+    for name in measurements_of(recurrent=not model.authors_bug):
+        if name in done:
+            continue
+        compute = measurements[name]
         clock = time.perf_counter()
         entry[name] = compute()
         entry["seconds"][name] = time.perf_counter() - clock
@@ -198,14 +261,20 @@ def run_music_analysis(
     for cell, variant in ALL_VARIANTS:
         name = f"{cell}-{variant}"
         run_dir = runs / music_run_name(cell, variant, music_config)
-        if name in result:
+        wanted = measurements_of(recurrent=variant != "authors-bug")
+        done = tuple(part for part in wanted if part in result.get(name, {}))
+        if done == wanted:
             continue
         if not (run_dir / "model.pt").is_file():
-            result["missing"].append(name)
+            if name not in result:
+                result["missing"].append(name)
             continue
         if progress:
             print(f"measuring {name} ({run_dir})", flush=True)
-        result[name] = analyze_model(load_music_model(run_dir), rolls, ANALYSIS)
+        measured = analyze_model(load_music_model(run_dir), rolls, ANALYSIS, done)
+        previous_entry = result.get(name, {"seconds": {}})
+        seconds = previous_entry["seconds"] | measured.pop("seconds")
+        result[name] = previous_entry | measured | {"seconds": seconds}
         atomic_write_json(results_path, result)
     atomic_write_json(results_path, result)
     return result
@@ -645,8 +714,12 @@ def plot_learning_curves(results: dict[str, dict[str, Any]], title: str = "") ->
     return finish_axis(figure, axis, "epoch", "validation NLL per step", title)
 
 
-def plot_truncated_nll(analysis: dict[str, Any], title: str = "") -> Figure:
-    """Test NLL of the context-``k`` model against ``k``; dashed: the recurrent model."""
+def plot_truncated_nll(
+    analysis: dict[str, Any], title: str = "", curve_key: str = "truncated_eval"
+) -> Figure:
+    """Test NLL of the context-``k`` model against ``k``; dashed: the recurrent model.
+    ``curve_key``: ``"truncated_eval"`` (the first frames of each chorale) or
+    ``"truncated_eval_after"`` (the frames after them, :func:`truncated_eval_after`)."""
     return plot_truncated_curves(
         analysis,
         "loss",
@@ -655,6 +728,7 @@ def plot_truncated_nll(analysis: dict[str, Any], title: str = "") -> Figure:
         "test NLL per step",
         title,
         6.5,
+        curve_key,
     )
 
 
@@ -700,32 +774,52 @@ def memory_caveat(name: str, results: dict[str, dict[str, Any]], baseline: float
     )
 
 
+def truncation_verdict(k: int | None, measured_up_to: int, exact_from: int | None) -> str:
+    """The ``truncation`` rule of ``criteria.json`` for a curve whose smallest context within
+    the tolerance is ``k`` (None: none), measured up to ``measured_up_to``; from
+    ``exact_from`` on (None: never) a context covers every scored frame, so a ``k`` there is
+    equal by construction and decides nothing."""
+    max_k = criteria.criterion("truncation")["max_k"]
+    if k is not None and exact_from is not None and k >= exact_from:
+        return f"no verdict (from k = {exact_from} the context covers every scored frame)"
+    if k is not None:
+        return "supported" if k <= max_k else "not supported"
+    if measured_up_to >= max_k:
+        return "not supported"
+    return f"no verdict (measured up to k = {measured_up_to}, the rule's max_k is {max_k})"
+
+
 def describe_truncation(
     analysis: dict[str, Any],
     results: dict[str, dict[str, Any]] | None = None,
     baseline: float | None = None,
+    curve_key: str = "truncated_eval",
 ) -> list[str]:
     """For every model: the NLL at k = 1, the context within the ``truncation`` tolerance of
-    ``criteria.json`` and its verdict; with ``results`` and ``baseline``, the caveat of a model
-    that does not beat the baseline (:func:`memory_caveat`)."""
-    rule = criteria.criterion("truncation")
-    tolerance, max_k = rule["relative_tolerance"], rule["max_k"]
+    ``criteria.json`` and its verdict (:func:`truncation_verdict`), marked as read on one
+    model; with ``results`` and ``baseline``, the caveat of a model that does not beat the
+    baseline (:func:`memory_caveat`).  On ``truncated_eval`` (the first ``frames`` frames of
+    each chorale) a context ``k >= frames - 1`` sees every scored frame."""
+    tolerance = criteria.criterion("truncation")["relative_tolerance"]
+    frames = analysis.get("config", {}).get("frames")
+    exact_from = frames - 1 if curve_key == "truncated_eval" and frames else None
     sentences = []
     for name, entry in analysis.items():
-        if not (isinstance(entry, dict) and "truncated_eval" in entry):
+        if not (isinstance(entry, dict) and curve_key in entry):
             continue
-        curve = entry["truncated_eval"]
+        curve = entry[curve_key]
         k = context_used(curve, tolerance)
         reach = (
             f"within {tolerance:.0%} of it from k = {k} frames on"
             if k is not None
             else f"never within {tolerance:.0%} of it up to k = {curve['k'][-1]}"
         )
-        verdict = "supported" if k is not None and k <= max_k else "not supported"
+        verdict = truncation_verdict(k, curve["k"][-1], exact_from)
         caveat = memory_caveat(name, results, baseline) if results and baseline else ""
         sentences.append(
             f"{LABELS[name]}: recurrent NLL {curve['recurrent_loss']:.2f}; context 1 gives "
-            f"{curve['loss'][0]:.2f}; {reach}. Short context (criteria.json): {verdict}" + caveat
+            f"{curve['loss'][0]:.2f}; {reach}. Short context (criteria.json; {ONE_MODEL}): "
+            f"{verdict}" + caveat
         )
     return sentences
 
@@ -751,7 +845,8 @@ def describe_gradient_reach(
         caveat = memory_caveat(name, results, baseline) if results and baseline else ""
         sentences.append(
             f"{LABELS[name]}: gradient norm at distance {distance} is {measured:.2%} of the one at "
-            f"distance 0. Vanishes (criteria.json: below {ratio:.0%}): {verdict}" + caveat
+            f"distance 0. Vanishes (criteria.json: below {ratio:.0%}; {ONE_MODEL}): {verdict}"
+            + caveat
         )
     return sentences
 
