@@ -40,7 +40,7 @@ def test_summary_matches_numpy_sample_statistics() -> None:
     expected = np.array(list(values.values()))
     assert math.isclose(summary.mean, expected.mean(), rel_tol=1e-12)
     assert math.isclose(summary.sd, expected.std(ddof=1), rel_tol=1e-12)
-    assert summary.describe() == "168.0 ± 2.2 (n = 3: 170.0, 168.2, 165.7)"
+    assert summary.describe() == "168.0 ± 2.2 (n = 3; seed 2: 170.0, 3: 168.2, 1111: 165.7)"
     assert summarize({1111: 165.7}).describe() == "165.7 (one seed, 1111)"
 
 

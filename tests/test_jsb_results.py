@@ -9,6 +9,7 @@ result of an older config would be shown as this one's, so every file must match
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import asdict
@@ -490,3 +491,55 @@ def test_chapter9_reading_of_the_authors_rnn_pair_holds() -> None:
     count = len(seeds("lstm-stable"))
     words = {1: "one seed", 2: "two seeds", 3: "three seeds", 4: "four seeds"}
     assert count >= 5 or f"the stable LSTM has {words[count]} so far" in text
+
+
+def test_chapter9_reading_after_a_reviewers_read_holds() -> None:
+    """The numbers added after a reviewer's read: runs still improving at epoch 500, the
+    adam-tcn models against the paper and their best epochs, the grid contexts, and the
+    limits of the first-32-frames measurements."""
+    text = _chapter9_prose()
+    full = ma.load_results()
+    rnn = full["rnn-unconstrained"]["epochs"]
+    cuts = [b["epoch"] for a, b in itertools.pairwise(rnn) if b["lr"] != a["lr"]]
+    assert cuts == [30] and rnn[-1]["lr"] == pytest.approx(1e-3)
+    val = {e: f"{rnn[e - 1]['val_nll']:.2f}" for e in (100, 300, 500)}
+    assert f"(validation NLL {val[100]} at epoch 100, {val[300]} at 300, {val[500]} at 500)" in text
+    for name in ("rnn-unconstrained", "lstm-stable", "lstm-authors-bug"):
+        assert full[name]["best_epoch"] == len(full[name]["epochs"]) == 500  # still improving
+    runs = ma.load_seed_results("adam-tcn")
+    gaps = {}
+    for (cell, variant), key in ma.PAPER_KEYS.items():
+        mean = ma.seed_summary(runs[f"{cell}-{variant}"]).mean
+        gaps[f"{cell}-{variant}"] = -100 * ma.criteria.relative_gap(
+            mean, float(ma.paper_claims.value(key))
+        )
+    assert (
+        f"by {gaps['rnn-unconstrained']:.1f}% (RNN), {gaps['rnn-stable']:.1f}% (stable RNN), "
+        f"{gaps['lstm-unconstrained']:.1f}% (LSTM) and {gaps['lstm-stable']:.1f}%" in text
+    )
+    best = {n: sorted(run["best_epoch"] for run in r.values()) for n, r in runs.items()}
+    rnn_best, lstm_best = best["rnn-unconstrained"], best["lstm-unconstrained"]
+    assert (
+        f"(the RNNs at epochs {rnn_best[0]} to {rnn_best[-1]}, the LSTMs at {lstm_best[0]}" in text
+    )
+    assert f"to {lstm_best[-1]} of 100)" in text and best["lstm-stable"][0] == 99
+    for cell in ("rnn", "lstm"):  # the stable model is the better of each adam-tcn pair
+        stable = ma.seed_summary(runs[f"{cell}-stable"])
+        assert stable.mean < ma.seed_summary(runs[f"{cell}-unconstrained"]).mean
+    analysis = ma.load_full_analysis(config="adam-tcn")
+    assert analysis is not None
+    ks = {n: ma.context_used(analysis[n]["truncated_eval"]) for n in runs}
+    assert analysis["rnn-stable"]["truncated_eval"]["k"] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
+    assert (
+        f"is {ks['rnn-unconstrained']} frames against the stable RNN's {ks['rnn-stable']} (the "
+        f"RNN) and {ks['lstm-unconstrained']} against the stable LSTM's {ks['lstm-stable']}" in text
+    )
+    figure2 = analysis["lstm-unconstrained"]["figure2"]
+    ratio = [m / figure2["mean_norm"][0] for m in figure2["mean_norm"]]
+    assert (
+        f"between {100 * min(ratio[10:21]):.1f}% and {100 * max(ratio[10:21]):.1f}% from "
+        f"distance 10 to 20, then rises to {100 * ratio[24]:.1f}% at distance 24" in text
+    )
+    counts = [int(figure2["count"][d]) for d in (0, 20, 24)]
+    assert f"{counts[0]:,} at distance 0, {counts[1]} at distance 20, {counts[2]} at" in text
+    assert f"where only {counts[2]} pairs fit in 32 frames" in text

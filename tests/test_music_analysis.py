@@ -221,7 +221,9 @@ def test_seeds_table_reads_every_seed_folder(tmp_path):
     assert sorted(runs["rnn-stable"]) == [2, 1111]
     table = ma.seeds_table("adam-tcn", 11.09, tmp_path)
     rows = {line.split(" | ")[0]: line for line in table.splitlines()}
-    assert "8.00 ± 0.16 (n = 5: 8.20, 7.90, 8.10, 7.80, 8.00)" in rows["| RNN"]
+    assert (
+        "8.00 ± 0.16 (n = 5; seed 1: 8.20, 2: 7.90, 3: 8.10, 4: 7.80, 1111: 8.00)" in rows["| RNN"]
+    )
     assert "beats it" in rows["| RNN"]
     assert "no verdict (fewer than 5 seeds)" in rows["| RNN, stable"]
     assert "--config adam-tcn --resume" in rows["| LSTM"]
@@ -437,6 +439,15 @@ def test_paper_sentences_give_a_verdict_only_with_the_seeds(tmp_path):
     for seed in (1, 2, 3, 4):
         _write_run(tmp_path, f"authors/seed{seed}/rnn-unconstrained.json", seed, paper * 1.10)
     assert ma.paper_sentences("authors", tmp_path)[0].endswith(": not reproduced.")
+    # the LSTM of the authors' code has no recurrence: our recurrent LSTM is another model
+    for seed in (1, 2, 3, 4, 1111):
+        _write_run(tmp_path, f"authors/{'' if seed == 1111 else f'seed{seed}/'}lstm-stable.json",
+                   seed, float(paper_claims.value("jsb-lstm-stable-nll")))  # fmt: skip
+    lstm_stable = ma.paper_sentences("authors", tmp_path)[3]
+    assert "+0.0%" in lstm_stable and lstm_stable.endswith(
+        ": not comparable: our LSTM is recurrent, the LSTM of the authors' code is not "
+        "(departure 1)."
+    )
     with pytest.raises(ValueError):
         ma.paper_sentences("adam-tcn", tmp_path)
 
@@ -483,3 +494,30 @@ def test_jacobian_sentences_give_range_median_and_share_below_one():
         "LSTM: sampled state-Jacobian norms from 0.500 to 3.000 (median 1.050); "
         "50% of the 4 sampled states below 1"
     )
+
+
+def _seeded(values: dict[int, float], **extra) -> dict[int, dict]:
+    return {seed: {"seed": seed, "test_nll": v, **extra} for seed, v in values.items()}
+
+
+def test_training_extent_gives_each_seeds_best_epoch_and_final_rate():
+    epochs = [{"epoch": e, "lr": 0.01 if e < 3 else 0.001} for e in (1, 2, 3, 4)]
+    runs = {"rnn-stable": {1111: {"best_epoch": 4, "epochs": epochs},
+                           2: {"best_epoch": 2, "epochs": epochs[:2]}}}  # fmt: skip
+    (sentence,) = ma.training_extent_sentences(runs)
+    assert sentence == (
+        "RNN, stable: seed 2: best epoch 2 of 2, final lr 1e-02; "
+        "seed 1111: best epoch 4 of 4, final lr 1e-03."
+    )
+
+
+def test_input_layer_rows_are_read_by_the_single_seed_rule():
+    """5 sd of the reference: sd of (9.0, 9.1, 9.2, 9.3, 9.4) is 0.158, so 0.79."""
+    reference = {name: _seeded({1: 9.0, 2: 9.1, 3: 9.2, 4: 9.3, 1111: 9.4})
+                 for name in ("rnn-unconstrained", "lstm-unconstrained")}  # fmt: skip
+    results = {"rnn-unconstrained": {"test_nll": 9.2 + 0.80},  # just beyond: readable
+               "lstm-unconstrained": {"test_nll": 9.2 + 0.78},  # just within: not
+               "rnn-stable": {"test_nll": 12.0}}  # no reference: no sentence  # fmt: skip
+    rnn, lstm = ma.input_layer_readings(results, reference)
+    assert "effect +0.80 against 5 sd = 0.79" in rnn and rnn.endswith("read on its one seed.")
+    assert "effect +0.78 against 5 sd = 0.79" in lstm and "may not be read" in lstm

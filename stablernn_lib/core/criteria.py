@@ -68,11 +68,13 @@ class SeedSummary:
         return statistics.stdev(self.values) if self.n > 1 else 0.0
 
     def describe(self, digits: int = 1) -> str:
-        """``mean ± sd (n = 3: a, b, c)``, or the single value with its seed."""
-        each = ", ".join(f"{v:.{digits}f}" for v in self.values)
+        """``mean ± sd (n = 3; seed 2: a, 3: b, 1111: c)``, or the single value with its seed."""
+        each = ", ".join(
+            f"{s}: {v:.{digits}f}" for s, v in zip(self.seeds, self.values, strict=True)
+        )
         if self.n == 1:
             return f"{self.values[0]:.{digits}f} (one seed, {self.seeds[0]})"
-        return f"{self.mean:.{digits}f} ± {self.sd:.{digits}f} (n = {self.n}: {each})"
+        return f"{self.mean:.{digits}f} ± {self.sd:.{digits}f} (n = {self.n}; seed {each})"
 
 
 def seeds_label(n: int) -> str:
