@@ -389,7 +389,10 @@ def test_chapter9_prints_the_paper_numbers_and_the_commands_under_each_table() -
     assert not any("describe_differences(" in s for s in sources)  # not on the ablation
     # cell 9's command names the variant, as the CLI needs
     (smoke,) = [s for s in sources if s.startswith("In smoke mode")]
-    assert "train-music --model <model> --variant <variant> --config full" in " ".join(
+    assert "train-music --model <model> --variant <variant> --config authors --resume" in " ".join(
+        smoke.split()
+    )
+    assert "(`--config full`; the committed runs also passed `--stop-below-lr 1e-5`" in " ".join(
         smoke.split()
     )
     # the prose: the `authors` runs end above the paper's numbers too
