@@ -546,3 +546,14 @@ def test_chapter9_reading_after_a_reviewers_read_holds() -> None:
     counts = [int(figure2["count"][d]) for d in (0, 20, 24)]
     assert f"{counts[0]:,} at distance 0, {counts[1]} at distance 20, {counts[2]} at" in text
     assert f"where only {counts[2]} pairs fit in 32 frames" in text
+
+
+def test_chapter9_says_why_the_lstm_rows_are_not_compared_and_what_the_bug_cost() -> None:
+    text = _chapter9_prose()
+    assert 'the sentences say "not comparable"' in text
+    lstm = [s for s in ma.paper_sentences("authors") if s.startswith("LSTM")]
+    assert len(lstm) == 2 and all("not comparable: our LSTM is recurrent" in s for s in lstm)
+    bug = ma.load_results()["lstm-authors-bug"]
+    assert 1.5 * 3600 < bug["wall_seconds"] < 2.5 * 3600  # "about two hours on one core"
+    assert bug["torch_threads"] == 1 and "about two hours on one core" in text
+    assert "lstm-authors-bug" not in ma.load_seed_results("authors")  # "has no row here"
