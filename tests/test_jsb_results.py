@@ -465,7 +465,7 @@ def test_chapter9_reading_of_the_sgd_models_memory_holds() -> None:
     assert "that is the independent-keys baseline of the tables" in text
 
 
-def test_chapter9_reading_of_the_authors_rnn_pair_holds() -> None:
+def test_chapter9_reading_of_the_authors_pairs_holds() -> None:
     """The paragraph under the `authors` table: means, sds, gaps and verdicts recomputed
     from the result files with the standard library (not the course's summaries)."""
     import statistics
@@ -488,12 +488,41 @@ def test_chapter9_reading_of_the_authors_rnn_pair_holds() -> None:
     assert all(g > 5 for g in gaps) and f"(by {gaps[0]:.1f}% and {gaps[1]:.1f}%)" in text
     lstm = seeds("lstm-unconstrained")
     assert len(lstm) == 5
-    assert f"baseline by {100 * (1 - statistics.mean(lstm) / BASELINE):.1f}%, just past" in text
+    assert (
+        f"the unconstrained one by {100 * (1 - statistics.mean(lstm) / BASELINE):.1f}%, just past"
+        in text
+    )
     paper = {k: ma.paper_claims.value(f"jsb-rnn-{k}-nll") for k in ("stable", "unconstrained")}
     assert abs(mean_s / paper["stable"] - 1) <= 0.05 < abs(mean_f / paper["unconstrained"] - 1)
-    count = len(seeds("lstm-stable"))
-    words = {1: "one seed", 2: "two seeds", 3: "three seeds", 4: "four seeds"}
-    assert count >= 5 or f"the stable LSTM has {words[count]} so far" in text
+    # the LSTM pair: five seeds each, the gap, the baseline, and the training extents
+    stable_lstm = seeds("lstm-stable")
+    assert len(stable_lstm) == 5
+    mean_l, sd_l = statistics.mean(lstm), statistics.stdev(lstm)
+    mean_sl, sd_sl = statistics.mean(stable_lstm), statistics.stdev(stable_lstm)
+    assert (
+        f"mean test NLL, {mean_sl:.2f} ± {sd_sl:.2f}, is {100 * (1 - mean_sl / mean_l):.1f}% "
+        f"*below* the unconstrained LSTM's {mean_l:.2f} ± {sd_l:.2f}" in text
+    )
+    verdicts = ma.stability_cost_sentences(ma.load_seed_results("authors"), "authors")
+    assert verdicts[1].startswith("LSTM (authors)") and verdicts[1].endswith(": supported.")
+    assert f"beats the no-memory baseline by {100 * (1 - mean_sl / BASELINE):.1f}%" in text
+    runs = ma.load_seed_results("authors")
+    stable_best = [run["best_epoch"] for run in runs["lstm-stable"].values()]
+    assert f"at epoch {min(stable_best)} or later" in text
+    early = sorted(
+        (run["best_epoch"], run["epochs"][-1]["lr"])
+        for run in runs["lstm-unconstrained"].values()
+        if run["best_epoch"] < 400
+    )
+    assert len(early) == 3 and "three of the five unconstrained LSTMs" in text
+    assert f"between epochs {early[0][0]} and {early[-1][0]}" in text
+    assert max(lr for _, lr in early) <= 1.0001e-7 and "to $10^{-7}$ or below" in text
+    tcn = ma.load_seed_results("adam-tcn")
+    tcn_gap = (
+        1
+        - ma.seed_summary(tcn["lstm-stable"]).mean / ma.seed_summary(tcn["lstm-unconstrained"]).mean
+    )
+    assert f"the gap there is {100 * tcn_gap:.1f}%" in text
 
 
 def test_chapter9_reading_after_a_reviewers_read_holds() -> None:
