@@ -586,3 +586,45 @@ def test_chapter9_says_why_the_lstm_rows_are_not_compared_and_what_the_bug_cost(
     assert 1.5 * 3600 < bug["wall_seconds"] < 2.5 * 3600  # "about two hours on one core"
     assert bug["torch_threads"] == 1 and "about two hours on one core" in text
     assert "lstm-authors-bug" not in ma.load_seed_results("authors")  # "has no row here"
+
+
+def test_analysis_of_the_authors_models_is_complete_and_matches_the_code() -> None:
+    """jsb-analysis --config authors: the four table models of seed 1111 (the non-recurrent
+    LSTM is not trained at this config), with both truncation curves."""
+    analysis = ma.load_full_analysis(config="authors")
+    assert analysis is not None
+    assert analysis["missing"] == ["lstm-authors-bug"]
+    assert analysis["config"] == json.loads(json.dumps(asdict(ANALYSIS)))
+    assert same_config(analysis["music_config"], CONFIGS["authors"])
+    assert analysis["provenance"]["criteria_commit"].startswith("edf3b22")
+    for cell, variant in TABLE_VARIANTS:
+        entry = analysis[f"{cell}-{variant}"]
+        assert set(ma.measurements_of(recurrent=True)) <= set(entry)
+        after = entry["truncated_eval_after"]
+        assert after["k"] == list(ANALYSIS.ks) and after["scored_from"] == ANALYSIS.frames
+        chorales, frames = JSB_SPLIT_SIZES["test"]
+        # each scored chorale has its first frames + 1 frames unscored
+        assert 0 < after["chorales"] <= chorales
+        assert after["positions"] + (ANALYSIS.frames + 1) * after["chorales"] <= frames
+        assert all(math.isfinite(x) for x in after["loss"] + [after["recurrent_loss"]])
+
+
+@pytest.mark.parametrize("name", [f"{cell}-{variant}" for cell, variant in TABLE_VARIANTS])
+def test_the_measured_authors_models_are_the_committed_runs_trained_again(name: str) -> None:
+    """The measured weights are not committed: each seed-1111 model was trained again with
+    the same config and seed (authors/retrained/), and its every epoch, its best epoch and
+    its test NLL agree with the committed run's, so the measurements describe the models of
+    the table. Three retrainings repeat their run exactly; the stable LSTM's differs by float
+    rounding (validation NLL by at most 2e-6 nats at any epoch), hence the tolerance."""
+    committed = json.loads((RESULTS_DIR / "authors" / f"{name}.json").read_text())
+    again = json.loads((RESULTS_DIR / "authors" / "retrained" / f"{name}.json").read_text())
+    assert again["status"] == "completed" and again["seed"] == committed["seed"] == 1111
+    assert same_config(again["config"], CONFIGS["authors"])
+    assert again["provenance"]["git_commit"] != committed["provenance"]["git_commit"]
+    assert len(again["epochs"]) == len(committed["epochs"])
+    for a, b in zip(again["epochs"], committed["epochs"], strict=True):
+        assert math.isclose(a["train_nll"], b["train_nll"], rel_tol=1e-6), a["epoch"]
+        assert math.isclose(a["val_nll"], b["val_nll"], rel_tol=1e-6), a["epoch"]
+        assert a["lr"] == b["lr"], a["epoch"]  # the schedule cut at the same epochs
+    assert again["best_epoch"] == committed["best_epoch"]
+    assert math.isclose(again["test_nll"], committed["test_nll"], rel_tol=1e-6)
