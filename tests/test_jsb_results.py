@@ -628,3 +628,40 @@ def test_the_measured_authors_models_are_the_committed_runs_trained_again(name: 
         assert a["lr"] == b["lr"], a["epoch"]  # the schedule cut at the same epochs
     assert again["best_epoch"] == committed["best_epoch"]
     assert math.isclose(again["test_nll"], committed["test_nll"], rel_tol=1e-6)
+
+
+def test_chapter9_reading_of_the_authors_measurements_holds() -> None:
+    """The paragraph under the authors' figures, from authors/analysis.json."""
+    text = _chapter9_prose()
+    analysis = ma.load_full_analysis(config="authors")
+    assert analysis is not None
+    names = [f"{cell}-{variant}" for cell, variant in TABLE_VARIANTS]
+    for key in ("truncated_eval_after", "truncated_eval"):  # the same contexts on both curves
+        ks = {n: ma.context_used(analysis[n][key]) for n in names}
+        assert ks == {"rnn-unconstrained": 6, "rnn-stable": 6, "lstm-unconstrained": 6,
+                      "lstm-stable": 3}  # fmt: skip
+    assert "by $k = 6$ frames (the stable LSTM by $k = 3$)" in text
+    runs = ma.load_seed_results("authors")
+    assert all(ma.uses_memory(ma.seed_summary(runs[n]), BASELINE) for n in names)
+
+    def norms(name: str) -> list[float]:
+        return sorted(x for layer in analysis[name]["jacobian_norms"] for x in layer)
+
+    def ratio(name: str) -> float:
+        figure2 = analysis[name]["figure2"]
+        return figure2["mean_norm"][figure2["distance"].index(20)] / figure2["mean_norm"][0]
+
+    rnn, lstm = norms("rnn-stable"), norms("lstm-stable")
+    assert f"(norms from {rnn[0]:.3f} to {rnn[-1]:.3f} for the RNN, {lstm[0]:.3f} to " in text
+    assert f"{lstm[-1]:.3f} for the LSTM)" in text and max(rnn[-1], lstm[-1]) < 1
+    assert f"at distance 20 are {100 * ratio('rnn-stable'):.2f}% and" in text
+    assert ratio("lstm-stable") < 1e-4 and "less than 0.01% of the ones" in text
+    assert f"1% by distance 20 ({100 * ratio('rnn-unconstrained'):.2f}%)" in text
+    free = norms("rnn-unconstrained")
+    below = 100 * sum(x < 1 for x in free) / len(free)
+    median = (free[len(free) // 2 - 1] + free[len(free) // 2]) / 2
+    assert (
+        f"only {below:.0f}% of its sampled Jacobian norms are below 1 (median {median:.3f})" in text
+    )
+    assert f"reaches far, {100 * ratio('lstm-unconstrained'):.2f}% of its size" in text
+    assert f"(the smallest is {norms('lstm-unconstrained')[0]:.3f})" in text
