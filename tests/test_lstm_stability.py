@@ -431,7 +431,7 @@ def test_default_projection_lands_in_the_compact_set(generator):
     ls.project_lstm_weights_(lstm.weight_hh_l0, lstm.weight_ih_l0, biases=biases)
     constraint = ls.course_lstm_constraint()
     W, U = ls.gate_blocks(lstm.weight_hh_l0), ls.gate_blocks(lstm.weight_ih_l0)
-    total = ls.gate_blocks(lstm.bias_ih_l0 + lstm.bias_hh_l0)
+    total = ls.gate_blocks((lstm.bias_ih_l0 + lstm.bias_hh_l0).detach())
     lower = constraint.lower_bias()
     for g in ls.GATES:
         # rounding of soft-thresholding entries of size ~1e3 in float64: ~1e-13 per row
