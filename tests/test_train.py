@@ -218,8 +218,24 @@ def test_every_ablation_config_changes_one_thing_from_cpu() -> None:
     ):
         changed = {k for k, v in vars(CONFIGS[name]).items() if base[k] != v} - {"name"}
         assert changed, name
-        expected = {"lstm_constraint", "projected_layers"} if name == "cpu-authors-first" else None
+        expected = {
+            "cpu-authors-first": {"lstm_constraint", "projected_layers"},
+            "cpu-converged": {"epochs", "stop_below_lr"},  # one factor: how long it trains
+        }.get(name)
         assert changed == expected if expected else len(changed) == 1, (name, changed)
+
+
+def test_stop_below_lr_ends_a_run_as_completed_and_the_result_says_when(corpus, tmp_path) -> None:
+    config = replace(TINY, name="tiny-stop", stop_below_lr=10.0)  # lr 5 < 10 after epoch 1
+    result = train_language_model("rnn", False, config, corpus=corpus, out_dir=tmp_path,
+                                  progress=False)  # fmt: skip
+    assert result["status"] == "completed" and len(result["epochs"]) == 1
+    assert math.isfinite(result["test_ppl"])
+    stopped = result["stopped_early"]
+    assert (stopped["after_epoch"], stopped["lr"], stopped["stop_below_lr"]) == (1, 5.0, 10.0)
+    steps = math.ceil((len(corpus.train) // config.batch_size - 1) / config.bptt)
+    assert stopped["max_weight_change"] == pytest.approx(2 * steps * 5.0 * config.clip)
+    assert json.loads((tmp_path / "result.json").read_text())["stopped_early"] == stopped
 
 
 def test_a_loaded_model_keeps_its_projection_scope_and_constraint(corpus, tmp_path) -> None:
