@@ -1,0 +1,99 @@
+"""The reading of the LSTM pair trained until the decay is used up (``cpu-converged``)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stablernn_lib.tasks.wikitext2 import convergence
+from stablernn_lib.tasks.wikitext2.findings import load_seed_results
+
+
+def _run(val_ppl: list[float], rates: list[float], test_ppl: float, stop: float | None = None):
+    """A result file's fields for a run with these validation perplexities and rates."""
+    epochs = [
+        {"epoch": i + 1, "val_ppl": p, "val_loss": math.log(p), "lr": lr}
+        for i, (p, lr) in enumerate(zip(val_ppl, rates, strict=True))
+    ]
+    early = None
+    if stop is not None:
+        early = {"after_epoch": len(epochs), "lr": rates[-1] / 4, "stop_below_lr": stop}
+    return {
+        "config": {"epochs": 40, "lr": 5.0},
+        "epochs": epochs,
+        "best_val_ppl": min(val_ppl),
+        "test_ppl": test_ppl,
+        "stopped_early": early,
+    }
+
+
+FREE = _run([300, 200, 150, 149, 151, 148, 150], [5, 5, 5, 5, 5, 1.25, 1.25], 140.0, stop=0.5)
+STABLE = _run([330, 260, 240, 230, 231, 225], [5, 5, 5, 5, 5, 1.25], 210.0)
+
+
+def test_best_epoch_is_the_first_lowest_validation_loss() -> None:
+    assert convergence.best_epoch(FREE) == 6
+    assert convergence.best_epoch(_run([3, 2, 2, 5], [1, 1, 1, 1], 1.0)) == 2
+
+
+def test_cuts_count_the_rate_changes_between_trained_epochs() -> None:
+    assert convergence.learning_rate_cuts(FREE) == 1
+    assert convergence.learning_rate_cuts(_run([3, 2], [1, 1], 1.0)) == 0
+
+
+def test_extent_says_why_a_run_ended_and_counts_the_cut_before_an_early_stop() -> None:
+    text = convergence.extent_sentence("lstm-unconstrained", FREE)
+    assert text.startswith("LSTM, unconstrained: 7 of at most 40 epochs;")
+    assert "stopped at the start of epoch 8" in text and "2 times, to 0.3125, below 0.5" in text
+    assert "best validation perplexity 148.0 at epoch 6; test perplexity 140.0." in text
+    text = convergence.extent_sentence("lstm-stable", STABLE)
+    assert "it ran every epoch, its learning rate cut 1 times (to 1.25)" in text
+
+
+def test_gaps_at_convergence_after_six_epochs_and_at_equal_epochs() -> None:
+    short = load_seed_results("cpu")
+    free6, stable6 = (short[name] for name in convergence.PAIR)
+    gap_same = stable6[1111]["test_ppl"] / free6[1111]["test_ppl"] - 1
+    mean = [sum(r["test_ppl"] for r in runs.values()) / len(runs) for runs in (free6, stable6)]
+    first, equal = convergence.gap_sentences({"lstm-unconstrained": FREE, "lstm-stable": STABLE})
+    assert first.startswith("The course constraint costs +50.0% in test perplexity")
+    assert f"{gap_same:+.1%} after 6 epochs with the same seed" in first
+    assert f"{mean[1] / mean[0] - 1:+.1%} over the 6-epoch seeds" in first
+    assert "not a verdict" in first
+    # epoch 5 is the last before either cut; epoch 6 the last both ran (stable's last)
+    assert f"{231 / 151 - 1:+.1%} after epoch 5, the last before" in equal
+    assert f"{225 / 148 - 1:+.1%} after epoch 6, the last both ran" in equal
+    assert convergence.gap_sentences({"lstm-stable": STABLE}) == [
+        "The pair has not finished yet: no gap at convergence."
+    ]
+
+
+@pytest.mark.parametrize("name", convergence.PAIR)
+def test_a_converged_model_is_read_against_the_six_epoch_seeds(name: str) -> None:
+    six = load_seed_results("cpu")[name]
+    values = [run["test_ppl"] for run in six.values()]
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    far = convergence.against_short_sentence(name, {**FREE, "test_ppl": mean - 5 * sd - 0.5})
+    assert f"beyond 5 sd of those seeds ({5 * sd:.1f}): readable from one seed" in far
+    assert f"against {six[1111]['test_ppl']:.1f} with the same seed" in far
+    near = convergence.against_short_sentence(name, {**FREE, "test_ppl": mean + 5 * sd - 0.5})
+    assert "within 5 sd" in near and "not readable from one seed" in near
+
+
+def test_first_epochs_agreement_is_the_largest_relative_difference() -> None:
+    six = load_seed_results("cpu")["lstm-stable"][1111]["epochs"]
+    moved = [{**row, "val_ppl": row["val_ppl"] * (1.002 if row["epoch"] == 3 else 1.0)}
+             for row in six]  # fmt: skip
+    run = {"epochs": [*moved, {"epoch": 7, "val_ppl": 1.0}]}  # epoch 7 has no 6-epoch twin
+    assert convergence.first_epochs_agreement("lstm-stable", run) == pytest.approx(0.002)
+
+
+def test_the_figure_draws_both_curves_the_gap_and_the_six_epoch_mark() -> None:
+    figure = convergence.plot_convergence({"lstm-unconstrained": FREE, "lstm-stable": STABLE})
+    curves, gaps = figure.axes
+    assert [len(line.get_xdata()) for line in curves.lines[:2]] == [7, 6]
+    pairs = zip([330, 260, 240, 230, 231, 225], [300, 200, 150, 149, 151, 148], strict=True)
+    assert list(gaps.lines[0].get_ydata()) == pytest.approx([100 * (s / f - 1) for s, f in pairs])
+    assert all(6 in line.get_xdata() for line in (curves.lines[-1], gaps.lines[-1]))
