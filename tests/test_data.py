@@ -195,8 +195,8 @@ def test_real_corpus_counts_hashes_and_corruption(real_data_dir: Path, tmp_path:
     # a corrupted copy (one byte changed) is rejected, naming the file
     copy = tmp_path / "wikitext-2"
     copy.mkdir()
-    for name in WIKITEXT2_SHA256:
-        shutil.copy(folder / name, copy / name)
+    for name in WIKITEXT2_SHA256:  # the bytes, not the mode: shared corpora may be read-only
+        shutil.copyfile(folder / name, copy / name)
     raw = bytearray((copy / "test.txt").read_bytes())
     raw[100] ^= 1
     (copy / "test.txt").write_bytes(bytes(raw))

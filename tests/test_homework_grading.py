@@ -914,3 +914,34 @@ def test_without_bwrap_the_fallback_says_so_loudly(monkeypatch, tmp_path: Path, 
     assert record["jobs"] == 1 and "one at a time" in record["warnings"][-1]
     assert "NO SANDBOX" in capsys.readouterr().err
     assert bwrap_binary() is not None  # this machine has the sandbox: only the test lost it
+
+
+MEMORY_BUDGET_PROBE = """
+import resource, sys, torch
+from stablernn_lib.homework.sandbox import apply_limits, mapped_bytes
+budget = 512 * 2**20
+before = mapped_bytes()
+apply_limits({"memory_bytes": budget})
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+small = torch.ones(128 * 2**20, dtype=torch.uint8)  # 128 MiB: within the budget
+try:
+    torch.ones(1024 * 2**20, dtype=torch.uint8)  # 1 GiB: beyond it
+    beyond = "allocated"
+except RuntimeError:
+    beyond = "refused"
+print(before, soft, hard, beyond)
+"""
+
+
+def test_the_memory_limit_counts_what_a_submission_maps_beyond_its_start() -> None:
+    """``memory_bytes`` is a budget on top of what the process maps at start (torch's CPU
+    build maps ~0.6 GB, a CUDA build ~3 GB): the same budget with either build."""
+    probe = subprocess.run(
+        [sys.executable, "-c", MEMORY_BUDGET_PROBE], capture_output=True, text=True, timeout=120
+    )
+    assert probe.returncode == 0, probe.stderr
+    before, soft, hard, beyond = probe.stdout.split()
+    budget = 512 * 2**20
+    assert soft == hard  # the student cannot raise it again
+    assert budget <= int(soft) - int(before) < budget + 64 * 2**20  # measured at the call
+    assert beyond == "refused"

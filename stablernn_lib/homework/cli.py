@@ -117,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--memory-mb",
         type=int,
         default=4096,
-        help="address-space limit of a submission's processes",
+        help="address space a submission's process may map beyond its start (torch, harness)",
     )
     grade.add_argument(
         "--processes", type=int, default=64, help="processes and threads a submission may run"

@@ -89,7 +89,9 @@ class Limits:
 
     ``notebook_s``: wall seconds for all of the notebook's own cells; ``time_scale``
     multiplies every check's time limit; ``memory_mb`` bounds the address space
-    (``RLIMIT_AS``) of every student process; ``processes`` bounds the processes and
+    (``RLIMIT_AS``) that every student process may map beyond what it maps when it starts
+    (the interpreter, torch and the harness: about 0.6 GB with the CPU build of torch,
+    3 GB with a CUDA build); ``processes`` bounds the processes and
     threads of its user id (``RLIMIT_NPROC``, used only under a user id of its own);
     ``file_mb`` bounds any file it writes (``RLIMIT_FSIZE``).  The CPU time of a student
     process (``RLIMIT_CPU``) and the wall time of the whole submission follow from
@@ -106,7 +108,9 @@ class Limits:
         if self.notebook_s <= 0 or self.time_scale <= 0:
             raise ValueError("--timeout and --time-scale must be positive")
         if self.memory_mb < 1024:
-            raise ValueError("--memory-mb must be at least 1024 (importing torch needs it)")
+            raise ValueError(
+                "--memory-mb must be at least 1024 (the notebook's shell and the checks need it)"
+            )
 
     def checks_s(self, homework: Homework) -> float:
         return self.time_scale * sum(c.time_limit for q in homework.questions for c in q.all_checks)

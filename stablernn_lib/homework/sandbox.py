@@ -351,8 +351,25 @@ class Replayer:
 # ----------------------------------------------------------------------------- the process
 
 
+def mapped_bytes() -> int:
+    """The address space this process maps now (``VmSize`` of ``/proc/self/status``)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/self/status has no VmSize line: cannot bound the memory")
+
+
 def apply_limits(limits: dict[str, int]) -> None:
-    """Set soft and hard resource limits on this process (a process cannot raise them again)."""
+    """Set soft and hard resource limits on this process (a process cannot raise them again).
+
+    ``memory_bytes`` is what the submission may map on top of what the process maps already
+    (the interpreter, torch and this harness): a CUDA build of torch maps about 3 GB of
+    address space when imported, the CPU build about 0.6 GB, so an absolute bound would mean
+    something else with each build.
+    """
+    if limits.get("memory_bytes"):
+        limits = {**limits, "memory_bytes": mapped_bytes() + int(limits["memory_bytes"])}
     names = {
         "cpu_s": (resource.RLIMIT_CPU, 5),
         "memory_bytes": (resource.RLIMIT_AS, 0),
