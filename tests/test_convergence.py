@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +99,51 @@ def test_the_figure_draws_both_curves_the_gap_and_the_six_epoch_mark() -> None:
     pairs = zip([330, 260, 240, 230, 231, 225], [300, 200, 150, 149, 151, 148], strict=True)
     assert list(gaps.lines[0].get_ydata()) == pytest.approx([100 * (s / f - 1) for s, f in pairs])
     assert all(6 in line.get_xdata() for line in (curves.lines[-1], gaps.lines[-1]))
+
+
+def _chapter8_prose() -> str:
+    path = Path(__file__).resolve().parents[1] / "chapters" / "08_wikitext2_experiments.ipynb"
+    cells = json.loads(path.read_text(encoding="utf8"))["cells"]
+    return " ".join(
+        " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split()
+    )
+
+
+def test_chapter8_says_how_much_the_six_epoch_lstms_still_improved() -> None:
+    drops = [
+        100 * (1 - run["epochs"][5]["val_ppl"] / run["epochs"][4]["val_ppl"])
+        for name in convergence.PAIR
+        for run in load_seed_results("cpu")[name].values()
+    ]
+    assert len(drops) == 6 and min(drops) > 0  # every run still improving at epoch 6
+    assert f"fell, by {min(drops):.1f} to {max(drops):.1f}% (three seeds of each model)" in (
+        _chapter8_prose()
+    )
+
+
+def test_models_table_sets_each_converged_model_beside_its_six_epoch_run(tmp_path, monkeypatch):
+    from stablernn_lib.tasks.wikitext2.train import results_folder
+
+    for name, run in (("lstm-unconstrained", FREE), ("lstm-stable", STABLE)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({**run, "seed": 1111}))
+    curve = {"k": [1, 5, 10], "ppl": [300.0, 151.0, 150.5], "recurrent_ppl": 150.0}
+    analysis = {"lstm-stable": {"truncated_eval": curve, "jacobian_norms": [[0.5, 0.7, 0.9]] * 2}}
+    (tmp_path / "analysis.json").write_text(json.dumps(analysis))
+    real = results_folder
+    monkeypatch.setattr(
+        convergence, "results_folder", lambda c: tmp_path if c == convergence.CONFIG else real(c)
+    )
+    rows = convergence.models_table().splitlines()
+    six = load_seed_results("cpu")
+    free6, stable6 = (six[name][1111]["test_ppl"] for name in convergence.PAIR)
+    assert rows[2].startswith(f"| unconstrained, 6 epochs | {free6:.1f} | +0.0% |")
+    assert rows[3].startswith(
+        f"| stable, 6 epochs | {stable6:.1f} | {100 * (stable6 / free6 - 1):+.1f}% |"
+    )
+    assert rows[4] == (
+        "| unconstrained, until the decay is used up (7 epochs) | 140.0 | +0.0% "
+        "| not measured | not measured |"
+    )
+    assert rows[5] == (
+        "| stable, until the decay is used up (6 epochs) | 210.0 | +50.0% | 5 | 0.70 / 0.70 |"
+    )

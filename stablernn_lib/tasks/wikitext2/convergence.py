@@ -20,9 +20,14 @@ from matplotlib.figure import Figure
 from stablernn_lib.core import criteria
 from stablernn_lib.core.style import model_color
 from stablernn_lib.tasks.plotting import finish_axis
-from stablernn_lib.tasks.wikitext2.findings import load_seed_results, seed_summary
+from stablernn_lib.tasks.wikitext2.findings import (
+    load_full_results,
+    load_seed_results,
+    lstm_models_table,
+    seed_summary,
+)
 from stablernn_lib.tasks.wikitext2.partial_runs import equal_epoch_gaps
-from stablernn_lib.tasks.wikitext2.train import CONFIGS
+from stablernn_lib.tasks.wikitext2.train import CONFIGS, results_folder
 from stablernn_lib.tasks.wikitext2.variants import MODEL_LABELS, variant_name
 
 CONFIG, SHORT = "cpu-converged", "cpu"
@@ -134,6 +139,24 @@ def gap_sentences(runs: dict[str, dict[str, Any]]) -> list[str]:
             "unconstrained)."
         )
     return sentences
+
+
+def models_table() -> str:
+    """The LSTM pair of seed 1111 after 6 epochs and trained until the decay is used up, side
+    by side (:func:`~stablernn_lib.tasks.wikitext2.findings.lstm_models_table`): test
+    perplexity, the gap to the unconstrained model of the same training, and what the
+    measurements of each trained model (``lm-analysis``) found."""
+    short, converged = (load_full_results(results_folder(c)) for c in (SHORT, CONFIG))
+    rows = []
+    for results in (short, converged):
+        free = results.get(PAIR[0], {}).get("test_ppl")
+        for name in PAIR:
+            when = "6 epochs"
+            if results is converged:
+                ran = f" ({len(results[name]['epochs'])} epochs)" if name in results else ""
+                when = f"until the decay is used up{ran}"
+            rows.append((f"{name.split('-')[1]}, {when}", results, name, free))
+    return lstm_models_table(rows, f"LSTM, cpu scale, seed {CONFIGS[CONFIG].seed}")
 
 
 def plot_convergence(runs: dict[str, dict[str, Any]], title: str = "") -> Figure:

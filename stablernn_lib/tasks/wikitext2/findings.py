@@ -241,33 +241,43 @@ def cpu_reproduction_commands() -> str:
 
 def projection_scope_table(cpu: dict[str, Any], first_layer: dict[str, Any]) -> str:
     """Markdown table: the cpu-scale LSTMs, unconstrained, stable in every layer and stable in
-    the first layer only (the authors' choice), side by side.
+    the first layer only (the authors' choice), side by side (:func:`lstm_models_table`).
 
     ``cpu`` and ``first_layer``: the results of the ``cpu`` and ``cpu-first-layer``
-    configs (:func:`load_full_results`).  Columns: test perplexity and its gap to the
-    unconstrained model, the smallest context within 1% of the recurrent perplexity,
-    and the median state-Jacobian norm of each layer.  The runs are one seed each (the
-    configs' own, named in the header); :func:`seeds_table` gives the other seeds.
+    configs (:func:`load_full_results`).  The runs are one seed each (the configs' own,
+    named in the header); :func:`seeds_table` gives the other seeds.
     """
+    free = cpu.get("lstm-unconstrained", {}).get("test_ppl")
     rows = [
-        ("unconstrained", cpu, "lstm-unconstrained"),
-        ("stable, every layer projected", cpu, "lstm-stable"),
-        ("stable, first layer projected", first_layer, "lstm-stable"),
+        ("unconstrained", cpu, "lstm-unconstrained", free),
+        ("stable, every layer projected", cpu, "lstm-stable", free),
+        ("stable, first layer projected", first_layer, "lstm-stable", free),
     ]
-    seeds = sorted({str(r[n]["seed"]) for _, r, n in rows if n in r and "seed" in r[n]})
+    seeds = sorted({str(r[n]["seed"]) for _, r, n, _ in rows if n in r and "seed" in r[n]})
     which = f", seed {' / '.join(seeds)}" if seeds else ""
+    return lstm_models_table(rows, f"LSTM, cpu scale{which}")
+
+
+def lstm_models_table(rows: list[tuple[str, dict[str, Any], str, float | None]], title: str) -> str:
+    """Markdown table, one row per trained model: its test perplexity, its gap to a reference
+    (an unconstrained model's test perplexity), the smallest context within 1% of its
+    recurrent perplexity, and the median state-Jacobian norm of each layer.
+
+    ``rows``: ``(label, results, name, reference)``, where ``results`` is a config's
+    :func:`load_full_results` (its training results and ``analysis``), ``name`` the model's
+    variant in it and ``reference`` None for no gap.
+    """
     lines = [
-        f"| LSTM, cpu scale{which} | test ppl | vs unconstrained | smallest k within 1% "
+        f"| {title} | test ppl | vs unconstrained | smallest k within 1% "
         "| median Jacobian norm, layer 1 / 2 |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    free = cpu.get("lstm-unconstrained", {}).get("test_ppl")
-    for label, results, name in rows:
+    for label, results, name, reference in rows:
         run = results.get(name)
         if not run:
             lines.append(f"| {label} | not run yet | | | |")
             continue
-        gap = f"{100 * (run['test_ppl'] / free - 1):+.1f}%" if free else ""
+        gap = f"{100 * (run['test_ppl'] / reference - 1):+.1f}%" if reference else ""
         entry = results.get("analysis", {}).get(name, {})
         curve = entry.get("truncated_eval")
         reach = "not measured"
