@@ -47,10 +47,10 @@ def test_cuts_count_the_rate_changes_between_trained_epochs() -> None:
 def test_extent_says_why_a_run_ended_and_counts_the_cut_before_an_early_stop() -> None:
     text = convergence.extent_sentence("lstm-unconstrained", FREE)
     assert text.startswith("LSTM, unconstrained: 7 of at most 40 epochs;")
-    assert "stopped at the start of epoch 8" in text and "2 times, to 0.3125, below 0.5" in text
+    assert "stopped at the start of epoch 8" in text and "twice, to 0.3125, below 0.5" in text
     assert "best validation perplexity 148.0 at epoch 6; test perplexity 140.0." in text
     text = convergence.extent_sentence("lstm-stable", STABLE)
-    assert "it ran every epoch, its learning rate cut 1 times (to 1.25)" in text
+    assert "it ran every epoch, its learning rate cut once (to 1.25)" in text
 
 
 def test_gaps_at_convergence_after_six_epochs_and_at_equal_epochs() -> None:
@@ -147,3 +147,90 @@ def test_models_table_sets_each_converged_model_beside_its_six_epoch_run(tmp_pat
     assert rows[5] == (
         "| stable, until the decay is used up (6 epochs) | 210.0 | +50.0% | 5 | 0.70 / 0.70 |"
     )
+
+
+def _commit_unfinished(folder: Path, name: str, run: dict) -> None:
+    """Write ``run``'s epochs as the committed metrics of an unfinished run."""
+    (folder / "unfinished").mkdir(exist_ok=True)
+    lines = [json.dumps(row) for row in run["epochs"]]
+    (folder / "unfinished" / f"{name}.metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def converged_folder(tmp_path, monkeypatch) -> Path:
+    """An empty results folder standing in for ``cpu-converged``'s."""
+    from stablernn_lib.tasks.wikitext2 import findings
+
+    real = findings.results_folder
+    monkeypatch.setattr(
+        findings, "results_folder", lambda c: tmp_path if c == convergence.CONFIG else real(c)
+    )
+    return tmp_path
+
+
+def test_an_unfinished_run_is_read_from_its_committed_metrics_and_never_judged(
+    converged_folder,
+) -> None:
+    (converged_folder / "lstm-unconstrained.json").write_text(
+        json.dumps({**FREE, "seed": 1111, "status": "completed"})
+    )
+    _commit_unfinished(converged_folder, "lstm-stable", STABLE)
+    runs = convergence.load_converged()
+    assert "unfinished" not in runs["lstm-unconstrained"]
+    stable = runs["lstm-stable"]
+    assert stable["unfinished"] and [r["val_ppl"] for r in stable["epochs"]] == [
+        330,
+        260,
+        240,
+        230,
+        231,
+        225,
+    ]
+    assert convergence.extent_sentence("lstm-stable", stable) == (
+        "LSTM, stable: unfinished, 6 of at most 40 epochs so far, its learning rate cut once "
+        "(now 1.25); best validation perplexity 225.0 at epoch 6; no test perplexity before "
+        "it ends."
+    )
+    assert "not yet read" in convergence.against_short_sentence("lstm-stable", stable)
+    first, equal = convergence.gap_sentences(runs)
+    assert first.startswith("Not finished yet (LSTM, stable): no gap in test perplexity")
+    # the unconstrained model is final (148), the stable best so far 225 can only fall
+    assert f"will be at most {225 / 148 - 1:+.1%}" in first
+    assert f"{225 / 148 - 1:+.1%} after epoch 6, the last both ran" in equal
+    table = convergence.models_table().splitlines()
+    assert (
+        table[5] == "| stable, until the decay is used up (unfinished, 6 epochs so far) "
+        "| no result yet | | | |"
+    )
+
+
+def test_no_bound_is_claimed_while_the_unconstrained_run_is_unfinished(converged_folder):
+    for name, run in (("lstm-unconstrained", FREE), ("lstm-stable", STABLE)):
+        _commit_unfinished(converged_folder, name, run)
+    first, _ = convergence.gap_sentences(convergence.load_converged())
+    assert "(LSTM, unconstrained and LSTM, stable)" in first and "at most" not in first
+
+
+def test_the_ablation_table_says_how_far_an_unfinished_row_got(converged_folder) -> None:
+    from stablernn_lib.tasks.wikitext2 import findings
+
+    _commit_unfinished(converged_folder, "lstm-stable", STABLE)
+    table, _ = findings.ablation_table()
+    row = next(line for line in table.splitlines() if "every layer, until the decay" in line)
+    assert "| unfinished (6 of at most 40 epochs so far) |" in row
+    assert any(
+        s.endswith(
+            "unfinished (6 of at most 40 epochs so far) (python -m stablernn_lib train "
+            "--model lstm --stable --config cpu-converged --resume)."
+        )
+        for s in findings.ablation_findings()
+    )
+
+
+def test_metrics_out_of_epoch_order_are_refused(tmp_path) -> None:
+    from stablernn_lib.tasks.wikitext2.partial_runs import read_metrics
+
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"epoch": 1}\n{"epoch": 3}\n')
+    with pytest.raises(ValueError, match="not 1, 2, ... in order"):
+        read_metrics(path)

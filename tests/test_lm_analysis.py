@@ -214,7 +214,7 @@ def test_projection_scope_table_compares_the_three_lstms():
     rows = table.splitlines()[2:]
     assert rows[0] == "| unconstrained | 100.0 | +0.0% | none up to 100 | 2.00 / 3.00 |"
     assert rows[1].startswith("| stable, every layer projected | 125.0 | +25.0% | 10 |")
-    assert rows[2] == "| stable, first layer projected | not run yet | | | |"
+    assert rows[2] == "| stable, first layer projected | no result yet | | | |"
     first = {"lstm-stable": {"test_ppl": 105.0}}  # trained, not yet measured
     row = projection_scope_table(cpu, first).splitlines()[-1]
     assert row == "| stable, first layer projected | 105.0 | +5.0% | not measured | not measured |"

@@ -7,11 +7,15 @@ whose learning rate the schedule has cut below ``stop_below_lr`` (0.02: the four
 
 One seed per model (1111).  Each model is read against the 6-epoch model's seeds with the
 criteria's single-seed rule; the gap between the two one-seed models is a number, and the
-criteria give no verdict on it.  This module only reads the committed result files.
+criteria give no verdict on it.  A run that has not finished is read from the per-epoch
+metrics committed for it (``unfinished/``, :func:`findings.unfinished_epochs`): validation
+perplexity only, marked ``"unfinished"``, read by no rule.  This module only reads the
+committed files.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -25,6 +29,7 @@ from stablernn_lib.tasks.wikitext2.findings import (
     load_seed_results,
     lstm_models_table,
     seed_summary,
+    unfinished_epochs,
 )
 from stablernn_lib.tasks.wikitext2.partial_runs import equal_epoch_gaps
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, results_folder
@@ -35,10 +40,19 @@ PAIR = (variant_name("lstm", False), variant_name("lstm", True))
 
 
 def load_converged() -> dict[str, dict[str, Any]]:
-    """The committed ``cpu-converged`` runs of its own seed, by variant (``lstm-stable``, ...)."""
+    """The committed ``cpu-converged`` runs of its own seed, by variant (``lstm-stable``, ...).
+
+    A finished run is its result file.  An unfinished one, where its per-epoch metrics are
+    committed, is ``{"epochs": [...], "config": {...}, "unfinished": True}``: no test
+    perplexity and no best model yet."""
     seed = CONFIGS[CONFIG].seed
-    return {name: by_seed[seed] for name, by_seed in load_seed_results(CONFIG).items()
+    runs = {name: by_seed[seed] for name, by_seed in load_seed_results(CONFIG).items()
             if seed in by_seed}  # fmt: skip
+    for name in PAIR:
+        epochs = unfinished_epochs(CONFIG, name)
+        if name not in runs and epochs:
+            runs[name] = {"epochs": epochs, "config": asdict(CONFIGS[CONFIG]), "unfinished": True}
+    return runs
 
 
 def best_epoch(run: dict[str, Any]) -> int:
@@ -48,10 +62,20 @@ def best_epoch(run: dict[str, Any]) -> int:
     return losses.index(min(losses)) + 1
 
 
+def best_val_ppl(run: dict[str, Any]) -> float:
+    """The lowest validation perplexity of the epochs a run has trained (finished or not)."""
+    return min(epoch["val_ppl"] for epoch in run["epochs"])
+
+
 def learning_rate_cuts(run: dict[str, Any]) -> int:
     """How many times the schedule cut the learning rate during the epochs a run trained."""
     rates = [epoch["lr"] for epoch in run["epochs"]]
     return sum(after < before for before, after in zip(rates, rates[1:], strict=False))
+
+
+def _times(count: int) -> str:
+    """ "once", "twice", "3 times"; "not yet" for zero."""
+    return {0: "not yet", 1: "once", 2: "twice"}.get(count, f"{count} times")
 
 
 def _label(name: str) -> str:
@@ -60,28 +84,38 @@ def _label(name: str) -> str:
 
 
 def extent_sentence(name: str, run: dict[str, Any]) -> str:
-    """How long a run trained and why it ended, its best epoch and its test perplexity."""
+    """How long a run trained and why it ended, its best epoch and its test perplexity
+    (for an unfinished run: how far it got, and that it has no test perplexity yet)."""
     ran, planned = len(run["epochs"]), run["config"]["epochs"]
+    best = f"best validation perplexity {best_val_ppl(run):.1f} at epoch {best_epoch(run)}"
+    if run.get("unfinished"):
+        return (
+            f"{_label(name)}: unfinished, {ran} of at most {planned} epochs so far, its "
+            f"learning rate cut {_times(learning_rate_cuts(run))} (now "
+            f"{run['epochs'][-1]['lr']:.4g}); {best}; no test perplexity before it ends."
+        )
     early = run.get("stopped_early")
     cuts = learning_rate_cuts(run) + (1 if early else 0)  # an early stop follows a cut
     final = early["lr"] if early else run["epochs"][-1]["lr"]
     if early:
         why = (
             f"it stopped at the start of epoch {ran + 1}, the schedule having cut its learning "
-            f"rate {cuts} times, to {final:.4g}, below {early['stop_below_lr']:g}"
+            f"rate {_times(cuts)}, to {final:.4g}, below {early['stop_below_lr']:g}"
         )
     else:
-        why = f"it ran every epoch, its learning rate cut {cuts} times (to {final:.4g})"
+        why = f"it ran every epoch, its learning rate cut {_times(cuts)} (to {final:.4g})"
     return (
-        f"{_label(name)}: {ran} of at most {planned} epochs; {why}; best validation "
-        f"perplexity {run['best_val_ppl']:.1f} at epoch {best_epoch(run)}; test perplexity "
+        f"{_label(name)}: {ran} of at most {planned} epochs; {why}; {best}; test perplexity "
         f"{run['test_ppl']:.1f}."
     )
 
 
 def against_short_sentence(name: str, run: dict[str, Any]) -> str:
     """A converged model against the 6-epoch model of the same variant: the same seed, and
-    the seeds' mean with the single-seed rule of ``criteria.json`` (effect > 5 sd)."""
+    the seeds' mean with the single-seed rule of ``criteria.json`` (effect > 5 sd).  An
+    unfinished run has no test perplexity and is not read."""
+    if run.get("unfinished"):
+        return f"{_label(name)}: unfinished, so not yet read against the 6-epoch seeds."
     short = load_seed_results(SHORT)[name]
     summary = seed_summary(short)
     same = short[CONFIGS[CONFIG].seed]["test_ppl"]
@@ -110,10 +144,32 @@ def first_epochs_agreement(name: str, run: dict[str, Any]) -> float:
 
 def gap_sentences(runs: dict[str, dict[str, Any]]) -> list[str]:
     """The course constraint's cost once both models are trained to convergence, against its
-    cost after 6 epochs (same seed, and the seeds' means), and at equal epochs on the way."""
+    cost after 6 epochs (same seed, and the seeds' means), and at equal epochs on the way.
+
+    While a run is unfinished: no gap in test perplexity; the gap of best validation
+    perplexities so far, which can only shrink while the stable model alone trains on (a
+    best-so-far is never raised, and the unconstrained model's is final once it has
+    finished); and the gaps at equal epochs."""
     free, stable = (runs.get(name) for name in PAIR)
     if free is None or stable is None:
         return ["The pair has not finished yet: no gap at convergence."]
+    if free.get("unfinished") or stable.get("unfinished"):
+        which = " and ".join(_label(n) for n in PAIR if runs[n].get("unfinished"))
+        best = criteria.relative_gap(best_val_ppl(stable), best_val_ppl(free))
+        sentences = [
+            f"Not finished yet ({which}): no gap in test perplexity, and no reading by the "
+            f"criteria. Best validation perplexity so far: stable {best_val_ppl(stable):.1f} "
+            f"(epoch {best_epoch(stable)} of {len(stable['epochs'])}), unconstrained "
+            f"{best_val_ppl(free):.1f} (epoch {best_epoch(free)} of {len(free['epochs'])}), "
+            f"{best:+.1%}."
+        ]
+        if not free.get("unfinished"):
+            sentences[0] += (
+                " The unconstrained model has finished, so its best is final and the stable "
+                "model's can only fall: the gap of best validation perplexities at convergence "
+                f"will be at most {best:+.1%}."
+            )
+        return sentences + _equal_epoch_sentences(runs)
     short = load_seed_results(SHORT)
     seed = CONFIGS[CONFIG].seed
     gap = criteria.relative_gap(stable["test_ppl"], free["test_ppl"])
@@ -128,6 +184,13 @@ def gap_sentences(runs: dict[str, dict[str, Any]]) -> list[str]:
         f"and {gap_mean:+.1%} over the 6-epoch seeds. Two one-seed models: the gap is a "
         "number, not a verdict of the criteria."
     ]
+    return sentences + _equal_epoch_sentences(runs)
+
+
+def _equal_epoch_sentences(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """The validation gap at equal epochs: the last before either rate was cut, the last
+    both ran."""
+    sentences = []
     equal = equal_epoch_gaps(runs)["lstm"]
     uncut, last = equal.get("uncut"), equal["last"]
     if uncut is not None:
@@ -153,7 +216,12 @@ def models_table() -> str:
         for name in PAIR:
             when = "6 epochs"
             if results is converged:
-                ran = f" ({len(results[name]['epochs'])} epochs)" if name in results else ""
+                if name in results:
+                    ran = f" ({len(results[name]['epochs'])} epochs)"
+                elif epochs := unfinished_epochs(CONFIG, name):
+                    ran = f" (unfinished, {len(epochs)} epochs so far)"
+                else:
+                    ran = ""
                 when = f"until the decay is used up{ran}"
             rows.append((f"{name.split('-')[1]}, {when}", results, name, free))
     return lstm_models_table(rows, f"LSTM, cpu scale, seed {CONFIGS[CONFIG].seed}")
@@ -170,7 +238,8 @@ def plot_convergence(runs: dict[str, dict[str, Any]], title: str = "") -> Figure
         epochs = [row["epoch"] for row in run["epochs"]]
         values = [row["val_ppl"] for row in run["epochs"]]
         style = "s--" if name.endswith("stable") else "o-"
-        curves.semilogy(epochs, values, style, ms=3, color=model_color(name), label=_label(name))
+        label = _label(name) + (" (unfinished)" if run.get("unfinished") else "")
+        curves.semilogy(epochs, values, style, ms=3, color=model_color(name), label=label)
     free, stable = (runs.get(name) for name in PAIR)
     if free is not None and stable is not None:
         common = range(min(len(free["epochs"]), len(stable["epochs"])))

@@ -18,6 +18,7 @@ import torch
 from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS
+from stablernn_lib.tasks.wikitext2.partial_runs import read_metrics
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, results_folder
 from stablernn_lib.tasks.wikitext2.variants import (
     MODEL_LABELS,
@@ -275,7 +276,7 @@ def lstm_models_table(rows: list[tuple[str, dict[str, Any], str, float | None]],
     for label, results, name, reference in rows:
         run = results.get(name)
         if not run:
-            lines.append(f"| {label} | not run yet | | | |")
+            lines.append(f"| {label} | no result yet | | | |")
             continue
         gap = f"{100 * (run['test_ppl'] / reference - 1):+.1f}%" if reference else ""
         entry = results.get("analysis", {}).get(name, {})
@@ -497,6 +498,22 @@ def seed_summary(runs: dict[int, dict[str, Any]]) -> criteria.SeedSummary:
     return criteria.summarize({seed: run["test_ppl"] for seed, run in runs.items()})
 
 
+def unfinished_epochs(config: str, variant: str) -> list[dict[str, Any]]:
+    """The per-epoch metrics committed for a run of ``config`` that has not finished yet
+    (``unfinished/<variant>.metrics.jsonl`` in its results folder, a copy of the run's
+    ``metrics.jsonl``); empty when there is none.  No test perplexity: no verdict."""
+    path = results_folder(config) / "unfinished" / f"{variant}.metrics.jsonl"
+    return read_metrics(path) if path.is_file() else []
+
+
+def missing_run(config: str, variant: str) -> str:
+    """What a table says of a run with no result file: how far it got, or "not run yet"."""
+    epochs = unfinished_epochs(config, variant)
+    if not epochs:
+        return "not run yet"
+    return f"unfinished ({len(epochs)} of at most {CONFIGS[config].epochs} epochs so far)"
+
+
 def rerun_command(config: str, cell: str, stable: bool, seed: int | None = None) -> str:
     """The one command that trains (or resumes) one committed run."""
     command = f"python -m stablernn_lib train --model {cell}{' --stable' if stable else ''}"
@@ -649,7 +666,7 @@ def ablation_table() -> tuple[str, str]:
                 "--variants lstm-stable"
             )
         if not runs:
-            lines.append(f"| {label} | {certified} | not run yet | | | |")
+            lines.append(f"| {label} | {certified} | {missing_run(config, variant)} | | | |")
             continue
         summary = seed_summary(runs)
         free = every[reference].get("lstm-unconstrained")
@@ -746,7 +763,15 @@ def ablation_findings() -> list[str]:
             continue
         gap = _row_gap(every, config, stable, reference)
         if gap is None:
-            sentences.append(f"{label}: not run yet ({rerun_command(config, 'lstm', True)}).")
+            if every[config].get("lstm-stable"):  # the reference is what is missing
+                state = f"its unconstrained LSTM is {missing_run(reference, 'lstm-unconstrained')}"
+                command = rerun_command(reference, "lstm", False)
+            else:
+                state, command = (
+                    missing_run(config, "lstm-stable"),
+                    rerun_command(config, "lstm", True),
+                )
+            sentences.append(f"{label}: {state} ({command}).")
             continue
         seeds = len(every[config]["lstm-stable"])
         worst = _worst_jacobian(config, "lstm-stable")

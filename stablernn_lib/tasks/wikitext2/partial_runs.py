@@ -28,6 +28,19 @@ from stablernn_lib.tasks.wikitext2.variants import MODEL_LABELS, MODEL_VARIANTS,
 PARTIAL_DIR = RESULTS_DIR / "gpu-partial"
 
 
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The rows of a run's ``metrics.jsonl`` (one per finished epoch), checked to be the
+    epochs 1, 2, ... in order."""
+    epochs = [json.loads(line) for line in path.read_text(encoding="utf8").splitlines()
+              if line.strip()]  # fmt: skip
+    if [row["epoch"] for row in epochs] != list(range(1, len(epochs) + 1)):
+        raise ValueError(
+            f"{path}: the epochs are not 1, 2, ... in order; the file is damaged (copy the "
+            "run's metrics.jsonl again)"
+        )
+    return epochs
+
+
 def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, dict[str, Any]]:
     """The committed unfinished runs, by variant name ("lstm-stable", ...).
 
@@ -45,11 +58,7 @@ def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, dict[str, A
         metrics = folder / f"{job['name']}.metrics.jsonl"
         if not metrics.exists():
             continue
-        epochs = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-        if [row["epoch"] for row in epochs] != list(range(1, len(epochs) + 1)):
-            raise ValueError(
-                f"{metrics}: the epochs are not 1, 2, ... in order; the file is damaged"
-            )
+        epochs = read_metrics(metrics)
         name = variant_name(job["cell"], job["stable"])
         if name in runs:
             raise ValueError(f"{folder}: two unfinished runs of {name}; keep one per model")
