@@ -192,8 +192,13 @@ def test_an_unfinished_run_is_read_from_its_committed_metrics_and_never_judged(
         "it ends."
     )
     assert "not yet read" in convergence.against_short_sentence("lstm-stable", stable)
-    first, equal = convergence.gap_sentences(runs)
+    first, distance, equal = convergence.gap_sentences(runs)
     assert first.startswith("Not finished yet (LSTM, stable): no gap in test perplexity")
+    # 5% above the unconstrained best 148 is 155.4, 30.9% below the stable best 225; the
+    # unconstrained best before its cut (epochs 1-5 at lr 5) was 149, after it 148
+    assert f"to fall to 155.4, {1 - 155.4 / 225:.1%} below its best so far" in distance
+    assert f"lowered its own best by {1 - 148 / 149:.1%} (from 149.0," in distance
+    assert "after 5 epochs" in distance
     # the unconstrained model is final (148), the stable best so far 225 can only fall
     assert f"will be at most {225 / 148 - 1:+.1%}" in first
     assert f"{225 / 148 - 1:+.1%} after epoch 6, the last both ran" in equal
