@@ -239,3 +239,26 @@ def test_metrics_out_of_epoch_order_are_refused(tmp_path) -> None:
     path.write_text('{"epoch": 1}\n{"epoch": 3}\n')
     with pytest.raises(ValueError, match="not 1, 2, ... in order"):
         read_metrics(path)
+
+
+def test_chapter8_reads_the_epochs_the_converged_pair_trained_at_the_same_rate() -> None:
+    runs = convergence.load_converged()  # finished result files, or the committed metrics
+    free, stable = (runs[name]["epochs"] for name in convergence.PAIR)
+
+    def gap(epoch: int) -> str:
+        return f"{100 * (stable[epoch - 1]['val_ppl'] / free[epoch - 1]['val_ppl'] - 1):.1f}%"
+
+    both = range(1, min(len(free), len(stable)) + 1)
+    same_rate = [e for e in both if free[e - 1]["lr"] == stable[e - 1]["lr"] == 5.0]
+    assert same_rate == list(range(1, 13))  # the unconstrained rate was cut after epoch 12
+    assert max(same_rate, key=lambda e: stable[e - 1]["val_ppl"] / free[e - 1]["val_ppl"]) == 10
+    prose = _chapter8_prose()
+    assert f"gap grew from +{gap(6)} after 6 epochs to +{gap(12)} after 12" in prose
+    assert (
+        f"{gap(6)} above the unconstrained one's after epoch 6, {gap(10)} after epoch 10 (the "
+        f"largest gap of those epochs) and {gap(12)} after epoch 12" in prose
+    )
+    rose = f"rose for the first time ({free[10]['val_ppl']:.1f} to {free[11]['val_ppl']:.1f})"
+    assert rose in prose and f"brought it down to {free[12]['val_ppl']:.1f}" in prose
+    assert all(free[e]["val_ppl"] < free[e - 1]["val_ppl"] for e in range(1, 11))
+    assert free[12]["lr"] == 1.25 and stable[12]["lr"] == 5.0
