@@ -945,3 +945,29 @@ def test_the_memory_limit_counts_what_a_submission_maps_beyond_its_start() -> No
     assert soft == hard  # the student cannot raise it again
     assert budget <= int(soft) - int(before) < budget + 64 * 2**20  # measured at the call
     assert beyond == "refused"
+
+
+def test_an_interpreter_in_tmp_stays_visible_in_the_sandbox(monkeypatch) -> None:
+    """A checkout (and its virtual environment) under /tmp: the sandbox's private /tmp is
+    mounted before the interpreter's folders are bound, so it does not hide them."""
+    import tempfile
+
+    from stablernn_lib.homework import isolation
+
+    bwrap = bwrap_binary()
+    assert bwrap is not None
+    venv = Path(tempfile.mkdtemp(dir="/tmp")) / "venv"
+    try:
+        venv.mkdir()
+        (venv / "marker").write_text("here")
+        real = isolation._interpreter_folders
+        monkeypatch.setattr(isolation, "_interpreter_folders", lambda: [*real(), venv])
+        workdir = venv.parent / "work"
+        workdir.mkdir()
+        args = isolation.Isolation("bubblewrap", bwrap).command(workdir)
+        assert args.index("--tmpfs") < args.index(str(venv))
+        probe = [*args[: args.index("--") + 1], "/bin/cat", str(venv / "marker")]
+        seen = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+        assert seen.stdout == "here", seen.stderr
+    finally:
+        shutil.rmtree(venv.parent)

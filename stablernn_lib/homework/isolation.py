@@ -194,12 +194,12 @@ class Isolation:
                 args += ["--symlink", os.readlink(path), folder]
             elif path.is_dir():
                 args += ["--ro-bind", folder, folder]
+        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         system = tuple(Path(f) for f in SYSTEM_FOLDERS)
-        for folder in _interpreter_folders():
+        for folder in _interpreter_folders():  # after the private /tmp: a venv may be in /tmp
             if not any(folder.is_relative_to(s) for s in system):
                 _bind(args, folder, str(folder))
         _bind(args, PACKAGE, f"{LIBRARY_INSIDE}/{PACKAGE.name}")
-        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
         _bind(args, workdir, SUBMISSION_INSIDE, writable=True)
         args += ["--remount-ro", "/", "--chdir", "/", "--"]
         return args + python
