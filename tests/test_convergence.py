@@ -263,3 +263,8 @@ def test_chapter8_reads_the_epochs_the_converged_pair_trained_at_the_same_rate()
     assert rose in prose and f"in the next epoch it fell by {fell:.1f}%." in prose
     assert all(free[e]["val_ppl"] < free[e - 1]["val_ppl"] for e in range(1, 11))
     assert free[12]["lr"] == 1.25 and stable[12]["lr"] == 5.0
+    # the stable model: falling at lr 5 through epoch 17, rose in 18, then cut
+    assert all(stable[e]["val_ppl"] < stable[e - 1]["val_ppl"] for e in range(12, 17))
+    assert stable[17]["val_ppl"] > stable[16]["val_ppl"] and stable[17]["lr"] == 5.0
+    assert stable[18]["lr"] == 1.25
+    assert "five more epochs; its rate was cut only after it rose in epoch 18" in prose
