@@ -268,3 +268,22 @@ def test_chapter8_reads_the_epochs_the_converged_pair_trained_at_the_same_rate()
     assert stable[17]["val_ppl"] > stable[16]["val_ppl"] and stable[17]["lr"] == 5.0
     assert stable[18]["lr"] == 1.25
     assert "five more epochs; its rate was cut only after it rose in epoch 18" in prose
+
+
+def test_chapter8_states_how_far_the_converged_runs_drift_from_the_six_epoch_runs() -> None:
+    runs = convergence.load_converged()
+    short = load_seed_results("cpu")
+    free, stable = (runs[name] for name in convergence.PAIR)
+    first = free["epochs"][0]["val_ppl"] / short[convergence.PAIR[0]][1111]["epochs"][0]["val_ppl"]
+    worst = convergence.first_epochs_agreement(convergence.PAIR[0], free)
+    values = [run["test_ppl"] for run in short[convergence.PAIR[0]].values()]
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    prose = _chapter8_prose()
+    same = convergence.first_epochs_agreement(convergence.PAIR[1], stable)
+    assert (
+        f"by {abs(first - 1):.2%} after the first epoch and by at most {worst:.2%}, while the "
+        f"stable run's agree to {same:.2%}"
+    ) in prose
+    assert f"(test perplexity sd {sd:.1f}, {sd / mean:.1%} of its mean)" in prose
+    assert worst < 2 * sd / mean  # about the seed spread, as the prose says
