@@ -287,3 +287,37 @@ def test_chapter8_states_how_far_the_converged_runs_drift_from_the_six_epoch_run
     ) in prose
     assert f"(test perplexity sd {sd:.1f}, {sd / mean:.1%} of its mean)" in prose
     assert worst < 2 * sd / mean  # about the seed spread, as the prose says
+
+
+def test_chapter8_reads_the_finished_unconstrained_converged_lstm() -> None:
+    import torch
+
+    from stablernn_lib.tasks.wikitext2.findings import load_full_results, smallest_k_within
+    from stablernn_lib.tasks.wikitext2.train import results_folder
+
+    free = convergence.load_converged()[convergence.PAIR[0]]
+    assert "unfinished" not in free and free["stopped_early"]["after_epoch"] == 26
+    assert convergence.learning_rate_cuts(free) + 1 == 4  # the stop follows the fourth cut
+    six = [run["test_ppl"] for run in load_seed_results("cpu")[convergence.PAIR[0]].values()]
+    mean = sum(six) / len(six)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in six) / (len(six) - 1))
+    drop = 1 - free["test_ppl"] / mean
+    analysis = {
+        config: load_full_results(results_folder(config))["analysis"][convergence.PAIR[0]]
+        for config in ("cpu", convergence.CONFIG)
+    }
+    curve = analysis[convergence.CONFIG]["truncated_eval"]
+    assert smallest_k_within(curve) is None and curve["k"][-1] == 100
+    at_100 = curve["ppl"][-1] / curve["recurrent_ppl"] - 1
+    medians = {c: [float(torch.tensor(n).median()) for n in a["jacobian_norms"]]
+               for c, a in analysis.items()}  # fmt: skip
+    prose = _chapter8_prose()
+    assert (
+        f"test perplexity {free['test_ppl']:.1f}: {drop:.1%} below the {mean:.1f} of its "
+        f"6-epoch seeds, a change far beyond the single-seed rule's 5 sd ({5 * sd:.1f})"
+    ) in prose
+    assert f"reached test perplexity {free['test_ppl']:.1f}, {drop:.1%} below" in prose
+    assert f"(with 100 words it is {at_100:.1%} above)" in prose
+    (a, b), (c, d) = medians["cpu"], medians[convergence.CONFIG]
+    assert f"rose from {a:.2f} and {b:.2f} to {c:.2f} and {d:.2f} in its two layers" in prose
+    assert c > a and d > b
