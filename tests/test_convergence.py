@@ -351,3 +351,31 @@ def test_chapter8_reads_the_finished_converged_pair() -> None:
         f"{max(seed_gaps):.1%} over the three seeds"
     ) in prose
     assert prose.count(f"{gap:+.1%}") >= 4 and prose.count(f"ends {gap:.1%} apart") == 1
+
+
+def test_chapter8_reads_the_finished_stable_converged_lstm() -> None:
+    import torch
+
+    from stablernn_lib.tasks.wikitext2.findings import load_full_results, smallest_k_within
+    from stablernn_lib.tasks.wikitext2.train import results_folder
+
+    name = convergence.PAIR[1]
+    analysis = {
+        config: load_full_results(results_folder(config))["analysis"][name]
+        for config in ("cpu", convergence.CONFIG)
+    }
+    k = {config: smallest_k_within(a["truncated_eval"]) for config, a in analysis.items()}
+    norms = analysis[convergence.CONFIG]["jacobian_norms"]
+    largest = max(max(layer) for layer in norms)
+    medians = {c: [float(torch.tensor(n).median()) for n in a["jacobian_norms"]]
+               for c, a in analysis.items()}  # fmt: skip
+    (a, b), (c, d) = medians[convergence.CONFIG], medians["cpu"]
+    assert largest < 1  # the certificate holds where measured
+    prose = _chapter8_prose()
+    assert (
+        f"with {k[convergence.CONFIG]} words of context it comes within 1% of its recurrent "
+        f"perplexity ({k['cpu']} words after 6 epochs)"
+    ) in prose
+    assert f"(largest {largest:.2f}; medians {a:.2f} and {b:.2f}, against {c:.2f} and {d:.2f}" in (
+        prose
+    )
