@@ -47,11 +47,14 @@ browser-deps:
 	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get install -y -q chromium >/dev/null; \
 	  else echo "chromium is missing: install Debian's chromium package for the browser test"; fi; }
 
-## Run the whole test suite (unit tests, notebooks, book build, browser check).
+## Run the whole test suite (unit tests, notebooks, book build, browser check) on
+## TEST_WORKERS processes (pytest-xdist): the tests that execute or read the book share one
+## of them (tests/conftest.py groups them), the other test files run beside it.
+TEST_WORKERS ?= 2
 test: venv browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check stablernn_lib tests
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 ## Mutation testing of the math (mutmut): the modules are the `only_mutate` list of
 ## [tool.mutmut] in pyproject.toml (the one place to edit when they move); only the fast math

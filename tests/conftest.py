@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import os
 import sys
@@ -112,3 +113,22 @@ def fresh_caches_under_mutmut() -> None:
                 cached = callable(getattr(value, "cache_clear", None))
                 if cached and (target is None or _reaches(value, target)):
                     value.cache_clear()
+
+
+@functools.cache
+def _uses_the_built_book(path: str) -> bool:
+    """Whether a test file runs the book's notebooks or reads the built site."""
+    return "book_support" in Path(path).read_text(encoding="utf-8")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's ``--dist loadgroup`` (``make test`` runs two workers).
+
+    Every test that executes the notebooks or reads the built site joins one group, so the
+    book is executed and built once, in one worker (``book_support`` caches it per process);
+    every other test file is a group of its own, so its module fixtures run once.
+    """
+    for item in items:
+        path = str(item.path)
+        group = "book" if _uses_the_built_book(path) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -898,6 +898,17 @@ def test_two_submissions_graded_at_once_never_share_a_user_id(monkeypatch) -> No
         assert third == low + 5 or third is None
 
 
+def fallback_user_can_run() -> bool:
+    """Whether the fallback's student process, under a user id of its own when grading as
+    root, can reach the interpreter and the library: every folder above them must let
+    others in (a clone inside a ``mktemp -d`` folder of mode 700 does not)."""
+    if not AS_ROOT:
+        return True  # the fallback runs under the grader's own user id
+    targets = [Path(sys.executable).resolve(), Path(sys.prefix).resolve(), ROOT]
+    folders = {parent for target in targets for parent in target.parents}
+    return all(folder.stat().st_mode & 0o001 for folder in folders)
+
+
 def test_without_bwrap_the_fallback_says_so_loudly(monkeypatch, tmp_path: Path, capsys) -> None:
     """Where bwrap cannot run, grading.json and the console carry the NO SANDBOX warning."""
     from stablernn_lib.homework import grading
@@ -906,6 +917,13 @@ def test_without_bwrap_the_fallback_says_so_loudly(monkeypatch, tmp_path: Path, 
     folder = tmp_path / "submissions"
     folder.mkdir(mode=0o700)
     nbformat.write(hw01_answers("q1"), folder / "alice_hw01.ipynb")
+    if not fallback_user_can_run():
+        # as root in a checkout under a folder of mode 700 (`mktemp -d`): the user id the
+        # fallback drops to cannot reach the interpreter, so the grader refuses, and says why
+        with pytest.raises(RuntimeError, match=r"(?s)refusing to grade.*can be read"):
+            grading.grade_submissions(folder, tmp_path / "out", seed=11, jobs=2)
+        assert not (tmp_path / "out" / "scores.csv").exists()
+        return
     submissions = grading.grade_submissions(folder, tmp_path / "out", seed=11, jobs=2)
     assert submissions[0].auto_points == 2
     record = json.loads((tmp_path / "out" / "grading.json").read_text())
