@@ -19,6 +19,8 @@ module rewrites each Markdown cell for them:
   "(Miller and Hardt, 2019)", and a last cell lists the cited works;
 - ``{prf:ref}``, ``{ref}``, ``{numref}`` and ``{eq}`` become the text the site shows
   ("Theorem 4.2", a section title, "Figure 7.1"), ``{paper}`` the marked number;
+- ``{glue:text}``, ``{glue:md}`` and ``{glue}`` become the value the page shows: the one
+  its executed notebook glued (MyST-NB ``glue``), formatted as MyST-NB formats it;
 - the macros of ``_config.yml`` are expanded, so no front end needs them defined.
 
 Numbers follow Sphinx's rule for this book: one counter per kind and chapter,
@@ -35,6 +37,7 @@ download button and, once the site is published, the Colab launch buttons; see
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import re
 import sys
@@ -280,6 +283,7 @@ class Converter:
     macros: dict[str, tuple[str, int]]
     cited: list[str] = field(default_factory=list)
     claims: list[str] = field(default_factory=list)  # keys of the {paper} numbers quoted
+    glued: Glued | None = None  # the executed notebook's glued values (:func:`glued_values`)
 
     def markdown(self, text: str) -> str:
         text = self._blocks(text)
@@ -359,9 +363,65 @@ class Converter:
             return marked
         if name in ("math",):
             return f"${text}$"
+        if name in GLUE_ROLES:
+            return self._glued(name, text)
         raise ValueError(
             f"no Colab rendering for the role {{{name}}}: add one to stablernn_lib/book/colab.py"
         )
+
+    def _glued(self, name: str, text: str) -> str:
+        """The text MyST-NB puts in place of ``{glue:text}`key:format```, ``{glue:md}`key```
+        or ``{glue}`key``` on the page."""
+        key, _, spec = text.rpartition(":") if name != "glue" and ":" in text else (text, "", "")
+        if self.glued is None:  # converted from a notebook that was never run
+            return f"[{key}: computed when the notebook runs]"
+        if key not in self.glued:
+            raise KeyError(f"{{{name}}}`{text}`: the executed notebook glued no {key!r}")
+        data = self.glued[key]
+        if name == "glue:md" or (name == "glue" and "text/markdown" in data):
+            return str(data["text/markdown"])
+        return plain_text_value(str(data["text/plain"]), spec)
+
+
+GLUE_ROLES = ("glue", "glue:text", "glue:md")
+# glue name -> the display data it stored ({mime type: data})
+Glued = dict[str, dict[str, Any]]
+
+
+def glued_values(notebook: nbformat.NotebookNode) -> Glued:
+    """Every value an executed notebook glued: ``{name: {mime type: data}}``.
+
+    ``myst_nb.glue(name, value, display=False)`` displays the value's mime bundle with its
+    types prefixed and ``metadata.scrapbook = {name, mime_prefix}``; the prefix is removed.
+    """
+    values: Glued = {}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            record = output.get("metadata", {}).get("scrapbook")
+            if output.output_type in DISPLAYED_OUTPUTS and record and record.get("name"):
+                prefix = record.get("mime_prefix", "")
+                data = output.get("data", {})
+                values[record["name"]] = {k.removeprefix(prefix): v for k, v in data.items()}
+    return values
+
+
+def plain_text_value(text: str, spec: str) -> str:
+    """``text`` (a ``text/plain`` repr) formatted by ``spec`` as ``{glue:text}`` does: the
+    repr read back as a Python literal where it is one, converted for the spec's type."""
+    try:
+        value: Any = ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+        value = text
+    if not spec:
+        return str(value)
+    kind = spec[-1]
+    if kind == "s":
+        value = str(value)
+    elif kind in "bcdoxX":
+        value = int(value)
+    elif kind in "eEfFgGn%":
+        value = float(value)
+    return format(value, spec)
 
 
 # --- the book index: numbers and titles -----------------------------------------------------
@@ -627,6 +687,7 @@ def colab_notebook(
     site_url: str | None = None,
     student: Transform | None = None,
     root: Path | None = None,
+    glued: Glued | None = None,
 ) -> nbformat.NotebookNode:
     """The plain-Markdown notebook for ``edition`` (a new notebook; ``notebook`` is unchanged).
 
@@ -635,10 +696,14 @@ def colab_notebook(
     Colab setup cell installs the library at :func:`install_ref`'s ref.
 
     ``student``: applied to ``notebook`` first in the student edition; leave it out when
-    ``notebook`` is a student edition already (the student site's sources).
+    ``notebook`` is a student edition already (the student site's sources). ``glued``: the
+    values the executed notebook glued (:func:`glued_values`), which replace the glue roles;
+    by default those of ``notebook`` itself, and where it glued nothing (it never ran) each
+    role says that its value is computed when the notebook runs.
     """
     plain = student(notebook) if edition == "student" and student else copy.deepcopy(notebook)
-    converter = Converter(edition, index, bibliography, macros)
+    glued = glued if glued is not None else (glued_values(notebook) or None)
+    converter = Converter(edition, index, bibliography, macros, glued=glued)
     cells = []
     for cell in plain.cells:
         figure = cell.metadata.pop("mystnb", {}).get("figure", {})
@@ -710,6 +775,7 @@ def write_colab_notebooks(
     written = []
     for docname in docnames:
         notebook = nbformat.read(root / f"{docname}.ipynb", as_version=4)
+        run = executed / f"{docname}.ipynb" if executed is not None else None
         plain = colab_notebook(
             notebook,
             edition=edition,
@@ -718,6 +784,7 @@ def write_colab_notebooks(
             macros=macros,
             student=student,
             root=root,
+            glued=glued_values(nbformat.read(run, as_version=4)) if run else None,
         )
         target = out / f"{docname}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)

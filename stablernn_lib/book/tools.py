@@ -395,11 +395,13 @@ def _write_colab_sources(app, exception) -> None:
     index = colab.book_index(root, drawn)
     bibliography = colab.Bibliography(root / config["bibtex_bibfiles"][0])
     macros = colab.book_macros(config)
+    executed = Path(app.outdir).parent / "jupyter_execute"  # the run the pages show
     for docname in docnames:
         target = sources / f"{docname}.ipynb"
         if not target.parent.is_dir():
             continue
         notebook = nbformat.read(root / f"{docname}.ipynb", as_version=4)
+        run = executed / f"{docname}.ipynb"
         plain = colab.colab_notebook(
             notebook,
             edition=edition,
@@ -408,6 +410,7 @@ def _write_colab_sources(app, exception) -> None:
             macros=macros,
             site_url=app.config.html_baseurl or None,
             root=root,
+            glued=colab.glued_values(nbformat.read(run, as_version=4)) if run.is_file() else None,
         )
         target.write_text(nbformat.writes(plain) + "\n", encoding="utf-8")
 
