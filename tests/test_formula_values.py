@@ -1,0 +1,398 @@
+"""Values of the bounds of Chapters 4-7 not pinned in ``test_bound_values.py``.
+
+Theorem 1's prediction bound, Proposition 2 and its recurrence, Lemma 1 under eventual
+stability, the one-unit folds, the diagonal certificate and the WikiText-2 spectral-norm
+certificate, each against an independent computation (the sympy expression of the
+proof, exact rational arithmetic, brute force or a number worked by hand) at points that
+include the edges (lambda near 0 and near 1, kappa > 1, k = 0 and k large, L_rho != 1).
+A bound made smaller than the proof's fails here, not only one made larger.  The formula
+mutants of ``stablernn_lib/book/formula_mutants.py`` are run against this file.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+
+from stablernn_lib.core import bounds
+from stablernn_lib.core import gradients as gr
+from stablernn_lib.symbolic import lemma_algebra as la
+from stablernn_lib.tasks.wikitext2.model import spectral_norm_upper_bounds
+from stablernn_lib.theory import diagonal_scaling as ds
+from stablernn_lib.theory import eventual_stability as ev
+from stablernn_lib.theory import one_unit
+from stablernn_lib.theory import weights_close as wc
+
+REL = 1e-12
+
+# ----------------------------------------------------------------------------- Theorem 1
+
+# (lam, L_x, B_x, ||w - w'||, k, L_rho): lambda near 0 and near 1, k = 0 and large, L_rho != 1
+THEOREM1_POINTS = [
+    (0.01, 1.0, 1.0, 0.3, 0, 1.0),
+    (0.5, 1.0, 1.0, 0.1, 2, 1.0),
+    (0.7, 1.7, 0.8, 0.05, 5, 2.0),
+    (0.99, 0.4, 2.5, 1e-3, 200, 0.25),
+    (0.9, 1.3, 0.6, 0.0, 1, 0.5),
+]
+
+
+def _theorem1_sympy(lam, lx, bx, distance, k, l_rho) -> float:
+    """The proof's two terms: weights moved (``L_rho B_h d / (1 - lam)``) plus Lemma 1."""
+    Lam, Lx, Bx, D, K, Lr = sp.symbols("lambda L_x B_x d k L_rho", positive=True)
+    bh = Lx * Bx / (1 - Lam)
+    expression = Lr * bh * D / (1 - Lam) + Lam**K * bh
+    values = {Lam: lam, Lx: lx, Bx: bx, D: distance, K: k, Lr: l_rho}
+    return float(expression.subs({s: sp.Float(v, 30) for s, v in values.items()}))
+
+
+@pytest.mark.parametrize("point", THEOREM1_POINTS)
+def test_theorem1_prediction_bound_is_the_proofs_expression(point):
+    lam, lx, bx, distance, k, l_rho = point
+    value = wc.theorem1_prediction_bound(lam, lx, bx, distance, k, l_rho=l_rho)
+    assert value == pytest.approx(_theorem1_sympy(*point), rel=REL)
+
+
+def test_theorem1_prediction_bound_by_hand():
+    # lam = 1/2, L_x = B_x = 1: B_h = 2; weights part 1 * 2 * 0.1 / 0.5 = 0.4; Lemma 1 0.25 * 2
+    assert wc.theorem1_prediction_bound(0.5, 1.0, 1.0, 0.1, 2) == pytest.approx(0.9, rel=REL)
+    # the default L_rho is 1, and L_rho scales only the weights part
+    assert wc.theorem1_prediction_bound(0.5, 1.0, 1.0, 0.1, 2, l_rho=3.0) == pytest.approx(
+        1.7, rel=REL
+    )
+    with pytest.raises(ValueError, match="weight_distance must be non-negative"):
+        wc.theorem1_prediction_bound(0.5, 1.0, 1.0, -0.1, 2)
+
+
+def test_theorem1_is_attained_by_the_one_unit_linear_rnn_without_training():
+    """``w = w'``: the bound is Lemma 1's, reached as ``T -> oo`` by ``W = lam``, ``x_t = B_x``."""
+    lam, lx, bx, k, steps = 0.8, 1.0, 1.5, 3, 400
+    h = h_k = 0.0
+    for step in range(steps):
+        h = lam * h + lx * bx
+        h_k = lam * h_k + lx * bx if step >= steps - k else 0.0
+    ratio = (h - h_k) / wc.theorem1_prediction_bound(lam, lx, bx, 0.0, k)
+    assert ratio == pytest.approx(1 - lam ** (steps - k), rel=REL)
+
+
+def _weights_part_witness(lam: float, distance: float, steps: int) -> float:
+    """One unit, identity activation, ``x_t = 1``, ``U = 1``: ``h_T(lam) - h_T(lam - d)``."""
+    h = h_moved = 0.0
+    for _ in range(steps):
+        h, h_moved = lam * h + 1.0, (lam - distance) * h_moved + 1.0
+    return h - h_moved
+
+
+def test_theorem1_weights_part_is_of_the_right_order_on_a_worst_case():
+    """The weights part ``B_h d / (1 - lam)`` against ``h_T(lam) - h_T(lam - d)`` as ``d -> 0``:
+    ``d/d lam (1 / (1 - lam)) = 1 / (1 - lam)^2 = B_h / (1 - lam)`` with ``B_h = 1 / (1 - lam)``,
+    so the ratio tends to 1 (the bound's first term is tight to first order)."""
+    for lam in (0.1, 0.5, 0.9):
+        distance = 1e-7
+        measured = _weights_part_witness(lam, distance, 2000)
+        bound = wc.theorem1_prediction_bound(lam, 1.0, 1.0, distance, 10_000)  # Lemma 1 term ~ 0
+        assert measured / bound == pytest.approx(1.0, rel=1e-5)
+
+
+# ----------------------------------------------------------------------------- Proposition 2
+
+PROP2_POINTS = [  # (alpha, gamma, beta, k, lam, N)
+    (0.5, 2.0, 1.0, 3, 0.5, 4),
+    (1.0, 3.0, 0.0, 1, 0.01, 1),
+    (0.1, 7.0, 2.5, 300, 0.99, 1000),
+    (2.0, 0.3, 0.4, 10, 0.2, 57),
+]
+
+
+@pytest.mark.parametrize("point", PROP2_POINTS)
+def test_proposition2_bound_is_its_closed_form(point):
+    alpha, gamma, beta, k, lam, n = point
+    a, g, b, K, L, N = (sp.Rational(str(v)) for v in point)
+    exact = a * g * K * L**K * N ** (a * b + 1)
+    log10 = wc.proposition2_bound_log10(*point)
+    assert log10 == pytest.approx(float(sp.log(exact, 10).evalf(30)), rel=REL, abs=1e-12)
+    assert wc.proposition2_bound(*point) == pytest.approx(float(exact), rel=1e-11)
+    assert wc.proposition2_bound(1.0, 0.0, 1.0, 2, 0.5, 10) == 0.0  # gamma = 0: log10 = -inf
+
+
+@pytest.mark.parametrize(
+    ("alpha", "beta", "gap", "n"), [(1.0, 2.0, 3.0, 4), (0.5, 0.0, 1.0, 6), (3.0, 10.0, 0.5, 5)]
+)
+def test_decay_recurrence_solution_is_the_exact_iteration(alpha, beta, gap, n):
+    """``e_{t+1} = (1 + alpha beta / t) e_t + alpha g / t`` iterated in exact rationals."""
+    a, b, g = Fraction(str(alpha)), Fraction(str(beta)), Fraction(str(gap))
+    e = Fraction(0)
+    for t in range(1, n + 1):
+        e = (1 + a * b / t) * e + a * g / t
+    assert wc.decay_recurrence_solution_log10(alpha, beta, gap, n) == pytest.approx(
+        math.log10(e), rel=1e-11
+    )
+    assert wc.decay_recurrence_solution_log10(alpha, beta, 0.0, n) == -math.inf
+
+
+def test_recurrence_iteration_with_per_step_constants_is_a_plain_loop():
+    steps = np.array([0.5, 0.25, 1.0, 0.1])
+    beta, gap = np.array([2.0, 0.0, 3.0, 1.5]), np.array([1.0, 4.0, 0.5, 2.0])
+    e, expected = 0.0, [0.0]
+    for a, b, g in zip(steps, beta, gap, strict=True):
+        e = (1 + a * b) * e + a * g
+        expected.append(e)
+    log_e = wc.recurrence_bound_log10(steps, beta, gap)
+    assert log_e[0] == -np.inf
+    assert 10 ** log_e[1:] == pytest.approx(expected[1:], rel=REL)
+
+
+@pytest.mark.parametrize(("c", "n"), [(0.0, 5), (0.7, 9), (12.0, 30)])
+def test_product_bound_slack_by_brute_force(c, n):
+    expected = [
+        sum(math.log(1 + c / j) for j in range(t + 1, n + 1)) - c * math.log(n / t)
+        for t in range(1, n + 1)
+    ]
+    assert wc.product_bound_slack(c, n) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_step_sizes_by_hand():
+    assert wc.step_sizes("decay", 0.6, 4) == pytest.approx([0.6, 0.3, 0.2, 0.15], rel=REL)
+    assert wc.step_sizes("constant", 0.6, 3) == pytest.approx([0.6] * 3, rel=REL)
+
+
+def test_theory_constants_of_an_instance_recomputed(monkeypatch):
+    """``L_x = L_rho ||U||_2``, ``B_x = max ||x_t||``, ``B_h``, ``L_p = B_h + max ||y||``,
+    ``S_p = 1`` and Lemmas 2-3's constants through the sympy expressions of the proofs;
+    ``L_rho = 0.5`` (patched) so that no power of it can be dropped."""
+    monkeypatch.setattr(wc, "activation_lipschitz", lambda name: 0.5)
+    instance = wc.make_instance(wc.CONFIGS["smoke"], "tanh", seed=5, lam=0.8)
+    got = wc.theory_constants(instance)
+    u = instance.start.weight_ih.detach().double().numpy()
+    lx = 0.5 * float(np.linalg.svd(u, compute_uv=False)[0])
+    inputs = instance.train_inputs.double().numpy()
+    bx = float(np.sqrt((inputs**2).sum(-1)).max())
+    bh = lx * bx / (1 - 0.8)
+    lp = bh + float(np.sqrt((instance.train_targets.double().numpy() ** 2).sum(-1)).max())
+    values = {
+        la.lam: 0.8, la.Lx: lx, la.Bx: bx, la.Lp: lp, la.Sp: 1.0, la.L_rho: 0.5,
+        la.L2_rho: bounds.ACTIVATION_SECOND_DERIVATIVE["tanh"], la.Bh: bh,
+        la.Bz: math.hypot(bh, bx),
+    }  # fmt: skip
+    expected = {
+        "lx": lx, "bx": bx, "bh": bh, "lp": lp, "sp": 1.0,
+        "gamma": float(la.lemma2_gamma_expression().subs(values)),
+        "beta": float(la.lemma3_beta_expression().subs(values)),
+    }  # fmt: skip
+    assert got == pytest.approx(expected, rel=1e-10)
+
+
+def test_theorem1_row_of_a_unit_uses_the_test_inputs_and_the_final_distance(monkeypatch):
+    monkeypatch.setattr(wc, "activation_lipschitz", lambda name: 0.5)
+    instance = wc.make_instance(wc.CONFIGS["smoke"], "tanh", seed=2, lam=0.6)
+    model = instance.start
+    run = wc.TruncatedRun(model, np.array([0.0, 0.3, 0.07]), np.zeros(2), np.zeros(2), np.zeros(2))
+    row = wc._theorem1(instance, 4, model.weight_hh.detach().clone(), run)
+    u = model.weight_ih.detach().double().numpy()
+    lx = 0.5 * float(np.linalg.svd(u, compute_uv=False)[0])
+    bx = float(np.sqrt((instance.test_inputs.double().numpy() ** 2).sum(-1)).max())
+    expected = _theorem1_sympy(0.6, lx, bx, 0.07, 4, 0.5)
+    assert row["bound_from_measured_distance"] == pytest.approx(expected, rel=1e-10)
+    assert row["weights_part_max"] == 0.0  # the same weights: only truncation separates them
+    assert row["prediction_gap_max"] == pytest.approx(row["truncation_part_max"], rel=REL)
+
+
+# ----------------------------------------------------------------------------- eventual stability
+
+EVENTUAL_POINTS = [  # (kappa, lam, L_x, B_x, k)
+    (1.0, 0.01, 1.0, 1.0, 0),
+    (1.5, 0.5, 2.0, 0.5, 0),
+    (3.7, 0.99, 0.4, 2.5, 500),
+    (12.0, 0.3, 1.3, 0.7, 6),
+]
+
+
+@pytest.mark.parametrize("point", EVENTUAL_POINTS)
+def test_eventual_truncation_bound_is_the_proofs_series(point):
+    """``sum_{i >= k} kappa lam^i L_x B_x``, summed by sympy in exact rationals."""
+    kappa, lam, lx, bx, k = (sp.Rational(str(v)) for v in point)
+    i = sp.Symbol("i", integer=True, nonnegative=True)
+    series = sp.summation(kappa * lam**i * lx * bx, (i, k, sp.oo))
+    assert ev.eventual_truncation_bound(*point) == pytest.approx(float(series), rel=REL)
+
+
+@pytest.mark.parametrize(("lam", "kappa"), [(0.2, 1.0), (0.5, 2.0), (0.9, 5.0)])
+def test_telescoping_identity_at_more_points(lam, kappa):
+    total, closed = ev.telescoping_sum_identity()
+    names = {str(s): s for s in total.free_symbols | closed.free_symbols}
+    r = 1 / sp.Rational(str(lam)) - 1  # lambda = 1 / (1 + r)
+    values = {
+        names["kappa"]: sp.Rational(str(kappa)), names["L_x"]: sp.Rational(3, 2),
+        names["B_x"]: sp.Rational(2, 3), names["r"]: r, names["k"]: 3, names["t"]: 11,
+    }  # fmt: skip
+    lam_exact = 1 / (1 + r)
+    brute = sum(values[names["kappa"]] * lam_exact**j for j in range(3, 11))  # L_x B_x = 1
+    assert total.subs(values).doit() == brute
+    assert sp.simplify(closed.subs(values) - brute) == 0
+
+
+def _oblique_projection(kappa: float) -> np.ndarray:
+    """``P = [[1, c], [0, 0]]``, ``P^2 = P``, ``||P||_2 = sqrt(1 + c^2) = kappa``."""
+    return np.array([[1.0, math.sqrt(kappa**2 - 1)], [0.0, 0.0]])
+
+
+def eventual_witness_ratio(kappa: float, lam: float, k: int, angle: float, steps: int) -> float:
+    """``||h_T - h^k_T|| / (kappa lam^k L_x B_x / (1 - lam))`` for ``h' = lam P h + x``.
+
+    ``W = lam P`` has ``||W^i|| = kappa lam^i`` for ``i >= 1`` (and ``1 <= kappa`` at
+    ``i = 0``), so it is ``(kappa, lam)``-eventually stable; ``U = I`` (``L_x = 1``),
+    ``x_t = (cos angle, sin angle)`` (``B_x = 1``)."""
+    W = lam * _oblique_projection(kappa)
+    x = np.array([math.cos(angle), math.sin(angle)])
+    h, h_k = np.zeros(2), np.zeros(2)
+    for step in range(steps):
+        h = W @ h + x
+        h_k = W @ h_k + x if step >= steps - k else np.zeros(2)
+    return float(np.linalg.norm(h - h_k)) / ev.eventual_truncation_bound(kappa, lam, 1.0, 1.0, k)
+
+
+@pytest.mark.parametrize(("kappa", "lam", "k"), [(2.0, 0.5, 1), (5.0, 0.9, 4), (1.5, 0.2, 10)])
+def test_eventual_lemma1_is_tight_for_kappa_above_one(kappa, lam, k):
+    """The worst input direction, found by a bounded search over the angle, reaches the
+    bound up to ``1 - lam^(T - k)``: the factor kappa cannot be dropped or lowered."""
+    from scipy.optimize import minimize_scalar
+
+    steps = 300
+    search = minimize_scalar(
+        lambda a: -eventual_witness_ratio(kappa, lam, k, a, steps),
+        bounds=(0.0, math.pi), method="bounded", options={"xatol": 1e-10},
+    )  # fmt: skip
+    ratio = -search.fun
+    assert ratio == pytest.approx(1 - lam ** (steps - k), rel=1e-6)
+    P = _oblique_projection(kappa)
+    for i in range(1, 6):  # the hypothesis: ||W^i|| = kappa lam^i
+        assert np.linalg.norm(np.linalg.matrix_power(lam * P, i), 2) == pytest.approx(
+            kappa * lam**i, rel=1e-12
+        )
+
+
+# ----------------------------------------------------------------------------- one unit
+
+
+@pytest.mark.parametrize("w", [4.0001, 5.0, 20.0])
+def test_saddle_nodes_solve_the_fold_equations(w):
+    """Folds: ``w s (1 - s) = 1`` with ``s = sigmoid(x)`` and ``b = x - w s``, by sympy."""
+    s = sp.Symbol("s", positive=True)
+    roots = sorted(float(r) for r in sp.solve(sp.Rational(str(w)) * s * (1 - s) - 1, s))
+    expected = [(math.log(r / (1 - r)), math.log(r / (1 - r)) - w * r) for r in roots]
+    got = one_unit.saddle_nodes(w)
+    assert len(got) == 2
+    for (x, b), (x_e, b_e) in zip(got, expected, strict=True):
+        assert x == pytest.approx(x_e, rel=1e-9, abs=1e-9)
+        assert b == pytest.approx(b_e, rel=1e-9)
+    assert one_unit.saddle_nodes(4.0) == []
+
+
+def test_fixed_points_are_every_root_found_by_a_fine_grid():
+    w = 8.0
+    (_, b_low), (_, b_high) = one_unit.saddle_nodes(w)
+    for b in (b_high - 1.0, 0.3 * b_low + 0.7 * b_high, b_low + 1.0):
+        grid = np.linspace(b - 1, b + w + 1, 400_001)
+        gap = w / (1 + np.exp(-grid)) + b - grid
+        count = int(((gap[:-1] > 0) != (gap[1:] > 0)).sum())
+        roots = one_unit.fixed_points(w, b)
+        assert len(roots) == count
+        for x in roots:
+            assert w / (1 + math.exp(-x)) + b - x == pytest.approx(0.0, abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- certificates
+
+
+def _best_two_by_two_scaling(matrix: np.ndarray, cap: float) -> float:
+    """``min_{1/cap <= s <= cap} ||[[a, b s], [c / s, d]]||_2`` by a fine grid and a refinement."""
+    from scipy.optimize import minimize_scalar
+
+    (a, b), (c, d) = matrix
+
+    def norm(log_s: float) -> float:
+        s = math.exp(log_s)
+        return float(np.linalg.norm(np.array([[a, b * s], [c / s, d]]), 2))
+
+    grid = np.linspace(-math.log(cap), math.log(cap), 4001)
+    start = grid[int(np.argmin([norm(t) for t in grid]))]
+    step = grid[1] - grid[0]
+    low, high = max(start - step, grid[0]), min(start + step, grid[-1])
+    refined = minimize_scalar(norm, bounds=(low, high), method="bounded", options={"xatol": 1e-12})
+    return min(refined.fun, norm(start))
+
+
+@pytest.mark.parametrize(
+    ("matrix", "l_rho"),
+    [
+        ([[0.3, 2.0], [0.1, -0.4]], 1.0),
+        ([[0.9, 0.05], [3.0, 0.2]], 0.5),
+        ([[0.5, 4.0], [0.0, 0.3]], 2.0),
+    ],
+)
+def test_diagonal_certificate_equals_the_brute_force_best_scaling(matrix, l_rho):
+    W = torch.tensor(matrix, dtype=torch.float64)
+    certificate = ds.diagonal_certificate(W, l_rho=l_rho, max_condition=100.0)
+    best = _best_two_by_two_scaling(np.array(matrix), 100.0)
+    assert certificate.lam == pytest.approx(l_rho * best, rel=1e-6)
+    assert certificate.lam >= l_rho * best * (1 - 1e-12)  # recomputed from D: never below
+    assert certificate.spectral_lam == pytest.approx(l_rho * np.linalg.norm(matrix, 2), rel=REL)
+    eigenvalues = np.abs(np.linalg.eigvals(np.array(matrix)))
+    assert certificate.spectral_radius == pytest.approx(l_rho * eigenvalues.max(), rel=1e-12)
+    d = certificate.scales.numpy()
+    assert d.max() == 1.0
+    assert certificate.condition == pytest.approx(d.max() / d.min(), rel=REL)
+    scaled = d[:, None] * np.array(matrix) / d[None, :]
+    assert certificate.lam == pytest.approx(l_rho * np.linalg.norm(scaled, 2), rel=1e-12)
+
+
+def test_triangular_certificate_reaches_the_condition_cap_by_hand():
+    """``W = [[0.5, 4], [0, 0.3]]``: the best ``D`` with ``max d / min d <= C`` is
+    ``diag(1/C, 1)``, giving ``||[[0.5, 4/C], [0, 0.3]]||_2``."""
+    W = torch.tensor([[0.5, 4.0], [0.0, 0.3]], dtype=torch.float64)
+    certificate = ds.diagonal_certificate(W, max_condition=50.0)
+    expected = np.linalg.norm(np.array([[0.5, 4.0 / 50.0], [0.0, 0.3]]), 2)
+    assert certificate.lam == pytest.approx(expected, rel=1e-6)
+    assert certificate.condition == pytest.approx(50.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("squarings", [0, 1, 2, 6])
+def test_spectral_norm_upper_bound_by_hand(squarings):
+    """``W = diag(3, 1)`` (and a 3 x 2 matrix with the same singular values):
+    ``G = diag(9, 1)``, ``||G^q||_F = sqrt(81^q + 1)``, bound ``||G^q||_F^(1/2q) (1 + 1e-6)``."""
+    q = 2**squarings
+    expected = math.exp(0.5 * math.log(81.0**q + 1.0) / (2 * q)) * (1 + 1e-6)
+    square = torch.diag(torch.tensor([3.0, 1.0], dtype=torch.float64))
+    tall = torch.tensor([[0.0, 1.0], [3.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    got = spectral_norm_upper_bounds(torch.stack([square, square.T]), squarings=squarings)
+    assert got.tolist() == pytest.approx([expected, expected], rel=1e-12)
+    assert spectral_norm_upper_bounds(tall[None], squarings=squarings).item() == pytest.approx(
+        expected, rel=1e-12
+    )
+    scaled = spectral_norm_upper_bounds(1e-3 * square[None], squarings=squarings).item()
+    assert scaled == pytest.approx(1e-3 * expected, rel=1e-12)  # the rescaling is exact
+
+
+def test_jacobian_product_and_lag_bounds_by_hand():
+    lags = torch.tensor([0, 1, 3])
+    got = gr.jacobian_product_bound(0.5, 1.6, lags)
+    assert got.tolist() == pytest.approx([1.0, 0.8, 0.512], rel=REL)
+    assert gr.lag_bound(1.6, "sigmoid", 4).tolist() == pytest.approx(
+        [0.4**j for j in range(5)], rel=REL
+    )
+
+
+def test_state_norm_and_lemma1_bounds_at_the_edges():
+    """``B_h = L_x B_x / (1 - lam)`` and ``lam^k B_h`` at lambda near 0 and 1, k = 0 and 500."""
+    for lam, lx, bx, k in [(1e-3, 2.0, 0.5, 0), (0.999, 0.5, 2.0, 500), (0.5, 3.0, 1.0, 1)]:
+        L = sp.Rational(str(lam))
+        bh = sp.Rational(str(lx)) * sp.Rational(str(bx)) / (1 - L)
+        assert bounds.state_norm_bound(lam, lx, bx) == pytest.approx(float(bh), rel=REL)
+        assert bounds.lemma1_truncation_bound(lam, lx, bx, k) == pytest.approx(
+            float(L**k * bh), rel=REL
+        )
