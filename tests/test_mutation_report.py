@@ -4,7 +4,10 @@ committed verdicts; the committed report is what a fresh checkout rebuilds."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from stablernn_lib.book.mutation_report import (
     ACCEPTED,
@@ -14,6 +17,7 @@ from stablernn_lib.book.mutation_report import (
     mutated_modules,
     read_meta,
     record_from_codes,
+    source_path,
     summarize,
     verdict,
 )
@@ -88,3 +92,28 @@ def test_mutmut_exit_codes_are_read_as_mutmut_reads_them() -> None:
         "killed", "survived", "no tests", "no tests", "timeout", "timeout", "killed",
         "not run", "other",
     ]  # fmt: skip
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+
+
+def test_the_report_is_not_older_than_the_code_it_describes() -> None:
+    """Each row's module must be, on disk, the code mutmut mutated ('code at'): an edit of a
+    bound after its mutation run fails here until ``make mutants`` is re-run for it."""
+    if _git("rev-parse", "--is-inside-work-tree").returncode != 0:
+        pytest.skip("not a git checkout: the commits of the report cannot be compared")
+    records = json.loads(VERDICTS.read_text(encoding="utf8"))
+    stale = []
+    for module in mutated_modules():
+        if module not in records:
+            continue  # a "not run" row claims nothing
+        commit, path = records[module]["commit"], str(source_path(module))
+        if "+" in commit:
+            stale.append(f"{module}: mutated with uncommitted changes ({commit})")
+            continue
+        if _git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+            pytest.skip(f"commit {commit} is not in this clone (shallow?)")
+        if _git("diff", "--quiet", commit, "--", path).returncode != 0:
+            stale.append(f"{module}: {path} changed since {commit}")
+    assert not stale, "re-run make mutants for: " + "; ".join(stale)
