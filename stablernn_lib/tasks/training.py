@@ -45,6 +45,7 @@ from stablernn_lib.core.io import (
     provenance,
     same_config,
 )
+from stablernn_lib.tasks.fast_step import FastStep, PlainStep, diverged
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
 # In a checkout of the course, data/ of the repository; for an installed
@@ -172,6 +173,9 @@ class Task:
 
     def project(self) -> None:
         """Called after every optimizer step (a stable variant projects here)."""
+
+    def end_epoch(self) -> None:
+        """Called after an epoch's last step, before the validation (e.g. a certificate)."""
 
     def validate(self) -> float:
         """The validation loss per token of the current model."""
@@ -321,6 +325,33 @@ def _resume(task: Task, checkpoint_path: Path) -> dict[str, Any]:
     return {**new_progress(), **{_RENAMED.get(k, k): v for k, v in saved["progress"].items()}}
 
 
+def _read_losses(
+    task: Task,
+    runner: PlainStep | FastStep,
+    pending: list[tuple[int, Any, int]],
+    state: dict[str, Any],
+    bar: Any,
+    epoch: int,
+    checkpoint_path: Path,
+) -> None:
+    """Read the ``pending`` steps' losses (one host synchronization), stop the run at a
+    diverged one, add them to the epoch's sums; empties ``pending``."""
+    values = runner.values([loss for _, loss, _ in pending])
+    for (position, _, tokens), per_token in zip(pending, values, strict=True):
+        if diverged(task, per_token):
+            raise TrainingDivergedError(
+                f"training diverged at epoch {epoch}, step {position}: "
+                f"{task.loss_name} {per_token:.4g} (limit {task.diverge_above:.3g}). "
+                f"{kept_checkpoint(checkpoint_path)} "
+                "Fix: lower lr or clip in the config and start a new run."
+            )
+        state["epoch_sum"] += per_token * tokens
+        state["epoch_count"] += tokens
+    if any(position % 50 == 0 for position, _, _ in pending):
+        bar.set_postfix(task.postfix(values[-1]))
+    pending.clear()
+
+
 def train(
     task: Task,
     out: Path,
@@ -331,6 +362,7 @@ def train(
     on_step: Callable[[int, nn.Module], None] | None = None,
     checkpoint_every: float | None = None,
     stop_below_lr: float | None = None,
+    step: PlainStep | FastStep | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Train ``task`` in the run folder ``out``; returns ``(status, progress)``.
 
@@ -341,9 +373,13 @@ def train(
     an epoch (after the first) whose learning rate is below it: a clipped SGD step moves
     the weights by at most ``lr * clip`` (a projection onto a convex set holding the
     previous iterate moves them no further), so the skipped epochs could have moved them
-    by at most ``epochs_left * steps_per_epoch * lr * clip``.
+    by at most ``epochs_left * steps_per_epoch * lr * clip``.  ``step``: how each step is
+    taken (:mod:`~stablernn_lib.tasks.fast_step`; default :class:`PlainStep`, the loss read
+    on the host every step); its ``sync_every`` steps are read, checked and summed at once.
+    After an epoch's steps :meth:`Task.end_epoch` runs, then the validation.
     """
     config = task.config
+    runner = step if step is not None else PlainStep()
     checkpoint_path = out / "checkpoint.pt"
     state = new_progress()
     if resume and checkpoint_path.exists():
@@ -400,33 +436,23 @@ def train(
                 disable=not progress,
                 leave=False,
             )
+            pending: list[tuple[int, Any, int]] = []
+
             for position in bar:
-                task.optimizer.zero_grad(set_to_none=True)
-                loss, per_token, total, tokens, carried = task.loss(
-                    state["order"][position], carried
+                loss, tokens, carried = runner.run(
+                    task, state["order"][position], carried, config.clip
                 )
-                if not math.isfinite(per_token) or per_token > task.diverge_above:
-                    raise TrainingDivergedError(
-                        f"training diverged at epoch {epoch}, step {position}: "
-                        f"{task.loss_name} {per_token:.4g} (limit {task.diverge_above:.3g}). "
-                        f"{kept_checkpoint(checkpoint_path)} "
-                        "Fix: lower lr or clip in the config and start a new run."
-                    )
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(task.model.parameters(), config.clip)
-                task.optimizer.step()
-                task.project()
+                pending.append((position, loss, tokens))
                 state["step"] += 1
-                state["epoch_sum"] += total
-                state["epoch_count"] += tokens
-                if position % 50 == 0:
-                    bar.set_postfix(task.postfix(per_token))
+                if len(pending) >= runner.sync_every or position + 1 == len(state["order"]):
+                    _read_losses(task, runner, pending, state, bar, epoch, checkpoint_path)
                 if on_step is not None:
                     on_step(state["step"], task.model)
                 due = checkpoint_every is not None and (
                     time.perf_counter() - last_save >= checkpoint_every
                 )
                 if stop.requested or due:  # the exact state, mid-epoch
+                    _read_losses(task, runner, pending, state, bar, epoch, checkpoint_path)
                     state.update(
                         next=position + 1,
                         carried_state=_moved(carried, torch.device("cpu")),
@@ -442,6 +468,7 @@ def train(
             if status != "completed":
                 break
             epoch_seconds = time.perf_counter() - epoch_clock
+            task.end_epoch()
             val_loss = task.validate()
             if not math.isfinite(val_loss):
                 raise TrainingDivergedError(

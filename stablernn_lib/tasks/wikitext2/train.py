@@ -50,6 +50,7 @@ import torch
 from stablernn_lib.core.io import atomic_write_json
 from stablernn_lib.core.results import results_path
 from stablernn_lib.tasks import training
+from stablernn_lib.tasks.fast_step import FastStep, PlainStep
 from stablernn_lib.tasks.wikitext2.data import (
     Corpus,
     batch_starts,
@@ -60,6 +61,7 @@ from stablernn_lib.tasks.wikitext2.data import (
 from stablernn_lib.tasks.wikitext2.model import (
     State,
     WordLanguageModel,
+    certify_stable_rnn_,
     check_cell,
     detach_state,
     evaluate_loss,
@@ -298,6 +300,12 @@ def published_result_path(
     return where / f"{cell}-{'stable' if stable else 'unconstrained'}.json"
 
 
+# How a stable RNN is projected after every step: "exact" (an SVD or eigendecomposition,
+# on the host for CUDA weights) or "iterative" (matrix products on the device, certified
+# exactly once an epoch; stablernn_lib.core.iterative_projection).
+PROJECTIONS = ("exact", "iterative")
+
+
 def get_config(config: str | LMConfig) -> LMConfig:
     """A named config (a key of ``CONFIGS``) or a given :class:`LMConfig`."""
     return training.named_config(config, CONFIGS, LMConfig)
@@ -356,8 +364,17 @@ class LanguageModelTask(training.Task):
     loss_name = "loss"
 
     def __init__(
-        self, cell: str, stable: bool, config: LMConfig, data: Corpus, device: torch.device
+        self,
+        cell: str,
+        stable: bool,
+        config: LMConfig,
+        data: Corpus,
+        device: torch.device,
+        projection: str = "exact",
     ) -> None:
+        if projection not in PROJECTIONS:
+            raise ValueError(f"unknown projection {projection!r}; use one of {PROJECTIONS}")
+        self.projection, self.certificate = projection, None
         self.name = run_name(cell, stable, config)
         self.config, self.stable, self.vocab_size = config, stable, data.vocab_size
         self.identity = {"model": cell, "stable": stable}
@@ -370,16 +387,31 @@ class LanguageModelTask(training.Task):
         self.starts = batch_starts(self.train_source.shape[0], config.bptt)
         self.steps_per_epoch = len(self.starts)
 
-    def loss(self, index: int, carried: State) -> tuple[torch.Tensor, float, float, int, State]:
-        tokens, targets = get_batch(self.train_source, self.starts[index], self.config.bptt)
+    def batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``(bptt, batch)`` tokens and targets of step ``index``."""
+        return get_batch(self.train_source, self.starts[index], self.config.bptt)
+
+    def forward_loss(
+        self, tokens: torch.Tensor, targets: torch.Tensor, carried: State
+    ) -> tuple[torch.Tensor, State]:
+        """The mean NLL per token of a window (a tensor, not read) and the carried state."""
         outputs, carried = self.model.recur(self.model.embed(tokens), detach_state(carried))
-        loss = self.model.token_nll(outputs, targets).mean()
+        return self.model.token_nll(outputs, targets).mean(), carried
+
+    def loss(self, index: int, carried: State) -> tuple[torch.Tensor, float, float, int, State]:
+        tokens, targets = self.batch(index)
+        loss, carried = self.forward_loss(tokens, targets, carried)
         value = loss.item()
         return loss, value, value * targets.numel(), targets.numel(), carried
 
     def project(self) -> None:
         if self.stable:
-            project_stable_(self.model)
+            project_stable_(self.model, iterative=self.projection == "iterative")
+
+    def end_epoch(self) -> None:
+        """A stable RNN projected iteratively gets the exact certificate (float64 SVD)."""
+        if self.stable and self.projection == "iterative" and self.model.cell == "rnn":
+            self.certificate = certify_stable_rnn_(self.model)
 
     def validate(self) -> float:
         return evaluate_loss(self.model, self.valid_source, self.config.bptt)
@@ -394,6 +426,7 @@ class LanguageModelTask(training.Task):
             "lr": stats.lr,
             "epoch_seconds": stats.seconds,
             "train_tokens_per_second": stats.tokens / stats.seconds,
+            **({"certificate": self.certificate} if self.certificate is not None else {}),
         }
 
     def epoch_line(self, metrics: dict[str, Any]) -> str:
@@ -421,6 +454,8 @@ def train_language_model(
     progress: bool = True,
     on_step: Callable[[int, WordLanguageModel], None] | None = None,
     checkpoint_every: float | None = 600.0,
+    step: PlainStep | FastStep | None = None,
+    projection: str = "exact",
 ) -> dict[str, Any]:
     """Train one model (``"rnn"`` or ``"lstm"``, stable or not) and return its result.
 
@@ -432,7 +467,10 @@ def train_language_model(
     also written to ``result.json`` (``status`` is ``"completed"`` or
     ``"interrupted"``).  ``results_dir``: where a ``full`` or ``cpu`` run's result is
     also written (default ``data/results/wikitext2`` and its ``cpu/`` folder; other
-    configs write none there).
+    configs write none there).  ``step``: how each step is taken (default the plain step;
+    :class:`~stablernn_lib.tasks.fast_step.FastStep` for the fast one); ``projection``: how a
+    stable RNN is projected (``PROJECTIONS``).  Both are recorded in the result, with the
+    mean milliseconds a training step took.
     """
     cell = check_cell(model)
     config = get_config(config)
@@ -444,7 +482,7 @@ def train_language_model(
     finished = training.finished_or_fresh(out, name, identity, config, resume, progress)
     if finished is not None:  # a rerun of a finished run: nothing to do
         return finished
-    task = LanguageModelTask(cell, stable, config, data, device)
+    task = LanguageModelTask(cell, stable, config, data, device, projection)
     status, state = training.train(
         task,
         out,
@@ -454,7 +492,9 @@ def train_language_model(
         on_step=on_step,
         checkpoint_every=checkpoint_every,
         stop_below_lr=config.stop_below_lr,
+        step=step,
     )
+    trained_seconds = sum(epoch["epoch_seconds"] for epoch in state["history"])
     result: dict[str, Any] = {
         "task": "wikitext2",
         "model": cell,
@@ -470,6 +510,12 @@ def train_language_model(
         "best_val_loss": state["best_val_loss"],
         "best_val_ppl": perplexity(state["best_val_loss"]),
         "stopped_early": state.get("stopped_early"),
+        "step_implementation": (step or PlainStep()).description,
+        "projection": projection if stable and cell == "rnn" else None,
+        "mean_step_ms": 1000
+        * trained_seconds
+        / max(1, len(state["history"]))
+        / task.steps_per_epoch,
     }
     if status == "completed":
         training.save_best_model(task, state, out / "model.pt", vocab_size=data.vocab_size)

@@ -1,0 +1,98 @@
+"""The spectral projection with matrix products only (no SVD, no host synchronization).
+
+The Euclidean projection of ``W = U diag(s) V^T`` onto ``{||W||_2 <= r}`` is
+``U diag(min(s, r)) V^T = W - U diag(relu(s - r)) V^T``.  With the polar factor
+``Q = U V^T`` and ``S = Q^T W = V diag(s) V^T`` (symmetric), ``M = S - r I`` has the
+eigenvalues ``s - r`` and ``relu(M) = (M + sign(M) M) / 2``, so
+
+    P_r(W) = W - Q (M + sign(M) M) / 2.
+
+Both ``Q`` and ``sign(M)`` come from Newton--Schulz iterations ``X <- (3 X - X X^T X) / 2``
+(on ``W`` scaled by an upper bound on its norm, and on ``M / ||M||_F``), which only
+multiply matrices: batches ``(..., m, n)`` of all layers and models go through at once,
+on the device, in a fixed number of kernels (a CUDA graph can capture them).
+
+Where the iterations have not converged the result stays close to exact: a singular value
+``s < r`` gives ``relu = 0`` whatever the polar iteration made of it (a small or zero
+``s``, where that iteration is slow, is left exactly as it is), and a singular value
+``s = r + m`` with ``|m|`` below the sign iteration's resolution ``||M||_F 1.5^-k`` is
+clipped to within ``|m| / 2`` of ``r``.  :func:`iterative_projection_error_bound` states
+that tolerance; :func:`spectral_norms_float64` is the exact check (an SVD in float64) to
+run at the end of each epoch, projecting exactly where it fails.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+# Newton--Schulz steps of the two iterations (fixed, so that a CUDA graph can capture them).
+POLAR_ITERATIONS = 24
+SIGN_ITERATIONS = 36
+
+
+def _newton_schulz(x: Tensor, iterations: int) -> Tensor:
+    """``iterations`` steps of ``X <- 1.5 X - 0.5 X X^T X``: towards the polar factor of ``X``
+    (each singular value in ``(0, sqrt(3))`` goes to 1, zero stays zero)."""
+    for _ in range(iterations):
+        x = 1.5 * x - 0.5 * (x @ (x.mT @ x))
+    return x
+
+
+def polar_factor(matrices: Tensor, iterations: int = POLAR_ITERATIONS) -> Tensor:
+    """``U V^T`` of ``W = U diag(s) V^T`` by Newton--Schulz, ``(..., m, n)``.
+
+    ``W`` is first divided by its Frobenius norm (``>= ||W||_2``), so every singular value
+    starts in ``(0, 1]``; one of relative size ``s / ||W||_F`` needs about
+    ``log(||W||_F / s) / log 1.5`` steps, then converges quadratically.
+    """
+    scale = torch.linalg.matrix_norm(matrices).clamp(min=torch.finfo(matrices.dtype).tiny)
+    return _newton_schulz(matrices / scale[..., None, None], iterations)
+
+
+def project_spectral_ball_iterative(
+    matrices: Tensor,
+    radius: float = 1.0,
+    polar_iterations: int = POLAR_ITERATIONS,
+    sign_iterations: int = SIGN_ITERATIONS,
+) -> Tensor:
+    """``P_r(W) = W - Q relu(Q^T W - r I)`` with ``Q`` and ``relu`` from Newton--Schulz.
+
+    ``(..., m, n)`` with ``m >= n`` or ``m < n`` (a wide matrix is projected through its
+    transpose); the dtype of the input.  Matrix products only: no host synchronization.
+    """
+    if not radius > 0:
+        raise ValueError(f"the radius must be positive, got {radius}")
+    if matrices.dim() < 2 or not matrices.is_floating_point():
+        raise ValueError(f"expected floating matrices (..., m, n), got {tuple(matrices.shape)}")
+    wide = matrices.shape[-2] < matrices.shape[-1]
+    w = matrices.mT if wide else matrices
+    q = polar_factor(w, polar_iterations)
+    s = q.mT @ w
+    eye = torch.eye(s.shape[-1], dtype=s.dtype, device=s.device)
+    m = 0.5 * (s + s.mT) - radius * eye
+    scale = torch.linalg.matrix_norm(m).clamp(min=torch.finfo(m.dtype).tiny)
+    sign = _newton_schulz(m / scale[..., None, None], sign_iterations)
+    relu = 0.5 * (m + 0.5 * (sign @ m + m @ sign))
+    projected = w - q @ relu
+    return projected.mT if wide else projected
+
+
+def iterative_projection_error_bound(
+    matrices: Tensor, radius: float = 1.0, sign_iterations: int = SIGN_ITERATIONS
+) -> Tensor:
+    """The sign iteration's resolution ``(sqrt(n) max(||W||_2, r)) 1.5^-k`` per matrix ``(...)``.
+
+    A singular value farther than this from ``r`` is clipped exactly (up to rounding and a
+    converged polar factor); one closer is left at most half of it above ``r``.  Uses the
+    Frobenius norm as the bound on ``||W||_2``; a statement of tolerance, not a certificate.
+    """
+    n = min(matrices.shape[-2:])
+    frobenius = torch.linalg.matrix_norm(matrices.detach().double())
+    return (frobenius + radius * n**0.5) * 1.5 ** (-sign_iterations)
+
+
+def spectral_norms_float64(matrices: Tensor) -> Tensor:
+    """``||W||_2`` of each matrix by an SVD in float64, ``(..., m, n) -> (...)``: the exact
+    certificate (it synchronizes with the host on a GPU; run it once an epoch)."""
+    return torch.linalg.matrix_norm(matrices.detach().double(), ord=2)

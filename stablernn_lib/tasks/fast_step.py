@@ -1,0 +1,208 @@
+"""How the training loop takes one optimizer step: the plain step or the fast one.
+
+:func:`~stablernn_lib.tasks.training.train` is the one loop of the course; it calls a step
+implementation for every step and reads the step's loss on the host every
+``sync_every`` steps (checking for divergence and summing the epoch's loss there):
+
+* :class:`PlainStep` (``sync_every = 1``): zero the gradients, the task's loss (read on
+  the host, a synchronization on a GPU), stop before the update when it diverged,
+  backward, clip the global gradient norm, the optimizer's step, the task's projection;
+* :class:`FastStep`: the same operations in the same order, with the loss kept on the
+  device and read every ``sync_every`` steps (a divergence is caught within that many
+  steps, before any checkpoint), and, on CUDA, one of
+
+  - ``mode="graph"``: the whole step (forward, backward, clip, SGD update, projection, the
+    carried state) captured once as a CUDA graph and replayed, the learning rate in a
+    device tensor (so the loop's decay reaches the graph); a batch of another shape (the
+    epoch's last, shorter window) runs eagerly on the same buffers;
+  - ``mode="compile"``: ``torch.compile(mode="reduce-overhead")`` of the forward and loss,
+    clip, update and projection eager;
+  - ``mode="eager"``: no capture (what runs on a CPU; it equals :class:`PlainStep` there
+    step for step, tests/test_fast_training.py).
+
+  ``tf32=True`` lets float32 matrix products on CUDA use TF32 tensor cores (the decoder's;
+  the projections switch it off around themselves, see
+  :func:`~stablernn_lib.tasks.wikitext2.model.full_precision_matmuls`).
+
+A task that a fast step trains provides ``batch(index) -> (inputs, targets)`` and
+``forward_loss(inputs, targets, carried) -> (mean loss, carried)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+import torch
+from torch import Tensor
+
+StepMode = Literal["eager", "graph", "compile"]
+
+
+def diverged(task: Any, per_token: float) -> bool:
+    """Whether a step's loss per token stops the run (not finite, or above the task's limit)."""
+    return not math.isfinite(per_token) or per_token > task.diverge_above
+
+
+class PlainStep:
+    """The step every run of the course was trained with: the loss read on the host each step."""
+
+    sync_every = 1
+    description = "plain"
+
+    def run(self, task: Any, index: int, carried: Any, clip: float) -> tuple[Any, int, Any]:
+        """One step at batch ``index``: ``(loss per token, tokens, carried state)``; no update
+        when the loss diverged (the loop raises on it at once)."""
+        task.optimizer.zero_grad(set_to_none=True)
+        loss, per_token, _, tokens, carried = task.loss(index, carried)
+        if diverged(task, per_token):
+            return per_token, tokens, carried
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(task.model.parameters(), clip)
+        task.optimizer.step()
+        task.project()
+        return per_token, tokens, carried
+
+    @staticmethod
+    def values(losses: list[Any]) -> list[float]:
+        """The losses of the steps since the last read, as floats (one synchronization)."""
+        if losses and isinstance(losses[0], Tensor):
+            return torch.stack(losses).double().cpu().tolist()
+        return [float(value) for value in losses]
+
+
+def _check_plain_sgd(optimizer: torch.optim.Optimizer) -> None:
+    if type(optimizer) is not torch.optim.SGD or any(
+        group["momentum"] or group["weight_decay"] or group["nesterov"]
+        for group in optimizer.param_groups
+    ):
+        raise ValueError(
+            "the captured step updates the weights as plain SGD (no momentum, no weight "
+            f"decay); this task uses {type(optimizer).__name__}: use FastStep(mode='eager')"
+        )
+
+
+def _state_buffers(carried: Any) -> Any:
+    """Zeroed device tensors shaped like a carried state (a tensor or a tuple of them)."""
+    if isinstance(carried, Tensor):
+        return torch.zeros_like(carried)
+    return tuple(torch.zeros_like(part) for part in carried)
+
+
+def _copy_state_(into: Any, state: Any) -> None:
+    """Copy a state (None: zeros) into the buffers ``into``."""
+    parts_into = (into,) if isinstance(into, Tensor) else into
+    if state is None:
+        for part in parts_into:
+            part.zero_()
+        return
+    parts = (state,) if isinstance(state, Tensor) else state
+    for target, part in zip(parts_into, parts, strict=True):
+        target.copy_(part.detach())
+
+
+@dataclass
+class FastStep:
+    """The training step without a host synchronization per step (see the module's text).
+
+    One instance trains one task (the captured graph holds that model's buffers).
+    ``warmup``: eager steps before the capture (cuBLAS and cuDNN set up their workspaces).
+    """
+
+    mode: StepMode = "eager"
+    sync_every: int = 100
+    tf32: bool = False
+    warmup: int = 3
+    description: str = field(init=False, default="")
+    _steps: int = field(init=False, default=0)
+    _graph: Any = field(init=False, default=None)
+    _compiled: Any = field(init=False, default=None)
+    _static: dict[str, Any] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in get_args(StepMode):
+            raise ValueError(f"unknown step mode {self.mode!r}; use one of {get_args(StepMode)}")
+        if self.sync_every < 1:
+            raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
+        self.description = f"fast-{self.mode}" + ("-tf32" if self.tf32 else "")
+
+    values = staticmethod(PlainStep.values)
+
+    def run(self, task: Any, index: int, carried: Any, clip: float) -> tuple[Any, int, Any]:
+        """One step at batch ``index``: ``(loss on the device, tokens, carried state)``."""
+        inputs, targets = task.batch(index)
+        on_cuda = inputs.is_cuda
+        if self.tf32 and on_cuda:
+            torch.backends.cuda.matmul.allow_tf32 = True
+        self._steps += 1
+        if self.mode == "graph" and on_cuda and self._steps > self.warmup:
+            return self._graph_step(task, inputs, targets, carried, clip)
+        forward = task.forward_loss
+        if self.mode == "compile" and on_cuda:
+            if self._compiled is None:
+                self._compiled = torch.compile(task.forward_loss, mode="reduce-overhead")
+            torch.compiler.cudagraph_mark_step_begin()
+            forward = self._compiled
+        task.optimizer.zero_grad(set_to_none=True)
+        loss, carried = forward(inputs, targets, carried)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(task.model.parameters(), clip)
+        task.optimizer.step()
+        task.project()
+        return loss.detach().clone(), targets.numel(), carried
+
+    # -- the captured step (CUDA) ---------------------------------------------------------
+
+    def _update_(self, task: Any, clip: float) -> None:
+        """Clip and SGD with the learning rate of the device tensor, then the projection."""
+        params = [p for p in task.model.parameters() if p.grad is not None]
+        torch.nn.utils.clip_grad_norm_(params, clip)
+        torch._foreach_add_(params, torch._foreach_mul([p.grad for p in params], self._neg_lr))
+        task.project()
+
+    def _graph_step(
+        self, task: Any, inputs: Tensor, targets: Tensor, carried: Any, clip: float
+    ) -> tuple[Tensor, int, Any]:
+        static = self._static
+        if self._graph is None:
+            _check_plain_sgd(task.optimizer)
+            if carried is None:
+                raise RuntimeError("capture needs a carried state: warm up with >= 1 step")
+            self._neg_lr = torch.zeros((), device=inputs.device)
+            static.update(inputs=inputs.clone(), targets=targets.clone())
+            static["state"] = _state_buffers(carried)
+            self._capture(task, clip)
+        self._neg_lr.fill_(-task.optimizer.param_groups[0]["lr"])
+        if carried is not static["state"]:
+            _copy_state_(static["state"], carried)
+        if inputs.shape != static["inputs"].shape:  # the epoch's last, shorter window
+            for param in task.model.parameters():
+                if param.grad is not None:
+                    param.grad.zero_()
+            loss, state = task.forward_loss(inputs, targets, static["state"])
+            loss.backward()
+            self._update_(task, clip)
+            _copy_state_(static["state"], state)
+            return loss.detach().clone(), targets.numel(), static["state"]
+        static["inputs"].copy_(inputs)
+        static["targets"].copy_(targets)
+        self._graph.replay()
+        return static["loss"].clone(), targets.numel(), static["state"]
+
+    def _capture(self, task: Any, clip: float) -> None:
+        static = self._static
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # one forward and backward, no update
+            loss, _ = task.forward_loss(static["inputs"], static["targets"], static["state"])
+            loss.backward()
+        torch.cuda.current_stream().wait_stream(side)
+        task.optimizer.zero_grad(set_to_none=True)
+        self._graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self._graph):
+            loss, state = task.forward_loss(static["inputs"], static["targets"], static["state"])
+            loss.backward()
+            self._update_(task, clip)
+            _copy_state_(static["state"], state)
+            static["loss"] = loss.detach()
