@@ -50,6 +50,7 @@ import nbformat
 from tqdm.auto import tqdm
 
 from stablernn_lib.core.io import atomic_write_json, atomic_write_text
+from stablernn_lib.homework.answers import proof_answer
 from stablernn_lib.homework.isolation import (
     Isolation,
     bwrap_binary,
@@ -59,7 +60,6 @@ from stablernn_lib.homework.isolation import (
     sandbox_user,
 )
 from stablernn_lib.homework.notebooks import (
-    is_answer_cell,
     is_check_cell,
     question_of,
     tags,
@@ -132,6 +132,7 @@ class QuestionGrade:
     points: float | None
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     answer: str = ""
+    answer_found: str = ""  # how a proof's answer was found (answers.TAGGED, ...)
 
 
 @dataclass
@@ -587,10 +588,12 @@ def grade_notebook(
     ]
     for question in homework.questions:
         if question.kind == "proof":
-            answer = "\n\n".join(
-                c.source for c in nb.cells if is_answer_cell(c) and question_of(c) == question.id
+            found = proof_answer(nb.cells, question)
+            submission.grades.append(
+                QuestionGrade(
+                    question, "graded by hand", None, answer=found.text, answer_found=found.found
+                )
             )
-            submission.grades.append(QuestionGrade(question, "graded by hand", None, answer=answer))
         else:
             submission.grades.append(_question_result(question, nb, run, seed, limits.time_scale))
     submission.seconds = round(time.perf_counter() - start, 1)
@@ -625,8 +628,9 @@ def _report(submission: Submission, seed: int) -> str:
                 visibility = "hidden" if o["hidden"] else "visible"
                 lines.append(f"| {o['name']} | {visibility} | {o['status']} | {message} |")
         if question.kind == "proof":
-            answer = grade.answer.strip() or "_(no answer cell found)_"
-            lines += ["", "Answer:", "", *(f"> {line}" for line in answer.split("\n"))]
+            answer = grade.answer.strip() or "_(no answer found)_"
+            lines += ["", f"Answer (found in: {grade.answer_found or 'not found'}):", ""]
+            lines += [f"> {line}" for line in answer.split("\n")]
             lines += ["", rubric_markdown(question)]
     return "\n".join(lines) + "\n"
 
