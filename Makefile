@@ -14,7 +14,7 @@ TORCH_INDEX ?=
 # Files that change what the virtual environment must contain.
 SETUP_FILES := pyproject.toml
 
-.PHONY: venv book instructor test lint student clean browser-deps mutants
+.PHONY: venv book instructor test lint student clean browser-deps mutants formula-mutants
 
 venv: $(STAMP)
 
@@ -66,6 +66,13 @@ mutants: venv
 	for module in $(MUTANT_MODULES); do \
 	  OMP_NUM_THREADS=1 PYTHONPATH= $(BIN)/mutmut run "$$module.*" || exit 1; done
 	$(BIN)/python -m stablernn_lib.book.mutation_report
+
+## Hand-written "formula" mutants of every bound (drop a factor or a denominator, halve or
+## double a term; stablernn_lib/book/formula_mutants.py), each applied to a temporary copy of
+## the tree and run against the value tests; all must be killed.  About 30 min on 2 loaded
+## cores; writes data/results/formula_mutants.json.
+formula-mutants: venv
+	OMP_NUM_THREADS=1 PYTHONPATH= $(BIN)/python -m stablernn_lib.book.formula_mutants
 
 ## Same as `make book` (the student site).
 student: book
