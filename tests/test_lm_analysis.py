@@ -33,8 +33,7 @@ from stablernn_lib.tasks.wikitext2.findings import (
     epochs_table,
     load_full_results,
     projection_scope_table,
-    reproduction_commands,
-    results_table,
+    table_by_scale,
     time_budget_table,
 )
 from stablernn_lib.tasks.wikitext2.model import WordLanguageModel, project_stable_
@@ -129,18 +128,25 @@ def test_gradient_profile_ignores_dropout_and_restores_it() -> None:
 
 def test_results_table_shows_paper_numbers_and_ours_when_present(tmp_path) -> None:
     assert load_full_results(tmp_path / "missing") == {}
-    table = results_table(load_full_results(tmp_path))
-    assert "| 146.7 ✓ | 143.5 † |" in table and "| 92.3 ✓ | 94.6 † |" in table
+    table = table_by_scale({"ours": load_full_results(tmp_path)})
+    assert "| 146.7 ✓ | not run yet |" in table and "| 94.6 † | not run yet |" in table
     assert table.count("not run yet") == 4
-    assert table.count("reported by the paper") == 2
     atomic_write_json(tmp_path / "lstm-stable.json", {"test_ppl": 97.25})
-    table = results_table(load_full_results(tmp_path))
+    table = table_by_scale({"ours": load_full_results(tmp_path)})
     assert "97.2" in table and table.count("not run yet") == 3
-    commands = reproduction_commands()
-    assert "--config full --variants" in commands and "lstm-stable " in commands
+
+
+def test_the_evidence_page_reproduces_the_full_scale_with_the_rnn_pair_at_lr_2() -> None:
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "chapters" / "08b_wikitext2_evidence.ipynb"
+    cells = json.loads(path.read_text(encoding="utf8"))["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    (command,) = [line for line in text.splitlines() if "paper-run start" in line]
+    assert "--config full --variants" in command and "lstm-stable " in command
     # the RNN pair at lr 2: at full's lr 20 the unconstrained RNN diverges
-    assert "rnn-unconstrained@full-rnn-lr2 rnn-stable@full-rnn-lr2" in commands
-    assert "--model rnn" not in commands
+    assert "rnn-unconstrained@full-rnn-lr2 rnn-stable@full-rnn-lr2" in command
+    assert "--model rnn" not in command
 
 
 def test_benchmark_measures_every_ratio(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ import pytest
 from stablernn_lib.core.io import same_config
 from stablernn_lib.tasks.wikitext2.analysis import ANALYSIS_CONFIGS
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
-from stablernn_lib.tasks.wikitext2.findings import cpu_reproduction_commands
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, results_folder
 from stablernn_lib.tasks.wikitext2.variants import MODEL_VARIANTS, variant_name
 
@@ -117,14 +116,15 @@ def test_cpu_results_are_complete() -> None:
         pytest.fail(
             f"cpu-scale results incomplete, missing in {FOLDER}: "
             + ", ".join(missing)
-            + "; the commands that make them:\n"
-            + cpu_reproduction_commands()
+            + "; make them with the commands of the cpu scale on Chapter 8's evidence page "
+            "(section Reproduce)"
         )
 
 
-def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
+def test_table_by_scale_and_claim_readings_say_what_ran_and_what_did_not() -> None:
     from stablernn_lib.tasks.wikitext2.findings import (
-        claims_verdicts,
+        claim_readings,
+        claims_table,
         smallest_k_within,
         table_by_scale,
     )
@@ -137,19 +137,19 @@ def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
     assert smallest_k_within(curve) == 100 and smallest_k_within(curve, 0.02) == 10
     profile = {"mean_norm": [1.0] + [1e-3] * 30}
     cpu["analysis"] = {"rnn-unconstrained": {"truncated_eval": curve, "figure2": profile}}
-    sentences = claims_verdicts(cpu, "cpu scale")
-    # one seed each: the numbers, and no verdict (criteria.json asks for 3 seeds)
-    assert any("+15.0%" in s and "no verdict (fewer than 3 seeds)" in s for s in sentences)
-    cost = [s for s in sentences if "cost of stability" in s and "not yet run" not in s]
-    assert len(cost) == 1 and "this supports" not in cost[0] and "does not support" not in cost[0]
-    assert any("k = 100 is within 1%: this supports" in s for s in sentences)
-    assert any("1.0e-03" in s and "this supports" in s for s in sentences)
-    assert sum("not yet run" in s for s in sentences) == 3  # the LSTM's three claims
+    readings = {(r.cell, r.claim): r for r in claim_readings(cpu)}
+    # one seed each: the number, and no verdict (criteria.json asks for 3 seeds)
+    cost = readings[("rnn", "stability_cost")]
+    assert cost.value == pytest.approx(15.0) and cost.verdict == "no verdict (fewer than 3 seeds)"
+    assert readings[("rnn", "truncation")].value == 100
+    assert readings[("rnn", "truncation")].verdict == "supported"
+    assert readings[("rnn", "gradient_vanishes")].value == pytest.approx(1e-3)
+    assert readings[("rnn", "gradient_vanishes")].verdict == "supported"
+    assert all(readings[("lstm", c)].verdict == "not yet run" for c in
+               ("stability_cost", "truncation", "gradient_vanishes"))  # fmt: skip
     # a measurement of one trained model is labelled indicative, never a claim
-    measured = [s for s in sentences if "truncated evaluation (" in s or "Figure 2 (" in s]
-    measured = [s for s in measured if "not yet run" not in s]
-    assert len(measured) == 2
-    assert all(s.endswith("the criteria ask for 3 seeds before a claim.") for s in measured)
+    assert all(r.indicative for r in readings.values() if r.claim != "stability_cost")
+    assert "one trained model: indicative" in claims_table(list(readings.values()), "cpu")
     # three seeds each: the seed means, judged by the criteria file
     seeds = {
         "rnn-unconstrained": {
@@ -157,42 +157,36 @@ def test_table_by_scale_and_verdicts_say_what_ran_and_what_did_not() -> None:
         },
         "rnn-stable": {s: {"seed": s, "test_ppl": v} for s, v in ((1, 229), (2, 230), (3, 231))},
     }
-    rnn = claims_verdicts(cpu, "cpu scale", seeds)[0]
-    assert "230.0 ± 1.0 (n = 3" in rnn and "+15.0% in the means" in rnn
-    assert "this does not support" in rnn
+    rnn = claim_readings(cpu, seeds)[0]
+    assert rnn.value == pytest.approx(15.0) and rnn.seeds == (1, 2, 3)
+    assert rnn.verdict == "not supported"
     seeds["rnn-stable"] = {s: {"seed": s, "test_ppl": v} for s, v in ((1, 203), (2, 204), (3, 205))}
-    assert "+2.0% in the means); this supports" in claims_verdicts(cpu, "cpu scale", seeds)[0]
+    assert claim_readings(cpu, seeds)[0].verdict == "supported"
 
 
-def test_chapter8_claims_verdicts_use_the_seed_means_and_agree_with_the_seeds_table() -> None:
-    """Chapter 8's claim sentences (cell "What the committed results say") give the same
-    verdict as the seeds table, from the same seed means."""
+def test_chapter8_claim_readings_use_the_seed_means_and_agree_with_the_seeds_table() -> None:
+    """The evidence page's table of claims gives the same verdict as the seeds table, from
+    the same seed means."""
     from stablernn_lib.tasks.wikitext2.findings import (
-        claims_verdicts,
+        claim_readings,
         load_full_results,
         load_seed_results,
         seeds_table,
     )
 
-    cpu = load_full_results(FOLDER)
-    sentences = claims_verdicts(cpu, "cpu scale", load_seed_results("cpu"))
+    readings = claim_readings(load_full_results(FOLDER), load_seed_results("cpu"))
     table = seeds_table("cpu")
     runs = _committed_runs("cpu")
     for cell, label in (("rnn", "RNN (tanh)"), ("lstm", "LSTM")):
-        sentence = next(s for s in sentences if s.startswith(f"{label}, cost of stability"))
+        (reading,) = [r for r in readings if (r.cell, r.claim) == (cell, "stability_cost")]
         stable = runs[f"{cell}-stable"]
         free = runs[f"{cell}-unconstrained"]
         mean_s, mean_f = (sum(v.values()) / len(v) for v in (stable, free))
-        assert f"{100 * (mean_s / mean_f - 1):+.1f}% in the means" in sentence
+        assert reading.value == pytest.approx(100 * (mean_s / mean_f - 1))
         row = next(r for r in table.splitlines() if r.startswith(f"| {label}, stable"))
-        verdict = row.rstrip(" |").rsplit("| ", 1)[1]
-        if verdict.startswith("no verdict"):
-            assert verdict in sentence
-        else:
-            reading = {"supported": "this supports", "not supported": "this does not support"}
-            assert reading.get(verdict, verdict) in sentence
+        assert row.rstrip(" |").rsplit("| ", 1)[1] == reading.verdict
     # the measurements name the seed of the model they were taken on
-    assert any("truncated evaluation (cpu scale, seed 1111)" in s for s in sentences)
+    assert all(r.seeds == (1111,) for r in readings if r.claim != "stability_cost")
 
 
 def test_first_layer_only_run_is_committed_and_matches_the_code() -> None:
@@ -313,23 +307,59 @@ def test_ablation_rows_are_computed_from_the_committed_files() -> None:
         assert f"--config {config} --resume" in commands
 
 
+def _chapter8_prose() -> str:
+    """The Markdown of Chapter 8 and of its evidence page, whitespace collapsed."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "chapters"
+    text = []
+    for name in ("08_wikitext2_experiments", "08b_wikitext2_evidence"):
+        cells = json.loads((folder / f"{name}.ipynb").read_text(encoding="utf8"))["cells"]
+        text += ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    return " ".join(" ".join(text).split())
+
+
+def _numbers() -> dict:
+    from stablernn_lib.tasks.wikitext2.lesson_numbers import chapter8_numbers
+
+    return chapter8_numbers()
+
+
+def _quoted(*keys: str) -> None:
+    """Each key is written in the prose through a glue role."""
+    text = _chapter8_prose()
+    for key in keys:
+        assert f"{{glue:text}}`{key}" in text, key
+
+
+def _mean(values: dict[int, float]) -> float:
+    return sum(values.values()) / len(values)
+
+
 def test_chapter8_reading_of_the_cpu_seeds_holds() -> None:
-    """Chapter 8, "Reading the cpu scale": three seeds of each model; the RNN pair's gap is
-    over 5% but inconclusive, its noise one run whose schedule cut the learning rate; the
-    stable LSTM is about a quarter worse: not supported."""
+    """The main table and its reading: three seeds of each model; the RNN pair's gap is over
+    5% but inconclusive, its noise one run whose schedule cut the learning rate; the stable
+    LSTM is about a quarter worse: not supported."""
     from stablernn_lib.tasks.wikitext2.findings import seed_summary, seeds_table
 
     runs = _committed_runs("cpu")
     assert all(len(runs[variant]) >= 3 for variant in VARIANTS)
+    numbers = _numbers()
+    for variant in VARIANTS:
+        cell, kind = variant.split("-")
+        key = f"{cell}_{'free' if kind == 'unconstrained' else 'stable'}"
+        summary = seed_summary({s: {"test_ppl": v} for s, v in runs[variant].items()})
+        assert numbers[f"{key}_mean"] == pytest.approx(summary.mean)
+        assert numbers[f"{key}_sd"] == pytest.approx(summary.sd)
+        _quoted(f"{key}_mean:.1f", f"{key}_sd:.1f")
     rows = seeds_table("cpu").splitlines()
-    free = seed_summary({s: {"test_ppl": v} for s, v in runs["rnn-unconstrained"].items()})
-    stable = seed_summary({s: {"test_ppl": v} for s, v in runs["rnn-stable"].items()})
-    gap = stable.mean / free.mean - 1
+    free = _mean(runs["rnn-unconstrained"])
+    gap = _mean(runs["rnn-stable"]) / free - 1
     rnn_row = next(r for r in rows if r.startswith("| RNN (tanh), stable"))
     assert gap > 0.05 and rnn_row.endswith("| inconclusive |")
-    text = _chapter8_prose()
-    assert f"mean test perplexity is {100 * gap:.1f}% above the unconstrained one's" in text
-    assert f"({stable.mean:.1f} ± {stable.sd:.1f} against {free.mean:.1f} ± {free.sd:.1f})" in text
+    assert (
+        numbers["rnn_gap"] == pytest.approx(100 * gap) and numbers["rnn_verdict"] == "inconclusive"
+    )
     # the one run whose rate was cut, and the range of every other RNN run (rate 5 throughout)
     folder = results_folder("cpu")
     cut, others = [], []
@@ -343,100 +373,107 @@ def test_chapter8_reading_of_the_cpu_seeds_holds() -> None:
     cut_run = cut[0][2]
     assert [e["lr"] for e in cut_run["epochs"]][3:] == [5.0, 1.25, 1.25]  # cut after epoch 4
     assert cut_run["epochs"][3]["val_loss"] > cut_run["epochs"][2]["val_loss"]
-    assert f"it ended at {cut_run['test_ppl']:.1f}" in text
+    assert numbers["rnn_cut_seed"] == 2 and numbers["rnn_cut_epoch"] == 4
+    assert numbers["rnn_cut_ppl"] == pytest.approx(cut_run["test_ppl"])
     low, high = (f(run["test_ppl"] for _, _, run in others) for f in (min, max))
-    assert f"ended between {low:.1f} and {high:.1f}" in text
-    assert len(runs["lstm-stable"]) >= 3 and len(runs["lstm-unconstrained"]) >= 3
+    assert (numbers["rnn_kept_low"], numbers["rnn_kept_high"]) == pytest.approx((low, high))
+    uncut = [v for s, v in runs["rnn-unconstrained"].items() if s != 2]
+    within = sum(uncut) / len(uncut) / _mean(runs["rnn-stable"]) - 1
+    assert numbers["rnn_free_uncut_vs_stable"] == pytest.approx(100 * within)
+    assert abs(within) < 0.01
+    _quoted("rnn_cut_ppl:.1f", "rnn_kept_low:.1f", "rnn_kept_high:.1f", "rnn_verdict")
     lstm_gap = _mean(runs["lstm-stable"]) / _mean(runs["lstm-unconstrained"]) - 1
-    assert 0.2 < lstm_gap < 0.3
+    assert 0.2 < lstm_gap < 0.3 and numbers["lstm_gap"] == pytest.approx(100 * lstm_gap)
     lstm_row = next(r for r in rows if r.startswith("| LSTM, stable"))
-    assert lstm_row.endswith("| not supported |")
+    assert lstm_row.endswith("| not supported |") and numbers["lstm_verdict"] == "not supported"
+    _quoted("lstm_gap:+.1f", "lstm_verdict")
 
 
-def _chapter8_prose() -> str:
-    """The markdown of Chapter 8, whitespace collapsed (line breaks fall anywhere)."""
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "chapters" / "08_wikitext2_experiments.ipynb"
-    cells = json.loads(path.read_text(encoding="utf8"))["cells"]
-    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    return " ".join(text.split())
-
-
-def _mean(values: dict[int, float]) -> float:
-    return sum(values.values()) / len(values)
-
-
-def test_chapter8_prose_numbers_match_the_committed_files() -> None:
-    """Every number Chapter 8's prose states about the cpu-scale runs, from the files."""
+def test_chapter8_measurement_numbers_match_the_committed_files() -> None:
+    """Every number the measurements' paragraphs state, from the cpu analysis (seed 1111)."""
     import torch
 
     from stablernn_lib.core import criteria
     from stablernn_lib.tasks.wikitext2.findings import smallest_k_within
 
-    text = _chapter8_prose()
     analysis = _load("analysis.json")
     assert analysis["lm_config"]["seed"] == 1111
-    rnn = analysis["rnn-unconstrained"]
-    # "Reading the cpu scale": the RNN's truncation, Figure-2 ratio and Jacobians (seed 1111)
-    assert f"$k = {smallest_k_within(rnn['truncated_eval'])}$ words of context" in text
-    norms = rnn["figure2"]["mean_norm"]
-    ratio = norms[criteria.criterion("gradient_vanishes")["distance"]] / norms[0]
-    assert ratio > criteria.criterion("gradient_vanishes")["ratio"]
-    assert f"keeps {100 * ratio:.1f}% of its size at distance 0" in text
-    layers = [torch.tensor(layer) for layer in rnn["jacobian_norms"]]
-    medians = " and ".join(f"{layer.median():.2f}" for layer in layers)
-    below = " and ".join(f"{100 * (layer < 1).double().mean():.1f}%" for layer in layers)
-    assert f"(medians {medians} in its two layers, with {below} of the sampled" in text
-    # the LSTM gap over three seeds, and the first-layer row against one seed and the mean
+    numbers = _numbers()
+    distance = criteria.criterion("gradient_vanishes")["distance"]
+    for variant in VARIANTS:
+        cell, kind = variant.split("-")
+        key = f"{cell}_{'free' if kind == 'unconstrained' else 'stable'}"
+        entry = analysis[variant]
+        norms = entry["figure2"]["mean_norm"]
+        assert numbers[f"{key}_fig2_ratio"] == pytest.approx(100 * norms[distance] / norms[0])
+        assert numbers[f"{key}_fig2_last"] == pytest.approx(100 * norms[-1] / norms[0])
+        k = smallest_k_within(entry["truncated_eval"])
+        assert numbers[f"{key}_k"] == ("none up to 100" if k is None else k)
+        layers = [torch.tensor(layer) for layer in entry["jacobian_norms"]]
+        for i, layer in enumerate(layers, start=1):
+            assert numbers[f"{key}_jac_l{i}"] == pytest.approx(float(layer.median()))
+            assert numbers[f"{key}_below1_l{i}"] == pytest.approx(
+                100 * float((layer < 1).double().mean())
+            )
+        assert numbers[f"{key}_worst_jac"] == pytest.approx(max(float(x.max()) for x in layers))
+    # the readings the prose draws from them
+    assert numbers["rnn_free_fig2_ratio"] > 100 * criteria.criterion("gradient_vanishes")["ratio"]
+    assert numbers["rnn_stable_k"] == numbers["lstm_stable_k"] == 8
+    assert numbers["rnn_free_k"] == 13 and numbers["lstm_free_k"] == "none up to 100"
+    assert numbers["rnn_stable_worst_jac"] < 1 and numbers["lstm_stable_worst_jac"] < 1
+    assert 1.5 < numbers["lstm_free_fig2_last"] < 2.5  # "levels off at about 2%"
+    for cell in ("rnn", "lstm"):
+        record = analysis[f"weights_close-{cell}"]
+        for name, values in record["relative_distance"].items():
+            assert numbers[f"wc_{cell}_{name.replace('=', '')}"] == pytest.approx(100 * values[-1])
+    assert numbers["wc_lstm_k2"] > numbers["wc_lstm_k5"] > numbers["wc_lstm_k10"]
+    _quoted("rnn_free_fig2_ratio:.1f", "lstm_free_fig2_last:.1f", "rnn_free_k", "rnn_stable_k",
+            "lstm_free_k100_excess:.1f", "rnn_free_jac_l1:.2f", "rnn_free_below1_l1:.1f",
+            "lstm_stable_worst_jac:.2f", "wc_lstm_k2:.0f", "wc_rnn_k10:.0f")  # fmt: skip
+
+
+def test_chapter8_first_layer_row_and_anchor_match_the_committed_files() -> None:
+    from stablernn_lib.core import criteria
+
     runs = _committed_runs("cpu")
-    free, stable = _mean(runs["lstm-unconstrained"]), _mean(runs["lstm-stable"])
-    assert len(runs["lstm-unconstrained"]) == len(runs["lstm-stable"]) == 3
-    assert f"+{100 * (stable / free - 1):.1f}% in the means of three seeds each" in text
+    free = _mean(runs["lstm-unconstrained"])
     first = _committed_runs("cpu-first-layer")["lstm-stable"][1111]
+    numbers = _numbers()
     same_seed = runs["lstm-unconstrained"][1111]
-    assert (
-        f"+{100 * (first / same_seed - 1):.1f}% against the unconstrained run of the same seed"
-        in text
-    )
-    gap = 100 * (first / free - 1)
-    assert f"+{gap:.1f}% against the mean of the unconstrained LSTM's three seeds" in text
-    over = gap - 100 * criteria.criterion("stability_cost")["relative_tolerance"]
-    assert f"{over:.1f} points above the 5%" in text
-    # the anchors: our three seeds against one user's run of the example's defaults
+    assert numbers["first_layer_gap_same_seed"] == pytest.approx(100 * (first / same_seed - 1))
+    assert numbers["first_layer_gap"] == pytest.approx(100 * (first / free - 1))
     summary = criteria.summarize(runs["lstm-unconstrained"])
-    assert f"reaches {summary.mean:.1f} ± {summary.sd:.1f} (three seeds;" in text
-    assert f"about {100 * (summary.mean / 142.07 - 1):.0f}% higher" in text
-    assert "no GPU was available" not in text
+    assert numbers["anchor_gap"] == pytest.approx(100 * (summary.mean / 142.07 - 1))
+    _quoted("first_layer_gap_same_seed:+.1f", "first_layer_gap:+.1f", "anchor_gap:.0f")
 
 
 def test_every_one_seed_row_is_read_against_both_references_as_the_rule_says() -> None:
-    """Chapter 8's ablation sentences: a row with one seed says, against the course model and
-    against the unconstrained LSTM, whether its effect exceeds 5 of that model's seed sd
-    (criteria.single_seed_ablation), and gives no verdict on "stability costs little"."""
+    """The ablation's readings: a constraint row with one seed says, against the course
+    model and against the unconstrained LSTM, whether its effect exceeds 5 of that model's
+    seed sd (criteria.single_seed_ablation), and carries no verdict."""
     from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.findings import ABLATION_ROWS, ablation_findings
+    from stablernn_lib.tasks.wikitext2.findings import ABLATION_ROWS, ablation_readings
 
     runs = _committed_runs("cpu")
     references = {
-        "course model": criteria.summarize(runs["lstm-stable"]),
-        "unconstrained LSTM": criteria.summarize(runs["lstm-unconstrained"]),
+        "course": criteria.summarize(runs["lstm-stable"]),
+        "unconstrained": criteria.summarize(runs["lstm-unconstrained"]),
     }
-    findings = ablation_findings()
+    readings = {r.label: r for r in ablation_readings()}
     one_seed = 0
     for label, config, stable, _, reference in ABLATION_ROWS:
         row = _committed_runs(config).get("lstm-stable", {}) if stable else {}
         if config == "cpu" or reference != "cpu" or len(row) != 1:
             continue
         one_seed += 1
-        (sentence,) = [s for s in findings if s.startswith(f"{label} (")]
+        reading = readings[label]
         (value,) = row.values()
+        assert reading.verdict is None and reading.seeds == 1
         for name, summary in references.items():
-            readable = criteria.single_seed_readable(value, summary)
-            positive = f"readable against the {name}"
-            assert positive in sentence, (label, name)
-            assert (f"not {positive}" in sentence) is not readable, (label, name)
-        assert "the criteria give no verdict before 3 seeds" in sentence
+            effect, limit, readable = reading.effects[name]
+            assert effect == pytest.approx(abs(value - summary.mean))
+            assert limit == pytest.approx(5 * summary.sd)
+            assert readable is criteria.single_seed_readable(value, summary)
     assert one_seed >= 3
 
 
@@ -446,7 +483,7 @@ def test_chapter8_says_which_runs_came_before_the_criteria() -> None:
     from stablernn_lib.core.results import results_path
 
     text = _chapter8_prose()
-    assert "commit `edf3b22`" in text
+    assert "commit `edf3b22`" in text and "trained on 2026-11-23" in text
     before = [
         *(FOLDER / f"{name}.json" for name in VARIANTS),
         results_folder("cpu-first-layer") / "lstm-stable.json",
@@ -463,10 +500,10 @@ def test_chapter8_says_which_runs_came_before_the_criteria() -> None:
 
 
 def test_chapter8_keeps_uncommitted_numbers_in_their_admonition() -> None:
-    """The GPU numbers of the project's tracker appear only inside the box that says they
-    are not committed."""
+    """The numbers of earlier full-scale runs without result files appear only inside the
+    box that says they are not committed, on the evidence page."""
     text = _chapter8_prose()
-    start = text.index(":::{admonition} Not committed: numbers from the project's tracker")
+    start = text.index(":::{admonition} Earlier full-scale runs whose result files were not kept")
     end = text.index(":::", start + 3)
     inside, outside = text[start:end], text[:start] + text[end:]
     for number in ("146.5", "147.5", "190.9", "152.1", "150.5", "+4 to 7%", "batch 157", "432"):
@@ -474,155 +511,122 @@ def test_chapter8_keeps_uncommitted_numbers_in_their_admonition() -> None:
 
 
 def test_chapter8_says_which_factor_explains_the_lstm_gap() -> None:
-    """Chapter 8's "which factor" paragraph: each row's perplexity, gap, share of the course
-    constraint's gap and worst Jacobian norm from the files; the forget-gate cap's value
-    from the constraint's constants; the computed ranking agrees with the prose."""
+    """Each ablation row's perplexity, gap, share of the course constraint's gap and worst
+    Jacobian norm from the files; the forget-gate cap's value from the constraint's
+    constants; the ranking of the readings table agrees."""
     import math
 
-    from stablernn_lib.tasks.wikitext2.findings import ablation_explanation
+    from stablernn_lib.tasks.wikitext2.findings import ablation_readings, ablation_readings_table
     from stablernn_lib.theory.lstm_stability import (
         AUTHORS_INPUT_FORGET_SCALE,
         AUTHORS_RECURRENT_SCALES,
     )
 
-    text = " ".join(_chapter8_prose().split())
+    numbers = _numbers()
     runs = _committed_runs("cpu")
     free, course = _mean(runs["lstm-unconstrained"]), _mean(runs["lstm-stable"])
     course_gap = course / free - 1
     shares = {}
-    for config in ("cpu-free-forget", "cpu-first-layer", "cpu-authors-first", "cpu-authors-all"):
+    for key, config in (("free_forget", "cpu-free-forget"), ("first_layer", "cpu-first-layer"),
+                        ("authors_first", "cpu-authors-first"), ("authors_all", "cpu-authors-all"),
+                        ("upper", "cpu-free-forget-upper")):  # fmt: skip
         ppl = _mean(_committed_runs(config)["lstm-stable"])
         gap = ppl / free - 1
-        share = 100 * (course_gap - gap) / course_gap
-        shares[config] = share
-        assert f"({ppl:.1f}, {100 * gap:+.1f}%" in text, config
-        assert f"{share:.0f}%" in text, config
+        shares[config] = 100 * (course_gap - gap) / course_gap
+        assert numbers[f"{key}_ppl"] == pytest.approx(ppl), config
+        assert numbers[f"{key}_gap"] == pytest.approx(100 * gap), config
+        assert numbers[f"{key}_share"] == pytest.approx(shares[config]), config
+        with open(results_folder(config) / "analysis.json", encoding="utf8") as handle:
+            norms = json.load(handle)["lstm-stable"]["jacobian_norms"]
+        assert numbers[f"{key}_worst_jac"] == pytest.approx(max(max(layer) for layer in norms))
     assert shares["cpu-first-layer"] > 50 and shares["cpu-free-forget"] > 50
-    with open(results_folder("cpu-free-forget") / "analysis.json", encoding="utf8") as handle:
-        norms = json.load(handle)["lstm-stable"]["jacobian_norms"]
-    worst = max(max(layer) for layer in norms)
-    assert worst > 1 and f"one-step Jacobian norm is {worst:.2f}, above 1" in text
+    assert numbers["free_forget_worst_jac"] > 1
     cap = 1 / (1 + math.exp(-(AUTHORS_RECURRENT_SCALES["f"] + AUTHORS_INPUT_FORGET_SCALE)))
-    assert cap <= 0.60 and "\\sigma(0.155 + 0.25) \\approx 0.60" in text
-    ranking = ablation_explanation()
-    assert ranking.index("first layer only: 88% (3 seeds)") < ranking.index(
-        "forget cap lifted: 75% (1 seed)"
+    assert cap <= 0.60 and "\\sigma(0.155 + 0.25) \\approx 0.60" in _chapter8_prose()
+    table = ablation_readings_table(ablation_readings())
+    assert table.index("| authors' rescaling, first layer only | 3 |") < table.index(
+        "| course constraint, forget cap lifted | 1 |"
     )
+    _quoted("free_forget_share:.0f", "first_layer_share:.0f", "free_forget_worst_jac:.2f")
 
 
 def test_chapter8_reading_of_the_forget_cap_test_holds() -> None:
-    """The paragraph on ``cpu-free-forget-upper``: its perplexity, gap, effect against the
-    course model (readable by the single-seed rule), Jacobian norms per layer, and the split
-    of layer 2's cost between the cap and the other gates, from the files."""
+    """``cpu-free-forget-upper``: its gap, effect against the course model (readable by the
+    single-seed rule), Jacobian norms per layer, and the split of layer 2's cost between the
+    cap and the other gates, from the files."""
     from stablernn_lib.core import criteria
 
-    text = " ".join(_chapter8_prose().split())
+    numbers = _numbers()
     runs = _committed_runs("cpu")
-    free, course = _mean(runs["lstm-unconstrained"]), _mean(runs["lstm-stable"])
+    course = _mean(runs["lstm-stable"])
     upper = _mean(_committed_runs("cpu-free-forget-upper")["lstm-stable"])
     first = _mean(_committed_runs("cpu-first-layer")["lstm-stable"])
-    assert (
-        f"It ends at {upper:.1f} ({100 * (upper / free - 1):+.1f}%), {course - upper:.1f} below"
-        in text
-    )
     assert criteria.single_seed_readable(upper, criteria.summarize(runs["lstm-stable"]))
     with open(results_folder("cpu-free-forget-upper") / "analysis.json", encoding="utf8") as handle:
         layer1, layer2 = (max(n) for n in json.load(handle)["lstm-stable"]["jacobian_norms"])
     assert layer1 < 1 < layer2
-    assert (
-        f"(largest one-step Jacobian norm {layer1:.2f}) and its layer 2 does not ({layer2:.2f})"
-        in text
-    )
-    assert (
-        f"(the course model, {course:.1f})" in text
-        and f"(the first-layer row, {first:.1f})" in text
+    assert (numbers["upper_layer1_jac"], numbers["upper_layer2_jac"]) == pytest.approx(
+        (layer1, layer2)
     )
     layer2_cost, cap = course - first, course - upper
-    assert (
-        f"Of the {layer2_cost:.1f} that the" in text and f"recovers {cap:.1f}, about three" in text
-    )
-    assert 0.7 < cap / layer2_cost < 0.8 and f"the remaining {upper - first:.1f}" in text
+    assert numbers["layer2_cost"] == pytest.approx(layer2_cost)
+    assert numbers["cap_recovers"] == pytest.approx(cap)
+    assert numbers["other_gates_cost"] == pytest.approx(upper - first)
+    assert numbers["cap_share"] == pytest.approx(100 * cap / layer2_cost)
+    assert 0.7 < cap / layer2_cost < 0.8  # "about three quarters"
+    _quoted("layer2_cost:.1f", "cap_recovers:.1f", "cap_share:.0f", "upper_layer2_jac:.2f")
 
 
 def test_chapter8_reading_of_the_lr20_rows_holds() -> None:
-    """What Chapter 8 says of ``cpu-lr20``, from the files (the unconstrained run first)."""
     from stablernn_lib.core import criteria
 
-    text = " ".join(_chapter8_prose().split())
+    numbers = _numbers()
     lr20 = _committed_runs("cpu-lr20")
     seeds5 = criteria.summarize(_committed_runs("cpu")["lstm-unconstrained"])
-    free5 = seeds5.mean
-    free20 = _mean(lr20["lstm-unconstrained"])
-    assert free20 < free5 - 5 * seeds5.sd  # "far below": more than 5 seed sd of the lr-5 model
-    stable20 = _mean(lr20["lstm-stable"])
+    free20, stable20 = _mean(lr20["lstm-unconstrained"]), _mean(lr20["lstm-stable"])
+    assert free20 < seeds5.mean - 5 * seeds5.sd  # "far below"
     course5 = _mean(_committed_runs("cpu")["lstm-stable"])
-    gap20, gap5 = 100 * (stable20 / free20 - 1), 100 * (course5 / free5 - 1)
-    assert f"the unconstrained LSTM reaches {free20:.1f}, far below the {free5:.1f}" in text
-    assert f"the course-constrained one {stable20:.1f}: the constraint costs {gap20:+.1f}%" in text
-    assert gap20 > gap5 and f"more than the {gap5:+.1f}% at learning rate 5" in text
-    assert stable20 < course5 and free5 - free20 > course5 - stable20  # "helps both, ... more"
-    assert f"certified constraint costs {gap20:+.1f}% instead of {gap5:+.1f}%" in text
+    gap20, gap5 = 100 * (stable20 / free20 - 1), 100 * (course5 / seeds5.mean - 1)
+    assert (numbers["lr20_free"], numbers["lr20_stable"]) == pytest.approx((free20, stable20))
+    assert numbers["lr20_gap"] == pytest.approx(gap20) and gap20 > gap5  # "widens the gap"
+    assert stable20 < course5 and seeds5.mean - free20 > course5 - stable20  # "helps both, ..."
+    _quoted("lr20_free:.1f", "lr20_stable:.1f", "lr20_gap:+.1f")
 
 
 def test_chapter8_reading_of_the_authors_first_layer_row_holds() -> None:
-    """Chapter 8: the authors' rescaling on the first layer, three seeds: its mean, its gap
-    to the unconstrained LSTM within 5% ("supported" by the criteria), its worst one-step
-    Jacobian norm above 1 (not contractive), against the course constraint's gap."""
+    """The authors' rescaling on the first layer, three seeds: within 5% ("supported"), its
+    worst one-step Jacobian norm above 1 (not contractive)."""
     from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.findings import ablation_findings, seed_summary
+    from stablernn_lib.tasks.wikitext2.findings import ablation_readings, seed_summary
 
     runs = _committed_runs("cpu-authors-first")["lstm-stable"]
     assert len(runs) >= 3
     row = seed_summary({s: {"test_ppl": v} for s, v in runs.items()})
     free_runs = _committed_runs("cpu")["lstm-unconstrained"]
     free = seed_summary({s: {"test_ppl": v} for s, v in free_runs.items()})
-    gap = row.mean / free.mean - 1
     assert criteria.stability_cost_verdict("wikitext2", free, row) == "supported"
-    course_gap = _mean(_committed_runs("cpu")["lstm-stable"]) / free.mean - 1
-    with open(results_folder("cpu-authors-first") / "analysis.json", encoding="utf8") as handle:
-        norms = json.load(handle)["lstm-stable"]["jacobian_norms"]
-    worst = max(max(layer) for layer in norms)
-    text = _chapter8_prose()
-    assert f"mean test perplexity, {row.mean:.1f} ± {row.sd:.1f}, is {100 * gap:.1f}% above" in text
-    assert f"the unconstrained LSTM's {free.mean:.1f}, within the 5% tolerance" in text
-    assert f"one-step state-Jacobian norm is {worst:.2f}" in text and worst > 1
-    assert f"certifies every layer, costs {100 * course_gap:+.1f}% at the same scale" in text
-    finding = next(s for s in ablation_findings() if s.startswith("authors' rescaling, first"))
-    assert finding.endswith('"stability costs little" (criteria.json): supported.')
+    numbers = _numbers()
+    assert numbers["authors_first_verdict"] == "supported" and numbers["authors_first_n"] == 3
+    assert numbers["authors_first_sd"] == pytest.approx(row.sd)
+    assert numbers["authors_first_gap"] == pytest.approx(100 * (row.mean / free.mean - 1))
+    assert numbers["authors_first_worst_jac"] > 1
+    reading = next(r for r in ablation_readings() if r.config == "cpu-authors-first")
+    assert reading.verdict == "supported"
+    _quoted("authors_first_gap:+.1f", "authors_first_worst_jac:.2f", "authors_first_verdict")
 
 
-def test_chapter8_summary_box_agrees_with_the_files() -> None:
-    """The box "What the cpu scale found" at the top of Chapter 8: each number and verdict
-    recomputed from the committed files."""
-    from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.findings import smallest_k_within
+def test_every_glue_role_of_chapter8_names_a_number_of_the_library() -> None:
+    """Every ``{glue:text}`` role of the lesson and the evidence page names a key that
+    ``chapter8_numbers`` returns (the notebooks glue all of them), with a format that
+    applies to its value."""
+    import re
 
-    text = _chapter8_prose()
-    runs = _committed_runs("cpu")
-    summary = {name: criteria.summarize(seeds) for name, seeds in runs.items()}
-    lstm_gap = summary["lstm-stable"].mean / summary["lstm-unconstrained"].mean - 1
-    rnn_gap = summary["rnn-stable"].mean / summary["rnn-unconstrained"].mean - 1
-    authors = criteria.summarize(_committed_runs("cpu-authors-first")["lstm-stable"])
-    authors_gap = authors.mean / summary["lstm-unconstrained"].mean - 1
-    verdicts = {
-        cell: criteria.stability_cost_verdict(
-            "wikitext2", summary[f"{cell}-unconstrained"], summary[f"{cell}-stable"]
-        )
-        for cell in ("rnn", "lstm")
-    }
-    assert verdicts == {"rnn": "inconclusive", "lstm": "not supported"}
-    assert f"in every layer ends {100 * lstm_gap:.1f}% above the unconstrained LSTM" in text
-    assert f'first layer ends {100 * authors_gap:.1f}% above it ("supported")' in text
-    assert f"**The RNN pair is inconclusive** ({100 * rnn_gap:+.1f}%)" in text
-    uncut = [ppl for seed, ppl in runs["rnn-unconstrained"].items() if seed != 2]  # seed 2: cut
-    assert len(uncut) == 2 and abs(sum(uncut) / 2 / summary["rnn-stable"].mean - 1) < 0.01
-    assert "the other two unconstrained seeds average within 1% of the stable mean" in text
-    with open(results_folder("cpu-authors-first") / "analysis.json", encoding="utf8") as handle:
-        norms = json.load(handle)["lstm-stable"]["jacobian_norms"]
-    assert f"one-step state-Jacobian norms up to {max(max(layer) for layer in norms):.2f}" in text
-    with open(FOLDER / "analysis.json", encoding="utf8") as handle:
-        analysis = json.load(handle)
-    k = {name: smallest_k_within(analysis[name]["truncated_eval"]) for name in VARIANTS}
-    assert k["rnn-stable"] == k["lstm-stable"] == 8 and k["lstm-unconstrained"] is None
-    assert f"with {k['rnn-stable']} words of context, the unconstrained RNN" in text
-    assert f"with {k['rnn-unconstrained']}, the unconstrained LSTM with none up to 100" in text
+    from myst_nb.core.variables import format_plain_text
+
+    numbers = _numbers()
+    roles = re.findall(r"\{glue:text\}`([^`]+)`", _chapter8_prose())
+    assert len(roles) > 100
+    for role in roles:
+        key, _, spec = role.partition(":")
+        assert key in numbers, key
+        format_plain_text(repr(numbers[key]), spec)  # raises on a format that does not apply

@@ -15,7 +15,7 @@ committed files.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -31,7 +31,6 @@ from stablernn_lib.tasks.wikitext2.findings import (
     seed_summary,
     unfinished_epochs,
 )
-from stablernn_lib.tasks.wikitext2.partial_runs import equal_epoch_gaps
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, results_folder
 from stablernn_lib.tasks.wikitext2.variants import MODEL_LABELS, variant_name
 
@@ -73,62 +72,105 @@ def learning_rate_cuts(run: dict[str, Any]) -> int:
     return sum(after < before for before, after in zip(rates, rates[1:], strict=False))
 
 
-def _times(count: int) -> str:
-    """ "once", "twice", "3 times"; "not yet" for zero."""
-    return {0: "not yet", 1: "once", 2: "twice"}.get(count, f"{count} times")
+@dataclass(frozen=True)
+class RunExtent:
+    """How long a ``cpu-converged`` run trained and why it ended.
+
+    ``cuts``: the learning-rate cuts, counting the one that ended an early stop;
+    ``final_lr``: the rate after the last cut; ``stop_below``: the threshold that ended it
+    (None when it ran every epoch); ``test_ppl``: None while it is unfinished."""
+
+    epochs: int
+    planned: int
+    cuts: int
+    final_lr: float
+    stop_below: float | None
+    best_val_ppl: float
+    best_epoch: int
+    test_ppl: float | None
+    unfinished: bool
+
+
+def run_extent(run: dict[str, Any]) -> RunExtent:
+    """:class:`RunExtent` of a run of :func:`load_converged` (finished or not)."""
+    early = run.get("stopped_early")
+    unfinished = bool(run.get("unfinished"))
+    return RunExtent(
+        epochs=len(run["epochs"]),
+        planned=run["config"]["epochs"],
+        cuts=learning_rate_cuts(run) + (1 if early else 0),  # an early stop follows a cut
+        final_lr=early["lr"] if early else run["epochs"][-1]["lr"],
+        stop_below=early["stop_below_lr"] if early else None,
+        best_val_ppl=best_val_ppl(run),
+        best_epoch=best_epoch(run),
+        test_ppl=None if unfinished else run["test_ppl"],
+        unfinished=unfinished,
+    )
+
+
+@dataclass(frozen=True)
+class AgainstShort:
+    """A converged model's test perplexity against the 6-epoch model of the same variant:
+    the same seed's, the seeds' summary, the change from their mean, and whether it exceeds
+    the single-seed rule's ``limit`` (5 sd of those seeds)."""
+
+    test_ppl: float
+    same_seed: float
+    short: criteria.SeedSummary
+    change: float
+    limit: float
+    readable: bool
+
+
+def against_short(name: str, run: dict[str, Any]) -> AgainstShort | None:
+    """:class:`AgainstShort` of a finished converged run; None for an unfinished one."""
+    if run.get("unfinished"):
+        return None
+    short = load_seed_results(SHORT)[name]
+    summary = seed_summary(short)
+    k = criteria.criterion("single_seed_ablation")["sd_multiple"]
+    return AgainstShort(
+        test_ppl=run["test_ppl"],
+        same_seed=short[CONFIGS[CONFIG].seed]["test_ppl"],
+        short=summary,
+        change=run["test_ppl"] - summary.mean,
+        limit=k * summary.sd,
+        readable=criteria.single_seed_readable(run["test_ppl"], summary),
+    )
+
+
+@dataclass(frozen=True)
+class ConvergedGap:
+    """The course constraint's cost in test perplexity, in percent: trained until the decay
+    is used up (one seed each), after 6 epochs with the same seed, and over the 6-epoch
+    seeds' means.  Two one-seed models: a number, not a verdict of the criteria."""
+
+    converged: float
+    same_seed_short: float
+    mean_short: float
+
+
+def converged_gap(runs: dict[str, dict[str, Any]]) -> ConvergedGap | None:
+    """:class:`ConvergedGap` once both runs of :data:`PAIR` have finished, else None."""
+    free, stable = (runs.get(name) for name in PAIR)
+    if free is None or stable is None or free.get("unfinished") or stable.get("unfinished"):
+        return None
+    short = load_seed_results(SHORT)
+    seed = CONFIGS[CONFIG].seed
+    return ConvergedGap(
+        converged=100 * criteria.relative_gap(stable["test_ppl"], free["test_ppl"]),
+        same_seed_short=100
+        * criteria.relative_gap(short[PAIR[1]][seed]["test_ppl"], short[PAIR[0]][seed]["test_ppl"]),
+        mean_short=100
+        * criteria.relative_gap(
+            seed_summary(short[PAIR[1]]).mean, seed_summary(short[PAIR[0]]).mean
+        ),
+    )
 
 
 def _label(name: str) -> str:
     cell, variant = name.split("-")
     return f"{MODEL_LABELS[cell]}, {variant}"
-
-
-def extent_sentence(name: str, run: dict[str, Any]) -> str:
-    """How long a run trained and why it ended, its best epoch and its test perplexity
-    (for an unfinished run: how far it got, and that it has no test perplexity yet)."""
-    ran, planned = len(run["epochs"]), run["config"]["epochs"]
-    best = f"best validation perplexity {best_val_ppl(run):.1f} at epoch {best_epoch(run)}"
-    if run.get("unfinished"):
-        return (
-            f"{_label(name)}: unfinished, {ran} of at most {planned} epochs so far, its "
-            f"learning rate cut {_times(learning_rate_cuts(run))} (now "
-            f"{run['epochs'][-1]['lr']:.4g}); {best}; no test perplexity before it ends."
-        )
-    early = run.get("stopped_early")
-    cuts = learning_rate_cuts(run) + (1 if early else 0)  # an early stop follows a cut
-    final = early["lr"] if early else run["epochs"][-1]["lr"]
-    if early:
-        why = (
-            f"it stopped at the start of epoch {ran + 1}, the schedule having cut its learning "
-            f"rate {_times(cuts)}, to {final:.4g}, below {early['stop_below_lr']:g}"
-        )
-    else:
-        why = f"it ran every epoch, its learning rate cut {_times(cuts)} (to {final:.4g})"
-    return (
-        f"{_label(name)}: {ran} of at most {planned} epochs; {why}; {best}; test perplexity "
-        f"{run['test_ppl']:.1f}."
-    )
-
-
-def against_short_sentence(name: str, run: dict[str, Any]) -> str:
-    """A converged model against the 6-epoch model of the same variant: the same seed, and
-    the seeds' mean with the single-seed rule of ``criteria.json`` (effect > 5 sd).  An
-    unfinished run has no test perplexity and is not read."""
-    if run.get("unfinished"):
-        return f"{_label(name)}: unfinished, so not yet read against the 6-epoch seeds."
-    short = load_seed_results(SHORT)[name]
-    summary = seed_summary(short)
-    same = short[CONFIGS[CONFIG].seed]["test_ppl"]
-    change = run["test_ppl"] - summary.mean
-    k = criteria.criterion("single_seed_ablation")["sd_multiple"]
-    readable = criteria.single_seed_readable(run["test_ppl"], summary)
-    return (
-        f"{_label(name)} after {len(run['epochs'])} epochs against 6: test perplexity "
-        f"{run['test_ppl']:.1f} against {same:.1f} with the same seed and {summary.describe()} "
-        f"over its seeds; the change, {change:+.1f}, is "
-        f"{'beyond' if readable else 'within'} {k:g} sd of those seeds ({k * summary.sd:.1f})"
-        f"{': readable from one seed' if readable else ': not readable from one seed'}."
-    )
 
 
 def first_epochs_agreement(name: str, run: dict[str, Any]) -> float:
@@ -140,91 +182,6 @@ def first_epochs_agreement(name: str, run: dict[str, Any]) -> float:
         abs(a["val_ppl"] - b["val_ppl"]) / b["val_ppl"]
         for a, b in zip(run["epochs"], short, strict=False)
     )
-
-
-def gap_sentences(runs: dict[str, dict[str, Any]]) -> list[str]:
-    """The course constraint's cost once both models are trained to convergence, against its
-    cost after 6 epochs (same seed, and the seeds' means), and at equal epochs on the way.
-
-    While a run is unfinished: no gap in test perplexity; the gap of best validation
-    perplexities so far, which can only shrink while the stable model alone trains on (a
-    best-so-far is never raised, and the unconstrained model's is final once it has
-    finished); and the gaps at equal epochs."""
-    free, stable = (runs.get(name) for name in PAIR)
-    if free is None or stable is None:
-        return ["The pair has not finished yet: no gap at convergence."]
-    if free.get("unfinished") or stable.get("unfinished"):
-        which = " and ".join(_label(n) for n in PAIR if runs[n].get("unfinished"))
-        best = criteria.relative_gap(best_val_ppl(stable), best_val_ppl(free))
-        sentences = [
-            f"Not finished yet ({which}): no gap in test perplexity, and no reading by the "
-            f"criteria. Best validation perplexity so far: stable {best_val_ppl(stable):.1f} "
-            f"(epoch {best_epoch(stable)} of {len(stable['epochs'])}), unconstrained "
-            f"{best_val_ppl(free):.1f} (epoch {best_epoch(free)} of {len(free['epochs'])}), "
-            f"{best:+.1%}."
-        ]
-        if not free.get("unfinished"):
-            sentences[0] += (
-                " The unconstrained model has finished, so its best is final and the stable "
-                "model's can only fall: the gap of best validation perplexities at convergence "
-                f"will be at most {best:+.1%}."
-            )
-            sentences.append(_distance_to_tolerance(free, stable))
-        return sentences + _equal_epoch_sentences(runs)
-    short = load_seed_results(SHORT)
-    seed = CONFIGS[CONFIG].seed
-    gap = criteria.relative_gap(stable["test_ppl"], free["test_ppl"])
-    gap_same = criteria.relative_gap(short[PAIR[1]][seed]["test_ppl"],
-                                     short[PAIR[0]][seed]["test_ppl"])  # fmt: skip
-    gap_mean = criteria.relative_gap(seed_summary(short[PAIR[1]]).mean,
-                                     seed_summary(short[PAIR[0]]).mean)  # fmt: skip
-    sentences = [
-        f"The course constraint costs {gap:+.1%} in test perplexity once both are trained "
-        f"until the decay is used up ({stable['test_ppl']:.1f} against {free['test_ppl']:.1f}; "
-        f"one seed each, {seed}), against {gap_same:+.1%} after 6 epochs with the same seed "
-        f"and {gap_mean:+.1%} over the 6-epoch seeds. Two one-seed models: the gap is a "
-        "number, not a verdict of the criteria."
-    ]
-    return sentences + _equal_epoch_sentences(runs)
-
-
-def _distance_to_tolerance(free: dict[str, Any], stable: dict[str, Any]) -> str:
-    """How far the unfinished stable model's best validation perplexity still has to fall to
-    come within the criteria's tolerance of the finished unconstrained model, beside what the
-    unconstrained model's own learning-rate cuts gave it (its best before the first cut
-    against its final best).  Arithmetic on validation perplexities, not a verdict."""
-    tolerance = criteria.criterion("stability_cost")["relative_tolerance"]
-    target = best_val_ppl(free) * (1 + tolerance)
-    needed = 1 - target / best_val_ppl(stable)
-    start_lr = free["epochs"][0]["lr"]
-    uncut = [epoch for epoch in free["epochs"] if epoch["lr"] == start_lr]
-    before = min(epoch["val_ppl"] for epoch in uncut)
-    gained = 1 - best_val_ppl(free) / before
-    return (
-        f"Within the criteria's {tolerance:.0%} tolerance (read here on validation "
-        f"perplexity; the criteria judge test perplexity) the stable model's best would have "
-        f"to fall to {target:.1f}, {needed:.1%} below its best so far; the unconstrained "
-        f"model's learning-rate cuts lowered its own best by {gained:.1%} (from {before:.1f}, "
-        f"its best before the first cut, after {len(uncut)} epochs). Arithmetic on the "
-        "numbers so far, not a prediction."
-    )
-
-
-def _equal_epoch_sentences(runs: dict[str, dict[str, Any]]) -> list[str]:
-    """The validation gap at equal epochs: the last before either rate was cut, the last
-    both ran."""
-    sentences = []
-    equal = equal_epoch_gaps(runs)["lstm"]
-    uncut, last = equal.get("uncut"), equal["last"]
-    if uncut is not None:
-        sentences.append(
-            f"At equal epochs, validation perplexity: {uncut['gap']:+.1%} after epoch "
-            f"{uncut['epoch']}, the last before the schedule cut either rate; "
-            f"{last['gap']:+.1%} after epoch {last['epoch']}, the last both ran (learning "
-            f"rates {last['stable_lr']:.4g} stable, {last['unconstrained_lr']:.4g} "
-            "unconstrained)."
-        )
-    return sentences
 
 
 def models_table() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,30 +54,6 @@ def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
     return found
 
 
-def results_table(results: dict[str, Any], label: str = "ours (full config)") -> str:
-    """Markdown table: test perplexity reported by the paper next to ours (or "not run yet").
-
-    Each paper number carries its mark from :mod:`stablernn_lib.core.paper_claims`: ✓ checked
-    against a source, † recalled, not checked.
-    """
-    header = "| model | reported by the paper, unconstrained | reported by the paper, stable "
-    header += f"| {label}, unconstrained | {label}, stable |"
-    lines = [header, "| --- | ---: | ---: | ---: | ---: |"]
-    for cell in ("rnn", "lstm"):
-        ours = []
-        for stable in (False, True):
-            entry = results.get(variant_name(cell, stable))
-            ours.append(
-                f"{entry['test_ppl']:.1f}" if entry and "test_ppl" in entry else "not run yet"
-            )
-        paper = [
-            paper_claims.marked(PAPER_TEST_PPL_KEYS[variant_name(cell, stable)])
-            for stable in (False, True)
-        ]
-        lines.append(f"| {MODEL_LABELS[cell]} | {paper[0]} | {paper[1]} | {ours[0]} | {ours[1]} |")
-    return "\n".join(lines)
-
-
 def runs_summary(results: dict[str, Any]) -> str:
     """Markdown table of where and how long each run ran (device, commit, epochs, time)."""
     lines = [
@@ -94,38 +71,6 @@ def runs_summary(results: dict[str, Any]) -> str:
             f"{entry['wall_seconds'] / 60:.1f} min |"
         )
     return "\n".join(lines)
-
-
-def _train_commands(flags: str) -> list[str]:
-    """``python -m stablernn_lib train`` of each of the four models, with ``flags`` appended."""
-    return [
-        f"python -m stablernn_lib train --task wikitext2 --model {cell}"
-        f"{' --stable' if stable else ''} {flags}"
-        for cell, stable in MODEL_VARIANTS
-    ]
-
-
-def reproduction_commands() -> str:
-    """The shell commands that produce every full-scale result of Chapter 8 on a GPU.
-
-    The four models train in one ``paper-run`` (data/results/wikitext2/README.md), the RNN
-    pair at lr 2 (config ``full-rnn-lr2``, not the authors' setting): at ``full``'s lr 20
-    the unconstrained RNN diverges in its first epoch."""
-    variants = " ".join(
-        variant_name(cell, stable) + ("@full-rnn-lr2" if cell == "rnn" else "")
-        for cell, stable in MODEL_VARIANTS
-    )
-    return "\n".join(
-        [
-            "# on a machine with a CUDA GPU, from the root of the course repository; the RNN",
-            "# pair at lr 2 (full-rnn-lr2): at full's lr 20 the unconstrained RNN diverges",
-            f"python -m stablernn_lib paper-run start --out data/runs/paper --config full "
-            f"--variants {variants} --wait",
-            "python -m stablernn_lib lm-analysis --config full",
-            "python -m stablernn_lib benchmark --config full",
-            "# results: data/runs/paper/results/*.json (commit them as the results README says)",
-        ]
-    )
 
 
 def epochs_table(results: dict[str, dict[str, Any]], run_label: str = "run") -> str:
@@ -162,82 +107,9 @@ def analyses_by_scale(
     return shown
 
 
-def describe_figure2(analysis: dict[str, Any], distance: int = 10) -> str:
-    """One line per unconstrained model: gradient norm at ``distance`` relative to distance 0."""
-    lines = []
-    for cell in ("rnn", "lstm"):
-        profile = analysis.get(f"{cell}-unconstrained", {}).get("figure2")
-        if profile and distance < len(profile["mean_norm"]):
-            ratio = profile["mean_norm"][distance] / profile["mean_norm"][0]
-            lines.append(
-                f"{MODEL_LABELS[cell]}: mean gradient norm at distance {distance} is "
-                f"{ratio:.2e} times the one at distance 0"
-            )
-    return "\n".join(lines)
-
-
-def describe_truncation(analysis: dict[str, Any], tolerance: float = 0.01) -> str:
-    """Per model: the smallest measured ``k`` whose perplexity is within ``tolerance`` of the
-    recurrent model's."""
-    lines = []
-    for name, entry in analysis.items():
-        if not isinstance(entry, dict) or "truncated_eval" not in entry:
-            continue
-        curve = entry["truncated_eval"]
-        target = curve["recurrent_ppl"] * (1 + tolerance)
-        close = [k for k, ppl in zip(curve["k"], curve["ppl"], strict=True) if ppl <= target]
-        within = f"k = {close[0]}" if close else f"no k up to {curve['k'][-1]}"
-        lines.append(
-            f"{name}: recurrent ppl {curve['recurrent_ppl']:.1f}; k = 1 gives "
-            f"{curve['ppl'][0]:.1f}; {within} is within {100 * tolerance:.0f}%"
-        )
-    return "\n".join(lines)
-
-
-def describe_jacobians(analysis: dict[str, Any]) -> str:
-    """Per model and layer: median, 99th percentile and share of state-Jacobian norms below 1."""
-    lines = []
-    for name, entry in analysis.items():
-        if not isinstance(entry, dict) or "jacobian_norms" not in entry:
-            continue
-        for layer, norms in enumerate(entry["jacobian_norms"]):
-            values = torch.tensor(norms)
-            lines.append(
-                f"{name} layer {layer + 1}: median {values.median():.3f}, "
-                f"99th percentile {values.quantile(0.99):.3f}, "
-                f"{100 * (values < 1).double().mean():.1f}% below 1"
-            )
-    return "\n".join(lines)
-
-
-def describe_weights_close(analysis: dict[str, Any]) -> str:
-    """Per cell and ``k``: the relative weight distance at the last recorded step."""
-    lines = []
-    for cell in ("rnn", "lstm"):
-        record = analysis.get(f"weights_close-{cell}")
-        if record:
-            finals = ", ".join(
-                f"{name}: {values[-1]:.3f}" for name, values in record["relative_distance"].items()
-            )
-            lines.append(f"{MODEL_LABELS[cell]} after {record['step'][-1]} steps: {finals}")
-    return "\n".join(lines)
-
-
 # ---------------------------------------------------------------------------
 # The cpu scale: results by scale and what they say about the paper's claims
 # ---------------------------------------------------------------------------
-
-
-def cpu_reproduction_commands() -> str:
-    """The shell commands that produce every cpu-scale result (any machine; hours on 2 cores)."""
-    train = _train_commands("--config cpu --resume")
-    return "\n".join(
-        [
-            *train,
-            "python -m stablernn_lib lm-analysis --config cpu",
-            "# results: data/results/wikitext2/cpu/*.json (commit them)",
-        ]
-    )
 
 
 def projection_scope_table(cpu: dict[str, Any], first_layer: dict[str, Any]) -> str:
@@ -371,13 +243,6 @@ def smallest_k_within(curve: dict[str, Any], tolerance: float = 0.01) -> int | N
     return close[0] if close else None
 
 
-_STABILITY_COST_READING = {
-    "supported": "supports",
-    "not supported": "does not support",
-    "inconclusive": "is inconclusive on",
-}
-
-
 def _seed_runs_of(results: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]:
     """``{variant: {seed: run}}`` of the training results in ``results`` (one run each)."""
     return {
@@ -385,89 +250,6 @@ def _seed_runs_of(results: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]
         for name, entry in results.items()
         if name in VARIANTS_BY_NAME and isinstance(entry, dict) and "test_ppl" in entry
     }
-
-
-def claims_verdicts(
-    results: dict[str, Any],
-    label: str,
-    seed_runs: dict[str, dict[int, dict[str, Any]]] | None = None,
-) -> list[str]:
-    """One sentence per claim of the paper: what our runs of one scale say about it, with
-    the verdict of the rule of ``data/results/criteria.json`` that judges it.
-
-    ``results`` as loaded by :func:`load_full_results` (training results and
-    ``"analysis"``); ``seed_runs`` (:func:`load_seed_results` of the same config) gives every
-    committed seed of each model, and defaults to the runs in ``results``.  The cost of
-    stability compares the seed means with ``criteria.stability_cost`` ("no verdict" with
-    fewer seeds than the criteria require); the truncated evaluation and Figure 2 are
-    measured on one trained model each (its seed is named) and judged by
-    ``criteria.truncation`` and ``criteria.gradient_vanishes``.  Missing results give a
-    sentence that says so, never a verdict.
-    """
-    runs = _seed_runs_of(results) if seed_runs is None else seed_runs
-    sentences = []
-    for cell in ("rnn", "lstm"):
-        free, stable = (runs.get(variant_name(cell, s)) for s in (False, True))
-        if not (free and stable):
-            sentences.append(f"{MODEL_LABELS[cell]}, cost of stability ({label}): not yet run.")
-            continue
-        free_summary, stable_summary = seed_summary(free), seed_summary(stable)
-        gap = criteria.relative_gap(stable_summary.mean, free_summary.mean)
-        verdict = criteria.stability_cost_verdict("wikitext2", free_summary, stable_summary)
-        reading = _STABILITY_COST_READING.get(verdict)
-        said = (
-            f"this {reading} the paper's claim that stability costs little"
-            if reading
-            else f"{verdict} on the paper's claim that stability costs little"
-        )
-        sentences.append(
-            f"{MODEL_LABELS[cell]}, cost of stability ({label}): stable "
-            f"{stable_summary.describe()} vs unconstrained {free_summary.describe()} test "
-            f"perplexity ({100 * gap:+.1f}% in the means); {said} (criteria.json: "
-            f"{criteria.stability_cost_rule('wikitext2')})."
-        )
-    analysis = results.get("analysis", {})
-    seed = analysis.get("lm_config", {}).get("seed")
-    measured = f"{label}, seed {seed}" if seed is not None else label
-    # each measurement is of one trained model: a reading of that model, not yet a claim
-    indicative = (
-        f" One trained model: indicative; the criteria ask for "
-        f"{criteria.load_criteria()['seeds']['wikitext2']} seeds before a claim."
-    )
-    truncation = criteria.criterion("truncation")
-    within, max_k = truncation["relative_tolerance"], truncation["max_k"]
-    for cell in ("rnn", "lstm"):
-        name = variant_name(cell, False)
-        curve = analysis.get(name, {}).get("truncated_eval")
-        if not curve:
-            sentences.append(f"{MODEL_LABELS[cell]}, truncated evaluation ({label}): not yet run.")
-            continue
-        k = smallest_k_within(curve, within)
-        if k is not None and k <= max_k:
-            verdict = f"k = {k} is within {100 * within:g}%: this supports"
-        else:
-            verdict = f"no k up to {max_k} is within {100 * within:g}%: this does not support"
-        sentences.append(
-            f"{MODEL_LABELS[cell]} (unconstrained), truncated evaluation ({measured}): {verdict} "
-            "the paper's claim that the unconstrained model is effectively stable, "
-            "a model of short context (criteria.json: truncation)." + indicative
-        )
-    vanishes = criteria.criterion("gradient_vanishes")
-    distance, ratio_limit = vanishes["distance"], vanishes["ratio"]
-    for cell in ("rnn", "lstm"):
-        profile = analysis.get(variant_name(cell, False), {}).get("figure2")
-        if not profile or len(profile["mean_norm"]) <= distance:
-            sentences.append(f"{MODEL_LABELS[cell]}, Figure 2 ({label}): not yet run.")
-            continue
-        ratio = profile["mean_norm"][distance] / profile["mean_norm"][0]
-        verdict = "supports" if ratio < ratio_limit else "does not support"
-        sentences.append(
-            f"{MODEL_LABELS[cell]} (unconstrained), Figure 2 ({measured}): the mean gradient "
-            f"norm at distance {distance} is {ratio:.1e} of the one at distance 0; this "
-            f"{verdict} the paper's observation that it vanishes at moderate distance "
-            f"(criteria.json: below {100 * ratio_limit:g}%)." + indicative
-        )
-    return sentences
 
 
 # ---------------------------------------------------------------------------
@@ -701,118 +483,211 @@ def _share_closed(course: float, gap: float) -> float:
     return 100 * (course - gap) / course
 
 
-def _seeds_reading(every: AblationRuns, config: str) -> str:
-    """How the criteria read a stable LSTM row by its seeds.  With enough seeds: the verdict
-    of criteria.stability_cost against the unconstrained LSTM of ``cpu``.  With fewer:
-    against which reference the row may be read (criteria.single_seed_ablation), and that
-    its gap to the unconstrained LSTM is then a number, not a verdict of the criteria."""
-    runs = every[config].get("lstm-stable", {})
-    if len(runs) >= criteria.load_criteria()["seeds"]["wikitext2"]:
-        free = every["cpu"].get("lstm-unconstrained")
-        if not free:
-            return ""
-        verdict = criteria.stability_cost_verdict(
-            "wikitext2", seed_summary(free), seed_summary(runs)
-        )
-        return (
-            f" {seed_summary(runs).describe()}; against the unconstrained LSTM's "
-            f'{seed_summary(free).describe()}, "stability costs little" (criteria.json): '
-            f"{verdict}."
-        )
-    row = seed_summary(runs).mean
-    k = criteria.criterion("single_seed_ablation")["sd_multiple"]
-    parts = []
-    for name, variant in (
-        ("course model", "lstm-stable"),
-        ("unconstrained LSTM", "lstm-unconstrained"),
-    ):
-        found = every["cpu"].get(variant)
-        if not found:
-            continue
-        reference = seed_summary(found)
-        readable = criteria.single_seed_readable(row, reference)
-        parts.append(
-            f"{'readable' if readable else 'not readable'} against the {name} "
-            f"(effect {abs(row - reference.mean):.1f} {'>' if readable else '<='} "
-            f"{k:g} sd = {k * reference.sd:.1f})"
-        )
-    if not parts:
-        return ""
-    needed = criteria.load_criteria()["seeds"]["wikitext2"]
-    return (
-        f" {'One seed' if len(runs) == 1 else criteria.seeds_label(len(runs))}: "
-        + ", ".join(parts)
-        + f'; on "stability costs little" the criteria give no verdict before {needed} seeds.'
-    )
+@dataclass(frozen=True)
+class ClaimReading:
+    """What one scale's runs measure for one claim of the paper, and the verdict word of the
+    rule of ``criteria.json`` that judges it.
 
-
-def ablation_findings() -> list[str]:
-    """What the committed ablation rows say, one sentence per row, computed from the files.
-
-    A constraint row is compared with the course constraint's gap at the same setting (the
-    share of that gap it closes); a setting row (lr 20, trained to convergence) gives the course
-    constraint's gap in that setting.  Rows not run yet are named as such.
+    ``claim``: ``"stability_cost"`` (``value``: the stable model's relative gap in the seed
+    means, in percent), ``"truncation"`` (``value``: the smallest measured context within the
+    tolerance, None for none) or ``"gradient_vanishes"`` (``value``: the gradient at the
+    criterion's distance over the one at distance 0).  ``seeds``: the seeds the value rests
+    on.  ``verdict``: ``"supported"``, ``"not supported"``, ``"inconclusive"``, ``"no
+    verdict (...)"`` or ``"not yet run"``; a measurement of one trained model is
+    ``indicative``.
     """
+
+    cell: str
+    claim: str
+    value: float | int | None
+    seeds: tuple[int, ...]
+    verdict: str
+    indicative: bool
+
+
+def claim_readings(
+    results: dict[str, Any], seed_runs: dict[str, dict[int, dict[str, Any]]] | None = None
+) -> list[ClaimReading]:
+    """Each claim of the paper, per cell, as the runs of one scale measure it.
+
+    ``results`` as loaded by :func:`load_full_results` (training results and
+    ``"analysis"``); ``seed_runs`` (:func:`load_seed_results` of the same config) gives every
+    committed seed, and defaults to the runs in ``results``.  The cost of stability compares
+    the seed means (``criteria.stability_cost``); the truncated evaluation and Figure 2 are
+    measured on one trained model of the unconstrained cell (``criteria.truncation``,
+    ``criteria.gradient_vanishes``) and are indicative."""
+    runs = _seed_runs_of(results) if seed_runs is None else seed_runs
+    analysis = results.get("analysis", {})
+    measured_seed = analysis.get("lm_config", {}).get("seed")
+    measured = (measured_seed,) if measured_seed is not None else ()
+    truncation, vanishes = criteria.criterion("truncation"), criteria.criterion("gradient_vanishes")
+    readings = []
+    for cell in ("rnn", "lstm"):
+        free, stable = (runs.get(variant_name(cell, s)) for s in (False, True))
+        if free and stable:
+            free_summary, stable_summary = seed_summary(free), seed_summary(stable)
+            gap = 100 * criteria.relative_gap(stable_summary.mean, free_summary.mean)
+            verdict = criteria.stability_cost_verdict("wikitext2", free_summary, stable_summary)
+            seeds = tuple(sorted(set(free_summary.seeds) & set(stable_summary.seeds)))
+            readings.append(ClaimReading(cell, "stability_cost", gap, seeds, verdict, False))
+        else:
+            readings.append(ClaimReading(cell, "stability_cost", None, (), "not yet run", False))
+        entry = analysis.get(variant_name(cell, False), {})
+        curve = entry.get("truncated_eval")
+        if curve:
+            k = smallest_k_within(curve, truncation["relative_tolerance"])
+            within = k is not None and k <= truncation["max_k"]
+            verdict = "supported" if within else "not supported"
+            readings.append(ClaimReading(cell, "truncation", k, measured, verdict, True))
+        else:
+            readings.append(ClaimReading(cell, "truncation", None, (), "not yet run", True))
+        profile = entry.get("figure2")
+        if profile and len(profile["mean_norm"]) > vanishes["distance"]:
+            ratio = profile["mean_norm"][vanishes["distance"]] / profile["mean_norm"][0]
+            verdict = "supported" if ratio < vanishes["ratio"] else "not supported"
+            readings.append(ClaimReading(cell, "gradient_vanishes", ratio, measured, verdict, True))
+        else:
+            readings.append(ClaimReading(cell, "gradient_vanishes", None, (), "not yet run", True))
+    return readings
+
+
+_CLAIMS = {
+    "stability_cost": ("stability costs little", "stable vs unconstrained, seed means"),
+    "truncation": ("a model of short context", "smallest k within 1% (unconstrained)"),
+    "gradient_vanishes": ("the gradient vanishes with distance", "gradient at 20 / at 0"),
+}
+
+
+def claims_table(readings: list[ClaimReading], scale: str) -> str:
+    """Markdown table of :func:`claim_readings`: claim, measured value, seeds, verdict."""
+    lines = [
+        f"| model | the paper's claim | what we measure ({scale}) | value | seeds "
+        "| verdict (criteria.json) |",
+        "| --- | --- | --- | ---: | --- | --- |",
+    ]
+    for reading in readings:
+        claim, measure = _CLAIMS[reading.claim]
+        ran = reading.verdict != "not yet run"
+        if not ran:
+            value = ""
+        elif reading.value is None:
+            value = f"none up to {criteria.criterion('truncation')['max_k']}"
+        elif reading.claim == "stability_cost":
+            value = f"{reading.value:+.1f}%"
+        elif reading.claim == "gradient_vanishes":
+            value = f"{reading.value:.1e}"
+        else:
+            value = f"k = {reading.value}"
+        seeds = ", ".join(map(str, reading.seeds))
+        verdict = reading.verdict + (" (one trained model: indicative)" if reading.indicative
+                                     and ran else "")  # fmt: skip
+        lines.append(
+            f"| {MODEL_LABELS[reading.cell]} | {claim} | {measure} | {value} | {seeds} "
+            f"| {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class AblationReading:
+    """One stable row of the LSTM ablation read against the unconstrained LSTM of its setting.
+
+    ``gap``: the row's mean test perplexity above its reference, in percent; ``course_gap``:
+    the course constraint's gap in the ``cpu`` setting; ``share_closed``: percent of
+    ``course_gap`` the row closes (None for a setting row, whose reference is not ``cpu``).
+    ``verdict``: the criteria's word on "stability costs little" with enough seeds, else
+    None.  ``effects``: for a constraint row with fewer seeds, ``{reference: (|row - mean|,
+    5 sd, readable)}`` against the course model and the unconstrained LSTM of ``cpu``
+    (``criteria.single_seed_ablation``); empty for a setting row.
+    """
+
+    label: str
+    config: str
+    certified: str
+    seeds: int
+    mean: float
+    gap: float
+    course_gap: float
+    share_closed: float | None
+    worst_jacobian: float | None
+    verdict: str | None
+    effects: dict[str, tuple[float, float, bool]]
+
+
+def ablation_readings() -> list[AblationReading]:
+    """Every committed stable row of :data:`ABLATION_ROWS` other than the course model,
+    read from the files (rows not run yet, or without their reference, are left out)."""
     every = _ablation_runs()
     course = _row_gap(every, "cpu", True, "cpu")
     if course is None:
-        return ["The course-constrained LSTM of the cpu scale has no committed result yet."]
-    sentences = []
+        return []
+    needed = criteria.load_criteria()["seeds"]["wikitext2"]
+    k = criteria.criterion("single_seed_ablation")["sd_multiple"]
+    readings = []
     for label, config, stable, certified, reference in ABLATION_ROWS:
-        if not stable or config == "cpu":
-            continue
-        gap = _row_gap(every, config, stable, reference)
+        gap = _row_gap(every, config, stable, reference) if stable and config != "cpu" else None
         if gap is None:
-            if every[config].get("lstm-stable"):  # the reference is what is missing
-                state = f"its unconstrained LSTM is {missing_run(reference, 'lstm-unconstrained')}"
-                command = rerun_command(reference, "lstm", False)
-            else:
-                state, command = (
-                    missing_run(config, "lstm-stable"),
-                    rerun_command(config, "lstm", True),
-                )
-            sentences.append(f"{label}: {state} ({command}).")
             continue
-        seeds = len(every[config]["lstm-stable"])
-        worst = _worst_jacobian(config, "lstm-stable")
-        where = "" if worst is None else f"; worst one-step Jacobian norm {worst:.2f}"
-        if reference == "cpu":
-            closed = _share_closed(course, gap)
-            sentences.append(
-                f"{label} (certified: {certified}): {100 * gap:+.1f}% against the unconstrained "
-                f"LSTM, instead of the course constraint's {100 * course:+.1f}%; it closes "
-                f"{closed:.0f}% of that gap ({criteria.seeds_label(seeds)}{where})."
-                + _seeds_reading(every, config)
+        runs = every[config]["lstm-stable"]
+        summary = seed_summary(runs)
+        verdict, effects = None, {}
+        if summary.n >= needed:
+            free = seed_summary(every[reference]["lstm-unconstrained"])
+            verdict = criteria.stability_cost_verdict("wikitext2", free, summary)
+        elif reference == "cpu":
+            for name, variant in (
+                ("course", "lstm-stable"),
+                ("unconstrained", "lstm-unconstrained"),
+            ):
+                found = every["cpu"].get(variant)
+                if found:
+                    ref = seed_summary(found)
+                    effects[name] = (
+                        abs(summary.mean - ref.mean),
+                        k * ref.sd,
+                        criteria.single_seed_readable(summary.mean, ref),
+                    )
+        readings.append(
+            AblationReading(
+                label=label,
+                config=config,
+                certified=certified,
+                seeds=summary.n,
+                mean=summary.mean,
+                gap=100 * gap,
+                course_gap=100 * course,
+                share_closed=_share_closed(course, gap) if reference == "cpu" else None,
+                worst_jacobian=_worst_jacobian(config, "lstm-stable"),
+                verdict=verdict,
+                effects=effects,
             )
+        )
+    return readings
+
+
+def ablation_readings_table(readings: list[AblationReading]) -> str:
+    """Markdown table of :func:`ablation_readings`, the constraint rows ranked by the share of
+    the course constraint's gap they close, then the setting rows."""
+    ranked = sorted(readings, key=lambda r: (r.share_closed is None, -(r.share_closed or 0)))
+    lines = [
+        "| change from the course model (LSTM, cpu scale) | seeds | gap | share of the course "
+        "gap closed | how the criteria read it |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in ranked:
+        if r.verdict is not None:
+            read = f'"stability costs little": {r.verdict}'
+        elif not r.effects:
+            read = "a setting row, one seed each: a number, not a verdict"
         else:
-            sentences.append(
-                f"{label}: the course constraint costs {100 * gap:+.1f}% against the "
-                f"unconstrained LSTM of the same setting ({100 * course:+.1f}% in the cpu "
-                f"setting; {criteria.seeds_label(seeds)})."
+            read = (
+                "; ".join(
+                    f"{'readable' if ok else 'not readable'} against the {name} model "
+                    f"({effect:.1f} {'>' if ok else '≤'} 5 sd = {limit:.1f})"
+                    for name, (effect, limit, ok) in r.effects.items()
+                )
+                + "; no verdict before 3 seeds"
             )
-    return sentences
-
-
-def ablation_explanation() -> str:
-    """One sentence naming the committed constraint rows (measured against ``cpu``) by the
-    share of the course constraint's gap each closes, largest first: which single change
-    explains most of the LSTM's cost of stability, read from the files."""
-    every = _ablation_runs()
-    course = _row_gap(every, "cpu", True, "cpu")
-    shares = []
-    for label, config, stable, _, reference in ABLATION_ROWS:
-        if stable and config != "cpu" and reference == "cpu":
-            gap = _row_gap(every, config, stable, reference)
-            if gap is not None and course:
-                seeds = len(every[config]["lstm-stable"])
-                shares.append((_share_closed(course, gap), label, seeds))
-    if not shares:
-        return "No ablation row has been committed yet."
-    shares.sort(reverse=True)
-    listed = "; ".join(
-        f"{label}: {share:.0f}% ({criteria.seeds_label(seeds)})" for share, label, seeds in shares
-    )
-    return (
-        f"Share of the course constraint's gap ({100 * course:+.1f}%) that each single change "
-        f"closes, largest first: {listed}."
-    )
+        share = "" if r.share_closed is None else f"{r.share_closed:.0f}%"
+        lines.append(f"| {r.label} | {r.seeds} | {r.gap:+.1f}% | {share} | {read} |")
+    return "\n".join(lines)

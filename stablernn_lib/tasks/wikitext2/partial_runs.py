@@ -129,39 +129,6 @@ def equal_epoch_gaps(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dic
     return gaps
 
 
-def describe_partial_runs(runs: dict[str, dict[str, Any]]) -> str:
-    """One paragraph per cell with both runs: the gap at equal epochs, labelled as
-    unfinished, and, when the schedule cut the two models' rates at different epochs, the
-    gap before either cut as well."""
-    if not runs:
-        return "No unfinished full-scale run is committed."
-    device = next(iter(runs.values()))["provenance"]["device"]
-    paragraphs = []
-    for cell, both in equal_epoch_gaps(runs).items():
-        last = both["last"]
-        text = (
-            f"{MODEL_LABELS[cell]}: after {last['epoch']} epochs the stable model's validation "
-            f"perplexity is {last['stable']:.1f} against {last['unconstrained']:.1f}, "
-            f"{last['gap']:+.1%} (one seed, {device}, runs stopped before epoch 40: "
-            "indicative only; no test perplexity, so no verdict)."
-        )
-        if last["stable_lr"] != last["unconstrained_lr"]:
-            text += (
-                f" Their learning rates differ there (stable {last['stable_lr']:g}, "
-                f"unconstrained {last['unconstrained_lr']:g}): the schedule cut them at "
-                "different epochs, so this gap mixes the constraint with the schedule."
-            )
-            uncut = both.get("uncut")
-            if uncut is not None:
-                text += (
-                    f" Before either rate was cut, after epoch {uncut['epoch']}: "
-                    f"{uncut['stable']:.1f} against {uncut['unconstrained']:.1f}, "
-                    f"{uncut['gap']:+.1%}."
-                )
-        paragraphs.append(text)
-    return "\n".join(paragraphs)
-
-
 def plot_partial_runs(runs: dict[str, dict[str, Any]], title: str = "") -> Figure:
     """Validation perplexity against epoch for each unfinished run (log scale)."""
     figure, axis = plt.subplots(figsize=(6, 3.6))
