@@ -44,9 +44,50 @@ def _student_edition(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_canvas_options(args: argparse.Namespace) -> None:
+    """Refuse a Canvas gradebook that cannot be written before grading, not after."""
+    from stablernn_lib.homework.canvas import canvas_files, read_manual_sheet
+    from stablernn_lib.homework.registry import get_homework
+
+    if args.canvas_csv is None:
+        raise ValueError("--include-manual needs --canvas-csv FILE (the gradebook it fills)")
+    if args.homework is None:
+        raise ValueError("--canvas-csv needs --homework hwNN: the assignment of its column")
+    if canvas_files(args.submissions) is None:
+        raise ValueError(
+            f"{args.submissions} is not a Canvas bulk download (a folder of files named "
+            "<name>_<user id>_<submission id>_<file>.ipynb): --canvas-csv needs one"
+        )
+    if args.include_manual is not None:
+        read_manual_sheet(args.include_manual, get_homework(args.homework))
+
+
+def _write_canvas_csv(args: argparse.Namespace, scores: Path) -> None:
+    from stablernn_lib.homework.canvas import write_gradebook
+
+    rows = write_gradebook(
+        args.submissions,
+        scores,
+        args.canvas_csv,
+        args.homework,
+        column=args.canvas_assignment,
+        manual_sheet=args.include_manual,
+    )
+    kind = "all points" if args.include_manual else "autograded points only"
+    print(f"wrote the Canvas gradebook {args.canvas_csv} ({rows} students, {kind})")
+
+
+def _canvas_csv(args: argparse.Namespace) -> int:
+    _check_canvas_options(args)
+    _write_canvas_csv(args, args.scores)
+    return 0
+
+
 def _grade(args: argparse.Namespace) -> int:
     from stablernn_lib.homework.grading import Limits, grade_submissions
 
+    if args.canvas_csv is not None or args.include_manual is not None:
+        _check_canvas_options(args)
     limits = Limits(
         notebook_s=args.timeout,
         time_scale=args.time_scale,
@@ -64,6 +105,11 @@ def _grade(args: argparse.Namespace) -> int:
     for s in submissions:
         print(f"{s.student:20s} {s.path.name:40s} {s.auto_points:6g}  {s.status}")
     print(f"wrote {Path(args.out) / 'scores.csv'} and {len(submissions)} reports")
+    if args.canvas_csv is not None:
+        from stablernn_lib.homework.canvas import console_notes
+
+        print(*console_notes(args.submissions), sep="\n")
+        _write_canvas_csv(args, Path(args.out) / "scores.csv")
     return 0
 
 
@@ -78,6 +124,27 @@ def _sync_colab(args: argparse.Namespace) -> int:
     changed = sync_colab_cells(args.root)
     print(f"updated the Colab cell of {len(changed)} homework notebooks")
     return 0
+
+
+def _canvas_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    parser.add_argument(
+        "--canvas-csv",
+        type=Path,
+        required=required,
+        metavar="FILE",
+        help="write a gradebook CSV for Canvas's Gradebook > Import (a Canvas download only)",
+    )
+    parser.add_argument(
+        "--canvas-assignment",
+        metavar="HEADER",
+        help="its column's header: your assignment's, as in Canvas's export, e.g. 'HW 4 (1234)'",
+    )
+    parser.add_argument(
+        "--include-manual",
+        type=Path,
+        metavar="SHEET",
+        help="add the points given by hand: scores.csv with its proof columns filled in",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -128,7 +195,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     grade.add_argument(
         "--jobs", type=int, default=1, help="submissions graded at a time, each in its own sandbox"
     )
+    _canvas_arguments(grade)
     grade.set_defaults(func=_grade)
+
+    canvas = commands.add_parser(
+        "canvas-csv", help="the Canvas gradebook CSV of a graded Canvas download (no regrading)"
+    )
+    canvas.add_argument("submissions", type=Path, help="the Canvas bulk-download folder")
+    canvas.add_argument(
+        "--scores", type=Path, required=True, help="the scores.csv that grading it wrote"
+    )
+    canvas.add_argument("--homework", required=True, help="the assignment, e.g. hw04")
+    _canvas_arguments(canvas, required=True)
+    canvas.set_defaults(func=_canvas_csv)
 
     table = commands.add_parser("questions", help="print the table of questions (Markdown)")
     table.set_defaults(func=_questions)

@@ -51,6 +51,7 @@ from tqdm.auto import tqdm
 
 from stablernn_lib.core.io import atomic_write_json, atomic_write_text
 from stablernn_lib.homework.answers import proof_answer
+from stablernn_lib.homework.canvas import canvas_pairs, report_lines
 from stablernn_lib.homework.isolation import (
     Isolation,
     bwrap_binary,
@@ -604,6 +605,7 @@ def _report(submission: Submission, seed: int) -> str:
     homework = submission.homework
     lines = [f"# {submission.student}: {homework.id if homework else 'unknown homework'}", ""]
     lines.append(f"- notebook: `{submission.path.name}`")
+    lines += report_lines(submission.student, submission.path)  # Canvas: name, late mark
     lines.append(f"- status: {submission.status}")
     lines.append(f"- grading seed: {seed}; time: {submission.seconds} s")
     if homework is not None:
@@ -726,7 +728,7 @@ def grade_submissions(
     if homework is not None:
         get_homework(homework)  # an unknown id is the instructor's error: say so now
     seed = secrets.randbelow(2**31) if seed is None else seed
-    pairs = find_submissions(folder)
+    pairs = canvas_pairs(folder) or find_submissions(folder)  # a Canvas download: user ids
     if not pairs:
         raise ValueError(f"no .ipynb files under {folder}")
     isolation = isolation or choose_isolation(limits)

@@ -1,0 +1,219 @@
+"""Canvas: a bulk-download folder graded by user id, and the gradebook CSV checked field by field.
+
+The folder is what Canvas's *Download Submissions* gives for hw01: files named
+``<name>_<user id>_<submission id>_<original name>``, one of them ``LATE``, one student who
+submitted twice (the older file and the resubmission Canvas renamed ``...-1.ipynb``), and
+a file that is not a notebook.  One grading run through the command line writes the
+reports, ``scores.csv`` and the Canvas CSV; the round trip with the points given by hand
+then runs ``homework canvas-csv`` on a filled-in copy of ``scores.csv``, without regrading.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from stablernn_lib.__main__ import main
+from stablernn_lib.homework import get_homework
+from stablernn_lib.homework.canvas import (
+    CANVAS_COLUMNS,
+    canvas_files,
+    canvas_pairs,
+    parse_canvas_name,
+    read_manual_sheet,
+)
+from stablernn_lib.homework.notebooks import is_solution_cell, question_of, student_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+HOMEWORK = get_homework("hw01")
+HEADER = [*CANVAS_COLUMNS, "hw01: Recurrent models"]
+
+
+def answered(questions: set[str]) -> str:
+    """hw01's student edition with the instructor's solutions of ``questions`` (others stubs)."""
+    instructor = nbformat.read(ROOT / HOMEWORK.notebook, as_version=4)
+    solutions = {question_of(c): c.source for c in instructor.cells if is_solution_cell(c)}
+    nb = student_notebook(instructor)
+    for cell in nb.cells:
+        if is_solution_cell(cell) and question_of(cell) in questions:
+            cell.source = solutions[question_of(cell)]
+    return nbformat.writes(nb)
+
+
+ALL = {"hw01.q1", "hw01.q2", "hw01.q3"}
+# file name -> the questions answered (hw01.q1 is worth 2 points, q2 and q3 3 each)
+FILES = {
+    "doejane_1001_5001_hw01_recurrent_models.ipynb": ALL,
+    "roesmith_LATE_1002_5002_hw01_recurrent_models.ipynb": {"hw01.q1"},
+    "leechris_1003_5003_hw01_recurrent_models.ipynb": set(),  # superseded
+    "leechris_1003_5010_hw01_recurrent_models-1.ipynb": ALL,  # the resubmission
+    "kimalex_1004_5004_Copy of hw01_recurrent_models.ipynb": {"hw01.q1", "hw01.q2"},
+}
+
+
+def rows(path: Path) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    folder = tmp_path_factory.mktemp("canvas")
+    out = tmp_path_factory.mktemp("canvas-grades") / "grades"
+    for name, questions in FILES.items():
+        (folder / name).write_text(answered(questions))
+    (folder / "doejane_1001_5001_notes.pdf").write_bytes(b"%PDF-1.4 not a notebook")
+    gradebook = out.parent / "gradebook.csv"
+    capture = io.StringIO()
+    with redirect_stdout(capture):
+        code = main(
+            [
+                "homework",
+                "grade",
+                str(folder),
+                "--out",
+                str(out),
+                "--seed",
+                "3",
+                "--homework",
+                "hw01",
+                "--canvas-csv",
+                str(gradebook),
+            ]
+        )
+    assert code == 0, capture.getvalue()
+    with open(out / "scores.csv") as handle:
+        scores = {row["student"]: row for row in csv.DictReader(handle)}
+    reports = {p.name.split("__")[0]: p.read_text() for p in (out / "reports").iterdir()}
+    return {
+        "folder": folder,
+        "out": out,
+        "gradebook": gradebook,
+        "scores": scores,
+        "reports": reports,
+        "console": capture.getvalue(),
+    }
+
+
+def test_canvas_file_names_are_read_field_by_field(tmp_path: Path) -> None:
+    late = parse_canvas_name(Path("roesmith_LATE_1002_5002_hw01_recurrent_models.ipynb"))
+    assert late is not None
+    assert (late.name, late.user_id, late.submission_id, late.late) == (
+        "roesmith",
+        "1002",
+        5002,
+        True,
+    )
+    assert (late.original, late.attempt) == ("hw01_recurrent_models.ipynb", 0)
+    again = parse_canvas_name(Path("leechris_1003_5010_hw01_recurrent_models-1.ipynb"))
+    assert again is not None and (again.original, again.attempt, again.late) == (
+        "hw01_recurrent_models.ipynb",
+        1,
+        False,
+    )
+    assert parse_canvas_name(Path("alice.ipynb")) is None
+    assert parse_canvas_name(Path("hw01_recurrent_models.ipynb")) is None
+    (tmp_path / "alice").mkdir()  # a folder per student: not a Canvas download
+    (tmp_path / "alice" / "hw01.ipynb").write_text("{}")
+    assert canvas_files(tmp_path) is None and canvas_pairs(tmp_path) is None
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "doejane_1001_5001_hw01.ipynb").write_text("{}")
+    (flat / "bob.ipynb").write_text("{}")  # one file not named by Canvas: not a download
+    assert canvas_files(flat) is None
+
+
+def test_the_student_is_the_user_id_and_the_resubmission_is_graded(graded) -> None:
+    scores = graded["scores"]
+    assert sorted(scores) == ["1001", "1002", "1003", "1004"]
+    expected = {"1001": 8.0, "1002": 2.0, "1003": 8.0, "1004": 5.0}
+    assert {s: float(r["total"]) for s, r in scores.items()} == expected
+    assert scores["1003"]["notebook"] == "leechris_1003_5010_hw01_recurrent_models-1.ipynb"
+    assert all(r["homework"] == "hw01" for r in scores.values())
+
+
+def test_the_report_keeps_the_name_and_the_late_mark(graded) -> None:
+    reports = graded["reports"]
+    assert "- Canvas: doejane, user id 1001, submission 5001; on time" in reports["1001"]
+    assert "- Canvas: roesmith, user id 1002, submission 5002; **LATE**" in reports["1002"]
+    assert "submission 5010, upload 2 of that file; on time" in reports["1003"]
+    console = graded["console"]
+    assert "LATE (Canvas): 1002 roesmith" in console
+    assert "not graded, submitted again later: leechris_1003_5003_" in console
+    assert "wrote the Canvas gradebook" in console and "autograded points only" in console
+
+
+def test_the_canvas_gradebook_field_by_field(graded) -> None:
+    table = rows(graded["gradebook"])
+    assert table[0] == HEADER
+    assert table[1] == ["    Points Possible", "", "", "", "", "8"]
+    assert sorted(table[2:]) == [
+        ["doejane", "1001", "", "", "", "8"],
+        ["kimalex", "1004", "", "", "", "5"],
+        ["leechris", "1003", "", "", "", "8"],
+        ["roesmith", "1002", "", "", "", "2"],
+    ]
+
+
+def fill_sheet(scores: Path, sheet: Path, points: dict[str, str]) -> None:
+    """A copy of scores.csv with the proof column filled in, as a TA would."""
+    with open(scores) as handle:
+        table = list(csv.DictReader(handle))
+    for row in table:
+        row["hw01.q4"] = points[row["student"]]
+    with open(sheet, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+
+
+def test_the_round_trip_with_the_points_given_by_hand(graded, tmp_path: Path) -> None:
+    sheet, gradebook = tmp_path / "sheet.csv", tmp_path / "all.csv"
+    fill_sheet(
+        graded["out"] / "scores.csv", sheet, {"1001": "3", "1002": "1.5", "1003": "0", "1004": "2"}
+    )
+    command = ["homework", "canvas-csv", str(graded["folder"]), "--scores"]
+    command += [str(graded["out"] / "scores.csv"), "--homework", "hw01"]
+    command += ["--canvas-csv", str(gradebook), "--include-manual", str(sheet)]
+    command += ["--canvas-assignment", "Homework 1 (4711)"]
+    assert main(command) == 0
+    table = rows(gradebook)
+    assert table[0] == [*CANVAS_COLUMNS, "Homework 1 (4711)"]
+    assert table[1] == ["    Points Possible", "", "", "", "", "11"]
+    assert sorted(table[2:]) == [
+        ["doejane", "1001", "", "", "", "11"],
+        ["kimalex", "1004", "", "", "", "7"],
+        ["leechris", "1003", "", "", "", "8"],
+        ["roesmith", "1002", "", "", "", "3.5"],
+    ]
+
+
+def test_a_sheet_without_points_or_with_too_many_is_refused(graded, tmp_path: Path) -> None:
+    sheet = tmp_path / "sheet.csv"
+    fill_sheet(
+        graded["out"] / "scores.csv", sheet, {"1001": "3", "1002": "", "1003": "0", "1004": "2"}
+    )
+    with pytest.raises(ValueError, match="no points for hw01.q4 of student 1002"):
+        read_manual_sheet(sheet, HOMEWORK)
+    fill_sheet(
+        graded["out"] / "scores.csv", sheet, {"1001": "4", "1002": "1", "1003": "0", "1004": "2"}
+    )
+    with pytest.raises(
+        ValueError, match="hw01.q4 of student 1001 has 4 points; it is worth 0 to 3"
+    ):
+        read_manual_sheet(sheet, HOMEWORK)
+
+
+def test_canvas_options_are_checked_before_grading(tmp_path: Path, capsys) -> None:
+    (tmp_path / "alice.ipynb").write_text(answered(set()))
+    out = tmp_path / "grades"
+    command = ["homework", "grade", str(tmp_path), "--out", str(out), "--homework", "hw01"]
+    assert main([*command, "--canvas-csv", str(tmp_path / "g.csv")]) == 1
+    assert "is not a Canvas bulk download" in capsys.readouterr().err
+    assert main([*command, "--include-manual", str(tmp_path / "s.csv")]) == 1
+    assert "--include-manual needs --canvas-csv" in capsys.readouterr().err
+    assert not out.exists()  # refused before grading anyone
