@@ -133,6 +133,8 @@ class FastStep:
         """One step at batch ``index``: ``(loss on the device, tokens, carried state)``."""
         inputs, targets = task.batch(index)
         on_cuda = inputs.is_cuda
+        if not on_cuda and self.mode != "eager":
+            self.description = f"fast-eager ({self.mode} needs CUDA)"
         if self.tf32 and on_cuda:
             torch.backends.cuda.matmul.allow_tf32 = True
         self._steps += 1

@@ -509,6 +509,65 @@ def wait_for(
 
 
 # ----------------------------------------------------------------------------
+# The whole table on the reader's GPU (Chapter 8's MODE = "full", e.g. on Colab)
+# ----------------------------------------------------------------------------
+
+FULL_TABLE_CONFIG = "full"
+FULL_TABLE_VARIANTS = (
+    "rnn-unconstrained@full-rnn-lr2",
+    "rnn-stable@full-rnn-lr2",
+    "lstm-unconstrained",
+    "lstm-stable",
+)
+GOOGLE_DRIVE = Path("/content/drive/MyDrive")  # where Colab mounts the reader's Drive
+
+
+def default_checkpoint_dir() -> Path:
+    """``stablernn-runs`` on the reader's Google Drive when it is mounted (Colab), else
+    ``data/runs/wikitext2/full-table`` here."""
+    if GOOGLE_DRIVE.is_dir():
+        return GOOGLE_DRIVE / "stablernn-runs"
+    from stablernn_lib.tasks.training import DATA_ROOT
+
+    return DATA_ROOT / "runs" / "wikitext2" / "full-table"
+
+
+def run_full_table_on_this_gpu(
+    checkpoint_dir: str | Path | None = None,
+    seeds: tuple[int, ...] = (1111,),
+    estimate_steps: int = 50,
+) -> dict[str, Any]:
+    """Train the WikiText-2 table at paper scale (``FULL_TABLE_VARIANTS`` of
+    ``FULL_TABLE_CONFIG`` x ``seeds``) on this machine's GPU, resumably.
+
+    First times ``estimate_steps`` steps of every model not finished yet and prints the
+    estimated time of the table on this GPU (:func:`~stablernn_lib.tasks.table_run.estimate_table`);
+    then trains the jobs one after the other with the fast step, checkpointing to
+    ``checkpoint_dir`` (default :func:`default_checkpoint_dir`: Google Drive when mounted,
+    so a disconnected Colab session resumes where it stopped when this is called again).
+    Returns the table summary (``results/table.json`` in that folder).  To stop: the
+    notebook's stop button (the current step finishes and a checkpoint is written).
+    """
+    from stablernn_lib.tasks import table_run
+    from stablernn_lib.tasks.wikitext2.data import load_wikitext2
+
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir()
+    jobs = make_jobs(list(FULL_TABLE_VARIANTS), FULL_TABLE_CONFIG, list(seeds))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    name = torch.cuda.get_device_name() if device == "cuda" else "this CPU (no GPU found)"
+    corpus = load_wikitext2(None)
+    left = [job for job in jobs if final_result(folder, job.name) is None]
+    print(f"{len(jobs) - len(left)} of {len(jobs)} models already finished in {folder}")
+    if left:
+        estimate = table_run.estimate_table(
+            left, corpus, device=device, estimate_steps=estimate_steps
+        )
+        print(table_run.format_estimate(estimate, name), flush=True)
+        print("training now; stop the cell to pause, run it again to resume", flush=True)
+    return table_run.run_table(jobs, folder, budget_s=None, corpus=corpus, device=device)
+
+
+# ----------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------
 
@@ -526,6 +585,10 @@ def _command(args: argparse.Namespace) -> int:
         return 0
     jobs = make_jobs(args.variants, args.config, args.seeds)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.action == "table":
+        return _table_command(args, jobs, out, device)
+    if args.action == "bench":
+        return _bench_command(args, jobs, out, device)
     if (
         device == "cpu"
         and args.device is None
@@ -554,14 +617,76 @@ def _command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _corpus_of(args: argparse.Namespace) -> Any:
+    from stablernn_lib.tasks.wikitext2.data import Corpus, load_wikitext2
+
+    if args.corpus_folder:
+        return Corpus.from_folder(args.corpus_folder)
+    return load_wikitext2(args.data)
+
+
+def _bench_command(args: argparse.Namespace, jobs: list[Job], out: Path, device: str) -> int:
+    """``paper-run bench``: plain and fast step times of every job, written into ``--out``."""
+    from stablernn_lib.tasks import fast_benchmark
+
+    result = fast_benchmark.fast_step_benchmark(
+        jobs,
+        _corpus_of(args),
+        device=device,
+        modes=tuple(args.modes),
+        projection=args.projection,
+        tf32=args.tf32,
+        steps=args.bench_steps,
+    )
+    print(fast_benchmark.format_benchmark(result))
+    print(fast_benchmark.write_benchmark(result, out, args.config))
+    return 0
+
+
+def _table_command(args: argparse.Namespace, jobs: list[Job], out: Path, device: str) -> int:
+    """``paper-run table``: the jobs in turn inside ``--budget-s`` (one process)."""
+    from stablernn_lib.tasks import table_run
+
+    corpus = _corpus_of(args)
+    if args.estimate_steps:
+        estimate = table_run.estimate_table(
+            jobs,
+            corpus,
+            device=device,
+            step=args.step,
+            projection=args.projection,
+            tf32=args.tf32,
+            estimate_steps=args.estimate_steps,
+        )
+        print(table_run.format_estimate(estimate, device), flush=True)
+    summary = table_run.run_table(
+        jobs,
+        out,
+        budget_s=args.budget_s,
+        corpus=corpus,
+        device=device,
+        step=args.step,
+        projection=args.projection,
+        tf32=args.tf32,
+        archive=args.archive,
+        reserve_s=args.reserve_s,
+        progress=False,
+    )
+    print(format_status(out))
+    print(
+        f"table: {summary['completed']} of {len(jobs)} completed in {summary['wall_seconds']:.0f} s"
+    )
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """``python -m stablernn_lib paper-run start|status|stop --out DIR ...``."""
+    """``python -m stablernn_lib paper-run start|status|watch|stop|table --out DIR ...``."""
     parser = subparsers.add_parser(
         "paper-run",
         help="train many WikiText-2 models in parallel, detached and resumable",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("action", choices=["start", "status", "watch", "stop"])
+    parser.add_argument("action", choices=["start", "status", "watch", "stop", "table", "bench"])
     parser.add_argument("--out", required=True, help="the run folder")
     parser.add_argument(
         "--variants",
@@ -590,6 +715,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--archive",
         default=None,
         help="watch: after each status, write the run's small files to this .tgz (atomically)",
+    )
+    table = parser.add_argument_group("table (one process, one wall budget: issue 38)")
+    table.add_argument("--budget-s", type=float, default=None, help="wall seconds in all")
+    table.add_argument("--reserve-s", type=float, default=30.0, help="kept for eval+archive")
+    table.add_argument("--step", choices=["plain", "eager", "graph", "compile"], default="graph")
+    table.add_argument("--projection", choices=["iterative", "exact"], default="iterative")
+    table.add_argument("--tf32", action="store_true", help="TF32 matrix products (CUDA)")
+    table.add_argument("--estimate-steps", type=int, default=0, help="time N steps first")
+    table.add_argument("--corpus-folder", default=None, help="train/valid/test.txt, unchecked")
+    table.add_argument("--bench-steps", type=int, default=50, help="bench: timed steps")
+    table.add_argument(
+        "--modes", nargs="+", default=["plain", "graph"], help="bench: the steps to time"
     )
     parser.set_defaults(func=_command)
 

@@ -363,6 +363,7 @@ def train(
     checkpoint_every: float | None = None,
     stop_below_lr: float | None = None,
     step: PlainStep | FastStep | None = None,
+    stop_at: float | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Train ``task`` in the run folder ``out``; returns ``(status, progress)``.
 
@@ -376,7 +377,9 @@ def train(
     by at most ``epochs_left * steps_per_epoch * lr * clip``.  ``step``: how each step is
     taken (:mod:`~stablernn_lib.tasks.fast_step`; default :class:`PlainStep`, the loss read
     on the host every step); its ``sync_every`` steps are read, checked and summed at once.
-    After an epoch's steps :meth:`Task.end_epoch` runs, then the validation.
+    After an epoch's steps :meth:`Task.end_epoch` runs, then the validation.  ``stop_at``:
+    a ``time.monotonic()`` deadline; the first step that ends after it stops the run as a
+    Ctrl-C does (checkpoint, ``"interrupted"``), so a wall budget leaves a resumable run.
     """
     config = task.config
     runner = step if step is not None else PlainStep()
@@ -451,6 +454,8 @@ def train(
                 due = checkpoint_every is not None and (
                     time.perf_counter() - last_save >= checkpoint_every
                 )
+                if stop_at is not None and time.monotonic() >= stop_at:
+                    stop.requested = True
                 if stop.requested or due:  # the exact state, mid-epoch
                     _read_losses(task, runner, pending, state, bar, epoch, checkpoint_path)
                     state.update(

@@ -456,6 +456,7 @@ def train_language_model(
     checkpoint_every: float | None = 600.0,
     step: PlainStep | FastStep | None = None,
     projection: str = "exact",
+    stop_at: float | None = None,
 ) -> dict[str, Any]:
     """Train one model (``"rnn"`` or ``"lstm"``, stable or not) and return its result.
 
@@ -470,7 +471,8 @@ def train_language_model(
     configs write none there).  ``step``: how each step is taken (default the plain step;
     :class:`~stablernn_lib.tasks.fast_step.FastStep` for the fast one); ``projection``: how a
     stable RNN is projected (``PROJECTIONS``).  Both are recorded in the result, with the
-    mean milliseconds a training step took.
+    mean milliseconds a training step took.  ``stop_at``: a ``time.monotonic()`` deadline
+    at which the run stops, resumable, as ``"interrupted"``.
     """
     cell = check_cell(model)
     config = get_config(config)
@@ -493,6 +495,7 @@ def train_language_model(
         checkpoint_every=checkpoint_every,
         stop_below_lr=config.stop_below_lr,
         step=step,
+        stop_at=stop_at,
     )
     trained_seconds = sum(epoch["epoch_seconds"] for epoch in state["history"])
     result: dict[str, Any] = {

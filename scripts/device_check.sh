@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Issue 38's whole device check in one command: benchmark (plain vs fast step per model,
+# ratio to the device's floor), then the WikiText-2 table inside the rest of the budget,
+# with every small result file in one archive.  What it leaves in $OUT:
+#   benchmark-<config>-<cpu|gpu>-fast-step.json, table.tgz (plan, results/*.json with
+#   results/table.json, each job's metrics.jsonl), device_check.log.
+#
+# On a lent GPU (repository root, the corpus in data/cache/wikitext-2; see
+# data/results/wikitext2/README.md):   scripts/device_check.sh
+# The CPU dry run (smoke config, a synthetic corpus):   SMOKE=1 BUDGET_S=60 scripts/device_check.sh
+#
+# Settings (environment): OUT (default /tmp/device-check), BUDGET_S (wall seconds for the
+# whole script, default 540), SMOKE=1, SEEDS (default 1111), PYTHON (default python3),
+# WHEELS (a folder of wheels to install from when a module is missing; default wheels/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/device-check}
+BUDGET_S=${BUDGET_S:-540}
+SEEDS=${SEEDS:-1111}
+PY=${PYTHON:-python3}
+WHEELS=${WHEELS:-wheels}
+START=$(date +%s)
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/device_check.log") 2>&1
+
+# The library runs from the checkout (no install): torch and tqdm are all it imports on
+# this path.  A module that is missing comes from carried wheels, never from the network.
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if [ -d data/cache/gitdir ]; then export GIT_DIR=$PWD/data/cache/gitdir GIT_WORK_TREE=$PWD; fi
+for module in torch tqdm; do
+  if ! "$PY" -c "import $module" 2>/dev/null; then
+    [ -d "$WHEELS" ] || { echo "missing $module and no $WHEELS/ folder of wheels"; exit 2; }
+    "$PY" -m pip install --quiet --no-index --find-links "$WHEELS" "$module"
+  fi
+done
+"$PY" - <<'PY'
+import torch
+gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+print(f"torch {torch.__version__}, GPU: {gpu}", flush=True)
+PY
+
+VARIANTS="rnn-unconstrained@full-rnn-lr2 rnn-stable@full-rnn-lr2 lstm-unconstrained lstm-stable"
+if [ "${SMOKE:-0}" = 1 ]; then
+  CONFIG=smoke VARIANTS="rnn-unconstrained rnn-stable lstm-unconstrained lstm-stable"
+  CORPUS_DIR="$OUT/synthetic-corpus"
+  "$PY" -c "from stablernn_lib.tasks.wikitext2.data import write_synthetic_corpus as w; w('$CORPUS_DIR', lines=(1500, 60, 60))"
+  DATA=(--corpus-folder "$CORPUS_DIR") BENCH=(--bench-steps 3 --modes plain eager)
+  RESERVE=10
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+else
+  CONFIG=full
+  DATA=(--data "${STABLERNN_DATA:-data/cache}")
+  BENCH=(--bench-steps 30 --modes plain eager graph)
+  RESERVE=30
+fi
+COMMON=(--config "$CONFIG" --variants $VARIANTS --seeds $SEEDS "${DATA[@]}")
+
+# The benchmark gets at most a third of the budget (FP32, then TF32 on a GPU), the table the rest.
+BENCH_S=$(( BUDGET_S / 3 ))
+echo "== benchmark ($CONFIG): plain and fast steps, at most $BENCH_S s =="
+timeout "$BENCH_S" "$PY" -m stablernn_lib paper-run bench --out "$OUT" "${COMMON[@]}" \
+  "${BENCH[@]}" || echo "benchmark exited $? (cut at $BENCH_S s?)"
+LEFT=$(( BENCH_S - ($(date +%s) - START) ))
+if [ "${SMOKE:-0}" != 1 ] && [ "$LEFT" -gt 20 ]; then
+  mkdir -p "$OUT/tf32"
+  timeout "$LEFT" "$PY" -m stablernn_lib paper-run bench --out "$OUT/tf32" "${COMMON[@]}" \
+    --tf32 --bench-steps 30 --modes graph || echo "TF32 benchmark exited $?"
+fi
+
+# The table: the rest of the budget (at least the reserve, so that every job gets a record
+# and the archive is written even when nothing is left to train).
+LEFT=$(( BUDGET_S - ($(date +%s) - START) - 5 ))
+[ "$LEFT" -gt $(( RESERVE + 2 )) ] || LEFT=$(( RESERVE + 2 ))
+echo "== table ($CONFIG): $LEFT s =="
+timeout --signal=TERM $(( LEFT + 10 )) "$PY" -m stablernn_lib paper-run table \
+  --out "$OUT/table" "${COMMON[@]}" --budget-s "$LEFT" --reserve-s "$RESERVE" \
+  --step graph --projection iterative --archive "$OUT/table.tgz" || echo "table exited $?"
+[ -f "$OUT/table.tgz" ] && echo "archive: $OUT/table.tgz ($(du -k "$OUT/table.tgz" | cut -f1) KiB)"
+echo "device check done in $(( $(date +%s) - START )) s"

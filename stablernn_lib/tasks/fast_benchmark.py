@@ -1,0 +1,184 @@
+"""Step times of the plain and the fast training step, and their distance to the device's floor.
+
+For each model of a table (issue 38), on one device in one run: the milliseconds of a
+training step with :class:`~stablernn_lib.tasks.fast_step.PlainStep` and with each fast mode,
+and the floor of a step on that device::
+
+    FLOPs  = 6 N H V             (decoder: forward, and backward to weights and inputs;
+                                  N = batch x bptt tokens, H hidden units, V words)
+    bytes  = 4 x 4 N V           (the float32 logits written, read by the softmax, their
+                                  gradient written and read)
+    floor  = max(FLOPs / peak rate, bytes / bandwidth)
+
+with the vendor's dense peak rate (FP32, or TF32 tensor cores when ``tf32``) and memory
+bandwidth (``DEVICE_PEAKS``; None for a device not listed, e.g. a CPU).  The recurrence
+(35 dependent steps x layers of small products) is latency-bound and not in the floor.
+
+``python -m stablernn_lib paper-run bench --config full --out DIR`` writes
+``DIR/benchmark-<config>-<cpu|gpu>-fast-step.json``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from stablernn_lib.core.io import atomic_write_json, provenance
+
+# name fragment -> (FP32 FLOP/s, TF32 tensor FLOP/s, bytes/s): vendors' datasheets, dense
+# (no sparsity), SXM parts where there are several.
+DEVICE_PEAKS: dict[str, tuple[float, float, float]] = {
+    "H200": (67e12, 495e12, 4.8e12),
+    "H100": (67e12, 495e12, 3.35e12),
+    "A100": (19.5e12, 156e12, 2.0e12),
+    "L4": (30.3e12, 120e12, 0.3e12),
+    "T4": (8.1e12, 8.1e12, 0.32e12),  # no TF32: its float32 products run at FP32 rate
+}
+
+
+def device_peaks(device_name: str) -> tuple[float, float, float] | None:
+    """``(FP32, TF32, bandwidth)`` of a device whose name contains a key of ``DEVICE_PEAKS``."""
+    for key, peaks in DEVICE_PEAKS.items():
+        if key in device_name:
+            return peaks
+    return None
+
+
+def step_floor(
+    tokens: int, hidden: int, vocab: int, device_name: str, tf32: bool
+) -> dict[str, Any]:
+    """The floor of a step on a device (see the module's text); None parts when unknown."""
+    flops, moved = 6.0 * tokens * hidden * vocab, 4 * 4.0 * tokens * vocab
+    peaks = device_peaks(device_name)
+    if peaks is None:
+        return {"flops": flops, "bytes": moved, "compute_ms": None, "memory_ms": None}
+    rate = peaks[1] if tf32 else peaks[0]
+    compute, memory = 1000 * flops / rate, 1000 * moved / peaks[2]
+    return {
+        "flops": flops,
+        "bytes": moved,
+        "compute_ms": compute,
+        "memory_ms": memory,
+        "floor_ms": max(compute, memory),
+    }
+
+
+def time_steps(
+    job: Any,
+    corpus: Any,
+    *,
+    device: str,
+    step: str,
+    projection: str = "iterative",
+    tf32: bool = False,
+    steps: int = 50,
+    warmup: int = 5,
+) -> tuple[float, Any]:
+    """Milliseconds per training step of ``job`` (a throwaway model, ``warmup`` steps first,
+    which include a graph capture), read after ``steps`` steps; returns ``(ms, task)``."""
+    from stablernn_lib.tasks.table_run import make_step
+    from stablernn_lib.tasks.wikitext2.train import LanguageModelTask, prepare_corpus
+
+    if steps < 1:
+        raise ValueError(f"the number of timed steps must be >= 1, got {steps}")
+    data = prepare_corpus(job.config, corpus, None)
+    task = LanguageModelTask(
+        job.cell, job.stable, job.config, data, torch.device(device), projection
+    )
+    runner = make_step(step, tf32, sync_every=steps + warmup)
+    carried, losses = None, []
+    task.model.train()
+    clock = time.perf_counter()
+    for n in range(warmup + steps):
+        if n == warmup:
+            runner.values(losses)  # waits for the warm-up steps
+            losses, clock = [], time.perf_counter()
+        loss, _, carried = runner.run(task, n % task.steps_per_epoch, carried, job.config.clip)
+        losses.append(loss)
+    runner.values(losses)  # waits for the timed steps
+    torch.backends.cuda.matmul.allow_tf32 = False  # a TF32 step must not leak into the next
+    return 1000 * (time.perf_counter() - clock) / steps, task
+
+
+def fast_step_benchmark(
+    jobs: list[Any],
+    corpus: Any,
+    *,
+    device: str,
+    modes: tuple[str, ...] = ("plain", "graph"),
+    projection: str = "iterative",
+    tf32: bool = False,
+    steps: int = 50,
+    warmup: int = 5,
+) -> dict[str, Any]:
+    """Per job: ms per step of each mode (``plain`` on the exact projection, the fast modes
+    on ``projection``), each fast mode's speed-up over plain and its ratio to the floor."""
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    rows = {}
+    for job in jobs:
+        row: dict[str, Any] = {"step_ms": {}}
+        for mode in modes:
+            ms, task = time_steps(
+                job,
+                corpus,
+                device=device,
+                step=mode,
+                projection="exact" if mode == "plain" else projection,
+                tf32=tf32 and mode != "plain",
+                steps=steps,
+                warmup=warmup,
+            )
+            row["step_ms"][mode] = ms
+        config = job.config
+        floor = step_floor(
+            config.batch_size * config.bptt, config.hidden_size, task.vocab_size, name, tf32
+        )
+        row["floor"] = floor
+        plain = row["step_ms"].get("plain")
+        for mode, ms in row["step_ms"].items():
+            if plain is not None and mode != "plain":
+                row.setdefault("speedup_over_plain", {})[mode] = plain / ms
+            if floor.get("floor_ms"):
+                row.setdefault("ratio_to_floor", {})[mode] = ms / floor["floor_ms"]
+        rows[job.name] = row
+    return {
+        "device_name": name,
+        "modes": list(modes),
+        "projection": projection,
+        "tf32": tf32,
+        "steps": steps,
+        "warmup": warmup,
+        "threads": torch.get_num_threads(),
+        "jobs": rows,
+        "provenance": provenance(device),
+    }
+
+
+def write_benchmark(result: dict[str, Any], folder: Any, config_name: str) -> Any:
+    """Write ``benchmark-<config>-<cpu|gpu>-fast-step.json`` into ``folder``; returns the path."""
+    from pathlib import Path
+
+    kind = "cpu" if result["device_name"] == "cpu" else "gpu"
+    path = Path(folder) / f"benchmark-{config_name}-{kind}-fast-step.json"
+    atomic_write_json(path, result)
+    return path
+
+
+def format_benchmark(result: dict[str, Any]) -> str:
+    """One line per job: ms per step of each mode, speed-up, ratio to the floor."""
+    lines = [f"step times on {result['device_name']} (ms):"]
+    for name, row in result["jobs"].items():
+        times = ", ".join(f"{mode} {ms:.2f}" for mode, ms in row["step_ms"].items())
+        extra = ""
+        if "speedup_over_plain" in row:
+            extra += " speed-up " + ", ".join(
+                f"{m} {v:.2f}x" for m, v in row["speedup_over_plain"].items()
+            )
+        if "ratio_to_floor" in row:
+            extra += " / floor " + ", ".join(
+                f"{m} {v:.1f}x" for m, v in row["ratio_to_floor"].items()
+            )
+        lines.append(f"  {name:45s} {times}{extra}")
+    return "\n".join(lines)
