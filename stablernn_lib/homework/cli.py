@@ -113,6 +113,16 @@ def _grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gradescope(args: argparse.Namespace) -> int:
+    from stablernn_lib.homework.gradescope import build_autograder
+
+    out = build_autograder(
+        args.homework, args.out, repository=args.repository_url, commit=args.commit
+    )
+    print(f"wrote {out}: upload it in Gradescope's Configure Autograder (instructor.md)")
+    return 0
+
+
 def _questions(args: argparse.Namespace) -> int:
     print(questions_markdown(), end="")
     return 0
@@ -208,6 +218,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     canvas.add_argument("--homework", required=True, help="the assignment, e.g. hw04")
     _canvas_arguments(canvas, required=True)
     canvas.set_defaults(func=_canvas_csv)
+
+    gradescope = commands.add_parser(
+        "gradescope", help="build a Gradescope autograder zip that grades one homework"
+    )
+    gradescope.add_argument("homework", help="the homework, e.g. hw04")
+    gradescope.add_argument("--out", type=Path, required=True, help="the zip to write")
+    gradescope.add_argument(
+        "--repository-url", help="where setup.sh installs the library from (default: _config.yml)"
+    )
+    gradescope.add_argument(
+        "--commit", help="the commit it installs (default: the checked-out one; push it first)"
+    )
+    gradescope.set_defaults(func=_gradescope)
 
     table = commands.add_parser("questions", help="print the table of questions (Markdown)")
     table.set_defaults(func=_questions)

