@@ -53,7 +53,9 @@ else
   BENCH=(--bench-steps 30 --modes plain eager graph)
   RESERVE=30
 fi
-COMMON=(--config "$CONFIG" --variants $VARIANTS --seeds $SEEDS "${DATA[@]}")
+read -r -a VARIANT_LIST <<< "$VARIANTS"
+read -r -a SEED_LIST <<< "$SEEDS"
+COMMON=(--config "$CONFIG" --variants "${VARIANT_LIST[@]}" --seeds "${SEED_LIST[@]}" "${DATA[@]}")
 
 # The benchmark gets at most a third of the budget (FP32, then TF32 on a GPU), the table the rest.
 BENCH_S=$(( BUDGET_S / 3 ))

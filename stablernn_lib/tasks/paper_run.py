@@ -589,6 +589,23 @@ def _command(args: argparse.Namespace) -> int:
         return _table_command(args, jobs, out, device)
     if args.action == "bench":
         return _bench_command(args, jobs, out, device)
+    if args.action == "slurm":
+        from stablernn_lib.tasks.slurm_run import submit_runs
+
+        submitted = submit_runs(
+            jobs,
+            out,
+            cluster=args.slurm_cluster,
+            partition=args.slurm_partition,
+            timeout_min=args.slurm_timeout_min,
+            data_dir=args.data,
+            corpus_folder=args.corpus_folder,
+            step=args.step,
+            projection=args.projection,
+            tf32=args.tf32,
+        )
+        print(f"submitted {len(submitted)} job(s): {[job.job_id for job in submitted]}")
+        return 0
     if (
         device == "cpu"
         and args.device is None
@@ -686,7 +703,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train many WikiText-2 models in parallel, detached and resumable",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("action", choices=["start", "status", "watch", "stop", "table", "bench"])
+    parser.add_argument(
+        "action", choices=["start", "status", "watch", "stop", "table", "bench", "slurm"]
+    )
     parser.add_argument("--out", required=True, help="the run folder")
     parser.add_argument(
         "--variants",
@@ -728,6 +747,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     table.add_argument(
         "--modes", nargs="+", default=["plain", "graph"], help="bench: the steps to time"
     )
+    slurm = parser.add_argument_group("slurm (submitit, one job per run)")
+    slurm.add_argument("--slurm-cluster", default=None, help="slurm, local or debug (auto)")
+    slurm.add_argument("--slurm-partition", default=None)
+    slurm.add_argument("--slurm-timeout-min", type=int, default=120)
     parser.set_defaults(func=_command)
 
 

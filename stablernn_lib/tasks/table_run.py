@@ -93,9 +93,6 @@ def run_table(
     text); returns the table summary also written to ``results/table.json``.  Finished
     jobs in ``out`` are skipped and a cut one resumes, so the same call continues an
     earlier one."""
-    from stablernn_lib.tasks.training import TrainingDivergedError
-    from stablernn_lib.tasks.wikitext2.train import train_language_model
-
     if budget_s is not None and budget_s <= reserve_s:
         raise ValueError(
             f"the budget ({budget_s} s) must exceed the reserve ({reserve_s} s) kept for the "
@@ -122,47 +119,88 @@ def run_table(
     )
     rows = []
     for job in jobs:
-        run_dir = out / "runs" / job.name
-        result = final_result(out, job.name)
-        if result is None and time.monotonic() >= deadline:
-            result = unfinished_record(job, run_dir, "the budget ended before it started")
-        elif result is None:
-            job_start = time.monotonic()
-            try:
-                result = train_language_model(
-                    job.cell,
-                    job.stable,
-                    job.config,
-                    corpus=corpus,
-                    out_dir=run_dir,
-                    results_dir=run_dir / "published",
-                    resume=True,
-                    device=device,
-                    progress=progress,
-                    checkpoint_every=checkpoint_every,
-                    step=make_step(step, tf32),
-                    projection=projection,
-                    stop_at=None if budget_s is None else deadline,
-                )
-            except TrainingDivergedError as error:
-                result = {**unfinished_record(job, run_dir, ""), "status": "diverged"}
-                result.update(error=str(error), provenance=provenance(device))
-                del result["reason"]
-            if result["status"] == "interrupted":
-                result = {
-                    **unfinished_record(job, run_dir, "the budget ended during its training"),
-                    "provenance": result["provenance"],
-                    "mean_step_ms": result["mean_step_ms"],
-                    "step_implementation": result["step_implementation"],
-                }
-            result = {**result, "job": job.name, "seconds_this_call": time.monotonic() - job_start}
-        atomic_write_json(out / "results" / f"{job.name}.json", result)
+        if final_result(out, job.name) is None and time.monotonic() >= deadline:
+            result = unfinished_record(
+                job, out / "runs" / job.name, "the budget ended before it started"
+            )
+            atomic_write_json(out / "results" / f"{job.name}.json", result)
+        else:
+            result = train_job(
+                job,
+                out,
+                corpus=corpus,
+                device=device,
+                step=step,
+                projection=projection,
+                tf32=tf32,
+                checkpoint_every=checkpoint_every,
+                progress=progress,
+                stop_at=None if budget_s is None else deadline,
+            )
         rows.append(_row(result))
         summary = _summary(rows, jobs, budget_s, start, device, step, projection, tf32)
         atomic_write_json(out / "results" / "table.json", summary)
         if archive is not None:
             archive_run(out, archive)
     return summary
+
+
+def train_job(
+    job: Job,
+    out: str | Path,
+    *,
+    corpus: Corpus,
+    device: str,
+    step: str = "graph",
+    projection: str = "iterative",
+    tf32: bool = False,
+    checkpoint_every: float | None = 120.0,
+    progress: bool = True,
+    stop_at: float | None = None,
+) -> dict[str, Any]:
+    """Train one job of the folder ``out`` to its end or to ``stop_at`` (a
+    ``time.monotonic()`` deadline), resuming from its checkpoint; write and return its
+    ``results/<job>.json`` (``completed``, ``diverged`` or ``unfinished``).  A job with a
+    final result is not trained again: its result is returned."""
+    from stablernn_lib.tasks.training import TrainingDivergedError
+    from stablernn_lib.tasks.wikitext2.train import train_language_model
+
+    out = Path(out)
+    finished = final_result(out, job.name)
+    if finished is not None:
+        return finished
+    run_dir, job_start = out / "runs" / job.name, time.monotonic()
+    try:
+        result = train_language_model(
+            job.cell,
+            job.stable,
+            job.config,
+            corpus=corpus,
+            out_dir=run_dir,
+            results_dir=run_dir / "published",
+            resume=True,
+            device=device,
+            progress=progress,
+            checkpoint_every=checkpoint_every,
+            step=make_step(step, tf32),
+            projection=projection,
+            stop_at=stop_at,
+        )
+    except TrainingDivergedError as error:
+        result = {**unfinished_record(job, run_dir, ""), "status": "diverged"}
+        result.update(error=str(error), provenance=provenance(device))
+        del result["reason"]
+    if result["status"] == "interrupted":
+        reason = "the budget (or a stop request) ended it during its training"
+        result = {
+            **unfinished_record(job, run_dir, reason),
+            "provenance": result["provenance"],
+            "mean_step_ms": result["mean_step_ms"],
+            "step_implementation": result["step_implementation"],
+        }
+    result = {**result, "job": job.name, "seconds_this_call": time.monotonic() - job_start}
+    atomic_write_json(out / "results" / f"{job.name}.json", result)
+    return result
 
 
 def _row(result: dict[str, Any]) -> dict[str, Any]:
