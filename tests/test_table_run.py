@@ -115,6 +115,11 @@ def test_the_benchmark_times_plain_and_fast_steps_of_every_job(corpus, tmp_path)
     path = fast_benchmark.write_benchmark(result, tmp_path, "tiny")
     assert path.name == "benchmark-tiny-cpu-fast-step.json"
     assert "speed-up eager" in fast_benchmark.format_benchmark(result)
+    assert row["last_loss"]["plain"] == pytest.approx(row["last_loss"]["eager"], rel=1e-4)
+    tf32 = fast_benchmark.fast_step_benchmark(
+        jobs, corpus, device="cpu", modes=("eager",), steps=2, warmup=1, tf32=True
+    )["jobs"][jobs[0].name]["tf32_vs_fp32"]
+    assert tf32["after_steps"] == 3 and tf32["relative_difference"] < 1e-6  # no TF32 on a CPU
 
 
 def test_the_device_script_dry_run_finishes_inside_its_budget_and_archives(tmp_path) -> None:

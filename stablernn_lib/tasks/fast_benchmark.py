@@ -97,8 +97,9 @@ def time_steps(
             losses, clock = [], time.perf_counter()
         loss, _, carried = runner.run(task, n % task.steps_per_epoch, carried, job.config.clip)
         losses.append(loss)
-    runner.values(losses)  # waits for the timed steps
+    last = runner.values(losses)[-1]  # waits for the timed steps
     torch.backends.cuda.matmul.allow_tf32 = False  # a TF32 step must not leak into the next
+    task.last_loss = last  # the loss of the last step (from the same seed: comparable)
     return 1000 * (time.perf_counter() - clock) / steps, task
 
 
@@ -114,7 +115,10 @@ def fast_step_benchmark(
     warmup: int = 5,
 ) -> dict[str, Any]:
     """Per job: ms per step of each mode (``plain`` on the exact projection, the fast modes
-    on ``projection``), each fast mode's speed-up over plain and its ratio to the floor."""
+    on ``projection``), each fast mode's speed-up over plain and its ratio to the floor, the
+    loss of the last timed step.  With ``tf32`` the fast modes run with TF32 and the first
+    of them once more in FP32 from the same seed on the same batches: ``tf32_vs_fp32`` is
+    the relative difference of the loss after ``warmup + steps`` steps."""
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     rows = {}
     for job in jobs:
@@ -131,6 +135,26 @@ def fast_step_benchmark(
                 warmup=warmup,
             )
             row["step_ms"][mode] = ms
+            row.setdefault("last_loss", {})[mode] = task.last_loss
+        fast = [mode for mode in modes if mode != "plain"]
+        if tf32 and fast:  # the same steps in FP32: what TF32 changed in the loss
+            _, fp32 = time_steps(
+                job,
+                corpus,
+                device=device,
+                step=fast[0],
+                projection=projection,
+                steps=steps,
+                warmup=warmup,
+            )
+            tf32_loss = row["last_loss"][fast[0]]
+            row["tf32_vs_fp32"] = {
+                "mode": fast[0],
+                "after_steps": warmup + steps,
+                "loss_fp32": fp32.last_loss,
+                "loss_tf32": tf32_loss,
+                "relative_difference": abs(tf32_loss - fp32.last_loss) / abs(fp32.last_loss),
+            }
         config = job.config
         floor = step_floor(
             config.batch_size * config.bptt, config.hidden_size, task.vocab_size, name, tf32

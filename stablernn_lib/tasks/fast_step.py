@@ -139,7 +139,9 @@ class FastStep:
             torch.backends.cuda.matmul.allow_tf32 = True
         self._steps += 1
         if self.mode == "graph" and on_cuda and self._steps > self.warmup:
-            return self._graph_step(task, inputs, targets, carried, clip)
+            done = self._graph_step(task, inputs, targets, carried, clip)
+            if done is not None:
+                return done
         forward = task.forward_loss
         if self.mode == "compile" and on_cuda:
             if self._compiled is None:
@@ -165,7 +167,9 @@ class FastStep:
 
     def _graph_step(
         self, task: Any, inputs: Tensor, targets: Tensor, carried: Any, clip: float
-    ) -> tuple[Tensor, int, Any]:
+    ) -> tuple[Tensor, int, Any] | None:
+        """The captured step; None when the capture failed (the step then runs eagerly, and
+        every later one: ``description`` says why)."""
         static = self._static
         if self._graph is None:
             _check_plain_sgd(task.optimizer)
@@ -174,7 +178,14 @@ class FastStep:
             self._neg_lr = torch.zeros((), device=inputs.device)
             static.update(inputs=inputs.clone(), targets=targets.clone())
             static["state"] = _state_buffers(carried)
-            self._capture(task, clip)
+            try:
+                self._capture(task, clip)
+            except RuntimeError as error:  # an operation that cannot be captured
+                torch.cuda.synchronize()
+                self.mode, self._graph = "eager", None
+                self.description = f"fast-eager (graph capture failed: {str(error)[:120]})"
+                task.optimizer.zero_grad(set_to_none=True)
+                return None
         self._neg_lr.fill_(-task.optimizer.param_groups[0]["lr"])
         if carried is not static["state"]:
             _copy_state_(static["state"], carried)

@@ -671,10 +671,14 @@ def _projection_plan(
 
 
 @lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _row_bounds(
     per_gate: tuple[float, ...], hidden: int, dtype: torch.dtype, device: torch.device
 ) -> Tensor:
-    """A per-gate bound repeated over the gate's rows: ``(4H, 1)`` on the weights' device."""
+    """A per-gate bound repeated over the gate's rows: ``(4H, 1)`` on the weights' device.
+
+    Cached (callers only read it): after the first step no host-to-device copy is left in
+    the projection, so a CUDA graph can capture it (issue 38)."""
     return torch.tensor(per_gate, dtype=dtype).repeat_interleave(hidden)[:, None].to(device)
 
 
