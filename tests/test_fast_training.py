@@ -220,3 +220,51 @@ def test_iterative_projection_on_cuda_needs_no_host_synchronization(generator) -
     for n, matrix in enumerate(matrices):
         error = (got[n].double().cpu() - exact_projection(matrix.cpu())).abs().max()
         assert error <= 1e-4
+
+
+# ---------------------------------------------------------------------------------------
+# Several models in one task
+# ---------------------------------------------------------------------------------------
+
+
+def test_a_group_of_models_trains_each_as_it_trains_alone(corpus, tmp_path) -> None:
+    """Without dropout (the smoke config) on a CPU: each member's per-epoch training and
+    validation losses and test perplexity equal those of its run alone (the plain loop);
+    members with different learning rates keep their own schedules."""
+    from stablernn_lib.tasks.wikitext2.group import ModelGroup, train_language_models_together
+
+    config = replace(SMOKE, epochs=4)
+    runs = [("rnn", True, config), ("lstm", False, replace(config, lr=20.0, seed=2))]
+    together = train_language_models_together(
+        runs, tmp_path / "group", corpus=corpus, step=FastStep(sync_every=40), progress=False
+    )
+    for (cell, stable, member_config), grouped in zip(runs, together, strict=True):
+        alone = train_language_model(
+            cell, stable, member_config, corpus=corpus, out_dir=tmp_path / cell, progress=False
+        )
+        assert grouped["status"] == alone["status"] == "completed"
+        assert grouped["trained_in_group_of"] == 2 and grouped["seed"] == member_config.seed
+        for key in ("train_loss", "val_loss", "lr"):
+            got = torch.tensor([e[key] for e in grouped["epochs"]])
+            want = torch.tensor([e[key] for e in alone["epochs"]])
+            assert ((got - want).abs() / want.abs()).max() <= 1e-6, (cell, key)
+        assert grouped["test_ppl"] == pytest.approx(alone["test_ppl"], rel=1e-6)
+    lrs = [[e["lr"] for e in result["epochs"]] for result in together]
+    assert lrs[0][0] == 5.0 and lrs[1][0] == 20.0
+    with pytest.raises(ValueError, match="must read the same batches"):
+        from stablernn_lib.tasks.wikitext2.train import LanguageModelTask
+
+        ModelGroup(
+            [
+                LanguageModelTask("rnn", False, config, corpus_for(config, corpus), "cpu"),
+                LanguageModelTask(
+                    "rnn", False, replace(config, bptt=20), corpus_for(config, corpus), "cpu"
+                ),
+            ]
+        )
+
+
+def corpus_for(config, corpus: Corpus) -> Corpus:
+    from stablernn_lib.tasks.wikitext2.train import prepare_corpus
+
+    return prepare_corpus(config, corpus, None)

@@ -59,7 +59,7 @@ class PlainStep:
         if diverged(task, per_token):
             return per_token, tokens, carried
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(task.model.parameters(), clip)
+        task.clip_gradients(clip)
         task.optimizer.step()
         task.project()
         return per_token, tokens, carried
@@ -151,18 +151,19 @@ class FastStep:
         task.optimizer.zero_grad(set_to_none=True)
         loss, carried = forward(inputs, targets, carried)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(task.model.parameters(), clip)
+        task.clip_gradients(clip)
         task.optimizer.step()
         task.project()
-        return loss.detach().clone(), targets.numel(), carried
+        return task.step_value(loss), targets.numel(), carried
 
     # -- the captured step (CUDA) ---------------------------------------------------------
 
     def _update_(self, task: Any, clip: float) -> None:
         """Clip and SGD with the learning rate of the device tensor, then the projection."""
-        params = [p for p in task.model.parameters() if p.grad is not None]
-        torch.nn.utils.clip_grad_norm_(params, clip)
-        torch._foreach_add_(params, torch._foreach_mul([p.grad for p in params], self._neg_lr))
+        task.clip_gradients(clip)
+        for group, neg_lr in zip(task.optimizer.param_groups, self._neg_lr, strict=True):
+            params = [p for p in group["params"] if p.grad is not None]
+            torch._foreach_add_(params, torch._foreach_mul([p.grad for p in params], neg_lr))
         task.project()
 
     def _graph_step(
@@ -175,7 +176,9 @@ class FastStep:
             _check_plain_sgd(task.optimizer)
             if carried is None:
                 raise RuntimeError("capture needs a carried state: warm up with >= 1 step")
-            self._neg_lr = torch.zeros((), device=inputs.device)
+            groups = len(task.optimizer.param_groups)
+            self._neg_lr = torch.zeros(groups, device=inputs.device)
+            self._lrs: list[float] = []
             static.update(inputs=inputs.clone(), targets=targets.clone())
             static["state"] = _state_buffers(carried)
             try:
@@ -186,7 +189,10 @@ class FastStep:
                 self.description = f"fast-eager (graph capture failed: {str(error)[:120]})"
                 task.optimizer.zero_grad(set_to_none=True)
                 return None
-        self._neg_lr.fill_(-task.optimizer.param_groups[0]["lr"])
+        lrs = [group["lr"] for group in task.optimizer.param_groups]
+        if lrs != self._lrs:  # the loop's decay (per model of a group), into the graph
+            self._neg_lr.copy_(-torch.tensor(lrs, dtype=self._neg_lr.dtype))
+            self._lrs = lrs
         if carried is not static["state"]:
             _copy_state_(static["state"], carried)
         if inputs.shape != static["inputs"].shape:  # the epoch's last, shorter window
@@ -197,7 +203,7 @@ class FastStep:
             loss.backward()
             self._update_(task, clip)
             _copy_state_(static["state"], state)
-            return loss.detach().clone(), targets.numel(), static["state"]
+            return task.step_value(loss), targets.numel(), static["state"]
         static["inputs"].copy_(inputs)
         static["targets"].copy_(targets)
         self._graph.replay()
@@ -218,4 +224,4 @@ class FastStep:
             loss.backward()
             self._update_(task, clip)
             _copy_state_(static["state"], state)
-            static["loss"] = loss.detach()
+            static["loss"] = task.step_value(loss)

@@ -174,6 +174,15 @@ class Task:
     def project(self) -> None:
         """Called after every optimizer step (a stable variant projects here)."""
 
+    def step_value(self, loss: Tensor) -> Tensor:
+        """What a fast step reads of a step's loss (a device tensor; a copy, since a captured
+        graph overwrites its output): the loss per token, or a group's largest."""
+        return loss.detach().clone()
+
+    def clip_gradients(self, clip: float) -> None:
+        """Clip the gradient's global norm to ``clip`` (a group of models: each its own)."""
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+
     def end_epoch(self) -> None:
         """Called after an epoch's last step, before the validation (e.g. a certificate)."""
 

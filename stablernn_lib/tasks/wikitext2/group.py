@@ -1,0 +1,262 @@
+"""Several language models trained as one task: one step for all, each model on its own.
+
+:class:`ModelGroup` puts ``M`` runs that read the same batches (one corpus, batch size,
+BPTT and epoch count; cells, projections, seeds and learning rates may differ) into one
+:class:`~stablernn_lib.tasks.training.Task`, so that the one training loop steps them
+together: one forward over the members (the sum of their losses), one backward (the sum
+gives each member exactly its own gradient, the members sharing no weight), each
+member's gradient clipped to ``clip`` by its own norm, SGD with each member's learning
+rate (a parameter group per member), each member's projection.  With the fast step on
+CUDA one captured graph replays the whole group's step (one launch for ``M`` models).
+
+Each member keeps its own schedule and record: its training loss per token (summed on
+the device), its validation loss, best epoch and best weights, its learning-rate cut
+after an epoch without improvement.  On a CPU and without dropout a member trains as the
+same run alone does (tests/test_fast_training.py); with dropout the masks come from the
+one shared generator in member order, so they differ from a run alone (statistically the
+same procedure, not the same numbers).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from stablernn_lib.tasks import training
+from stablernn_lib.tasks.wikitext2.model import State, perplexity
+from stablernn_lib.tasks.wikitext2.train import LanguageModelTask
+
+# What every member must share: the batches the loop gives them and the loop's schedule.
+_SHARED = ("epochs", "batch_size", "bptt", "train_tokens", "vocab_size", "clip", "lr_decay")
+
+
+class ModelGroup(training.Task):
+    """``members`` (:class:`LanguageModelTask` s on one corpus) as one task of the loop."""
+
+    loss_name = "largest member loss"
+
+    def __init__(self, members: list[LanguageModelTask]) -> None:
+        if not members:
+            raise ValueError("a model group needs at least one member")
+        first = members[0]
+        for member in members[1:]:
+            differ = [k for k in _SHARED if getattr(member.config, k) != getattr(first.config, k)]
+            if differ or member.train_source.shape != first.train_source.shape:
+                raise ValueError(
+                    f"{member.name} and {first.name} differ in {differ or 'their data'}; a "
+                    "group's members must read the same batches: train them in separate groups"
+                )
+        names = [member.name for member in members]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a member is listed twice: {names}")
+        self.members = members
+        self.name = f"group of {len(members)}"
+        self.config = first.config
+        self.identity = {"members": names}
+        self.model = nn.ModuleList([member.model for member in members])
+        self.optimizer = torch.optim.SGD(
+            [{"params": list(m.model.parameters()), "lr": m.config.lr} for m in members],
+            lr=first.config.lr,
+        )
+        self.diverge_above = min(member.diverge_above for member in members)
+        self.steps_per_epoch = first.steps_per_epoch
+        device = first.train_source.device
+        self.train_sums = torch.zeros(len(members), dtype=torch.float64, device=device)
+        self.records = [new_record() for _ in members]
+        self.val_losses: list[float] = []
+
+    # -- steps ------------------------------------------------------------------------
+
+    def batch(self, index: int) -> tuple[Tensor, Tensor]:
+        return self.members[0].batch(index)
+
+    def forward_loss(
+        self, tokens: Tensor, targets: Tensor, carried: tuple[State, ...] | None
+    ) -> tuple[Tensor, tuple[State, ...]]:
+        """The sum of the members' mean losses (and their states); each member's loss is
+        added, times the window's tokens, to its sum on the device."""
+        carried = carried if carried is not None else (None,) * len(self.members)
+        losses, states = [], []
+        for member, state in zip(self.members, carried, strict=True):
+            loss, state = member.forward_loss(tokens, targets, state)
+            losses.append(loss)
+            states.append(state)
+        stacked = torch.stack(losses)
+        self.train_sums += stacked.detach().double() * targets.numel()
+        self._last = stacked
+        return stacked.sum(), tuple(states)
+
+    def step_value(self, loss: Tensor) -> Tensor:
+        """The largest member loss (the loop stops the group when one member diverges)."""
+        return self._last.detach().max().clone()
+
+    def loss(self, index: int, carried: Any) -> tuple[Tensor, float, float, int, Any]:
+        tokens, targets = self.batch(index)
+        loss, carried = self.forward_loss(tokens, targets, carried)
+        value = float(self.step_value(loss))
+        return loss, value, value * targets.numel(), targets.numel(), carried
+
+    def clip_gradients(self, clip: float) -> None:
+        for member in self.members:
+            member.clip_gradients(clip)
+
+    def project(self) -> None:
+        for member in self.members:
+            member.project()
+
+    def end_epoch(self) -> None:
+        for member in self.members:
+            member.end_epoch()
+
+    # -- epochs -----------------------------------------------------------------------
+
+    def validate(self) -> float:
+        """Every member's validation loss (kept for the epoch's records); returns their mean."""
+        self.val_losses = [member.validate() for member in self.members]
+        return sum(self.val_losses) / len(self.val_losses)
+
+    def should_decay(
+        self, epoch: int, val_loss: float, improved: bool, previous: list[float]
+    ) -> bool:
+        """Each member's own schedule: its best weights kept, its learning rate cut when its
+        validation loss did not improve.  Returns False (the loop cuts no rate itself)."""
+        for member, record, group, loss in zip(
+            self.members, self.records, self.optimizer.param_groups, self.val_losses, strict=True
+        ):
+            if loss < record["best_val_loss"]:
+                record.update(best_val_loss=loss, best_epoch=epoch)
+                record["best_model_state"] = copy.deepcopy(
+                    {key: value.cpu() for key, value in member.model.state_dict().items()}
+                )
+            elif member.should_decay(epoch, loss, False, record["val_losses"]):
+                group["lr"] /= member.config.lr_decay
+            record["val_losses"].append(loss)
+        return False
+
+    def epoch_metrics(self, stats: training.EpochStats) -> dict[str, Any]:
+        """The group's line: each member's metrics (its own training and validation loss and
+        the learning rate it ran the epoch at), which also go to its record."""
+        tokens = stats.tokens
+        sums = self.train_sums.tolist()
+        members = {}
+        for n, member in enumerate(self.members):
+            lr = self.optimizer.param_groups[n]["lr"]
+            member_stats = training.EpochStats(
+                stats.epoch, sums[n] / tokens, self.val_losses[n], lr, stats.seconds, tokens
+            )
+            metrics = member.epoch_metrics(member_stats)
+            members[member.name] = metrics
+            self.records[n]["history"].append(metrics)
+        self.train_sums.zero_()
+        return {"epoch": stats.epoch, "epoch_seconds": stats.seconds, "members": members}
+
+    def epoch_line(self, metrics: dict[str, Any]) -> str:
+        parts = [f"{name} val ppl {m['val_ppl']:.1f}" for name, m in metrics["members"].items()]
+        return f"epoch {metrics['epoch']} ({metrics['epoch_seconds']:.0f} s): " + "; ".join(parts)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"records": self.records, "train_sums": self.train_sums.cpu()}
+
+    def load_extra_state(self, saved: dict[str, Any]) -> None:
+        self.records = saved["records"]
+        self.train_sums.copy_(saved["train_sums"])
+
+
+def new_record() -> dict[str, Any]:
+    """A member's own progress: best validation loss, epoch and weights, its history."""
+    return {
+        "best_val_loss": math.inf,
+        "best_epoch": 0,
+        "best_model_state": None,
+        "val_losses": [],
+        "history": [],
+    }
+
+
+def member_results(
+    group: ModelGroup, status: str, state: dict[str, Any], device: Any
+) -> list[dict[str, Any]]:
+    """One result per member, as :func:`~stablernn_lib.tasks.wikitext2.train.train_language_model`
+    writes it (test perplexity of its best weights when the group completed)."""
+    from stablernn_lib.tasks.wikitext2.model import evaluate_loss
+
+    results = []
+    for member, record in zip(group.members, group.records, strict=True):
+        result: dict[str, Any] = {
+            "task": "wikitext2",
+            "model": member.model.cell,
+            "stable": member.stable,
+            "status": status,
+            "config": asdict(member.config),
+            "seed": member.config.seed,
+            "vocab_size": member.vocab_size,
+            "provenance": training.run_provenance(state, device),
+            "wall_seconds": state["wall_seconds"],
+            "epochs": record["history"],
+            "best_val_loss": record["best_val_loss"],
+            "best_val_ppl": perplexity(record["best_val_loss"]),
+            "trained_in_group_of": len(group.members),
+            "projection": member.projection
+            if member.stable and member.model.cell == "rnn"
+            else None,
+        }
+        if status == "completed" and record["best_model_state"] is not None:
+            member.model.load_state_dict(record["best_model_state"])
+            test_loss = evaluate_loss(member.model, member.test_source, member.config.bptt)
+            result.update(test_loss=test_loss, test_ppl=perplexity(test_loss))
+        results.append(result)
+    return results
+
+
+def train_language_models_together(
+    runs: list[tuple[str, bool, Any]],
+    out_dir: Any,
+    *,
+    corpus: Any,
+    device: str | torch.device = "cpu",
+    step: Any = None,
+    projection: str = "exact",
+    resume: bool = False,
+    progress: bool = True,
+    checkpoint_every: float | None = 600.0,
+    stop_at: float | None = None,
+) -> list[dict[str, Any]]:
+    """Train ``runs`` (``(cell, stable, LMConfig)`` each) as one :class:`ModelGroup` in the
+    folder ``out_dir`` (one checkpoint for the group); returns one result per run, in order
+    (``status`` ``"completed"`` or ``"interrupted"``, as the loop ended)."""
+    from pathlib import Path
+
+    from stablernn_lib.tasks.wikitext2.train import prepare_corpus
+
+    device = torch.device(device)
+    members = [
+        LanguageModelTask(
+            cell, stable, config, prepare_corpus(config, corpus, None), device, projection
+        )
+        for cell, stable, config in runs
+    ]
+    group = ModelGroup(members)
+    out = Path(out_dir)
+    training.check_fresh_start(out, resume)
+    status, state = training.train(
+        group,
+        out,
+        resume=resume,
+        device=device,
+        progress=progress,
+        checkpoint_every=checkpoint_every,
+        step=step,
+        stop_at=stop_at,
+    )
+    description = (step or training.PlainStep()).description
+    trained = sum(epoch["epoch_seconds"] for epoch in state["history"])
+    mean_step_ms = 1000 * trained / max(1, len(state["history"])) / group.steps_per_epoch
+    return [
+        {**result, "step_implementation": description, "mean_step_ms": mean_step_ms}
+        for result in member_results(group, status, state, device)
+    ]
