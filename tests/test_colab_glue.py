@@ -74,3 +74,19 @@ def test_a_missing_key_is_an_error_and_a_never_run_notebook_says_so():
     assert "[gap: computed when the notebook runs]%" in convert(never_run)
     # the values of another (executed) copy are used when given
     assert "27.4%" in convert(never_run, glued=colab.glued_values(executed_notebook()))
+
+
+def test_the_values_a_build_keeps_beside_the_executed_notebook_are_read(tmp_path):
+    """MyST-NB keeps a build's glued outputs in ``<page>.glue.json`` and drops them from the
+    executed notebook when the gluing cell is removed from the page (``remove-cell``)."""
+    import json
+
+    executed = executed_notebook()
+    outputs = {o.metadata["scrapbook"]["name"]: o for o in executed.cells[0].outputs}
+    executed.cells[0].outputs = []  # as jupyter_execute/ holds a removed cell
+    nbformat.write(executed, tmp_path / "page.ipynb")
+    assert colab.executed_glue(tmp_path / "page.ipynb") == {}
+    (tmp_path / "page.glue.json").write_text(json.dumps(outputs))
+    glued = colab.executed_glue(tmp_path / "page.ipynb")
+    assert glued == colab.glued_values(executed_notebook())
+    assert "27.4%" in convert(executed, glued=glued)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import json
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -402,6 +403,22 @@ def glued_values(notebook: nbformat.NotebookNode) -> Glued:
                 prefix = record.get("mime_prefix", "")
                 data = output.get("data", {})
                 values[record["name"]] = {k.removeprefix(prefix): v for k, v in data.items()}
+    return values
+
+
+def executed_glue(path: Path) -> Glued:
+    """Every value the executed notebook at ``path`` glued, as the build keeps them.
+
+    MyST-NB writes the glued outputs of a build to ``<notebook>.glue.json`` beside the
+    executed notebook (``jupyter_execute/``) and drops them from the notebook when their
+    cell is removed from the page (``remove-cell``); both are read, the file winning."""
+    values = glued_values(nbformat.read(path, as_version=4))
+    stored = path.with_suffix(".glue.json")
+    if stored.is_file():
+        outputs = json.loads(stored.read_text(encoding="utf-8"))
+        values.update(glued_values(nbformat.v4.new_notebook(cells=[
+            nbformat.v4.new_code_cell(outputs=[nbformat.from_dict(o) for o in outputs.values()])
+        ])))  # fmt: skip
     return values
 
 
@@ -784,7 +801,7 @@ def write_colab_notebooks(
             macros=macros,
             student=student,
             root=root,
-            glued=glued_values(nbformat.read(run, as_version=4)) if run else None,
+            glued=executed_glue(run) if run else None,
         )
         target = out / f"{docname}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -410,7 +410,7 @@ def _write_colab_sources(app, exception) -> None:
             macros=macros,
             site_url=app.config.html_baseurl or None,
             root=root,
-            glued=colab.glued_values(nbformat.read(run, as_version=4)) if run.is_file() else None,
+            glued=colab.executed_glue(run) if run.is_file() else None,
         )
         target.write_text(nbformat.writes(plain) + "\n", encoding="utf-8")
 
