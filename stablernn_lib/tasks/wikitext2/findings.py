@@ -1,6 +1,8 @@
 """What the committed WikiText-2 results say (Chapter 8): the paper's numbers beside ours,
-the tables by scale and by seed, the verdicts read from ``criteria.json``, the ablation of
-the LSTM constraint, and the command that reruns every row.
+the tables by scale and by seed, each claim's reading and verdict word from
+``criteria.json`` (:class:`ClaimReading`), the ablation of the LSTM constraint
+(:class:`AblationReading`), and the command that reruns every row.  Numbers, verdict words
+and tables only: the chapter's sentences are written in its notebooks.
 
 The measurements themselves (gradients, truncation, Jacobians) are
 :mod:`stablernn_lib.tasks.wikitext2.analysis`; this module only reads result files.
@@ -87,24 +89,6 @@ def epochs_table(results: dict[str, dict[str, Any]], run_label: str = "run") -> 
             f"| {name} | {entry['vocab_size']:,} | {epochs} | {entry['test_ppl']:.1f} | {wall} |"
         )
     return "\n".join(lines)
-
-
-def analyses_by_scale(
-    full: dict[str, Any], smoke: dict[str, Any] | None, cpu: dict[str, Any] | None = None
-) -> dict[str, tuple[dict[str, Any], str]]:
-    """The analyses to draw, keyed by scale (``"cpu"``, ``"full"``, ``"smoke"``, only those that
-    ran), each with a title saying what it is."""
-    shown = {}
-    if cpu and "analysis" in cpu:
-        device = cpu["analysis"]["provenance"]["device"]
-        shown["cpu"] = (cpu["analysis"], f"cpu scale: 2 x 200, adaptive softmax ({device})")
-    if "analysis" in full:
-        device = full["analysis"]["provenance"]["device"]
-        shown["full"] = (full["analysis"], f"full config ({device})")
-    if smoke is not None:
-        title = "SMOKE run: tiny model, 1,000-word vocabulary (checks the code only)"
-        shown["smoke"] = (smoke, title)
-    return shown
 
 
 # ---------------------------------------------------------------------------
