@@ -630,3 +630,33 @@ def test_every_glue_role_of_chapter8_names_a_number_of_the_library() -> None:
         key, _, spec = role.partition(":")
         assert key in numbers, key
         format_plain_text(repr(numbers[key]), spec)  # raises on a format that does not apply
+
+
+def test_chapter8_cost_numbers_match_the_benchmark_files() -> None:
+    """Why the cpu scale's output layer and epochs: the step times of the committed output-
+    layer benchmark and cpu benchmark, and the idle epoch timed against its prediction."""
+    folder = FOLDER.parent
+    layer = json.loads((folder / "benchmark-cpu-output-layer.json").read_text())["step_seconds"]
+    bench = json.loads((folder / "benchmark-cpu-cpu.json").read_text())
+    epoch = json.loads((folder / "timing" / "lstm-stable-cpu-1-epoch-idle.json").read_text())
+    numbers = _numbers()
+    plain = [layer["softmax"][cell] for cell in ("rnn", "lstm")]
+    adaptive = [layer["adaptive"][cell] for cell in ("rnn", "lstm")]
+    ratios = [p / a for p, a in zip(plain, adaptive, strict=True)]
+    assert numbers["ol_softmax_ms_min"] == pytest.approx(1000 * min(plain))
+    assert numbers["ol_adaptive_ms_max"] == pytest.approx(1000 * max(adaptive))
+    assert (numbers["ol_ratio_min"], numbers["ol_ratio_max"]) == pytest.approx(
+        (min(ratios), max(ratios))
+    )
+    assert numbers["ol_softmax_epoch_max"] == pytest.approx(2984 * max(plain) / 60)
+    assert numbers["steps_per_epoch"] == bench["steps_per_epoch"] == 2984
+    minutes = [m[k] / 60 for m in bench["models"].values() for k in m if k.startswith("epoch_s")]
+    assert (numbers["cpu_epoch_min"], numbers["cpu_epoch_max"]) == pytest.approx(
+        (min(minutes), max(minutes))
+    )
+    assert numbers["idle_epoch_minutes"] == pytest.approx(epoch["wall_seconds"] / 60)
+    assert numbers["idle_epoch_minutes"] > numbers["idle_epoch_predicted_minutes"]  # + evaluation
+    # the timed epoch reached the committed run's first-epoch validation perplexity
+    committed = _load("lstm-stable.json")["epochs"][0]["val_ppl"]
+    assert epoch["epochs"][0]["val_ppl"] == pytest.approx(committed, rel=1e-6)
+    _quoted("ol_ratio_max:.1f", "cpu_epoch_max:.1f", "idle_epoch_minutes:.1f")

@@ -220,7 +220,8 @@ def measurement_numbers() -> Numbers:
 
 
 def benchmark_numbers() -> Numbers:
-    """The step-time ratios of the committed ratio files (GPU and CPU)."""
+    """The step-time ratios of the committed ratio files (GPU and CPU), and the idle-machine
+    epoch of the stable LSTM against the training time its step times predict."""
     out: Numbers = {}
     gpu_path = RESULTS_DIR / "benchmark-full-gpu-ratios.json"
     cpu_path = RESULTS_DIR / "benchmark-cpu-cpu-ratios.json"
@@ -236,6 +237,31 @@ def benchmark_numbers() -> Numbers:
         out["gpu_eigh_ms"] = 1000 * gpu["solver_seconds"]["host_eigh_float32"]
         out["gpu_rnn_step_ms"] = 1000 * steps["rnn-unconstrained"]
         out["gpu_target_ratio"] = gpu["target_ratio_on_gpu"]
+    epoch_path = RESULTS_DIR / "timing" / "lstm-stable-cpu-1-epoch-idle.json"
+    bench_path = RESULTS_DIR / "benchmark-cpu-cpu.json"
+    layer_path = RESULTS_DIR / "benchmark-cpu-output-layer.json"
+    if layer_path.is_file() and bench_path.is_file():  # why the cpu scale's output layer
+        steps = json.loads(layer_path.read_text(encoding="utf8"))["step_seconds"]
+        per_epoch = json.loads(bench_path.read_text(encoding="utf8"))["steps_per_epoch"]
+        plain, adaptive = steps["softmax"].values(), steps["adaptive"].values()
+        ratios = [steps["softmax"][cell] / steps["adaptive"][cell] for cell in steps["softmax"]]
+        out["ol_softmax_ms_min"], out["ol_softmax_ms_max"] = 1000 * min(plain), 1000 * max(plain)
+        out["ol_adaptive_ms_min"] = 1000 * min(adaptive)
+        out["ol_adaptive_ms_max"] = 1000 * max(adaptive)
+        out["ol_ratio_min"], out["ol_ratio_max"] = min(ratios), max(ratios)
+        out["ol_softmax_epoch_min"] = per_epoch * min(plain) / 60
+        out["ol_softmax_epoch_max"] = per_epoch * max(plain) / 60
+    if bench_path.is_file():  # the cpu scale's epoch on the idle machine, two threads
+        bench = json.loads(bench_path.read_text(encoding="utf8"))
+        minutes = [model[kind] / 60 for model in bench["models"].values()
+                   for kind in ("epoch_seconds_stable", "epoch_seconds_unconstrained")]  # fmt: skip
+        out["steps_per_epoch"] = bench["steps_per_epoch"]
+        out["cpu_epoch_min"], out["cpu_epoch_max"] = min(minutes), max(minutes)
+    if epoch_path.is_file() and bench_path.is_file():  # one timed epoch against the estimate
+        epoch = json.loads(epoch_path.read_text(encoding="utf8"))
+        bench = json.loads(bench_path.read_text(encoding="utf8"))
+        out["idle_epoch_minutes"] = epoch["wall_seconds"] / 60
+        out["idle_epoch_predicted_minutes"] = bench["models"]["lstm"]["epoch_seconds_stable"] / 60
     if cpu_path.is_file():
         cpu = json.loads(cpu_path.read_text(encoding="utf8"))
         out["cpu_rnn_step_ms"] = 1000 * cpu["step_seconds"]["rnn-unconstrained"]
