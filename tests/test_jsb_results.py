@@ -9,9 +9,12 @@ result of an older config would be shown as this one's, so every file must match
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
+import re
+import statistics
 from dataclasses import asdict
 from pathlib import Path
 
@@ -19,6 +22,7 @@ import pytest
 
 from stablernn_lib.core.io import same_config
 from stablernn_lib.tasks.jsb import analysis as ma
+from stablernn_lib.tasks.jsb import findings
 from stablernn_lib.tasks.jsb.analysis import ALL_VARIANTS, ANALYSIS, TABLE_VARIANTS
 from stablernn_lib.tasks.jsb.data import JSB_SPLIT_SIZES
 from stablernn_lib.tasks.jsb.train import (
@@ -100,7 +104,8 @@ def test_committed_runs_are_the_encoder_variant_and_most_ran_every_epoch() -> No
     full = ma.load_results()
     ran_all = [name for name, r in full.items() if len(r["epochs"]) == r["config"]["epochs"]]
     assert sorted(set(full) - set(ran_all)) == ["lstm-unconstrained"]  # --stop-below-lr ended it
-    assert ma.epochs_sentences(full)[0].startswith(f"{len(ran_all)} of {len(full)} runs ran")
+    stopped = [r for r in ma.early_stop_table(full).splitlines() if "(ran every epoch)" not in r]
+    assert len(stopped) == 2 + 1 and stopped[2].startswith("| LSTM | 299 of 500 | 1e-06 |")
 
 
 def test_chapter9_tables_are_computed_from_the_committed_files() -> None:
@@ -122,18 +127,6 @@ def test_chapter9_tables_are_computed_from_the_committed_files() -> None:
         assert f"| {full[name]['test_nll']:.2f} ({len(full[name]['epochs'])}) |" in row
     for lines in (table, diagnostic):
         assert lines[-1].startswith(f"| {ma.BASELINE_LABEL} | {BASELINE:.2f} |")
-
-
-def test_every_jsb_table_of_chapter9_prints_the_baseline() -> None:
-    notebook = json.loads(CHAPTER.read_text(encoding="utf8"))
-    code = "\n".join(
-        "".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"
-    )
-    calls = [line for line in code.splitlines() if "_table(" in line and "ma." in line]
-    assert len(calls) >= 3, calls  # the full runs, the Adam diagnostic, the seeded configs
-    assert all("baseline" in line for line in calls), calls
-    assert "baseline = independent_keys_nll(rolls.train, rolls.test)" in code
-    assert "ma.load_results()" in code and 'ma.load_results(config="adam")' in code
 
 
 @pytest.mark.parametrize("name", SEEDED)
@@ -173,38 +166,6 @@ def test_reruns_table_rows_are_computed_from_the_committed_files() -> None:
             assert row.endswith(f"| epoch {split['epoch']} (lr {split['lr']:.0e}) |")
 
 
-def test_chapter9_reading_of_the_adam_tcn_measurements_holds() -> None:
-    """Each claim of Chapter 9's paragraph on the adam-tcn measurements, from the file."""
-    analysis = ma.load_full_analysis(config="adam-tcn")
-    assert analysis is not None
-    rule = ma.criteria.criterion("gradient_vanishes")
-
-    def gradient_ratio(name: str) -> float:
-        figure2 = analysis[name]["figure2"]
-        norms = dict(zip(figure2["distance"], figure2["mean_norm"], strict=True))
-        return norms[rule["distance"]] / norms[0]
-
-    def largest_jacobian(name: str) -> float:
-        return max(max(layer) for layer in analysis[name]["jacobian_norms"])
-
-    for cell in ("rnn", "lstm"):
-        stable, free = f"{cell}-stable", f"{cell}-unconstrained"
-        assert gradient_ratio(stable) < rule["ratio"] < gradient_ratio(free)
-        k_stable = ma.context_used(analysis[stable]["truncated_eval"])
-        k_free = ma.context_used(analysis[free]["truncated_eval"])
-        assert k_stable is not None and k_free is not None
-        assert k_stable <= 6 and 2 * k_stable <= k_free <= 16
-        assert largest_jacobian(stable) < 1.0
-        assert min(min(layer) for layer in analysis[free]["jacobian_norms"]) > 1.5
-        stable_runs = ma.seed_summary(ma.load_seed_results("adam-tcn")[stable])
-        free_runs = ma.seed_summary(ma.load_seed_results("adam-tcn")[free])
-        assert stable_runs.mean <= free_runs.mean
-        assert ma.criteria.relative_gap(free_runs.mean, 11.09) < -0.20
-    ks = {cell: [ma.context_used(analysis[f"{cell}-{v}"]["truncated_eval"])
-                 for v in ("stable", "unconstrained")] for cell in ("rnn", "lstm")}  # fmt: skip
-    assert ks["lstm"][1] > 5 * ks["lstm"][0]
-
-
 @pytest.mark.parametrize(
     ("seed", "epoch", "lr", "worse"), [(1, 47, 1e-11, 0.05), (2, 45, 1e-8, 0.2), (4, 50, 1e-7, 0.2)]
 )
@@ -226,366 +187,6 @@ def test_chapter9_reading_of_the_damaged_reruns_holds(
     )
     (clean,) = [r for r in reruns["runs"] if (r["model"], r["seed"]) == ("rnn-stable", 1111)]
     assert clean["earlier"]["validation_split"] is None
-
-
-def _chapter9_prose() -> str:
-    cells = json.loads(CHAPTER.read_text(encoding="utf8"))["cells"]
-    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    return " ".join(text.split())
-
-
-def test_chapter9_prose_numbers_match_the_committed_files() -> None:
-    """The numbers Chapter 9's prose states about the one-seed runs, from the files."""
-    text = _chapter9_prose()
-    full, adam = ma.load_results(), ma.load_results(config="adam")
-
-    def gap(name: str) -> str:
-        return f"{100 * (full[name]['test_nll'] - BASELINE) / BASELINE:+.1f}%".replace("-", "−")
-
-    margin = ma.criteria.criterion("beats_baseline")["relative_margin"]
-    rnns = ("rnn-unconstrained", "rnn-stable")
-    lstms = ("lstm-unconstrained", "lstm-stable", "lstm-authors-bug")
-    assert all(full[n]["test_nll"] < BASELINE * (1 - margin) for n in rnns)
-    assert not any(full[n]["test_nll"] < BASELINE * (1 - margin) for n in lstms)
-    assert f"5% margin ({gap(rnns[0])} and {gap(rnns[1])})" in text
-    assert f"Both LSTMs ({gap(lstms[0])} and {gap(lstms[1])})" in text
-    assert f"non-recurrent LSTM ({gap(lstms[2])})" in text
-    # the Adam diagnostic: the unconstrained LSTM levels with the best, one seed each
-    best = min(adam.values(), key=lambda r: r["test_nll"])
-    assert best is adam["lstm-unconstrained"]
-    assert f"({adam['lstm-unconstrained']['test_nll']:.2f} against the stable RNN's " in text
-    assert f"{adam['rnn-stable']['test_nll']:.2f}, one seed each)" in text
-    # the SGD unconstrained LSTM against the baseline, and its sampled Jacobians
-    lstm = full["lstm-unconstrained"]["test_nll"]
-    assert f"({lstm:.2f} against {BASELINE:.2f}, one seed)" in text
-    analysis = ma.load_full_analysis()
-    assert analysis is not None and analysis["config"]["jacobian_positions"] == 400
-    norms = sorted(x for layer in analysis["rnn-unconstrained"]["jacobian_norms"] for x in layer)
-    median = norms[len(norms) // 2 - 1 : len(norms) // 2 + 1]
-    below = 100 * sum(x < 1 for x in norms) / len(norms)
-    assert (
-        f"(median {sum(median) / 2:.3f}, with {below:.0f}% of the sampled states below 1)" in text
-    )
-    assert min(min(layer) for layer in analysis["lstm-unconstrained"]["jacobian_norms"]) > 1
-
-
-def test_chapter9_reading_of_the_adam_tcn_lstm_and_the_reruns_holds() -> None:
-    text = _chapter9_prose()
-    analysis = ma.load_full_analysis(config="adam-tcn")
-    assert analysis is not None and analysis["config"]["frames"] == 32
-    free = ma.seed_summary(ma.load_seed_results("adam-tcn")["lstm-unconstrained"])
-    assert free.n == 5
-    assert f"{-100 * ma.criteria.relative_gap(free.mean, BASELINE):.0f}% below the baseline" in text
-    figure2 = analysis["lstm-unconstrained"]["figure2"]
-    ratio = figure2["mean_norm"][figure2["distance"].index(20)] / figure2["mean_norm"][0]
-    assert f"keeps {100 * ratio:.1f}% of its size at distance 0, yet a window of" in text
-    k = ma.context_used(analysis["lstm-unconstrained"]["truncated_eval"])
-    assert f"a window of {k} frames predicts within 1%" in text
-    # the recurrent NLL of each stable seed-1111 model is no higher than its twin's
-    for cell in ("rnn", "lstm"):
-        stable = analysis[f"{cell}-stable"]["truncated_eval"]["recurrent_loss"]
-        assert stable <= analysis[f"{cell}-unconstrained"]["truncated_eval"]["recurrent_loss"]
-    # the seeds table uses the reruns: the numbers the chapter quotes
-    reruns = ma.load_reruns("adam-tcn")
-    runs = ma.load_seed_results("adam-tcn")
-    quoted = []
-    for name in ("rnn-unconstrained", "lstm-unconstrained"):
-        (entry,) = [r for r in reruns["runs"] if (r["model"], r["seed"]) == (name, 1111)]
-        quoted.append((runs[name][1111]["test_nll"], entry["earlier"]["test_nll"]))
-    (rnn_now, rnn_then), (lstm_now, lstm_then) = quoted
-    assert (
-        f"{rnn_now:.3f} and {lstm_now:.3f} rather than the earlier {rnn_then:.3f} and "
-        f"{lstm_then:.3f}" in text
-    )
-    # the runs with the input layer predate the criteria and record no criteria commit
-    for cell, variant, config in RUNS:
-        provenance = _load(result_file_name(cell, variant, config))["provenance"]
-        assert "criteria_commit" not in provenance
-    assert "criteria_commit" not in (ma.load_full_analysis() or {}).get("provenance", {})
-
-
-def test_chapter9_main_table_is_the_authors_model_and_full_is_the_ablation() -> None:
-    """Issue 21: the authors' architecture (config ``authors``) is the chapter's first table;
-    the input-layer runs (``full``) follow it as a labelled ablation."""
-    cells = json.loads(CHAPTER.read_text(encoding="utf8"))["cells"]
-    sources = ["".join(cell["source"]) for cell in cells]
-    tables = [i for i, s in enumerate(sources) if "seeds_table(" in s or "results_table(" in s]
-    assert 'seeds_table("authors"' in sources[tables[0]]
-    assert "results_table(" in sources[tables[1]]
-    heading = sources[tables[1] - 1]
-    assert heading.startswith("## Ablation") and "input layer" in heading
-    assert sum('seeds_table("authors"' in s for s in sources) == 1
-
-
-def _chapter9_cells() -> list[dict]:
-    return json.loads(CHAPTER.read_text(encoding="utf8"))["cells"]
-
-
-def _source(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
-def test_chapter9_calls_the_authors_config_their_architecture_with_departures() -> None:
-    """The `authors` config is the authors' architecture and SGD schedule with the departures
-    of the section that lists them, never "the authors' exact model"."""
-    cells = _chapter9_cells()
-    texts = [json.dumps(cell) for cell in cells]
-    texts += [(ROOT / "data/results/jsb/README.md").read_text(encoding="utf8")]
-    texts += [Path(ma.__file__).read_text(encoding="utf8")]
-    for text in texts:
-        for phrase in ("exact model", "model exactly", "exactly as their"):
-            assert phrase not in " ".join(text.split()), phrase
-    departures = next(c for c in cells if "## Training as the authors ran it" in _source(c))
-    assert _source(departures).startswith("(sec-ch09-departures)=\n")
-    assert _source(departures).count("\n1. **") == 1 and "\n4. " in _source(departures)
-    title = _source(cells[[c["id"] for c in cells].index("h11-ch09-title")])
-    authors = next(c for c in cells if _source(c).startswith("## The table: the authors' model"))
-    for text in (title, _source(authors)):
-        assert "authors' architecture" in text and "<sec-ch09-departures>" in text
-
-
-def test_chapter9_measurements_are_labelled_the_input_layer_ablation() -> None:
-    cells = _chapter9_cells()
-    sources = [_source(c) for c in cells]
-    start = next(i for i, s in enumerate(sources) if s.startswith("## The measurements"))
-    end = next(i for i, s in enumerate(sources) if s.startswith("## A chorale"))
-    section = cells[start:end]
-    for cell in section:
-        text = " ".join((json.dumps(cell["metadata"]) + _source(cell)).split())
-        assert "authors' scale" not in text and "first table (with input" not in text, cell["id"]
-    assert (
-        'analyses["full"] = (full_analysis, "input-layer ablation (config full)")'
-        in sources[start + 1]
-    )
-    prose = " ".join(" ".join(_source(c) for c in section if c["cell_type"] == "markdown").split())
-    assert prose.count("input-layer ablation (configuration `full`)") >= 3
-    assert "those of the input-layer ablation (configuration `full`: SGD, one seed each)" in prose
-    captions = [c["metadata"]["mystnb"]["figure"]["caption"] for c in section
-                if "full" in _source(c) and "mystnb" in c["metadata"]]  # fmt: skip
-    assert len(captions) == 3 and all("input-layer ablation" in c for c in captions)
-    # the section ends with the authors' models, each figure labelled with their config
-    authors = [c["metadata"]["mystnb"]["figure"] for c in section
-               if "authors_analysis" in _source(c) and "mystnb" in c["metadata"]]  # fmt: skip
-    assert [f["name"] for f in authors] == [
-        f"fig-ch09-{kind}-authors" for kind in ("gradient", "truncation", "jacobians")
-    ]
-    assert all("(configuration `authors`, seed 1111;" in f["caption"] for f in authors)
-
-
-def test_chapter9_prints_the_paper_numbers_and_the_commands_under_each_table() -> None:
-    sources = [_source(c) for c in _chapter9_cells()]
-    expected = {
-        'seeds_table("authors"': ["authors"],
-        "results_table(": ["full"],
-        "optimizer_diagnostic_table(": ["adam"],
-        'seeds_table("adam-tcn"': ["adam-tcn"],
-    }
-    for call, configs in expected.items():
-        (cell,) = [s for s in sources if call in s]
-        assert [f'ma.run_commands("{c}")' in cell for c in configs] == [True]
-        assert cell.count("ma.run_commands(") == 1
-    (authors,) = [s for s in sources if 'seeds_table("authors"' in s]
-    assert 'ma.paper_sentences("authors")' in authors
-    assert not any("describe_differences(" in s for s in sources)  # not on the ablation
-    # cell 9's command names the variant, as the CLI needs
-    (smoke,) = [s for s in sources if s.startswith("In smoke mode")]
-    assert "train-music --model <model> --variant <variant> --config authors --resume" in " ".join(
-        smoke.split()
-    )
-    assert "(`--config full`; the committed runs also passed `--stop-below-lr 1e-5`" in " ".join(
-        smoke.split()
-    )
-    # the prose: the `authors` runs end above the paper's numbers too
-    text = _chapter9_prose()
-    assert "the `authors` runs end above the paper's numbers too" in text
-    runs = ma.load_seed_results("authors")
-    for (cell, variant), key in ma.PAPER_KEYS.items():
-        if f"{cell}-{variant}" in runs:
-            mean = ma.seed_summary(runs[f"{cell}-{variant}"]).mean
-            assert mean > float(ma.paper_claims.value(key))
-
-
-def test_chapter9_one_seed_comparisons_with_the_baseline_are_indicative() -> None:
-    """criteria.json: with fewer seeds than required, no verdict; the chapter's one-seed
-    comparisons with the baseline are called indicative, and "no better than the baseline"
-    appears only where the prose says the rule needs five seeds."""
-    text = _chapter9_prose()
-    needed = ma.criteria.load_criteria()["seeds"]["jsb"]
-    assert needed == 5
-    assert "in the file's words they are" not in text
-    assert "Each of these models has one seed, so these readings are indicative" in text
-    assert (
-        f"(11.18 against {BASELINE:.2f}, one seed): with one seed this is an indicative reading, "
-        "not a verdict" in text
-    )
-    for sentence in text.split(". "):
-        if "no better than the" in sentence:
-            assert (
-                "seeds" in sentence or "needs five" in sentence or "whatever its size" in sentence
-            )
-    # the figures' sentences on the one-seed `full` models say so too
-    full, analysis = ma.load_results(), ma.load_full_analysis()
-    assert analysis is not None
-    sentences = ma.describe_truncation(analysis, full, BASELINE) + ma.describe_gradient_reach(
-        analysis, full, BASELINE
-    )
-    flagged = [s for s in sentences if "[" in s]
-    assert flagged and all("one seed: indicative" in s for s in flagged)
-    assert not any("no better than" in s for s in sentences)
-
-
-def test_chapter9_reading_of_the_sgd_models_memory_holds() -> None:
-    """Cells 26 and 35: which SGD models beat the baseline, and the unconstrained LSTM's
-    gradient ratios, from the files."""
-    text = _chapter9_prose()
-    full = ma.load_results()
-    margin = ma.criteria.criterion("beats_baseline")["relative_margin"]
-    gaps = {n: ma.criteria.relative_gap(r["test_nll"], BASELINE) for n, r in full.items()}
-    assert gaps["rnn-unconstrained"] < -margin and gaps["rnn-stable"] < -margin
-    assert gaps["lstm-unconstrained"] > -margin and gaps["lstm-stable"] > -margin
-    tcn = ma.load_seed_results("adam-tcn")
-    weakest = max(ma.criteria.relative_gap(ma.seed_summary(r).mean, BASELINE) for r in tcn.values())
-    assert weakest < min(gaps.values())  # the SGD RNNs beat it "by less"
-    assert "the two RNNs beat the baseline too, by less, and the two LSTMs do not" in text
-    assert "unlike the SGD models" not in text
-    analysis = ma.load_full_analysis()
-    assert analysis is not None
-    figure2 = analysis["lstm-unconstrained"]["figure2"]
-    ratio = dict(zip(figure2["distance"], figure2["mean_norm"], strict=True))
-    assert max(figure2["distance"]) == 24
-    assert (
-        f"at distance 20 it keeps {100 * ratio[20] / ratio[0]:.2f}% of its value at distance 0"
-        in text
-    )
-    assert f"and {100 * ratio[24] / ratio[0]:.2f}% at distance 24, the largest measured" in text
-    assert "a few percent" not in text
-    # the non-recurrent LSTM sees the current frame: the no-memory model is the baseline
-    assert 'baseline of "no memory at all"' not in text
-    assert "it sees the current frame and nothing before it" in text
-    assert "that is the independent-keys baseline of the tables" in text
-
-
-def test_chapter9_reading_of_the_authors_pairs_holds() -> None:
-    """The paragraph under the `authors` table: means, sds, gaps and verdicts recomputed
-    from the result files with the standard library (not the course's summaries)."""
-    import statistics
-
-    text = _chapter9_prose()
-    root = CHAPTER.parents[1] / "data" / "results" / "jsb" / "authors"
-
-    def seeds(name: str) -> list[float]:
-        paths = [root / f"{name}.json", *sorted(root.glob(f"seed*/{name}.json"))]
-        return [json.loads(p.read_text())["test_nll"] for p in paths if p.exists()]
-
-    free, stable = seeds("rnn-unconstrained"), seeds("rnn-stable")
-    assert len(free) == len(stable) == 5
-    mean_f, mean_s = statistics.mean(free), statistics.mean(stable)
-    sd_f, sd_s = statistics.stdev(free), statistics.stdev(stable)
-    assert f"{mean_s:.2f} ± {sd_s:.2f}, is {100 * (1 - mean_s / mean_f):.1f}% *below*" in text
-    assert f"unconstrained RNN's {mean_f:.2f} ± {sd_f:.2f}" in text
-    assert mean_s < mean_f  # "below": the verdict is then "supported" whatever the noise
-    gaps = [100 * (1 - m / BASELINE) for m in (mean_s, mean_f)]
-    assert all(g > 5 for g in gaps) and f"(by {gaps[0]:.1f}% and {gaps[1]:.1f}%)" in text
-    lstm = seeds("lstm-unconstrained")
-    assert len(lstm) == 5
-    assert (
-        f"the unconstrained one by {100 * (1 - statistics.mean(lstm) / BASELINE):.1f}%, just past"
-        in text
-    )
-    paper = {k: ma.paper_claims.value(f"jsb-rnn-{k}-nll") for k in ("stable", "unconstrained")}
-    assert abs(mean_s / paper["stable"] - 1) <= 0.05 < abs(mean_f / paper["unconstrained"] - 1)
-    # the LSTM pair: five seeds each, the gap, the baseline, and the training extents
-    stable_lstm = seeds("lstm-stable")
-    assert len(stable_lstm) == 5
-    mean_l, sd_l = statistics.mean(lstm), statistics.stdev(lstm)
-    mean_sl, sd_sl = statistics.mean(stable_lstm), statistics.stdev(stable_lstm)
-    assert (
-        f"mean test NLL, {mean_sl:.2f} ± {sd_sl:.2f}, is {100 * (1 - mean_sl / mean_l):.1f}% "
-        f"*below* the unconstrained LSTM's {mean_l:.2f} ± {sd_l:.2f}" in text
-    )
-    verdicts = ma.stability_cost_sentences(ma.load_seed_results("authors"), "authors")
-    assert verdicts[1].startswith("LSTM (authors)") and verdicts[1].endswith(": supported.")
-    assert f"beats the no-memory baseline by {100 * (1 - mean_sl / BASELINE):.1f}%" in text
-    runs = ma.load_seed_results("authors")
-    stable_best = [run["best_epoch"] for run in runs["lstm-stable"].values()]
-    assert f"at epoch {min(stable_best)} or later" in text
-    early = sorted(
-        (run["best_epoch"], run["epochs"][-1]["lr"])
-        for run in runs["lstm-unconstrained"].values()
-        if run["best_epoch"] < 400
-    )
-    assert len(early) == 3 and "three of the five unconstrained LSTMs" in text
-    assert f"between epochs {early[0][0]} and {early[-1][0]}" in text
-    assert max(lr for _, lr in early) <= 1.0001e-7 and "to $10^{-7}$ or below" in text
-    tcn = ma.load_seed_results("adam-tcn")
-    tcn_gap = (
-        1
-        - ma.seed_summary(tcn["lstm-stable"]).mean / ma.seed_summary(tcn["lstm-unconstrained"]).mean
-    )
-    assert f"the gap there is {100 * tcn_gap:.1f}%" in text
-
-
-def test_chapter9_reading_after_a_reviewers_read_holds() -> None:
-    """The numbers added after a reviewer's read: runs still improving at epoch 500, the
-    adam-tcn models against the paper and their best epochs, the grid contexts, and the
-    limits of the first-32-frames measurements."""
-    text = _chapter9_prose()
-    full = ma.load_results()
-    rnn = full["rnn-unconstrained"]["epochs"]
-    cuts = [b["epoch"] for a, b in itertools.pairwise(rnn) if b["lr"] != a["lr"]]
-    assert cuts == [30] and rnn[-1]["lr"] == pytest.approx(1e-3)
-    val = {e: f"{rnn[e - 1]['val_nll']:.2f}" for e in (100, 300, 500)}
-    assert f"(validation NLL {val[100]} at epoch 100, {val[300]} at 300, {val[500]} at 500)" in text
-    for name in ("rnn-unconstrained", "lstm-stable", "lstm-authors-bug"):
-        assert full[name]["best_epoch"] == len(full[name]["epochs"]) == 500  # still improving
-    runs = ma.load_seed_results("adam-tcn")
-    gaps = {}
-    for (cell, variant), key in ma.PAPER_KEYS.items():
-        mean = ma.seed_summary(runs[f"{cell}-{variant}"]).mean
-        gaps[f"{cell}-{variant}"] = -100 * ma.criteria.relative_gap(
-            mean, float(ma.paper_claims.value(key))
-        )
-    assert (
-        f"by {gaps['rnn-unconstrained']:.1f}% (RNN), {gaps['rnn-stable']:.1f}% (stable RNN), "
-        f"{gaps['lstm-unconstrained']:.1f}% (LSTM) and {gaps['lstm-stable']:.1f}%" in text
-    )
-    best = {n: sorted(run["best_epoch"] for run in r.values()) for n, r in runs.items()}
-    rnn_best, lstm_best = best["rnn-unconstrained"], best["lstm-unconstrained"]
-    assert (
-        f"(the RNNs at epochs {rnn_best[0]} to {rnn_best[-1]}, the LSTMs at {lstm_best[0]}" in text
-    )
-    assert f"to {lstm_best[-1]} of 100)" in text and best["lstm-stable"][0] == 99
-    for cell in ("rnn", "lstm"):  # the stable model is the better of each adam-tcn pair
-        stable = ma.seed_summary(runs[f"{cell}-stable"])
-        assert stable.mean < ma.seed_summary(runs[f"{cell}-unconstrained"]).mean
-    analysis = ma.load_full_analysis(config="adam-tcn")
-    assert analysis is not None
-    ks = {n: ma.context_used(analysis[n]["truncated_eval"]) for n in runs}
-    assert analysis["rnn-stable"]["truncated_eval"]["k"] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
-    assert (
-        f"is {ks['rnn-unconstrained']} frames against the stable RNN's {ks['rnn-stable']} (the "
-        f"RNN) and {ks['lstm-unconstrained']} against the stable LSTM's {ks['lstm-stable']}" in text
-    )
-    figure2 = analysis["lstm-unconstrained"]["figure2"]
-    ratio = [m / figure2["mean_norm"][0] for m in figure2["mean_norm"]]
-    assert (
-        f"between {100 * min(ratio[10:21]):.1f}% and {100 * max(ratio[10:21]):.1f}% from "
-        f"distance 10 to 20, then rises to {100 * ratio[24]:.1f}% at distance 24" in text
-    )
-    counts = [int(figure2["count"][d]) for d in (0, 20, 24)]
-    assert f"{counts[0]:,} at distance 0, {counts[1]} at distance 20, {counts[2]} at" in text
-    assert f"where only {counts[2]} pairs fit in 32 frames" in text
-
-
-def test_chapter9_says_why_the_lstm_rows_are_not_compared_and_what_the_bug_cost() -> None:
-    text = _chapter9_prose()
-    assert 'the sentences say "not comparable"' in text
-    lstm = [s for s in ma.paper_sentences("authors") if s.startswith("LSTM")]
-    assert len(lstm) == 2 and all("not comparable: our LSTM is recurrent" in s for s in lstm)
-    bug = ma.load_results()["lstm-authors-bug"]
-    assert 1.5 * 3600 < bug["wall_seconds"] < 2.5 * 3600  # "about two hours on one core"
-    assert bug["torch_threads"] == 1 and "about two hours on one core" in text
-    assert "lstm-authors-bug" not in ma.load_seed_results("authors")  # "has no row here"
 
 
 def test_analysis_of_the_authors_models_is_complete_and_matches_the_code() -> None:
@@ -630,38 +231,327 @@ def test_the_measured_authors_models_are_the_committed_runs_trained_again(name: 
     assert math.isclose(again["test_nll"], committed["test_nll"], rel_tol=1e-6)
 
 
-def test_chapter9_reading_of_the_authors_measurements_holds() -> None:
-    """The paragraph under the authors' figures, from authors/analysis.json."""
-    text = _chapter9_prose()
-    analysis = ma.load_full_analysis(config="authors")
-    assert analysis is not None
-    names = [f"{cell}-{variant}" for cell, variant in TABLE_VARIANTS]
-    for key in ("truncated_eval_after", "truncated_eval"):  # the same contexts on both curves
-        ks = {n: ma.context_used(analysis[n][key]) for n in names}
-        assert ks == {"rnn-unconstrained": 6, "rnn-stable": 6, "lstm-unconstrained": 6,
-                      "lstm-stable": 3}  # fmt: skip
-    assert "by $k = 6$ frames (the stable LSTM by $k = 3$)" in text
-    runs = ma.load_seed_results("authors")
-    assert all(ma.uses_memory(ma.seed_summary(runs[n]), BASELINE) for n in names)
+# --- Chapter 9 and its companion page: the glued numbers and what the prose says of them ----
 
-    def norms(name: str) -> list[float]:
-        return sorted(x for layer in analysis[name]["jacobian_norms"] for x in layer)
+COMPANION = ROOT / "chapters" / "09b_polyphonic_music_evidence.ipynb"
+GLUE_ROLE = re.compile(r"\{glue:text\}`(?P<key>[\w-]+)(?::(?P<spec>[^`]*))?`")
 
-    def ratio(name: str) -> float:
-        figure2 = analysis[name]["figure2"]
-        return figure2["mean_norm"][figure2["distance"].index(20)] / figure2["mean_norm"][0]
 
-    rnn, lstm = norms("rnn-stable"), norms("lstm-stable")
-    assert f"(norms from {rnn[0]:.3f} to {rnn[-1]:.3f} for the RNN, {lstm[0]:.3f} to " in text
-    assert f"{lstm[-1]:.3f} for the LSTM)" in text and max(rnn[-1], lstm[-1]) < 1
-    assert f"at distance 20 are {100 * ratio('rnn-stable'):.2f}% and" in text
-    assert ratio("lstm-stable") < 1e-4 and "less than 0.01% of the ones" in text
-    assert f"1% by distance 20 ({100 * ratio('rnn-unconstrained'):.2f}%)" in text
-    free = norms("rnn-unconstrained")
-    below = 100 * sum(x < 1 for x in free) / len(free)
-    median = (free[len(free) // 2 - 1] + free[len(free) // 2]) / 2
-    assert (
-        f"only {below:.0f}% of its sampled Jacobian norms are below 1 (median {median:.3f})" in text
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf8"))["cells"]
+
+
+def _text(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def _prose(path: Path) -> str:
+    return " ".join(
+        " ".join(_text(c) for c in _cells(path) if c["cell_type"] == "markdown").split()
     )
-    assert f"reaches far, {100 * ratio('lstm-unconstrained'):.2f}% of its size" in text
-    assert f"(the smallest is {norms('lstm-unconstrained')[0]:.3f})" in text
+
+
+@functools.cache
+def _values() -> dict:
+    return findings.chapter_values(BASELINE)
+
+
+def _seeds(config: str, name: str) -> list[float]:
+    """Every committed seed's test NLL, read with the standard library (not the course's)."""
+    root = RESULTS_DIR / config
+    paths = [root / f"{name}.json", *sorted(root.glob(f"seed*/{name}.json"))]
+    return [json.loads(p.read_text())["test_nll"] for p in paths if p.exists()]
+
+
+def _glued(path: Path, rendered: dict) -> str:
+    """The prose of a notebook with every ``{glue:text}`` role replaced by its value as
+    MyST-NB formats it (``rendered``: key -> value)."""
+    from myst_nb.core.variables import format_plain_text
+
+    def paste(match: re.Match) -> str:
+        return format_plain_text(repr(rendered[match["key"]]), match["spec"] or "")
+
+    return GLUE_ROLE.sub(paste, _prose(path))
+
+
+def test_every_glued_key_of_chapter9_is_computed_from_the_results() -> None:
+    """Both pages glue ``findings.chapter_values`` (and the baseline, from the data) and
+    quote nothing else through glue; each role's format applies to its value."""
+    computed = set(_values()) | {"baseline", "busiest"}
+    for path in (CHAPTER, COMPANION):
+        code = "\n".join(_text(c) for c in _cells(path) if c["cell_type"] == "code")
+        assert "findings.chapter_values(baseline)" in code and "glue(key, value" in code
+        assert "baseline = independent_keys_nll(rolls.train, rolls.test)" in code
+        keys = [m["key"] for m in GLUE_ROLE.finditer(_prose(path))]
+        assert len(keys) >= 20, path.name
+        assert set(keys) <= computed, sorted(set(keys) - computed)
+        assert _glued(path, _values() | {"baseline": BASELINE, "busiest": 4})
+
+
+def test_chapter9_values_of_the_main_table_match_the_committed_files() -> None:
+    """The seeded configurations' means, sds, gaps and verdicts, recomputed from the result
+    files with the standard library."""
+    values = _values()
+    for config, prefix in (("authors", "sgd"), ("adam-tcn", "tcn")):
+        for name, short in findings.SHORT.items():
+            nlls = _seeds(config, name)
+            if not nlls:
+                continue
+            assert len(nlls) == 5 == values["seeds_needed"]
+            mean, sd = statistics.mean(nlls), statistics.stdev(nlls)
+            assert values[f"{prefix}_{short}_mean"] == pytest.approx(mean)
+            assert values[f"{prefix}_{short}_sd"] == pytest.approx(sd)
+            assert values[f"{prefix}_{short}_vs_base"] == pytest.approx(100 * (1 - mean / BASELINE))
+        for cell in ("rnn", "lstm"):
+            free = statistics.mean(_seeds(config, f"{cell}-unconstrained"))
+            stable = statistics.mean(_seeds(config, f"{cell}-stable"))
+            below = values[f"{prefix}_{cell}_stable_below"]
+            assert below == pytest.approx(100 * (1 - stable / free)) and below > 0
+            # stable below its twin: "supported" whatever the seed noise
+            assert values[f"{prefix}_{cell}_cost_verdict"] == "supported"
+    # the prose: every model beats the baseline, the unconstrained LSTM the least
+    gaps = {k: v for k, v in values.items() if k.startswith("sgd_") and k.endswith("_vs_base")}
+    assert min(gaps.values()) == gaps["sgd_lstm_vs_base"] > values["baseline_margin"]
+    # "there every model ends more than 20% below the baseline"
+    assert all(v > 20 for k, v in values.items() if k.startswith("tcn_") and k.endswith("_vs_base"))
+    # against the paper (recalled numbers): the stable RNN within 5%, the RNN not; the LSTM
+    # rows not compared; the adam-tcn means all below the paper's numbers
+    for name, short in list(findings.SHORT.items())[:4]:
+        cell, variant = name.split("-", 1)
+        paper = float(ma.paper_claims.value(f"jsb-{cell}-{variant}-nll"))
+        mean = statistics.mean(_seeds("authors", name))
+        assert values[f"paper_{short}_diff"] == pytest.approx(100 * (mean / paper - 1))
+        tcn = statistics.mean(_seeds("adam-tcn", name))
+        assert values[f"tcn_{short}_below_paper"] == pytest.approx(100 * (1 - tcn / paper))
+        assert tcn < paper
+    assert values["paper_srnn_verdict"] == "reproduced" and abs(values["paper_srnn_diff"]) <= 5
+    assert values["paper_rnn_verdict"] == "not reproduced" and abs(values["paper_rnn_diff"]) > 5
+    assert values["paper_lstm_verdict"] == values["paper_slstm_verdict"] == "not comparable"
+    below = [v for k, v in values.items() if k.endswith("_below_paper")]
+    assert (values["tcn_below_paper_least"], values["tcn_below_paper_most"]) == (
+        min(below),
+        max(below),
+    )
+
+
+def test_chapter9_values_of_the_training_extents_match_the_committed_files() -> None:
+    values = _values()
+    runs = ma.load_seed_results("authors")
+    stable_best = [run["best_epoch"] for run in runs["lstm-stable"].values()]
+    assert values["sgd_slstm_best_first"] == min(stable_best) >= 490  # "still improving"
+    early = sorted(
+        (run["best_epoch"], run["epochs"][-1]["lr"])
+        for run in runs["lstm-unconstrained"].values()
+        if run["best_epoch"] < 400
+    )
+    assert values["sgd_lstm_early_count"] == len(early) == 3
+    assert (values["sgd_lstm_early_first"], values["sgd_lstm_early_last"]) == (
+        early[0][0],
+        early[-1][0],
+    )
+    assert values["sgd_lstm_early_lr"] == max(lr for _, lr in early) <= 1.0001e-7
+    tcn = ma.load_seed_results("adam-tcn")
+    for name, short in list(findings.SHORT.items())[:4]:
+        best = sorted(run["best_epoch"] for run in tcn[name].values())
+        assert (values[f"tcn_{short}_best_first"], values[f"tcn_{short}_best_last"]) == (
+            best[0],
+            best[-1],
+        )
+    # "the unconstrained models peak early ... while the stable LSTMs improve to the end"
+    assert values["tcn_lstm_best_last"] < 70 and values["tcn_slstm_best_first"] >= 99
+
+
+def _norms(analysis: dict, name: str) -> list[float]:
+    return sorted(x for layer in analysis[name]["jacobian_norms"] for x in layer)
+
+
+def _ratio(analysis: dict, name: str, distance: int = 20) -> float:
+    figure2 = analysis[name]["figure2"]
+    return figure2["mean_norm"][figure2["distance"].index(distance)] / figure2["mean_norm"][0]
+
+
+def test_chapter9_values_of_the_measurements_match_the_analysis_files() -> None:
+    """The gradient ratios, contexts and Jacobian norms the lesson quotes, recomputed from the
+    analysis files, and the comparisons its prose makes between them."""
+    values = _values()
+    for config, prefix, key in (
+        ("authors", "m_sgd", "truncated_eval_after"),
+        ("adam-tcn", "m_tcn", "truncated_eval"),
+        ("full", "m_full", "truncated_eval"),
+    ):
+        analysis = ma.load_full_analysis(config=config)
+        assert analysis is not None
+        for name, short in findings.SHORT.items():
+            if name not in analysis:
+                continue
+            k = f"{prefix}_{short}"
+            assert values[f"{k}_grad"] == pytest.approx(100 * _ratio(analysis, name))
+            curve = analysis[name][key]
+            within = [k for k, loss in zip(curve["k"], curve["loss"], strict=True)
+                      if loss <= 1.01 * curve["recurrent_loss"]]  # fmt: skip
+            assert values[f"{k}_k"] == within[0]
+            if "jacobian_norms" in analysis[name]:
+                norms = _norms(analysis, name)
+                assert values[f"{k}_jac_min"] == norms[0] and values[f"{k}_jac_max"] == norms[-1]
+                assert values[f"{k}_jac_median"] == pytest.approx(statistics.median(norms))
+                below = 100 * sum(x < 1 for x in norms) / len(norms)
+                assert values[f"{k}_jac_below"] == pytest.approx(below)
+    # the lesson, configuration `authors`: the stable models contractive at every sampled
+    # state, the unconstrained LSTM at none; the same contexts for all but the stable LSTM
+    assert values["m_sgd_srnn_jac_below"] == values["m_sgd_slstm_jac_below"] == 100
+    assert values["m_sgd_lstm_jac_below"] == 0 and values["m_sgd_lstm_jac_min"] > 1
+    assert values["m_sgd_rnn_k"] == values["m_sgd_srnn_k"] == values["m_sgd_lstm_k"]
+    assert values["m_sgd_slstm_k"] < values["m_sgd_rnn_k"] <= 8  # "a model of a few frames"
+    assert values["m_sgd_lstm_short"] == "supported"
+    assert values["m_sgd_rnn_grad"] < values["gradient_ratio"] < values["m_sgd_lstm_grad"]
+    assert values["m_sgd_lstm_vanishes"] == "not supported"
+    # the same contexts on the first 32 frames (the companion page says so)
+    authors = ma.load_full_analysis(config="authors")
+    for name in findings.SHORT:
+        if name in authors:
+            first = ma.context_used(authors[name]["truncated_eval"])
+            assert first == ma.context_used(authors[name]["truncated_eval_after"])
+    # `adam-tcn`: the unconstrained gradients reach further, no Jacobian below 1, the
+    # smallest norm quoted is the smallest of both unconstrained models, contexts within 16
+    assert values["m_tcn_srnn_grad"] < 0.2 and values["m_tcn_slstm_grad"] < 0.2
+    assert min(values["m_tcn_rnn_grad"], values["m_tcn_lstm_grad"]) > values["gradient_ratio"]
+    assert values["m_tcn_rnn_jac_below"] == values["m_tcn_lstm_jac_below"] == 0
+    assert values["m_tcn_rnn_jac_min"] == min(
+        values["m_tcn_rnn_jac_min"], values["m_tcn_lstm_jac_min"]
+    )
+    assert values["m_tcn_srnn_k"] < values["m_tcn_rnn_k"] <= values["m_tcn_lstm_k"] <= 16
+    assert values["m_tcn_slstm_k"] < values["m_tcn_lstm_k"]
+    # `full`: the non-recurrent LSTM is flat from k = 1; the unconstrained LSTM within the
+    # baseline's margin though its gradient reaches far
+    assert values["m_full_bug_k"] == 1
+    assert values["full_lstm_vs_base"] < values["baseline_margin"] < values["m_full_lstm_grad"]
+
+
+def test_chapter9_companion_values_of_the_ablations_match_the_files() -> None:
+    values = _values()
+    full, adam = ma.load_results(), ma.load_results(config="adam")
+    margin = values["baseline_margin"]
+    gaps = {n: 100 * (1 - r["test_nll"] / BASELINE) for n, r in full.items()}
+    for name, short in findings.SHORT.items():
+        assert values[f"full_{short}_vs_base"] == pytest.approx(gaps[name])
+    # "only the two RNNs end below the baseline by more than the margin"
+    assert {n for n, g in gaps.items() if g > margin} == {"rnn-unconstrained", "rnn-stable"}
+    # "several runs were still improving at their last epoch"
+    assert sum(r["best_epoch"] == len(r["epochs"]) == 500 for r in full.values()) >= 3
+    # the input-layer table: only the stable LSTM's row may be read, and it ends above
+    rows = ma.input_layer_table(full, ma.load_seed_results("authors")).splitlines()[2:]
+    readable = [r.split("|")[1].strip() for r in rows if r.endswith("| yes |")]
+    assert readable == ["LSTM, stable"]
+    assert full["lstm-stable"]["test_nll"] > max(_seeds("authors", "lstm-stable"))
+    # the Adam diagnostic: the unconstrained LSTM goes from the worst to the best
+    assert min(adam, key=lambda n: adam[n]["test_nll"]) == "lstm-unconstrained"
+    assert values["adam_lstm_nll"] == adam["lstm-unconstrained"]["test_nll"]
+    assert values["adam_srnn_nll"] == adam["rnn-stable"]["test_nll"]
+    four = ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")
+    assert max(four, key=lambda n: full[n]["test_nll"]) == "lstm-unconstrained"
+    # the stable RNNs of the ablation: no jump like the damaged run's (0.25 nats)
+    rises = [b["train_nll"] - a["train_nll"] for runs in (full, adam)
+             for a, b in itertools.pairwise(runs["rnn-stable"]["epochs"])]  # fmt: skip
+    assert values["ablation_srnn_largest_rise"] == max(rises) < 0.01
+    # the non-recurrent LSTM: "about two hours on one core", no row in the seeded configs
+    bug = full["lstm-authors-bug"]
+    assert 1.5 * 3600 < bug["wall_seconds"] < 2.5 * 3600 and bug["torch_threads"] == 1
+    assert "lstm-authors-bug" not in ma.load_seed_results("authors")
+    # every earlier adam-tcn run parts from its rerun after its best epoch, if at all
+    for entry in ma.load_reruns("adam-tcn")["runs"]:
+        split = entry["earlier"].get("validation_split")
+        if split and entry["model"] == "rnn-stable":
+            assert split["epoch"] > split["best_epoch_earlier"]
+    # the criteria table of the companion page
+    assert values["reproduce_tolerance"] == values["cost_tolerance"] == 5
+    assert values["single_seed_sd"] == 5 and values["gradient_distance"] == 20
+
+
+# --- the pages as lessons: structure, and nothing lost -----------------------------------
+
+
+def _figures(path: Path) -> list[str]:
+    return [c["metadata"]["mystnb"]["figure"]["name"] for c in _cells(path)
+            if c["metadata"].get("mystnb", {}).get("figure", {}).get("name")]  # fmt: skip
+
+
+def test_chapter9_is_a_lesson_and_the_evidence_is_on_its_companion_page() -> None:
+    """Issue 36: the lesson's arc, the main configuration first, no sentence printed, no
+    command, every figure once, and every table of the earlier chapter on one of the pages."""
+    lesson, companion = _cells(CHAPTER), _cells(COMPANION)
+    headings = [line for c in lesson if c["cell_type"] == "markdown"
+                for line in _text(c).splitlines() if line.startswith("## ")]  # fmt: skip
+    order = ["## The data", "## Model and loss", "## What is trained", "## The result",
+             "## What this says about the theory", "## The measurements",
+             "## Run it yourself", "## Exercises", "## Summary"]  # fmt: skip
+    found = [next(i for i, h in enumerate(headings) if h.startswith(o)) for o in order]
+    assert found == sorted(found), headings
+    # the main configuration's figures open the measurements; the result figure comes first
+    figures = _figures(CHAPTER)
+    assert figures[:4] == ["fig-ch09-seeds", "fig-ch09-gradient-authors",
+                           "fig-ch09-truncation-authors", "fig-ch09-jacobians-authors"]  # fmt: skip
+    both = figures + _figures(COMPANION)
+    assert len(both) == len(set(both))  # each figure once on the site
+    assert not any("smoke" in name for name in both)  # smoke figures carry no caption
+    for cells in (lesson, companion):
+        for cell in cells:
+            text = _text(cell)
+            if cell["cell_type"] == "code":
+                # only the run-it-yourself log (numbers, collapsed) and the Colab setup print
+                tags = cell["metadata"].get("tags", [])
+                printing = "print(" in text and "colab-setup" not in tags
+                assert not printing or (cell["id"] == "h11-ch09-smoke" and "hide-output" in tags)
+                assert "SMOKE" not in json.dumps(cell["metadata"])
+    lesson_md = " ".join(_text(c) for c in lesson if c["cell_type"] == "markdown")
+    assert "python -m" not in lesson_md and "LAPACK" not in lesson_md
+    for phrase in ("lease", "session", "commit ", "tracker", "exact model"):
+        assert phrase not in lesson_md, phrase
+    assert "{doc}`every seed, run and verdict <09b_polyphonic_music_evidence>`" in lesson_md
+    # the main table carries the paper's numbers; every earlier table is on a page
+    code = "\n".join(_text(c) for c in lesson + companion if c["cell_type"] == "code")
+    lesson_code = "\n".join(_text(c) for c in lesson if c["cell_type"] == "code")
+    assert "ma.main_table(baseline)" in lesson_code
+    calls = [
+        'seeds_table("authors", baseline)',
+        'seeds_table("adam-tcn", baseline)',
+        "results_table(full, baseline)",
+        "optimizer_diagnostic_table(full, adam, baseline)",
+        'reruns_table("adam-tcn", baseline)',
+        "markdown_table(rows)",
+        "training_extent_table(",
+        "input_layer_table(",
+        "early_stop_table(full)",
+        "stability_cost_table(",
+        "measurements_table(",
+    ]
+    calls += [f'ma.run_commands("{config}")' for config in ("authors", "adam-tcn", "full", "adam")]
+    for call in calls:
+        assert call in code, call
+    toc = (ROOT / "_toc.yml").read_text(encoding="utf8")
+    assert (
+        toc.index("chapters/09_polyphonic_music")
+        < toc.index("chapters/09b_polyphonic_music_evidence")
+        < toc.index("chapters/homework/hw09_polyphonic_music")
+    )
+
+
+@pytest.mark.book
+@pytest.mark.slow
+def test_chapter9_glued_values_on_the_built_site_are_the_computed_ones() -> None:
+    """The values the built book's executed pages glued are those of the result files."""
+    import nbformat
+    from book_support import BUILD_DIR, build_book
+
+    from stablernn_lib.book.colab import glued_values
+
+    assert build_book().returncode == 0
+    for path in (CHAPTER, COMPANION):
+        run = nbformat.read(BUILD_DIR / "jupyter_execute" / "chapters" / path.name, as_version=4)
+        glued = glued_values(run)
+        assert float(glued["baseline"]["text/plain"]) == pytest.approx(BASELINE, abs=0.005)
+        for key, value in _values().items():
+            shown = glued[key]["text/plain"]
+            if isinstance(value, str):
+                assert shown.strip("'\"") == value, key
+            else:
+                assert float(shown) == pytest.approx(value, rel=1e-9), key

@@ -114,8 +114,9 @@ def test_truncation_verdict_decides_only_what_was_measured():
         "rnn-stable": {"truncated_eval": {"k": [1, 2, 3], "loss": [9.5, 9.2, 9.0],
                                           "recurrent_loss": 9.0}},
     }  # fmt: skip
-    (sentence,) = ma.describe_truncation(analysis)
-    assert sentence.endswith("no verdict (from k = 3 the context covers every scored frame)")
+    found = ma.measured(analysis)["rnn-stable"]
+    assert found.context == 3 and found.first_nll == 9.5 and found.recurrent_nll == 9.0
+    assert found.truncation == "no verdict (from k = 3 the context covers every scored frame)"
 
 
 def test_table_marks_paper_numbers_and_pending_runs():
@@ -133,9 +134,6 @@ def test_table_marks_paper_numbers_and_pending_runs():
     assert f"| {ma.BASELINE_LABEL} | 11.00 |" in table
     assert "-13.6% (1 seed: no verdict)" in table  # (9.5 - 11) / 11, one seed
     assert paper_claims.marked("jsb-rnn-unconstrained-nll") in table
-    sentences = ma.describe_differences(results)
-    expected = 9.5 - paper_claims.value("jsb-rnn-unconstrained-nll")
-    assert len(sentences) == 1 and f"{expected:+.2f}" in sentences[0]
 
 
 def test_optimizer_diagnostic_table_reads_each_config_under_its_own_name(tmp_path):
@@ -168,9 +166,10 @@ def _runs(**values: list[float]) -> dict[str, dict[int, dict]]:
 def test_stability_cost_verdicts_follow_the_criteria_file():
     # one seed each: numbers, no verdict (criteria.json asks for 5 seeds on JSB)
     one = _runs(rnn_unconstrained=[10.0], rnn_stable=[10.1], lstm_unconstrained=[8.0])
-    rnn, lstm = ma.stability_cost_sentences(one, "test scale")
-    assert "+0.10 nats, +1.0%" in rnn and "no verdict (fewer than 5 seeds)" in rnn
-    assert "has not finished" in lstm and "verdict" not in lstm
+    costs = ma.stability_costs(one)
+    assert set(costs) == {"rnn"}  # the LSTM pair has a missing run: no entry, no verdict
+    assert costs["rnn"].relative == pytest.approx(0.01)
+    assert costs["rnn"].verdict == "no verdict (fewer than 5 seeds)"
     assert ma.by_seed({"rnn-stable": {"seed": 4, "test_nll": 9.0}}) == {
         "rnn-stable": {4: {"seed": 4, "test_nll": 9.0}}
     }
@@ -180,17 +179,19 @@ def test_stability_cost_verdicts_follow_the_criteria_file():
         lstm_unconstrained=[8.0, 8.1, 7.9, 8.0, 8.0],
         lstm_stable=[8.8, 8.9, 8.7, 8.8, 8.8],  # +10%, far beyond 2 sd of seed noise
     )
-    rnn, lstm = ma.stability_cost_sentences(five, "test scale")
-    assert rnn.endswith("supported.") and "+3.0%" in rnn
-    assert lstm.endswith("not supported.") and "+10.0%" in lstm
+    costs = ma.stability_costs(five)
+    assert costs["rnn"].verdict == "supported" and costs["rnn"].relative == pytest.approx(0.03)
+    assert costs["lstm"].verdict == "not supported"
+    assert costs["lstm"].relative == pytest.approx(0.10)
     noisy = _runs(
         rnn_unconstrained=[10.0, 8.0, 12.0, 10.0, 10.0],
         rnn_stable=[10.6, 8.6, 12.6, 10.6, 10.6],  # +6%, within seed noise
     )
-    assert ma.stability_cost_sentences(noisy, "t")[0].endswith("inconclusive.")
-    # the rule as stated: the seed-noise condition qualifies "not supported" only
-    assert "at most 5% higher in NLL, with 5 seeds per model; not supported only when" in rnn
-    assert "higher NLL, beyond seed noise" not in rnn
+    assert ma.stability_costs(noisy)["rnn"].verdict == "inconclusive"
+    table = ma.stability_cost_table({"five": five, "one": one}).splitlines()
+    _assert_rectangular("\n".join(table))
+    assert len(table) == 2 + 3 and table[2].endswith("| +3.0% | supported |")
+    assert table[4].startswith("| one | RNN | 10.00 (one seed, 1)")
 
 
 def test_baseline_comparison_needs_the_seeds_and_the_margin():
@@ -250,6 +251,15 @@ def test_every_jsb_table_is_rectangular():
     for config in ("adam-tcn", "authors"):
         _assert_rectangular(ma.seeds_table(config, 11.09))
     _assert_rectangular(ma.reruns_table("adam-tcn", 11.09))
+    authors = ma.load_seed_results("authors")
+    _assert_rectangular(ma.main_table(11.09))
+    _assert_rectangular(ma.stability_cost_table({"authors": authors, "full": ma.by_seed(results)}))
+    _assert_rectangular(ma.input_layer_table(results, authors))
+    _assert_rectangular(ma.early_stop_table(results))
+    _assert_rectangular(ma.training_extent_table(authors))
+    for config in ("full", "authors", "adam-tcn"):
+        analysis = ma.load_full_analysis(config=config)
+        _assert_rectangular(ma.measurements_table(analysis, results, 11.09))
 
 
 def test_reruns_table_sets_each_earlier_run_beside_the_committed_one(tmp_path):
@@ -288,16 +298,18 @@ def test_reruns_table_sets_each_earlier_run_beside_the_committed_one(tmp_path):
     assert rows[4].startswith(f"| {ma.BASELINE_LABEL} | 11.09 |")
 
 
-def test_epochs_sentences_count_the_runs_that_ran_every_epoch():
+def test_early_stop_table_gives_the_epochs_run_and_the_bound_of_a_stopped_run():
     def run(epochs: int, stopped: dict | None) -> dict:
         return {"config": {"epochs": 500}, "epochs": [{}] * epochs, "stopped_early": stopped}
 
     early = {"lr": 1e-6, "stop_below_lr": 1e-5, "max_weight_change": 0.046}
-    first, second = ma.epochs_sentences(
+    table = ma.early_stop_table(
         {"rnn-stable": run(500, None), "lstm-unconstrained": run(299, early)}
     )
-    assert first == "1 of 2 runs ran every epoch of their config (RNN, stable)."
-    assert second.startswith("LSTM stopped after epoch 299 of 500") and "0.046" in second
+    _assert_rectangular(table)
+    stable, lstm = table.splitlines()[2:]
+    assert stable == "| RNN, stable | 500 of 500 | (ran every epoch) |  |"
+    assert lstm == "| LSTM | 299 of 500 | 1e-06 | 0.046 in norm |"
 
 
 def test_piano_roll_contexts_are_in_increasing_order_after_a_json_round_trip():
@@ -305,7 +317,7 @@ def test_piano_roll_contexts_are_in_increasing_order_after_a_json_round_trip():
     assert ma.piano_roll_contexts(json.loads(json.dumps(entry))) == [1, 2, 4, 8, 16, 48]
 
 
-def test_memory_sentences_read_the_criteria_and_mark_models_near_the_baseline():
+def test_measured_reads_the_criteria_and_marks_models_near_the_baseline():
     distances = list(range(25))
     analysis = {
         "config": {},
@@ -322,21 +334,22 @@ def test_memory_sentences_read_the_criteria_and_mark_models_near_the_baseline():
         "rnn-stable": {"seed": 1111, "test_nll": 9.0},  # 18.8% below the baseline
         "lstm-unconstrained": {"seed": 1111, "test_nll": 10.9},  # 1.7% below: within 5%
     }
-    stable, lstm = ma.describe_gradient_reach(analysis, results, 11.09)
-    assert "0.00% of the one at distance 0" in stable and stable.endswith("supported")
-    assert "8.00%" in lstm and "not supported [one seed: indicative, not a verdict" in lstm
-    # one seed: the numbers and the seed, no verdict; no claim about what it has learned
-    assert "10.90 vs the no-memory baseline's 11.09, seed 1111, not below it by the 5%" in lstm
-    assert "no better than the baseline" not in lstm
-    assert "barely uses" not in lstm
-    stable, lstm = ma.describe_truncation(analysis, results, 11.09)
-    assert "from k = 2 frames on" in stable and stable.endswith(
-        "Short context (criteria.json; one model, seed 1111: indicative): supported"
-    )
+    found = ma.measured(analysis, results, 11.09)
+    stable, lstm = found["rnn-stable"], found["lstm-unconstrained"]
+    assert stable.gradient_ratio == pytest.approx(0.5**20) and stable.vanishes == "supported"
+    assert lstm.gradient_ratio == pytest.approx(0.08) and lstm.vanishes == "not supported"
+    assert stable.context == 2 and stable.truncation == "supported"  # 9.08 <= 9.0 * 1.01
     # measured up to k = 4 only: the rule (max_k 100) is not decided
-    assert "never within 1% of it up to k = 4" in lstm
-    assert "no verdict (measured up to k = 4, the rule's max_k is 100) [one seed:" in lstm
-    assert "[" not in ma.describe_truncation(analysis)[1]  # no results: no caveat
+    assert lstm.context is None
+    assert lstm.truncation == "no verdict (measured up to k = 4, the rule's max_k is 100)"
+    # one seed: indicative, never the criteria's "no better than the baseline"
+    assert stable.memory == "beats it"
+    assert lstm.memory == "not below it by the margin (1 seed: indicative)"
+    assert ma.measured(analysis)["lstm-unconstrained"].memory == ""  # no results: unread
+    table = ma.measurements_table(analysis, results, 11.09)
+    _assert_rectangular(table)
+    row = next(r for r in table.splitlines() if r.startswith("| LSTM |"))
+    assert "| 8% | not supported |" in row and row.endswith("(1 seed: indicative) |")
 
 
 def test_validation_split_is_the_first_epoch_apart_by_more_than_the_threshold():
@@ -397,7 +410,7 @@ def test_run_commands_list_each_missing_run_with_its_seed(tmp_path):
     own = ma.rerun_command("authors", "lstm", "stable", 1111)
     assert "--seed" not in own and _parse_train_music(own).seed is None
     assert training.with_seed(CONFIGS["authors"], 1111) is CONFIGS["authors"]
-    assert "--seed <N>" in text.splitlines()[2] and "1111, 1, 2, 3, 4" in text
+    assert "--seed <N>" in text.splitlines()[0] and "1111, 1, 2, 3, 4" in text
     # one-seed configs: no --seed; the full runs' own flag; nothing missing on the files
     full = ma.run_commands("full")
     assert "--config full --resume --stop-below-lr 1e-5 --threads 1" in full
@@ -422,62 +435,53 @@ def test_seeds_table_carries_the_paper_number_only_for_the_authors_setting(tmp_p
     assert "paper" not in tcn and "†" not in tcn
 
 
-def test_paper_sentences_give_a_verdict_only_with_the_seeds(tmp_path):
+def test_paper_comparisons_give_a_verdict_only_with_the_seeds(tmp_path):
     paper = float(paper_claims.value("jsb-rnn-unconstrained-nll"))
     _write_run(tmp_path, "authors/rnn-unconstrained.json", 1111, paper * 1.10)
     for seed in (1, 2, 3, 4):  # five seeds within 2% of the paper's number
         _write_run(tmp_path, f"authors/seed{seed}/rnn-stable.json", seed, paper * 1.02)
     _write_run(tmp_path, "authors/rnn-stable.json", 1111, paper * 1.02)
-    rnn, stable, lstm, _ = ma.paper_sentences("authors", tmp_path)
-    assert paper_claims.marked("jsb-rnn-unconstrained-nll") in rnn
-    assert "+10.0%" in rnn and rnn.endswith("no verdict (1 of 5 seeds).")
-    assert stable.endswith(": reproduced.") and "+2.0%" in stable
-    assert (
-        lstm.startswith("LSTM: not yet run")
-        and paper_claims.marked("jsb-lstm-unconstrained-nll") in lstm
-    )
+    found = ma.paper_comparisons("authors", tmp_path)
+    rnn, stable, lstm = found["rnn-unconstrained"], found["rnn-stable"], found["lstm-unconstrained"]
+    assert rnn.relative == pytest.approx(0.10) and rnn.verdict == "no verdict"
+    assert rnn.difference == pytest.approx(0.1 * paper)
+    assert stable.relative == pytest.approx(0.02) and stable.verdict == "reproduced"
+    assert lstm.ours is None and lstm.verdict == "not yet run"
     for seed in (1, 2, 3, 4):
         _write_run(tmp_path, f"authors/seed{seed}/rnn-unconstrained.json", seed, paper * 1.10)
-    assert ma.paper_sentences("authors", tmp_path)[0].endswith(": not reproduced.")
+    assert ma.paper_comparisons("authors", tmp_path)["rnn-unconstrained"].verdict == (
+        "not reproduced"
+    )
     # the LSTM of the authors' code has no recurrence: our recurrent LSTM is another model
     for seed in (1, 2, 3, 4, 1111):
         _write_run(tmp_path, f"authors/{'' if seed == 1111 else f'seed{seed}/'}lstm-stable.json",
                    seed, float(paper_claims.value("jsb-lstm-stable-nll")))  # fmt: skip
-    lstm_stable = ma.paper_sentences("authors", tmp_path)[3]
-    assert "+0.0%" in lstm_stable and lstm_stable.endswith(
-        ": not comparable: our LSTM is recurrent, the LSTM of the authors' code is not "
-        "(departure 1)."
-    )
+    lstm_stable = ma.paper_comparisons("authors", tmp_path)["lstm-stable"]
+    assert lstm_stable.relative == pytest.approx(0.0) and lstm_stable.verdict == "not comparable"
+    table = ma.main_table(11.09, tmp_path)
+    _assert_rectangular(table)
+    row = next(r for r in table.splitlines() if r.startswith("| LSTM, stable |"))
+    assert paper_claims.marked("jsb-lstm-stable-nll") in row and "| not comparable |" in row
+    assert "| not yet run |" in table  # the unconstrained LSTM
     with pytest.raises(ValueError):
-        ma.paper_sentences("adam-tcn", tmp_path)
+        ma.paper_comparisons("adam-tcn", tmp_path)
 
 
-def test_memory_caveat_on_one_seed_is_indicative_not_a_verdict(monkeypatch):
+def test_memory_reading_on_one_seed_is_indicative_not_a_verdict(monkeypatch):
     results = {"lstm-unconstrained": {"seed": 1111, "test_nll": 11.18},
                "rnn-stable": {"seed": 1111, "test_nll": 9.08}}  # fmt: skip
-    caveat = ma.memory_caveat("lstm-unconstrained", results, 11.09)
-    assert caveat.startswith(" [one seed: indicative, not a verdict")
-    assert "11.18 vs the no-memory baseline's 11.09, seed 1111" in caveat
-    assert "no better than the baseline" not in caveat
-    assert ma.memory_caveat("rnn-stable", results, 11.09) == ""  # beats it: no caveat
-    analysis = {
-        "lstm-unconstrained": {
-            "figure2": {"distance": [0, 20], "mean_norm": [1.0, 0.08]},
-            "truncated_eval": {"k": [1, 2], "loss": [12.0, 11.2], "recurrent_loss": 11.2},
-        }
-    }
-    (reach,) = ma.describe_gradient_reach(analysis, results, 11.09)
-    (truncation,) = ma.describe_truncation(analysis, results, 11.09)
-    for sentence in (reach, truncation):
-        assert "one seed: indicative" in sentence and "no better than" not in sentence
-    # with the seeds the criteria ask for, the caveat gives the criteria's verdict
+    reading = ma.memory_reading("lstm-unconstrained", results, 11.09)
+    assert reading == "not below it by the margin (1 seed: indicative)"
+    assert ma.memory_reading("rnn-stable", results, 11.09) == "beats it"
+    assert ma.memory_reading("lstm-stable", results, 11.09) == ""  # not run: unread
+    # with the seeds the criteria ask for, the reading is the criteria's verdict
     monkeypatch.setattr(ma.criteria, "enough_seeds", lambda task, *summaries: True)
-    assert "no better than the no-memory baseline" in ma.memory_caveat(
-        "lstm-unconstrained", results, 11.09
+    assert ma.memory_reading("lstm-unconstrained", results, 11.09) == (
+        "no better than the baseline"
     )
 
 
-def test_jacobian_sentences_give_range_median_and_share_below_one():
+def test_jacobian_stats_give_range_median_and_share_below_one():
     """Checked against numbers worked out by hand: norms 0.5, 0.9, 1.2, 3.0 over two layers."""
     analysis = {
         "rnn-stable": {"jacobian_norms": [[0.5, 0.9]]},
@@ -485,15 +489,14 @@ def test_jacobian_sentences_give_range_median_and_share_below_one():
         "lstm-authors-bug": {"truncated_eval": {}},  # no recurrence: no Jacobians
         "missing": ["rnn-unconstrained"],
     }
-    stable, lstm = ma.describe_jacobians(analysis)
-    assert stable == (
-        "RNN, stable: sampled state-Jacobian norms from 0.500 to 0.900 (median 0.700); "
-        "100% of the 2 sampled states below 1"
+    assert ma.jacobian_stats(analysis["rnn-stable"]) == ma.JacobianStats(0.5, 0.7, 0.9, 1.0, 2)
+    assert ma.jacobian_stats(analysis["lstm-unconstrained"]) == ma.JacobianStats(
+        0.5, 1.05, 3.0, 0.5, 4
     )
-    assert lstm == (
-        "LSTM: sampled state-Jacobian norms from 0.500 to 3.000 (median 1.050); "
-        "50% of the 4 sampled states below 1"
-    )
+    assert ma.jacobian_stats(analysis["lstm-authors-bug"]) is None
+    found = ma.measured(analysis)
+    assert set(found) == {"rnn-stable", "lstm-unconstrained", "lstm-authors-bug"}
+    assert found["lstm-authors-bug"].jacobians is None
 
 
 def _seeded(values: dict[int, float], **extra) -> dict[int, dict]:
@@ -504,11 +507,8 @@ def test_training_extent_gives_each_seeds_best_epoch_and_final_rate():
     epochs = [{"epoch": e, "lr": 0.01 if e < 3 else 0.001} for e in (1, 2, 3, 4)]
     runs = {"rnn-stable": {1111: {"best_epoch": 4, "epochs": epochs},
                            2: {"best_epoch": 2, "epochs": epochs[:2]}}}  # fmt: skip
-    (sentence,) = ma.training_extent_sentences(runs)
-    assert sentence == (
-        "RNN, stable: seed 2: best epoch 2 of 2, final lr 1e-02; "
-        "seed 1111: best epoch 4 of 4, final lr 1e-03."
-    )
+    rows = ma.training_extent_table(runs).splitlines()[2:]
+    assert rows == ["| RNN, stable | 2 | 2 | 2 | 1e-02 |", "| RNN, stable | 1111 | 4 | 4 | 1e-03 |"]
 
 
 def test_input_layer_rows_are_read_by_the_single_seed_rule():
@@ -517,7 +517,7 @@ def test_input_layer_rows_are_read_by_the_single_seed_rule():
                  for name in ("rnn-unconstrained", "lstm-unconstrained")}  # fmt: skip
     results = {"rnn-unconstrained": {"test_nll": 9.2 + 0.80},  # just beyond: readable
                "lstm-unconstrained": {"test_nll": 9.2 + 0.78},  # just within: not
-               "rnn-stable": {"test_nll": 12.0}}  # no reference: no sentence  # fmt: skip
-    rnn, lstm = ma.input_layer_readings(results, reference)
-    assert "effect +0.80 against 5 sd = 0.79" in rnn and rnn.endswith("read on its one seed.")
-    assert "effect +0.78 against 5 sd = 0.79" in lstm and "may not be read" in lstm
+               "rnn-stable": {"test_nll": 12.0}}  # no reference: no row  # fmt: skip
+    rnn, lstm = ma.input_layer_table(results, reference).splitlines()[2:]
+    assert rnn == "| RNN | 10.00 | 9.20 ± 0.16 | +0.80 | 0.79 | yes |"
+    assert lstm == "| LSTM | 9.98 | 9.20 ± 0.16 | +0.78 | 0.79 | no: needs seeds |"

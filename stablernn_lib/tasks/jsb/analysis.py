@@ -486,9 +486,6 @@ def run_commands(config: str, results_dir: str | Path | None = None) -> str:
     if config == "full":
         variants += " (authors-bug: the authors' non-recurrent LSTM, with `--model lstm`)"
     lines = [
-        "Commands, from the repository root (each one trains a run, resumes it from its "
-        "checkpoint, or returns it when it is done):",
-        "",
         f"* any row: `{pattern}`, with `<model>` rnn or lstm and `<variant>` {variants}"
         + (
             f"; `<N>` is one of {', '.join(map(str, seeds))} ({seeds[0]} is the config's own "
@@ -610,148 +607,189 @@ def reruns_table(config: str, baseline: float, results_dir: str | Path | None = 
     return "\n".join(lines)
 
 
-def epochs_sentences(results: dict[str, dict[str, Any]]) -> list[str]:
-    """From the result files: how many runs ran every epoch of their config, and where and why
-    each other one stopped (``--stop-below-lr``, with its bound on what was skipped)."""
-    full, stopped = [], []
-    for name, result in results.items():
-        planned = result["config"]["epochs"]
-        ran = len(result["epochs"])
-        if ran == planned:
-            full.append(name)
+@dataclass(frozen=True)
+class PaperComparison:
+    """Our test NLL of one model over its seeds against the paper's number: ``difference`` =
+    ours - paper (nats per step), ``relative`` = that over the paper's, and the verdict of
+    ``reproduces_paper`` ("reproduced", "not reproduced", "not comparable" for a cell of
+    :data:`NOT_THE_AUTHORS_MODEL`, "no verdict" with too few seeds, "not yet run")."""
+
+    ours: criteria.SeedSummary | None
+    paper: float
+    difference: float | None
+    relative: float | None
+    verdict: str
+
+
+def paper_comparisons(
+    config: str = "authors", results_dir: str | Path | None = None
+) -> dict[str, PaperComparison]:
+    """:class:`PaperComparison` of every model of a config whose setting is the authors'
+    (:data:`PAPER_SETTING_CONFIGS`), by ``<model>-<variant>``."""
+    if config not in PAPER_SETTING_CONFIGS:
+        raise ValueError(f"config {config!r} is not the authors' setting; "
+                         f"{list(PAPER_SETTING_CONFIGS)} are")  # fmt: skip
+    runs = load_seed_results(config, results_dir)
+    found = {}
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        paper = float(paper_claims.value(PAPER_KEYS[(cell, variant)]))
+        if name not in runs:
+            found[name] = PaperComparison(None, paper, None, None, "not yet run")
             continue
+        summary = seed_summary(runs[name])
+        if cell in NOT_THE_AUTHORS_MODEL:
+            verdict = "not comparable"
+        elif criteria.enough_seeds("jsb", summary):
+            verdict = criteria.reproduces_paper(summary, paper, config, True)
+        else:
+            verdict = "no verdict"
+        found[name] = PaperComparison(
+            summary, paper, summary.mean - paper, criteria.relative_gap(summary.mean, paper),
+            verdict,
+        )  # fmt: skip
+    return found
+
+
+@dataclass(frozen=True)
+class StabilityCost:
+    """A stable model against its unconstrained twin over their seeds: ``relative`` =
+    (stable - unconstrained) / unconstrained, and the verdict of ``stability_cost``."""
+
+    free: criteria.SeedSummary
+    stable: criteria.SeedSummary
+    relative: float
+    verdict: str
+
+
+def stability_costs(runs: dict[str, dict[int, dict[str, Any]]]) -> dict[str, StabilityCost]:
+    """:class:`StabilityCost` of the RNN and of the LSTM (``"rnn"``, ``"lstm"``) from
+    ``load_seed_results`` or :func:`by_seed`; a pair with a missing run is left out."""
+    found = {}
+    for cell in ("rnn", "lstm"):
+        free, stable = runs.get(f"{cell}-unconstrained"), runs.get(f"{cell}-stable")
+        if free and stable:
+            a, b = seed_summary(free), seed_summary(stable)
+            found[cell] = StabilityCost(
+                a, b, criteria.relative_gap(b.mean, a.mean),
+                criteria.stability_cost_verdict("jsb", a, b),
+            )  # fmt: skip
+    return found
+
+
+def stability_cost_table(runs_by_label: dict[str, dict[str, dict[int, dict[str, Any]]]]) -> str:
+    """Markdown table: for each labelled set of runs (``{label: load_seed_results(...)}``)
+    and each cell, the stable and unconstrained test NLL, the gap and the verdict of
+    ``stability_cost`` in ``criteria.json``."""
+    lines = [
+        "| runs | model | unconstrained | stable | stable vs unconstrained "
+        "| stability costs little? |",
+        "| --- | --- | --- | --- | ---: | --- |",
+    ]
+    for label, runs in runs_by_label.items():
+        for cell, cost in stability_costs(runs).items():
+            lines.append(
+                f"| {label} | {LABELS[f'{cell}-unconstrained']} | {cost.free.describe(2)} "
+                f"| {cost.stable.describe(2)} | {100 * cost.relative:+.1f}% | {cost.verdict} |"
+            )
+    return "\n".join(lines)
+
+
+def main_table(baseline: float, results_dir: str | Path | None = None) -> str:
+    """Markdown table of the chapter's main result (config ``authors``): each model's test
+    NLL over its seeds (mean ± sd), the paper's number with its mark, the difference and the
+    verdict of ``reproduces_paper``, the gap to the no-memory ``baseline``, and the stable
+    model's gap to its twin with the verdict of ``stability_cost``."""
+    runs = load_seed_results("authors", results_dir)
+    compared = paper_comparisons("authors", results_dir)
+    costs = stability_costs(runs)
+    needed = criteria.load_criteria()["seeds"]["jsb"]
+    lines = [
+        f"| model | ours: test NLL, authors' scale, {needed} seeds "
+        "| the paper | ours − paper | reproduced? | vs no-memory baseline "
+        "| stable vs unconstrained |",
+        "| --- | --- | --- | ---: | --- | --- | --- |",
+    ]
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        marked = paper_claims.marked(PAPER_KEYS[(cell, variant)])
+        found = compared[name]
+        if found.ours is None:
+            lines.append(f"| {LABELS[name]} | not yet run | {marked} | | | | |")
+            continue
+        cost = costs.get(cell)
+        versus = (
+            f"{100 * cost.relative:+.1f}%: {cost.verdict}" if variant == "stable" and cost else ""
+        )
+        lines.append(
+            f"| {LABELS[name]} | {found.ours.mean:.2f} ± {found.ours.sd:.2f} | {marked} "
+            f"| {found.difference:+.2f} ({100 * found.relative:+.1f}%) | {found.verdict} "
+            f"| {baseline_comparison(found.ours, baseline)} | {versus} |"
+        )
+    lines.append(_baseline_row(baseline, lines[0]))
+    return "\n".join(lines)
+
+
+def training_extent_table(runs: dict[str, dict[int, dict[str, Any]]]) -> str:
+    """Markdown table: for every model and seed of a seeded config, the best validation epoch
+    (the weights the test NLL is measured on) against the epochs run, and the final learning
+    rate. A best epoch near the last says the epochs ran out while the model still improved;
+    an early one with a tiny final rate says the schedule's cuts froze it."""
+    lines = [
+        "| model | seed | best epoch | epochs run | final lr |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, each in runs.items():
+        for seed, run in sorted(each.items()):
+            lines.append(
+                f"| {LABELS[name]} | {seed} | {run['best_epoch']} | {len(run['epochs'])} "
+                f"| {run['epochs'][-1]['lr']:.0e} |"
+            )
+    return "\n".join(lines)
+
+
+def early_stop_table(results: dict[str, dict[str, Any]]) -> str:
+    """Markdown table: each run of ``results`` (one per model), the epochs it ran of its
+    config's, and for a run ended by ``--stop-below-lr`` its learning rate then and the
+    bound on how far the skipped epochs could have moved its weights."""
+    lines = [
+        "| model | epochs run | stopped early at lr "
+        "| skipped epochs could move the weights by at most |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, result in results.items():
         early = result.get("stopped_early") or {}
-        why = (
-            f"its learning rate had decayed to {early['lr']:.0e}, below {early['stop_below_lr']:g};"
-            f" the {planned - ran} skipped epochs could have moved its weights by at most "
-            f"{early['max_weight_change']:.3f} in norm"
-            if early
-            else "it did not finish"
-        )
-        stopped.append(f"{LABELS[name]} stopped after epoch {ran} of {planned}: {why}.")
-    count = f"{len(full)} of {len(results)} runs ran every epoch of their config"
-    return [count + (f" ({'; '.join(LABELS[n] for n in full)})." if full else "."), *stopped]
+        ran = f"{len(result['epochs'])} of {result['config']['epochs']}"
+        lr = f"{early['lr']:.0e}" if early else "(ran every epoch)"
+        bound = f"{early['max_weight_change']:.3f} in norm" if early else ""
+        lines.append(f"| {LABELS[name]} | {ran} | {lr} | {bound} |")
+    return "\n".join(lines)
 
 
-def training_extent_sentences(runs: dict[str, dict[int, dict[str, Any]]]) -> list[str]:
-    """For every model of a seeded config: each seed's best validation epoch (the weights the
-    test NLL is measured on) against the epochs it ran, and its learning rate at the end.
-    A best epoch near the last says the schedule's epochs ran out while the model was still
-    improving; an early one with a tiny final rate says the schedule's cuts froze it."""
-    sentences = []
-    for name, by_seed in runs.items():
-        each = "; ".join(
-            f"seed {seed}: best epoch {run['best_epoch']} of {len(run['epochs'])}, "
-            f"final lr {run['epochs'][-1]['lr']:.0e}"
-            for seed, run in sorted(by_seed.items())
-        )
-        sentences.append(f"{LABELS[name]}: {each}.")
-    return sentences
-
-
-def input_layer_readings(
+def input_layer_table(
     results: dict[str, dict[str, Any]], reference: dict[str, dict[int, dict[str, Any]]]
-) -> list[str]:
-    """The ``single_seed_ablation`` rule of ``criteria.json`` on each one-seed row of the
-    input-layer ablation (``results``, config ``full``) against the same model without the
-    layer over its seeds (``reference``, config ``authors``): the row may be read only when
-    its effect exceeds ``sd_multiple`` seed sds of the reference."""
+) -> str:
+    """Markdown table: the ``single_seed_ablation`` rule of ``criteria.json`` on each one-seed
+    row of the input-layer ablation (``results``, config ``full``) against the same model
+    without the layer over its seeds (``reference``, config ``authors``): the row may be read
+    on one seed only when its effect exceeds ``sd_multiple`` seed sds of the reference."""
     k = criteria.criterion("single_seed_ablation")["sd_multiple"]
-    sentences = []
+    lines = [
+        "| model | with input layer (one seed) | without (config `authors`) | effect "
+        f"| {k:g} sd | read on one seed? |",
+        "| --- | ---: | --- | ---: | ---: | --- |",
+    ]
     for cell, variant in TABLE_VARIANTS:
         name = f"{cell}-{variant}"
         if name not in results or name not in reference or "test_nll" not in results[name]:
             continue
         row, summary = results[name]["test_nll"], seed_summary(reference[name])
-        readable = criteria.single_seed_readable(row, summary)
-        reading = (
-            "the row may be read on its one seed"
-            if readable
-            else "the row may not be read on one seed (it needs the seeds of the criteria)"
+        readable = "yes" if criteria.single_seed_readable(row, summary) else "no: needs seeds"
+        lines.append(
+            f"| {LABELS[name]} | {row:.2f} | {summary.mean:.2f} ± {summary.sd:.2f} "
+            f"| {row - summary.mean:+.2f} | {k * summary.sd:.2f} | {readable} |"
         )
-        sentences.append(
-            f"{LABELS[name]}: with the input layer {row:.2f} (one seed), without it "
-            f"{summary.describe(2)}: effect {row - summary.mean:+.2f} against {k:g} sd = "
-            f"{k * summary.sd:.2f} (criteria.json: single_seed_ablation): {reading}."
-        )
-    return sentences
-
-
-def describe_differences(results: dict[str, dict[str, Any]]) -> list[str]:
-    """One sentence per finished variant: ours minus the paper's number."""
-    sentences = []
-    for cell, variant in TABLE_VARIANTS:
-        name = f"{cell}-{variant}"
-        if name in results and "test_nll" in results[name]:
-            ours = results[name]["test_nll"]
-            key = PAPER_KEYS[(cell, variant)]
-            sentences.append(
-                f"{LABELS[name]}: ours {ours:.2f}, the paper {paper_claims.marked(key)}: "
-                f"{ours - paper_claims.value(key):+.2f} nats per time step"
-            )
-    return sentences
-
-
-def paper_sentences(config: str = "authors", results_dir: str | Path | None = None) -> list[str]:
-    """One sentence per model of a config whose setting is the authors': our test NLL over
-    seeds, the paper's number (with its mark), the difference, and the verdict of
-    ``reproduces_paper`` in ``criteria.json`` (none with fewer seeds than it requires, and
-    "not comparable" for a cell of :data:`NOT_THE_AUTHORS_MODEL`)."""
-    if config not in PAPER_SETTING_CONFIGS:
-        raise ValueError(f"config {config!r} is not the authors' setting; "
-                         f"{list(PAPER_SETTING_CONFIGS)} are")  # fmt: skip
-    runs = load_seed_results(config, results_dir)
-    tolerance = criteria.criterion("reproduces_paper")["relative_tolerance"]
-    needed = criteria.load_criteria()["seeds"]["jsb"]
-    sentences = []
-    for cell, variant in TABLE_VARIANTS:
-        name = f"{cell}-{variant}"
-        key = PAPER_KEYS[(cell, variant)]
-        if name not in runs:
-            sentences.append(
-                f"{LABELS[name]}: not yet run; the paper reports {paper_claims.marked(key)}."
-            )
-            continue
-        summary = seed_summary(runs[name])
-        paper = float(paper_claims.value(key))
-        if cell in NOT_THE_AUTHORS_MODEL:
-            verdict = f"not comparable: {NOT_THE_AUTHORS_MODEL[cell]}"
-        elif criteria.enough_seeds("jsb", summary):
-            verdict = criteria.reproduces_paper(summary, paper, config, True)
-        else:
-            verdict = f"no verdict ({summary.n} of {needed} seeds)"
-        sentences.append(
-            f"{LABELS[name]}: ours {summary.describe(2)}, the paper {paper_claims.marked(key)}: "
-            f"{summary.mean - paper:+.2f} nats per time step "
-            f"({100 * criteria.relative_gap(summary.mean, paper):+.1f}%). Reproduces the paper "
-            f"(criteria.json: within {tolerance:.0%}, {needed} seeds per model): {verdict}."
-        )
-    return sentences
-
-
-def stability_cost_sentences(runs: dict[str, dict[int, dict[str, Any]]], label: str) -> list[str]:
-    """For the RNN and the LSTM: the stable model's test NLL over seeds against its
-    unconstrained twin's (``load_seed_results`` or :func:`by_seed`), with the verdict of
-    ``stability_cost`` in ``criteria.json`` (none with fewer seeds than it requires).  A pair
-    with a missing run gets a sentence that says so, never a verdict."""
-    sentences = []
-    for cell in ("rnn", "lstm"):
-        free, stable = runs.get(f"{cell}-unconstrained"), runs.get(f"{cell}-stable")
-        model = LABELS[f"{cell}-unconstrained"]
-        if not (free and stable):
-            sentences.append(f"{model} ({label}): a run of the pair has not finished.")
-            continue
-        free_summary, stable_summary = seed_summary(free), seed_summary(stable)
-        gap = stable_summary.mean - free_summary.mean
-        relative = criteria.relative_gap(stable_summary.mean, free_summary.mean)
-        verdict = criteria.stability_cost_verdict("jsb", free_summary, stable_summary)
-        sentences.append(
-            f"{model} ({label}): stable {stable_summary.describe(2)} vs unconstrained "
-            f"{free_summary.describe(2)} ({gap:+.2f} nats, {100 * relative:+.1f}%). "
-            f"Stability costs little (criteria.json: "
-            f"{criteria.stability_cost_rule('jsb', 'higher in NLL')}): {verdict}."
-        )
-    return sentences
+    return "\n".join(lines)
 
 
 def plot_learning_curves(results: dict[str, dict[str, Any]], title: str = "") -> Figure:
@@ -795,37 +833,6 @@ def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int |
     return None
 
 
-def memory_caveat(name: str, results: dict[str, dict[str, Any]], baseline: float) -> str:
-    """A bracketed caveat for a model whose test NLL does not beat the no-memory baseline by
-    the margin of ``criteria.json`` (its measurements of memory describe a model that predicts
-    no better than one without memory); "" otherwise.  ``results`` holds one run per model
-    (:func:`load_results`): with fewer seeds than the criteria require, the caveat says so and
-    calls the comparison indicative; only with enough seeds does it give the criteria's
-    verdict "no better than the baseline"."""
-    run = results.get(name)
-    if run is None or "test_nll" not in run:
-        return ""
-    summary = seed_summary(by_seed({name: run})[name])
-    if uses_memory(summary, baseline):
-        return ""
-    seed = f", seed {run['seed']}" if "seed" in run else ""
-    if not criteria.enough_seeds("jsb", summary):
-        margin = criteria.criterion("beats_baseline")["relative_margin"]
-        needed = criteria.load_criteria()["seeds"]["jsb"]
-        seeds = "one seed" if summary.n == 1 else f"{summary.n} seeds"
-        return (
-            f" [{seeds}: indicative, not a verdict (criteria.json's beats_baseline needs "
-            f"{needed} seeds): {run['test_nll']:.2f} vs the no-memory baseline's {baseline:.2f}"
-            f"{seed}, not below it by the {margin:.0%} margin; its measurements of memory may "
-            "describe a model with little memory to measure]"
-        )
-    return (
-        f" [no better than the no-memory baseline ({run['test_nll']:.2f} vs {baseline:.2f}"
-        f"{seed}; criteria.json: beats_baseline): its measurements of memory describe a model "
-        "that predicts no better than one without memory]"
-    )
-
-
 def truncation_verdict(k: int | None, measured_up_to: int, exact_from: int | None) -> str:
     """The ``truncation`` rule of ``criteria.json`` for a curve whose smallest context within
     the tolerance is ``k`` (None: none), measured up to ``measured_up_to``; from
@@ -841,83 +848,141 @@ def truncation_verdict(k: int | None, measured_up_to: int, exact_from: int | Non
     return f"no verdict (measured up to k = {measured_up_to}, the rule's max_k is {max_k})"
 
 
-def describe_truncation(
+@dataclass(frozen=True)
+class JacobianStats:
+    """The sampled state-Jacobian spectral norms of one model: range, median, the share
+    below 1 (states where the step contracts locally) and how many were sampled."""
+
+    smallest: float
+    median: float
+    largest: float
+    below_one: float
+    count: int
+
+
+def jacobian_stats(entry: dict[str, Any]) -> JacobianStats | None:
+    """:class:`JacobianStats` of one model's analysis entry (None without Jacobians)."""
+    if not entry.get("jacobian_norms"):
+        return None
+    norms = np.array([x for layer in entry["jacobian_norms"] for x in layer])
+    return JacobianStats(
+        float(norms.min()), float(np.median(norms)), float(norms.max()),
+        float(np.mean(norms < 1)), int(norms.size),
+    )  # fmt: skip
+
+
+def gradient_ratio(entry: dict[str, Any], distance: int | None = None) -> float | None:
+    """Mean gradient norm at ``distance`` (default: the ``gradient_vanishes`` rule's) over the
+    one at distance 0, from one model's analysis entry (None when not measured)."""
+    if "figure2" not in entry:
+        return None
+    distance = criteria.criterion("gradient_vanishes")["distance"] if distance is None else distance
+    norms = dict(zip(entry["figure2"]["distance"], entry["figure2"]["mean_norm"], strict=True))
+    if distance not in norms or not norms[0]:
+        return None
+    return norms[distance] / norms[0]
+
+
+def memory_reading(name: str, results: dict[str, dict[str, Any]], baseline: float) -> str:
+    """Whether a model (one run per model, :func:`load_results`, or its seeds) has memory to
+    measure, in the words of ``beats_baseline``: "beats it", "not below it by the margin
+    (one seed: indicative)" with fewer seeds than the criteria require, or "no better than
+    the baseline"."""
+    run = results.get(name)
+    if run is None or "test_nll" not in run:
+        return ""
+    summary = seed_summary(by_seed({name: run})[name])
+    if uses_memory(summary, baseline):
+        return "beats it"
+    if not criteria.enough_seeds("jsb", summary):
+        return f"not below it by the margin ({criteria.seeds_label(summary.n)}: indicative)"
+    return "no better than the baseline"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One model's measurements of memory: the truncation curve (recurrent NLL, NLL at the
+    smallest context, the smallest context within the ``truncation`` tolerance and its
+    verdict), the gradient ratio at the rule's distance and the ``gradient_vanishes``
+    verdict, the sampled Jacobian norms, and the :func:`memory_reading` ("" unread)."""
+
+    recurrent_nll: float | None
+    first_nll: float | None
+    context: int | None
+    truncation: str
+    gradient_ratio: float | None
+    vanishes: str
+    jacobians: JacobianStats | None
+    memory: str
+
+
+def measured(
     analysis: dict[str, Any],
     results: dict[str, dict[str, Any]] | None = None,
     baseline: float | None = None,
     curve_key: str = "truncated_eval",
-) -> list[str]:
-    """For every model: the NLL at k = 1, the context within the ``truncation`` tolerance of
-    ``criteria.json`` and its verdict (:func:`truncation_verdict`), marked as read on one
-    model; with ``results`` and ``baseline``, the caveat of a model that does not beat the
-    baseline (:func:`memory_caveat`).  On ``truncated_eval`` (the first ``frames`` frames of
-    each chorale) a context ``k >= frames - 1`` sees every scored frame."""
-    tolerance = criteria.criterion("truncation")["relative_tolerance"]
+) -> dict[str, Measured]:
+    """:class:`Measured` of every model of ``analysis``. On ``truncated_eval`` (the first
+    ``frames`` frames of each chorale) a context ``k >= frames - 1`` sees every scored frame,
+    so the truncation verdict gives none there."""
     frames = analysis.get("config", {}).get("frames")
     exact_from = frames - 1 if curve_key == "truncated_eval" and frames else None
-    sentences = []
-    for name, entry in analysis.items():
-        if not (isinstance(entry, dict) and curve_key in entry):
+    ratio_needed = criteria.criterion("gradient_vanishes")["ratio"]
+    found = {}
+    for name in LABELS:
+        entry = analysis.get(name)
+        if not isinstance(entry, dict):
             continue
-        curve = entry[curve_key]
-        k = context_used(curve, tolerance)
-        reach = (
-            f"within {tolerance:.0%} of it from k = {k} frames on"
-            if k is not None
-            else f"never within {tolerance:.0%} of it up to k = {curve['k'][-1]}"
+        curve = entry.get(curve_key)
+        k = context_used(curve) if curve else None
+        ratio = gradient_ratio(entry)
+        found[name] = Measured(
+            recurrent_nll=curve["recurrent_loss"] if curve else None,
+            first_nll=curve["loss"][0] if curve else None,
+            context=k,
+            truncation=truncation_verdict(k, curve["k"][-1], exact_from) if curve else "",
+            gradient_ratio=ratio,
+            vanishes=(
+                "" if ratio is None else "supported" if ratio < ratio_needed else "not supported"
+            ),  # fmt: skip
+            jacobians=jacobian_stats(entry),
+            memory=memory_reading(name, results, baseline) if results and baseline else "",
         )
-        verdict = truncation_verdict(k, curve["k"][-1], exact_from)
-        caveat = memory_caveat(name, results, baseline) if results and baseline else ""
-        sentences.append(
-            f"{LABELS[name]}: recurrent NLL {curve['recurrent_loss']:.2f}; context 1 gives "
-            f"{curve['loss'][0]:.2f}; {reach}. Short context (criteria.json; {ONE_MODEL}): "
-            f"{verdict}" + caveat
-        )
-    return sentences
+    return found
 
 
-def describe_gradient_reach(
+def measurements_table(
     analysis: dict[str, Any],
     results: dict[str, dict[str, Any]] | None = None,
     baseline: float | None = None,
-) -> list[str]:
-    """For every model: the mean gradient norm at the distance of the ``gradient_vanishes``
-    rule of ``criteria.json`` relative to distance 0, and the verdict."""
-    rule = criteria.criterion("gradient_vanishes")
-    distance, ratio = rule["distance"], rule["ratio"]
-    sentences = []
-    for name, entry in analysis.items():
-        if not (isinstance(entry, dict) and "figure2" in entry):
-            continue
-        norms = dict(zip(entry["figure2"]["distance"], entry["figure2"]["mean_norm"], strict=True))
-        if distance not in norms or not norms[0]:
-            continue
-        measured = norms[distance] / norms[0]
-        verdict = "supported" if measured < ratio else "not supported"
-        caveat = memory_caveat(name, results, baseline) if results and baseline else ""
-        sentences.append(
-            f"{LABELS[name]}: gradient norm at distance {distance} is {measured:.2%} of the one at "
-            f"distance 0. Vanishes (criteria.json: below {ratio:.0%}; {ONE_MODEL}): {verdict}"
-            + caveat
+    curve_key: str = "truncated_eval",
+) -> str:
+    """Markdown table of :func:`measured`: one row per model, with the verdicts of the
+    ``truncation`` and ``gradient_vanishes`` rules (read on one model: indicative)."""
+    distance = criteria.criterion("gradient_vanishes")["distance"]
+    lines = [
+        "| model | recurrent NLL | NLL at k = 1 | smallest k within 1% | short context? "
+        f"| gradient at {distance} / at 0 | vanishes? | Jacobian norms: min, median, max "
+        "| below 1 |" + (" vs no-memory baseline |" if results and baseline else ""),
+        "| --- | ---: | ---: | ---: | --- | ---: | --- | --- | ---: |"
+        + (" --- |" if results and baseline else ""),
+    ]
+    for name, m in measured(analysis, results, baseline, curve_key).items():
+        nll = f"{m.recurrent_nll:.2f}" if m.recurrent_nll is not None else ""
+        first = f"{m.first_nll:.2f}" if m.first_nll is not None else ""
+        ratio = f"{100 * m.gradient_ratio:.2g}%" if m.gradient_ratio is not None else ""
+        jac = m.jacobians
+        norms = (
+            f"{jac.smallest:.3f}, {jac.median:.3f}, {jac.largest:.3f}" if jac else "(no state map)"
         )
-    return sentences
-
-
-def describe_jacobians(analysis: dict[str, Any]) -> list[str]:
-    """For every model with state-Jacobian norms: their range and median over the sampled
-    positions, and the share below 1 (states at which the step is a local contraction in
-    the spectral norm)."""
-    sentences = []
-    for name, entry in analysis.items():
-        if not (isinstance(entry, dict) and entry.get("jacobian_norms")):
-            continue
-        norms = np.array([x for layer in entry["jacobian_norms"] for x in layer])
-        sentences.append(
-            f"{LABELS[name]}: sampled state-Jacobian norms from {norms.min():.3f} to "
-            f"{norms.max():.3f} (median {np.median(norms):.3f}); {np.mean(norms < 1):.0%} "
-            f"of the {norms.size} sampled states below 1"
+        below = f"{100 * jac.below_one:.0f}% of {jac.count}" if jac else ""
+        k = m.context if m.context is not None else "none"
+        row = (
+            f"| {LABELS[name]} | {nll} | {first} | {k} "
+            f"| {m.truncation} | {ratio} | {m.vanishes} | {norms} | {below} |"
         )
-    return sentences
+        lines.append(row + (f" {m.memory} |" if results and baseline else ""))
+    return "\n".join(lines)
 
 
 def piano_roll_contexts(entry: dict[str, Any]) -> list[int]:
