@@ -12,6 +12,23 @@ from pathlib import Path
 from stablernn_lib.homework.registry import homeworks
 
 
+def homework_summary_markdown() -> str:
+    """The instructor page's first table: each homework's time, points and how they are graded."""
+    lines = [
+        "| homework | chapter | student time | autograded | graded by hand (rubric) | total |",
+        "|---|---|---|---|---|---|",
+    ]
+    for homework in homeworks():
+        auto = sum(q.points for q in homework.questions if q.kind == "code")
+        proofs = [q for q in homework.questions if q.kind == "proof"]
+        by_hand = " + ".join(f"{q.points:g} ({q.id})" for q in proofs) or "none"
+        lines.append(
+            f"| {homework.id} | {homework.title} | {homework.minutes} min | {auto:g} points "
+            f"| {by_hand} | {homework.points:g} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def questions_markdown() -> str:
     """The instructor page's table: every homework, its time, its questions and what they test."""
     lines = [
@@ -84,7 +101,7 @@ def _canvas_csv(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from stablernn_lib.homework.grading import Limits, grade_submissions
+    from stablernn_lib.homework.grading import Limits, grade_submissions, one_line
 
     if args.canvas_csv is not None or args.include_manual is not None:
         _check_canvas_options(args)
@@ -103,7 +120,8 @@ def _grade(args: argparse.Namespace) -> int:
         jobs=args.jobs,
     )
     for s in submissions:
-        print(f"{s.student:20s} {s.path.name:40s} {s.auto_points:6g}  {s.status}")
+        student, name, status = one_line(s.student), one_line(s.path.name), one_line(s.status)
+        print(f"{student:20s} {name:40s} {s.auto_points:6g}  {status}")  # no control characters
     print(f"wrote {Path(args.out) / 'scores.csv'} and {len(submissions)} reports")
     if args.canvas_csv is not None:
         from stablernn_lib.homework.canvas import console_notes
@@ -124,6 +142,7 @@ def _gradescope(args: argparse.Namespace) -> int:
 
 
 def _questions(args: argparse.Namespace) -> int:
+    print(homework_summary_markdown())
     print(questions_markdown(), end="")
     return 0
 

@@ -104,7 +104,7 @@ HOMEWORK = Homework(
                 "rnn_states(W, U, inputs) returns the states h_1..h_T, shape (T, B, H), of "
                 "h_t = tanh(W h_{t-1} + U x_t) with h_0 = 0, for inputs of shape (T, B, D)."
             ),
-            tests="the recurrence h_t = phi_w(h_{t-1}, x_t), time-first batched shapes",
+            tests=r"the recurrence $h_t = \phi_w(h_{t-1}, x_t)$, time-first batched shapes",
             forbidden=("RNN", "VanillaRNN", "from_torch"),
             checks=(
                 Check("a (4, 2, 3) input", states_visible),
@@ -122,7 +122,7 @@ HOMEWORK = Homework(
                 "the tanh RNN run on the last k inputs x_{t-k+1..t} only, from the zero state "
                 "(all the inputs seen so far when t < k)."
             ),
-            tests="the definition of h^k_t; k >= t gives the full model",
+            tests=r"the definition of $h^k_t$; $k \ge t$ gives the full model",
             forbidden=("truncated_states", "truncated_states_reference"),
             checks=(
                 Check("T = 6, k = 2", truncated_visible),
@@ -156,7 +156,7 @@ HOMEWORK = Homework(
                 "Prove that h^k_t depends only on x_{t-k+1}, ..., x_t, and that h^k_t = h_t "
                 "whenever k >= t."
             ),
-            tests="reasoning with the recursion and h_0 = 0",
+            tests="reasoning with the recursion and $h_0 = 0$",
         ),
     ),
 )

@@ -81,7 +81,7 @@ HOMEWORK = Homework(
                 "x_{t-k+1}, ..., x_t in order, with zero vectors in place of inputs before the "
                 "start of the sequence; inputs is (T, B, D)."
             ),
-            tests="the input of a feed-forward model of context k; zero padding",
+            tests="the input of a feed-forward model of context $k$; zero padding",
             checks=(
                 Check("T = 5, k = 3", windows_visible),
                 Check("random shapes, k = 1, k > T", windows_random, hidden=True),
@@ -97,7 +97,7 @@ HOMEWORK = Homework(
                 "(T, B, H), of the tanh RNN, using k sequential steps applied to all T windows "
                 "at once (a batch of T * B sequences), not a loop over t."
             ),
-            tests="why a truncated model is feed-forward: depth k, parallel over t",
+            tests="why a truncated model is feed-forward: depth $k$, parallel over $t$",
             forbidden=("truncated_states", "truncated_states_reference"),
             checks=(
                 Check("T = 7, k = 3", parallel_visible),

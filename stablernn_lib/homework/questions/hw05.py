@@ -108,7 +108,10 @@ HOMEWORK = Homework(
                 "lam^k * lx * bx / (1 - lam) <= eps; raise ValueError unless 0 <= lam < 1 and "
                 "eps > 0."
             ),
-            tests="solving Lemma 1's bound for k; the log(1/eps) / log(1/lambda) growth",
+            tests=(
+                r"Lemma 1's bound solved for $k$; its $\log(1/\epsilon) / \log(1/\lambda)$ "
+                "growth"
+            ),
             forbidden=("lemma1_context", "lemma1_truncation_bound"),
             checks=(
                 Check("lam = 0.9, eps = 0.01", context_visible),
@@ -126,7 +129,7 @@ HOMEWORK = Homework(
                 "is max over t and the batch of ||h_t - h^k_t|| with k = ks[i], for the tanh "
                 "RNN on inputs (T, B, D)."
             ),
-            tests="the experiment behind Lemma 1: the error decays like lambda^k",
+            tests=r"the experiment behind Lemma 1: the error decays like $\lambda^k$",
             forbidden=("truncated_states", "truncated_states_reference"),
             checks=(
                 Check("T = 12, ks = [1, 2, 4, 8]", errors_visible),

@@ -108,7 +108,7 @@ HOMEWORK = Homework(
                 "w_t = project(w_{t-1} - alpha_t grad(w_{t-1})) and alpha_t = alpha / t if decay "
                 "else alpha."
             ),
-            tests="the training procedure of Proposition 2, the alpha / t schedule",
+            tests=r"the training procedure of Proposition 2, the $\alpha / t$ schedule",
             checks=(
                 Check("5 steps, alpha / t", pgd_visible),
                 Check("random runs, constant step, N = 0", pgd_random, hidden=True),

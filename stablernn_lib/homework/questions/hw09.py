@@ -152,7 +152,7 @@ HOMEWORK = Homework(
                 "(every chorale's frames but its first), i.e. the sum of the binary entropies "
                 "H(f_j), with H(0) = H(1) = 0."
             ),
-            tests="the floor any model of the table must beat (Exercise ex-ch09-marginal)",
+            tests="the floor any model of the table must beat (a Chapter 9 exercise derives it)",
             checks=(
                 Check("3 chorales of 6 keys", marginal_visible),
                 Check("random chorales, frequencies 0 and 1", marginal_random, hidden=True),

@@ -1,0 +1,71 @@
+"""instructor.md says what an instructor does, with its tables current and their math rendered.
+
+The two tables come from the registry (``python -m stablernn_lib homework questions``);
+this checks that the page holds the current ones, that the question table writes its
+math between dollar signs (MyST renders it) and names no raw label, and that the page
+covers each step of the work: assign, collect, grade, proofs, publish, Canvas, Gradescope.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from stablernn_lib.homework import homeworks
+from stablernn_lib.homework.cli import homework_summary_markdown, questions_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = (ROOT / "instructor.md").read_text()
+RAW_MATH = re.compile(r"[_^]\{?\w|\\[a-z]+|>=|<=|\b(phi|lambda|alpha|eps)\b")
+
+
+def outside_math_and_code(text: str) -> str:
+    return re.sub(r"\$[^$]+\$|`[^`]+`", " ", text)
+
+
+def test_the_summary_table_is_current_and_adds_up() -> None:
+    summary = homework_summary_markdown()
+    assert summary in PAGE
+    rows = summary.strip().split("\n")[2:]
+    assert [row.split(" | ")[0].strip("| ") for row in rows] == [h.id for h in homeworks()]
+    for row, homework in zip(rows, homeworks(), strict=True):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        auto = float(cells[3].removesuffix(" points"))
+        by_hand = (
+            sum(float(p.split(" ")[0]) for p in cells[4].split(" + ")) if cells[4] != "none" else 0
+        )
+        assert auto + by_hand == float(cells[5]) == homework.points
+        assert cells[2] == f"{homework.minutes} min"
+
+
+def test_the_question_table_renders_its_math_and_names_no_raw_label() -> None:
+    table = questions_markdown()
+    assert table in PAGE
+    what_it_tests = [row.rsplit(" | ", 1)[1].rstrip(" |") for row in table.strip().split("\n")[2:]]
+    assert len(what_it_tests) == sum(len(h.questions) for h in homeworks())
+    for text in what_it_tests:
+        assert not RAW_MATH.search(outside_math_and_code(text)), text
+        assert not re.search(r"\b(ex|eq|fig|thm)-[\w-]+", text), text  # a raw label
+    assert r"$h_t = \phi_w(h_{t-1}, x_t)$" in table and r"$\lambda^k$" in table
+    for raw in (r"(?<!\\)phi_w\(", r"(?<!\\)lambda\^k", r"\(Exercise ex-ch09-marginal\)"):
+        assert not re.search(raw, PAGE), raw
+
+
+def test_the_page_says_what_an_instructor_does() -> None:
+    steps = PAGE.split("## What an instructor does", 1)[1].split("\n## ", 1)[0]
+    for step in ("**Assign.**", "**Collect**", "**Grade.**", "**Grade the proofs by hand.**"):
+        assert step in steps
+    assert "**Publish the grades**" in steps and "45 to 60 minutes" in steps
+    minutes = {h.minutes for h in homeworks()}
+    assert (min(minutes), max(minutes)) == (45, 60)
+    for heading in ("### Proofs, graded by hand", "### Canvas", "### Gradescope"):
+        assert heading in PAGE
+    for command in (
+        "--canvas-csv",
+        "homework canvas-csv",
+        "--include-manual",
+        "homework gradescope",
+    ):
+        assert command in PAGE
+    assert "(grader_security.md)" in PAGE
+    assert ".github/workflows/pages.yml" in PAGE and "Source* to *GitHub Actions*" in PAGE
