@@ -3,7 +3,7 @@
 Three grading runs (module fixtures, through the command line), each notebook graded
 once.  The first, with generous limits, grades the instructor notebook of every
 homework, made-up hw04 submissions, and submissions that attack the grader (every
-attack class of issue 23, listed in instructor.md's threat model): each hostile
+attack class of issues 23 and 37, listed in grader_security.md's threat model): each hostile
 notebook has a *control*, the same answers without the attacks, and must get exactly
 the control's score; attacks that only add cells share a notebook, and each one's own
 cells are checked for the error its defence raises.  The honest submissions must get
@@ -18,8 +18,10 @@ the repository inside a folder of mode 700.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -523,11 +525,23 @@ def background(tmp_path_factory: pytest.TempPathFactory) -> dict:
     checkout, private_folder, private_out = write_private_checkout(
         tmp_path_factory.mktemp("private-checkout")
     )
+    caps_folder = tmp_path_factory.mktemp("caps-submissions")
+    write_caps(caps_folder)
+    caps_out = tmp_path_factory.mktemp("caps-grades")
+    caps = grading_command(caps_folder, caps_out, "--memory-mb", "1024")
+    caps[1:3] = ["-c", PEAK]  # the same command, printing the grading process's peak memory
     processes = {
         "small limits": start_grading(small, ROOT, ROOT),
         "private": start_grading(grading_command(private_folder, private_out), checkout, checkout),
+        "caps": start_grading(caps, ROOT, ROOT),
     }
-    yield {"processes": processes, "output": {}, "small limits": out, "private": private_out}
+    yield {
+        "processes": processes,
+        "output": {},
+        "small limits": out,
+        "private": private_out,
+        "caps": caps_out,
+    }
     for process in processes.values():  # a test that failed early: end what still runs
         if process.poll() is None:
             process.kill()
@@ -574,6 +588,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory, background: dict) -> dict:
         (folder / name).mkdir()
         (folder / name / "hw01.ipynb").write_text("not a notebook: no process needed")
     malformed = write_malformed(folder)
+    write_round_two(folder)
     secret_folder = tmp_path_factory.mktemp("secret")
     secret_folder.chmod(0o700)
     write_links(folder, secret_folder)
@@ -715,7 +730,7 @@ def test_memory_and_process_limits_hold(everything_graded) -> None:
         assert not low <= uid < high, f"a student process is still running: {status.parent}"
 
 
-REFUSED = ("unreadable", "link_", "linked_folder", "fifo_", "mismatch_", "'")
+REFUSED = ("unreadable", "link_", "linked_folder", "fifo_", "mismatch_", "'", "csv_id")
 
 
 def test_other_submissions_are_graded_whatever_one_does(graded) -> None:
@@ -749,7 +764,10 @@ def test_grading_record(graded) -> None:
     assert record["seed"] == 11 and len(record["submissions"]) == len(graded["rows"])
     assert record["limits"]["memory_mb"] == 3072
     assert record["isolation"] == "bubblewrap" and record["sandboxed"], record["warnings"]
-    assert record["warnings"] == [] and record["jobs"] == 2
+    assert record["jobs"] == 2
+    # as an ordinary user, no memory cgroup: the one warning says so (class 5 of issue 37)
+    assert all("MEMORY NOT BOUNDED AS A WHOLE" in w for w in record["warnings"]), record
+    assert AS_ROOT or record["memory"]["whole_submission"] or record["warnings"]
     # two graded at a time, but every row in the order of the submissions' paths
     notebooks = [s["notebook"] for s in record["submissions"]]
     assert notebooks == sorted(notebooks)
@@ -863,7 +881,7 @@ def test_formula_names_are_neutralized_in_scores_csv(graded) -> None:
 def test_the_student_edition_cannot_show_rubrics(graded) -> None:
     shown, stolen = cell_errors(graded, "escapes_hw01", "rubric_thief")
     assert "ImportError" in shown  # show_rubric is gone
-    assert "is in its instructor notebook" in stolen  # the sandbox holds no notebook
+    assert "No module named" in stolen  # the sandbox holds no checks (and no notebook)
     errors = report(graded, "escapes_hw01").split("## Cells that raised an error")[1]
     assert "applications of phi_w" not in errors.split("\n## ")[0]  # (the rubric of hw01.q4)
 
@@ -917,14 +935,15 @@ def test_without_bwrap_the_fallback_says_so_loudly(monkeypatch, tmp_path: Path, 
     folder = tmp_path / "submissions"
     folder.mkdir(mode=0o700)
     nbformat.write(hw01_answers("q1"), folder / "alice_hw01.ipynb")
-    if not fallback_user_can_run():
-        # as root in a checkout under a folder of mode 700 (`mktemp -d`): the user id the
-        # fallback drops to cannot reach the interpreter, so the grader refuses, and says why
-        with pytest.raises(RuntimeError, match=r"(?s)refusing to grade.*can be read"):
-            grading.grade_submissions(folder, tmp_path / "out", seed=11, jobs=2)
+    try:
+        submissions = grading.grade_submissions(folder, tmp_path / "out", seed=11, jobs=2)
+    except RuntimeError as error:
+        # as root in a checkout under a folder of mode 700 (`mktemp -d`), where the user id
+        # the fallback drops to cannot reach what it imports: the grader refuses, and says why
+        assert not fallback_user_can_run()
+        assert re.search(r"(?s)refusing to grade.*can be read", str(error)), error
         assert not (tmp_path / "out" / "scores.csv").exists()
         return
-    submissions = grading.grade_submissions(folder, tmp_path / "out", seed=11, jobs=2)
     assert submissions[0].auto_points == 2
     record = json.loads((tmp_path / "out" / "grading.json").read_text())
     assert not record["sandboxed"] and "NO SANDBOX" in record["warnings"][0]
@@ -989,3 +1008,385 @@ def test_an_interpreter_in_tmp_stays_visible_in_the_sandbox(monkeypatch) -> None
         assert seen.stdout == "here", seen.stderr
     finally:
         shutil.rmtree(venv.parent)
+
+
+# ------------------------------------------------------------- issue 37: round 2
+# The seven classes of issue 37, each graded beside a control with the same answers.
+
+SOLUTION_Q2_REFERENCE = """def truncated_rnn_states(W, U, inputs, k):
+    from stablernn_lib.homework.questions.common import tanh_truncated_states
+    return tanh_truncated_states(W, U, inputs, k)
+"""
+# class 1: the reference code, imported in the answer cell, or in another cell under an alias
+REFERENCE_ALIAS_CELL = (
+    "from stablernn_lib.homework.questions import common as course_helpers\n"
+    "run_course_rnn = course_helpers.tanh_rnn_states"
+)
+SOLUTION_Q1_ALIASED = """def rnn_states(W, U, inputs):
+    return run_course_rnn(W, U, inputs)
+"""
+# ... behind importlib with built strings, and read from the module's file and exec-ed
+SOLUTION_Q1_IMPORTLIB = """import importlib
+def rnn_states(W, U, inputs):
+    name = ".".join(["stablernn_lib", "homework", "ques" + "tions", "com" + "mon"])
+    return importlib.import_module(name).tanh_rnn_states(W, U, inputs)
+"""
+SOLUTION_Q2_EXEC = """import os, stablernn_lib
+def truncated_rnn_states(W, U, inputs, k):
+    folder = os.path.join(os.path.dirname(stablernn_lib.__file__), "homework", "ques" + "tions")
+    code = {}
+    exec(open(os.path.join(folder, "com" + "mon.py")).read(), code)
+    return code["tanh_truncated_states"](W, U, inputs, k)
+"""
+# class 2: walk up the stack (and the heap) to the check's expected values
+FRAME_WALK = """import gc, sys, torch
+def _steal(*names):
+    frame = sys._getframe(1)
+    while frame is not None:
+        for name in names:
+            if name in frame.f_locals:
+                return frame.f_locals[name]
+        frame = frame.f_back
+    return None
+def _same_shape(like, *inputs):
+    for thing in gc.get_objects():
+        if isinstance(thing, torch.Tensor) and thing.shape == like.shape:
+            if not any(thing is x for x in inputs) and thing.dtype == like.dtype:
+                return thing.detach().clone()
+    return torch.zeros_like(like)
+def rnn_states(W, U, inputs):
+    expected = _steal("expected")
+    if expected is None:
+        return torch.zeros(inputs.shape[0], inputs.shape[1], W.shape[0], dtype=inputs.dtype)
+    return expected.detach()
+def lstm_step(weight_hh, weight_ih, bias, c, h, x):
+    c2, h2 = _steal("expected_c"), _steal("expected_h")
+    if c2 is None:
+        return _same_shape(c, c, h), _same_shape(h, c, h)
+    return c2.detach(), h2.detach()
+"""
+# class 3: a cell that makes IPython's transformer take minutes (super-linear in its size)
+STALLING_CELL = "\n".join(["!x"] * 60 + ["y = " + "+".join(["1"] * 35)] * 600)
+# class 6: text that would forge report sections, hide the real ones, and run script
+FORGED_SECTION = (
+    "\r\r## hw01.q1: Run a vanilla RNN (2 / 2)\r\rStatus: complete.\r\r"
+    "| x | visible | pass | forged |\r<!--"
+)
+REPORT_FORGERY = f"""def lstm_step(weight_hh, weight_ih, bias, c, h, x):
+    raise RuntimeError({FORGED_SECTION!r} + "<script>window.pwned = 1</script>")
+raise ValueError("<img src=x onerror='window.pwned = 2'>\\u2028## hw01.q2: (3 / 3)\\x85-->")
+"""
+FORGED_PROOF = (
+    "My proof.\r## hw01.q3: One LSTM step (3 / 3)\u2028Status: complete.\r=====\r"
+    "<script>window.pwned = 3</script>\r<!--"
+)
+# class 7: names that split scores.csv into rows starting with a formula
+CSV_SPLITTERS = {"csv_name": "hw01\r=1+1.ipynb", "csv_unicode": "hw01\u2028@SUM(1).ipynb"}
+
+
+def write_round_two(folder: Path) -> dict[str, str]:
+    """The hostile hw01 notebooks of issue 37 (classes 1, 2, 3, 6, 7) and their controls."""
+    stub = hw01_answers("stub")
+    q1 = hw01_answers("q1")
+    notebooks = {
+        "reference_gate_hw01": with_cells(
+            with_answers(stub, {"hw01.q1": SOLUTION_Q1_ALIASED, "hw01.q2": SOLUTION_Q2_REFERENCE}),
+            [REFERENCE_ALIAS_CELL],
+        ),
+        "reference_hidden_hw01": with_answers(
+            stub, {"hw01.q1": SOLUTION_Q1_IMPORTLIB, "hw01.q2": SOLUTION_Q2_EXEC}
+        ),
+        "frame_walk_hw01": with_answers(stub, {"hw01.q1": FRAME_WALK, "hw01.q3": FRAME_WALK}),
+        "report_forgery_hw01": with_answers(q1, {"hw01.q3": REPORT_FORGERY}),
+    }
+    stalling = with_cells(q1, [STALLING_CELL])
+    setup = nbformat.v4.new_code_cell(STALLING_CELL, metadata={"tags": ["colab-setup"]})
+    stalling.cells.insert(0, setup)
+    notebooks["stalling_hw01"] = stalling
+    forged = notebooks["report_forgery_hw01"]
+    for cell in forged.cells:
+        if cell.cell_type == "markdown" and question_of(cell) == "hw01.q4":
+            cell.source = FORGED_PROOF
+    for name, nb in notebooks.items():
+        nbformat.write(nb, folder / f"{name}.ipynb")
+    for student, name in CSV_SPLITTERS.items():
+        (folder / student).mkdir()
+        nbformat.write(q1, folder / student / name)
+    wrong_id = nbformat.from_dict(dict(q1))
+    wrong_id.metadata["homework"] = {"id": "\r=1+1"}
+    nbformat.write(wrong_id, folder / "csv_id.ipynb")
+    return notebooks
+
+
+def test_reference_code_earns_nothing_however_it_is_reached(graded) -> None:
+    """Class 1: the checks' reference code, imported in the answer cell or under an alias in
+    another cell (the gate: zero, and the reason), or through importlib with built strings or
+    by exec-ing its file (not in the sandbox at all)."""
+    for student in ("reference_gate_hw01", "reference_hidden_hw01"):
+        row = graded["rows"][(student, "hw01")]
+        assert float(row["hw01.q1"]) == 0 and float(row["hw01.q2"]) == 0, row
+        assert row["total"] == graded["rows"][("control_stub_hw01", "hw01")]["total"]
+    gate = report(graded, "reference_gate_hw01")
+    assert gate.count("uses the homework's reference code") == 2
+    hidden = report(graded, "reference_hidden_hw01")
+    assert "No module named" in hidden and "No such file or directory" in hidden
+    assert score(graded, "instructor", "hw01") == 8  # the honest answers still pass the gate
+
+
+def test_the_student_process_holds_no_expected_value(graded) -> None:
+    """Class 2: walking up the stack (or through the heap) of the student process finds
+    only the call's inputs, never an expected value."""
+    row = graded["rows"][("frame_walk_hw01", "hw01")]
+    assert float(row["hw01.q1"]) == 0 and float(row["hw01.q3"]) == 0, row
+    assert row["total"] == graded["rows"][("control_stub_hw01", "hw01")]["total"]
+
+
+def test_the_sandbox_has_no_reference_implementations() -> None:
+    """The sandbox's copy of the library lacks homework/questions (the checks and their
+    reference code); the rest of the library is there."""
+    from stablernn_lib.homework.isolation import Isolation
+
+    bwrap = bwrap_binary()
+    if bwrap is None:
+        pytest.skip("no bwrap here")
+    command = Isolation("bubblewrap", bwrap).command(Path("/nonexistent"))
+    python = command.index(sys.executable)
+    listing = (
+        "import os, sys; lib = sys.argv[1] + '/stablernn_lib/homework'; "
+        "print(sorted(os.listdir(lib + '/questions')), 'sandbox.py' in os.listdir(lib))"
+    )
+    probe = command[: python + 2] + ["-c", listing, command[-1]]
+    result = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["[]", "True"], result.stderr
+
+
+def test_a_stalling_cell_is_cut_not_waited_on(graded) -> None:
+    """Class 3: a cell that takes IPython's transformer minutes is read under a budget,
+    reported and never run; the notebook's other answers are graded as usual."""
+    from stablernn_lib.homework import reader
+
+    row = graded["rows"][("stalling_hw01", "hw01")]
+    assert row == {**graded["rows"][("control_q1_hw01", "hw01")], **_who(row)}
+    text = report(graded, "stalling_hw01")
+    assert text.count("not run: the grader could not read it") == 1  # not the colab-setup copy
+    record = json.loads((graded["out"] / "grading.json").read_text())
+    seconds = next(s["seconds"] for s in record["submissions"] if "stalling" in s["notebook"])
+    print(f"the stalling submission took {seconds} s (reader budget {reader.TOTAL_S} s)")
+    assert seconds < reader.TOTAL_S + 120  # not the minutes a full parse takes
+
+
+def _who(row: dict) -> dict:
+    return {k: row[k] for k in ("student", "notebook")}
+
+
+def test_forged_report_text_changes_no_structure(graded) -> None:
+    """Class 6: bare \\r, Unicode line separators and raw HTML in messages, cell errors, the
+    proof and the file name: the report keeps its own sections, rendered by markdown-it and
+    read back by a browser, with no HTML of the student's."""
+    from markdown_it import MarkdownIt
+
+    text = report(graded, "report_forgery_hw01")
+    assert "\r" not in text and "\u2028" not in text and "\x85" not in text
+    rendered = MarkdownIt("commonmark").enable("table").render(text)
+    headings = re.findall(r"<h2>(.*?)</h2>", rendered)
+    assert headings == [
+        "Cells that raised an error",
+        "hw01.q1: Run a vanilla RNN (2 / 2)",
+        "hw01.q2: The truncated model (0 / 3)",
+        "hw01.q3: One LSTM step (0 / 3)",
+        "hw01.q4: Proof: when truncation changes nothing (by hand / 3)",
+    ], headings
+    for raw in ("<script", "<img", "<!--", "-->"):
+        assert raw not in rendered, raw
+    assert "autograded score: <strong>2 / 8</strong>" in rendered
+    assert rendered.count("<table>") == 3 and "forged" in rendered  # shown, as text
+    seen = _in_a_browser(rendered)
+    if seen is not None:
+        assert seen["headings"] == headings and seen["pwned"] is None, seen
+
+
+def _in_a_browser(html_text: str) -> dict | None:
+    """The h2 headings and ``window.pwned`` of ``html_text`` in headless Chromium."""
+    from browser_support import CHROMIUM, chromium
+
+    if not CHROMIUM.exists():
+        return None
+    with chromium() as browser:
+        page = browser.new_page()
+        page.set_content(html_text)
+        return page.evaluate(
+            "() => ({headings: [...document.querySelectorAll('h2')].map(h => h.innerHTML), "
+            "pwned: window.pwned === undefined ? null : window.pwned})"
+        )
+
+
+def test_scores_csv_keeps_one_row_per_submission_whatever_the_names(graded) -> None:
+    """Class 7: a \\r or a Unicode line separator in a file name or a homework id neither
+    splits a row nor starts a line with a formula."""
+    text = (graded["out"] / "scores.csv").read_bytes().decode()
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert len(rows) == len(graded["rows"]) + 1 and len({len(r) for r in rows}) == 1
+    for line in re.split(r"\r\n|[\r\n\u2028\u2029\x85\v\f]", text):
+        assert not line.startswith(("=", "+", "-", "@")), line
+    for row in rows[1:]:
+        for field in row:
+            assert not any(c in field for c in "\r\n\u2028\u2029\x85"), row
+            assert not field.startswith(("=", "+", "-", "@")), row
+    for student in CSV_SPLITTERS:
+        assert graded["rows"][(student, "hw01")]["total"] == "2"
+    assert graded["rows"][("csv_id", "?")]["status"].startswith("unknown homework")
+
+
+# class 4: forged records flood the grading process (one 30 MB line; then many small ones)
+FLOOD_BIG_LINE = """import os
+def rnn_states(W, U, inputs):
+    line = ('{"event": "result", "id": 1, "returned": {"list": [' + "{}," * 10_000_000
+            + '{}]}}\\n').encode()
+    for fd in range(3, 64):
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass
+    raise ValueError("flooded")
+"""
+FLOOD_MANY_LINES = """import os
+def truncated_rnn_states(W, U, inputs, k):
+    lines = b'{"event": "result", "id": 0, "calls": [{}, {}, {}]}\\n' * 200_000
+    for fd in range(3, 64):
+        try:
+            os.write(fd, lines)
+        except OSError:
+            pass
+    raise ValueError("flooded")
+"""
+# class 5: memory of several processes together, and the writable folders filled
+MEMORY_FILL = """filled = {}
+for folder in ("/tmp", "/submission"):
+    written = 0
+    try:
+        for n in range(40):  # files of 60 MB: under the 64 MB limit of one file
+            with open(f"{folder}/fill{n}", "wb") as handle:
+                for _ in range(60):
+                    handle.write(b"x" * 2**20)
+                    written += 1
+    except OSError as error:
+        filled[folder] = f"{written} MB, then {type(error).__name__}: {error.strerror}"
+raise RuntimeError(f"filled {filled}")
+"""
+MEMORY_TOGETHER = """import subprocess, sys
+hold = "import time; x = b'x' * (450 * 2**20); time.sleep(15)"
+children = [subprocess.Popen([sys.executable, "-c", hold]) for _ in range(4)]
+raise RuntimeError(f"children {[child.wait() for child in children]}")
+"""
+PEAK = (
+    "import resource, sys; from stablernn_lib.__main__ import main; rc = main(sys.argv[1:]); "
+    "print('PEAK_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)"
+)
+
+
+def worst_notebook() -> dict:
+    """A notebook at the caps: 32 MB, cells of 1 MB of distinct names and of 4-byte characters."""
+    nb = json.loads(nbformat.writes(hw01_answers("q1")))
+    names = "".join(f"v{i}=0\n" for i in range(110_000))[: 2**20 - 1]
+    emoji = "\U0001f600" * (2**20 - 1)
+    nb["cells"] += [nbformat.v4.new_code_cell(names) for _ in range(14)]
+    nb["cells"] += [nbformat.v4.new_markdown_cell(emoji) for _ in range(4)]
+    return nb
+
+
+def write_caps(folder: Path) -> None:
+    """The submissions of the capped run: floods, memory together, the worst notebook."""
+    solution_q3 = solution("hw01.q3")
+    floods = with_answers(
+        hw01_answers("stub"),
+        {"hw01.q1": FLOOD_BIG_LINE, "hw01.q2": FLOOD_MANY_LINES, "hw01.q3": solution_q3},
+    )
+    nbformat.write(floods, folder / "flood_hw01.ipynb")
+    memory = with_cells(hw01_answers("q1"), [MEMORY_FILL, MEMORY_TOGETHER])
+    nbformat.write(memory, folder / "memory_hw01.ipynb")
+    text = json.dumps(worst_notebook(), ensure_ascii=False)
+    assert len(text.encode()) <= 32 * 2**20
+    (folder / "worst_hw01.ipynb").write_text(text)
+    nbformat.write(hw01_answers("q1"), folder / "honest_hw01.ipynb")
+
+
+@pytest.fixture(scope="module")
+def graded_at_the_caps(background: dict) -> dict:
+    out = finish(background, "caps")
+    peak = int(background["output"]["caps"].split("PEAK_KB")[1].split()[0])
+    return {**read_grades(out), "peak_mb": peak / 1024, "console": background["output"]["caps"]}
+
+
+def test_forged_records_end_their_check_and_the_grader_stays_small(graded_at_the_caps) -> None:
+    """Class 4: a 30 MB record line, and 200,000 small ones, per check: each check ends
+    with a clear status at the caps, the other answers count, and the grading process
+    stays small (its peak is printed: the number of grader_security.md)."""
+    graded = graded_at_the_caps
+    row = graded["rows"][("flood_hw01", "hw01")]
+    assert (row["hw01.q1"], row["hw01.q2"], row["hw01.q3"]) == ("0", "0", "3"), row
+    text = report(graded, "flood_hw01")
+    assert "the check was ended: your notebook's process sent a line over 4 MB" in text
+    assert "sent more than 1000 lines or 32 MB during one check" in text
+    assert graded["rows"][("honest_hw01", "hw01")]["total"] == "2"
+    print(f"peak memory of the grading process: {graded['peak_mb']:.0f} MB")
+    assert graded["peak_mb"] < 1024
+
+
+def test_the_worst_notebook_the_caps_allow_is_read_within_budget(graded_at_the_caps) -> None:
+    """Class 3 and 4 at the caps: 32 MB, cells of 1 MB with 110,000 names: the cells over
+    the reader's budgets are reported and not run; the honest answer still counts."""
+    graded = graded_at_the_caps
+    row = graded["rows"][("worst_hw01", "hw01")]
+    assert row["total"] == "2", row
+    assert report(graded, "worst_hw01").count("not run: the grader could not read it") == 14
+
+
+def test_a_submission_is_bounded_as_a_whole(graded_at_the_caps) -> None:
+    """Class 5 (--memory-mb 1024): four processes of 450 MB and the writable folders
+    filled. As root the submission's memory cgroup holds all of it under 1024 MB; /tmp and
+    /submission are tmpfs of 128 MB each in any case; an ordinary user is told, in the
+    console and grading.json, that memory is not bounded as a whole."""
+    graded = graded_at_the_caps
+    errors = cell_errors_of(graded, "memory_hw01")
+    (filled,) = [e for e in errors if "filled" in e]
+    assert filled.count("No space left on device") == 2, filled
+    for folder in ("/tmp", "/submission"):
+        written = int(filled.split(f"{folder}': '")[1].split(" MB")[0])
+        assert 100 <= written <= 128, filled
+    (together,) = [e for e in errors if "children" in e or "ended the notebook's process" in e]
+    record = json.loads((graded["out"] / "grading.json").read_text())
+    memory = next(s for s in record["submissions"] if "memory_hw01" in s["notebook"])
+    assert record["memory"]["tmp_mb"] == 128 and record["memory"]["writable_folder_mb"] == 128
+    if record["memory"]["whole_submission"]:  # as root, where a cgroup can be made
+        assert "-9" in together or "ended the notebook's process" in together  # killed
+        assert memory["peak_mb"] is not None and memory["peak_mb"] <= 1024, memory
+        print(f"the submission's memory cgroup peaked at {memory['peak_mb']} MB (limit 1024)")
+    else:
+        assert any("MEMORY NOT BOUNDED AS A WHOLE" in w for w in record["warnings"])
+        assert "MEMORY NOT BOUNDED AS A WHOLE" in graded["console"]
+    assert graded["rows"][("memory_hw01", "hw01")]["total"] == "2"
+    assert graded["rows"][("honest_hw01", "hw01")]["total"] == "2"
+
+
+def cell_errors_of(graded, student: str) -> list[str]:
+    text = report(graded, student)
+    return text.split("## Cells that raised an error")[1].split("\n## ")[0].splitlines()
+
+
+def test_spreadsheet_safe_applies_to_every_line_of_a_field() -> None:
+    from stablernn_lib.homework.submissions import spreadsheet_safe
+
+    assert spreadsheet_safe("=1+1") == "'=1+1" and spreadsheet_safe("alice") == "alice"
+    assert spreadsheet_safe("ok\r=1+1") == "ok\r'=1+1"
+    assert spreadsheet_safe("a\u2028@SUM(1)\r\n-2") == "a\u2028'@SUM(1)\r\n'-2"
+
+
+def test_untrusted_report_text_is_one_line_or_a_closed_quote() -> None:
+    """The helpers behind class 6: one line of inline code, escaped text, a block quote."""
+    from stablernn_lib.homework import grading
+
+    forged = "a\rb\u2028c\x85d\x0be`|<!--"
+    assert grading._inline(forged) == "`a b c d e'/<!--`"
+    assert grading._escaped("<b>_x_</b>\r# h") == "&lt;b&gt;\\_x\\_&lt;/b&gt; \\# h"
+    quoted = grading._quoted("proof\r## hw01.q1: (2 / 2)\u2029===\r<!--\x00")
+    assert quoted == ["> proof", "> \\## hw01.q1: (2 / 2)", "> \\===", "> &lt;!--"]

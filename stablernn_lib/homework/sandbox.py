@@ -1,44 +1,50 @@
-"""The student side of grading: run a submission's cells, then call its answers.
+"""The student side of grading: run a submission's cells, then answer calls.
 
 The grader (:mod:`stablernn_lib.homework.grading`) starts :func:`main` in a separate,
 isolated interpreter (``python -I``, in the sandbox of
 :mod:`stablernn_lib.homework.isolation`) for each submission: under another user id
 when the grader runs as root, working in a fresh folder holding only a copy of the
 submission, with resource limits it sets on itself before any student code runs.
-It reads a *plan* (JSON on stdin: cells, checks, seed, limits, its working folder,
-the number of the pipe for events), runs the student's cells in an IPython shell, then runs each
-check with the student's function wrapped in a :class:`Recorder` and sends, for each
-check, what every call of the answer returned, raised or changed in its arguments.
+It reads a *plan* (the first JSON line on stdin: cells, limits, its working folder,
+the number of the pipe for events), runs the student's cells in an IPython shell, says
+``ready``, then answers *requests*, one JSON line each on stdin: ``describe`` (is the
+function there, and its source) and ``call`` (call the student's function on these
+arguments, drawn by the grading process).  For each call it sends back what the
+function returned, raised or changed in its arguments.
 
-Nothing this process says is believed: the grader replays every check in its own,
-untouched process with a :class:`Replayer` of these records, so the only way to earn
-a check's points is to have returned the right values for the grader's inputs.
-Values cross as JSON (:func:`encode` / :func:`decode`): numbers, strings, lists,
-tuples, dicts and dense tensors or arrays; never pickle.
+This process never holds a check, an expected value or a reference implementation:
+the checks run in the grading process, which sends only each call's inputs; the
+sandbox's copy of the library has no ``homework/questions`` folder.  Values cross as
+JSON (:func:`encode` / :func:`decode`): numbers, strings, lists, tuples, dicts, dense
+tensors or arrays, recurrent ``torch.nn`` modules and the input functions of
+:mod:`stablernn_lib.homework.inputs`; never pickle.
 """
 
 from __future__ import annotations
 
 import base64
 import builtins
-import importlib
 import inspect
 import json
 import os
-import resource
-import stat
-import sys
 from builtins import float, int, isinstance, repr, str, type  # noqa: UP029 (see below)
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from stablernn_lib.homework.confine import (  # noqa: F401 (mapped_bytes: part of the API)
+    apply_limits,
+    drop_privileges,
+    mapped_bytes,
+)
+from stablernn_lib.homework.inputs import INPUT_FUNCTIONS, InputFunction
+
 # The harness keeps its own references to what it uses, taken before any student code
 # runs: a notebook that replaces builtins, json, base64 or torch.equal changes what its
 # own answers compute, not what this process reports.
 _dumps = json.dumps
+_loads = json.loads
 _b64encode = base64.b64encode
 _tensor_equal = torch.equal
 
@@ -62,6 +68,8 @@ TENSOR_DTYPES = {
         torch.bool,
     )
 }
+RECURRENT_MODULES = {cls.__name__: cls for cls in (torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU)}
+MODULE_SETTINGS = ("input_size", "hidden_size", "num_layers", "bias", "batch_first")
 SAFE_EXCEPTIONS = frozenset(
     name
     for name in dir(builtins)
@@ -116,6 +124,15 @@ def encode(value: Any, depth: int = 0) -> Any:
         return {"ndarray": array.dtype.str, "shape": list(array.shape), "data": data}
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":
         return encode(value.item(), depth)
+    if isinstance(value, InputFunction):
+        arguments = [encode(v, depth + 1) for v in value.arguments]
+        return {"function": type(value).__name__, "arguments": arguments}
+    if type(value) in RECURRENT_MODULES.values():
+        settings = {key: getattr(value, key) for key in MODULE_SETTINGS}
+        if type(value) is torch.nn.RNN:
+            settings["nonlinearity"] = value.nonlinearity
+        parameters = [[name, encode(p.detach())] for name, p in value.named_parameters()]
+        return {"module": type(value).__name__, "settings": settings, "parameters": parameters}
     if isinstance(value, (list, tuple)):
         kind = "list" if isinstance(value, list) else "tuple"
         return {kind: [encode(v, depth + 1) for v in value]}
@@ -141,13 +158,37 @@ def _data(raw: Any, expected: int) -> bytes:
     return data
 
 
-def decode(obj: Any, depth: int = 0) -> Any:
-    """The value an :func:`encode` description stands for; :class:`ProtocolError` otherwise."""
+def _module(obj: dict[str, Any]) -> torch.nn.Module:
+    settings = obj.get("settings")
+    if not isinstance(settings, dict) or not isinstance(obj.get("parameters"), list):
+        raise ProtocolError("a module needs its settings and parameters")
+    known = {k: v for k, v in settings.items() if k in (*MODULE_SETTINGS, "nonlinearity")}
+    parameters = [decode(value) for _, value in obj["parameters"]]
+    dtype = parameters[0].dtype if parameters else torch.float32
+    try:
+        module = RECURRENT_MODULES[obj["module"]](**known, dtype=dtype)
+    except (TypeError, ValueError) as error:
+        raise ProtocolError(f"unusable module settings: {error}") from None
+    own = dict(module.named_parameters())
+    with torch.no_grad():
+        for (name, _), value in zip(obj["parameters"], parameters, strict=True):
+            if name not in own or own[name].shape != value.shape:
+                raise ProtocolError("a module parameter does not match its settings")
+            own[name].copy_(value)
+    return module
+
+
+def decode(obj: Any, depth: int = 0, *, inputs: bool = False) -> Any:
+    """The value an :func:`encode` description stands for; :class:`ProtocolError` otherwise.
+
+    ``inputs``: the description comes from the grading process (the arguments of a call),
+    so input functions and recurrent modules are rebuilt too.
+    """
     if depth > MAX_DEPTH + 1:
         raise ProtocolError("a too deeply nested value")
     if obj is None or isinstance(obj, bool):
         return obj
-    if not isinstance(obj, dict) or len(obj) not in (1, 3):
+    if not isinstance(obj, dict) or len(obj) not in (1, 2, 3):
         raise ProtocolError(f"unexpected value description {str(obj)[:80]!r}")
     if "int" in obj and isinstance(obj["int"], str) and len(obj["int"]) < 5000:
         return int(obj["int"])
@@ -157,6 +198,11 @@ def decode(obj: Any, depth: int = 0) -> Any:
         return obj["str"][:MAX_STRING]
     if "unsupported" in obj:
         return UnsupportedValue(str(obj["unsupported"])[:100])
+    if inputs and obj.get("function") in INPUT_FUNCTIONS and isinstance(obj.get("arguments"), list):
+        arguments = [decode(v, depth + 1, inputs=True) for v in obj["arguments"]]
+        return INPUT_FUNCTIONS[obj["function"]](*arguments)
+    if inputs and obj.get("module") in RECURRENT_MODULES:
+        return _module(obj)
     if "tensor" in obj and obj["tensor"] in TENSOR_DTYPES:
         dtype, shape = TENSOR_DTYPES[obj["tensor"]], _shape(obj.get("shape"))
         size = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
@@ -174,7 +220,7 @@ def decode(obj: Any, depth: int = 0) -> Any:
         return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
     for kind in ("list", "tuple"):
         if kind in obj and isinstance(obj[kind], list):
-            items = [decode(v, depth + 1) for v in obj[kind]]
+            items = [decode(v, depth + 1, inputs=inputs) for v in obj[kind]]
             return items if kind == "list" else tuple(items)
     if "dict" in obj and isinstance(obj["dict"], list):
         result = {}
@@ -183,7 +229,7 @@ def decode(obj: Any, depth: int = 0) -> Any:
                 raise ProtocolError("a dict item must be a [key, value] pair")
             key = decode(pair[0], depth + 1)
             try:
-                result[key] = decode(pair[1], depth + 1)
+                result[key] = decode(pair[1], depth + 1, inputs=inputs)
             except TypeError as error:  # an unhashable key
                 raise ProtocolError(f"unusable dict key: {error}") from error
         return result
@@ -256,33 +302,22 @@ def _changes(value: Any, before: Any) -> Any:
     return None
 
 
-class Recorder:
-    """Wraps the student's function; records every call's result and side effects."""
-
-    def __init__(self, function: Any) -> None:
-        self.function = function
-        self.calls: list[dict[str, Any]] = []
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        arguments = {**{str(i): v for i, v in enumerate(args)}, **kwargs}
-        before = {key: _snapshot(v) for key, v in arguments.items()}
-        record: dict[str, Any] = {}
-        try:
-            result = self.function(*args, **kwargs)
-        except BaseException as error:  # noqa: BLE001 (exits and interrupts are answers too)
-            record["raised"] = exception_record(error)
-            raise
-        else:
-            record["returned"] = encode(result)
-            return result
-        finally:
-            changed = {}
-            for key, value in arguments.items():
-                change = _changes(value, before[key])
-                if change is not None:
-                    changed[key] = change
-            record["changed"] = changed
-            self.calls.append(record)
+def answer_call(function: Any, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Call the student's function once: what it returned (or raised) and changed in place."""
+    arguments = {**{str(i): v for i, v in enumerate(args)}, **kwargs}
+    before = {key: _snapshot(v) for key, v in arguments.items()}
+    record: dict[str, Any] = {}
+    try:
+        record["returned"] = encode(function(*args, **kwargs))
+    except BaseException as error:  # noqa: BLE001 (exits and interrupts are answers too)
+        record = {"raised": exception_record(error)}
+    changed = {}
+    for key, value in arguments.items():
+        change = _changes(value, before[key])
+        if change is not None:
+            changed[key] = change
+    record["changed"] = changed
+    return record
 
 
 def _set_parameter(module: torch.nn.Module, name: str, value: torch.Tensor) -> None:
@@ -351,48 +386,33 @@ class Replayer:
 # ----------------------------------------------------------------------------- the process
 
 
-def mapped_bytes() -> int:
-    """The address space this process maps now (``VmSize`` of ``/proc/self/status``)."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("/proc/self/status has no VmSize line: cannot bound the memory")
-
-
-def apply_limits(limits: dict[str, int]) -> None:
-    """Set soft and hard resource limits on this process (a process cannot raise them again).
-
-    ``memory_bytes`` is what the submission may map on top of what the process maps already
-    (the interpreter, torch and this harness): a CUDA build of torch maps about 3 GB of
-    address space when imported, the CPU build about 0.6 GB, so an absolute bound would mean
-    something else with each build.
-    """
-    if limits.get("memory_bytes"):
-        limits = {**limits, "memory_bytes": mapped_bytes() + int(limits["memory_bytes"])}
-    names = {
-        "cpu_s": (resource.RLIMIT_CPU, 5),
-        "memory_bytes": (resource.RLIMIT_AS, 0),
-        "processes": (resource.RLIMIT_NPROC, 0),
-        "file_bytes": (resource.RLIMIT_FSIZE, 0),
-        "open_files": (resource.RLIMIT_NOFILE, 0),
-    }
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for key, (which, extra_hard) in names.items():
-        value = limits.get(key)
-        if value:
-            resource.setrlimit(which, (int(value), int(value) + extra_hard))
-
-
 class _Events:
     """JSON lines to the grader on a pipe of its own (stdout and stderr go nowhere)."""
 
     def __init__(self, fd: int) -> None:
-        self.stream = os.fdopen(fd, "w", encoding="utf8")
+        self.fd = fd
 
     def send(self, **event: Any) -> None:
-        self.stream.write(_dumps(event) + "\n")
-        self.stream.flush()
+        data = (_dumps(event) + "\n").encode()
+        while data:
+            data = data[os.write(self.fd, data) :]
+
+
+class _Requests:
+    """JSON lines from the grader on stdin, read with this harness's own references."""
+
+    def __init__(self, fd: int = 0) -> None:
+        self.fd, self.buffer = fd, b""
+
+    def next(self) -> Any:
+        """The next request; None once the grader closed the pipe."""
+        while b"\n" not in self.buffer:
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return _loads(line)
 
 
 def _error_text(error: BaseException | None) -> str | None:
@@ -404,18 +424,34 @@ def _error_text(error: BaseException | None) -> str | None:
 
 def _source(function: Any) -> str:
     try:
-        return inspect.getsource(function)[:100_000]
+        return str(inspect.getsource(function))[:100_000]
     except BaseException:  # noqa: BLE001
         return ""
 
 
-def run_plan(plan: dict[str, Any]) -> None:
-    """Run the student's cells, then every check of the plan, sending events."""
+def _answer(request: Any, namespace: dict[str, Any]) -> dict[str, Any]:
+    """The reply to one request of the grader (``describe`` or ``call``)."""
+    if not isinstance(request, dict) or not isinstance(request.get("name"), str):
+        return {"error": "unreadable request"}
+    function = namespace.get(request["name"])
+    if request.get("describe"):
+        if not callable(function):
+            return {"missing": True}
+        return {"missing": False, "source": _source(function)}
+    if not callable(function):
+        return {"missing": True}
+    try:
+        args = decode(request.get("args"), inputs=True)
+        kwargs = decode(request.get("kwargs"), inputs=True)
+    except (ProtocolError, TypeError, ValueError) as error:
+        return {"error": f"unreadable arguments ({error})"}
+    return answer_call(function, list(args), dict(kwargs))
+
+
+def run_plan(plan: dict[str, Any], requests: _Requests) -> None:
+    """Run the student's cells, say ``ready``, then answer the grader's requests."""
     events = _Events(int(plan["events_fd"]))
     from IPython.core.interactiveshell import InteractiveShell
-
-    from stablernn_lib.homework.registry import get_question
-    from stablernn_lib.homework.runner import check_context
 
     shell = InteractiveShell.instance()
     for index, source in plan["cells"]:
@@ -423,76 +459,16 @@ def run_plan(plan: dict[str, Any]) -> None:
         result = shell.run_cell(source, store_history=False)
         error = result.error_before_exec or result.error_in_exec
         events.send(event="cell", index=index, phase="end", error=_error_text(error))
+    events.send(event="ready")
     namespace = shell.user_ns
-    for question_id, check_name in plan["checks"]:
-        events.send(event="check", key=[question_id, check_name], phase="start")
-        question = get_question(question_id)
-        check = next(c for c in question.all_checks if c.name == check_name)
-        function = namespace.get(question.function or "")
-        if not callable(function):
-            events.send(event="check", key=[question_id, check_name], phase="end", missing=True)
-            continue
-        recorder = Recorder(function)
-        context = check_context(question, check, int(plan["seed"]), None)
-        stopped = None
-        try:
-            check.run(recorder, context)
-        except BaseException as error:  # noqa: BLE001 (the grader judges, not this process)
-            stopped = _error_text(error)
-        events.send(
-            event="check",
-            key=[question_id, check_name],
-            phase="end",
-            calls=recorder.calls,
-            stopped=stopped,
-            source=_source(function),
-        )
-    events.send(event="done")
-
-
-def _reachable_by_others(path: Path) -> bool:
-    """Whether a user other than the owner can enter ``path`` and each folder above it."""
-    try:
-        return all(p.stat().st_mode & stat.S_IXOTH for p in (path, *path.parents))
-    except OSError:
-        return False
-
-
-def drop_privileges(uid: int) -> None:
-    """Become ``uid`` (group ``uid``, no other groups) for good; keep imports working.
-
-    The interpreter's own library may sit in a folder closed to other users (``/root``
-    when Python was installed there): each ``sys.path`` folder this user could not
-    enter is opened first and replaced by its ``/proc/self/fd/N`` path, which reaches
-    that one folder and nothing beside it.
-    """
-    replaced: dict[str, str] = {}
-    for entry in sys.path:
-        path = Path(entry or ".").resolve()
-        if entry and path.is_dir() and not _reachable_by_others(path):
-            replaced[entry] = f"/proc/self/fd/{os.open(path, os.O_RDONLY | os.O_DIRECTORY)}"
-
-    def reachable(entry: str) -> str:
-        for folder, handle in replaced.items():
-            if entry == folder or entry.startswith(folder + os.sep):
-                return handle + entry[len(folder) :]
-        return entry
-
-    sys.path[:] = [reachable(entry) for entry in sys.path]
-    for module in list(sys.modules.values()):  # packages already imported from there
-        paths = getattr(module, "__path__", None)
-        if isinstance(paths, list):
-            paths[:] = [reachable(str(p)) for p in paths]
-    importlib.invalidate_caches()
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)  # as root: real, effective and saved ids, so there is no way back
-    if os.getuid() != uid or os.geteuid() != uid:
-        raise RuntimeError(f"could not become user {uid}")
+    while (request := requests.next()) is not None:
+        number = request.get("id") if isinstance(request, dict) else None
+        events.send(event="result", id=number, **_answer(request, namespace))
 
 
 def main() -> None:
-    plan = json.loads(sys.stdin.read())
+    requests = _Requests(0)
+    plan = requests.next()
     apply_limits(plan.get("limits", {}))
     torch.set_num_threads(1)
     import IPython.core.interactiveshell  # noqa: F401 (imported while the interpreter is reachable)
@@ -500,7 +476,7 @@ def main() -> None:
     if plan.get("uid") is not None:
         drop_privileges(int(plan["uid"]))
     os.chdir(plan["workdir"])  # only now: the interpreter started in a folder it cannot write
-    run_plan(plan)
+    run_plan(plan, requests)
     os._exit(0)  # do not wait for threads the student's code may have left running
 
 

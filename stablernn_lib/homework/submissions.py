@@ -155,6 +155,14 @@ def stated_homework(nb: nbformat.NotebookNode | None, path: Path) -> tuple[str |
     return in_metadata, match.group() if match else None
 
 
+_LINE_BREAK = re.compile(r"(\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])")
+
+
 def spreadsheet_safe(value: str) -> str:
-    """``value`` as a CSV field no spreadsheet runs as a formula (a ``'`` before = + - @)."""
-    return "'" + value if value.startswith(FORMULA_PREFIXES) else value
+    """``value`` as a CSV field no spreadsheet runs as a formula: a ``'`` before every line
+    of it (any line break counts, ``\\r`` and ``\\u2028`` too) that starts with = + - @."""
+    parts = _LINE_BREAK.split(value)  # lines at even places, the breaks between them
+    return "".join(
+        "'" + part if i % 2 == 0 and part.startswith(FORMULA_PREFIXES) else part
+        for i, part in enumerate(parts)
+    )

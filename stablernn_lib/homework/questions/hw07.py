@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from stablernn_lib.homework.expect import expect_close
+from stablernn_lib.homework.inputs import BallProjection, Residual
 from stablernn_lib.homework.registry import (
     Check,
     CheckContext,
@@ -26,11 +27,7 @@ def _pgd_match(function, ctx: CheckContext, n: int, steps: int, alpha: float, de
     target = ctx.randn(n, scale=3.0)
     radius = ctx.uniform(0.5, 2.0)
 
-    def grad(w: torch.Tensor) -> torch.Tensor:
-        return w - target
-
-    def project(w: torch.Tensor) -> torch.Tensor:
-        return w * min(1.0, radius / float(w.norm()))
+    grad, project = Residual(target), BallProjection(radius)
 
     w0 = ctx.randn(n)
     given = (
