@@ -1,6 +1,6 @@
 """The grader end to end, on real notebooks written here: honest, broken and hostile ones.
 
-Three grading runs (module fixtures, through the command line), each notebook graded
+Four grading runs (module fixtures, through the command line), each notebook graded
 once.  The first, with generous limits, grades the instructor notebook of every
 homework, made-up hw04 submissions, and submissions that attack the grader (every
 attack class of issues 23 and 37, listed in grader_security.md's threat model): each hostile
@@ -8,11 +8,13 @@ notebook has a *control*, the same answers without the attacks, and must get exa
 the control's score; attacks that only add cells share a notebook, and each one's own
 cells are checked for the error its defence raises.  The honest submissions must get
 the scores the grader of commit 6918f44 gave them
-(``tests/data/homework_baseline_scores.json``).  The other two start first and run
+(``tests/data/homework_baseline_scores.json``).  The other three start first and run
 beside it in processes of their own, since they mostly wait: one, with small time
 limits, grades an answer that loops forever, a cell that sleeps, and an answer that
-forges "check start" events to reset its time limit; the other grades from a copy of
-the repository inside a folder of mode 700.
+forges "check start" events to reset its time limit; one grades from a copy of the
+repository inside a folder of mode 700; and one, at ``--memory-mb 1024``, grades the
+submissions at the caps of issue 37 (record floods, processes that fill their memory,
+the largest notebook the reader accepts) and prints the grading process's peak memory.
 """
 
 from __future__ import annotations
