@@ -118,6 +118,8 @@ def test_proposition2_bound_is_its_closed_form(point):
     assert log10 == pytest.approx(float(sp.log(exact, 10).evalf(30)), rel=REL, abs=1e-12)
     assert wc.proposition2_bound(*point) == pytest.approx(float(exact), rel=1e-11)
     assert wc.proposition2_bound(1.0, 0.0, 1.0, 2, 0.5, 10) == 0.0  # gamma = 0: log10 = -inf
+    # 10^308.5 overflows a float: the bound is inf, not an OverflowError
+    assert wc.proposition2_bound(1.0, 10**300.5, 0.0, 1, 0.1, 10**9) == math.inf
 
 
 @pytest.mark.parametrize(
@@ -154,6 +156,25 @@ def test_product_bound_slack_by_brute_force(c, n):
         for t in range(1, n + 1)
     ]
     assert wc.product_bound_slack(c, n) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_product_bound_slack_checks_its_arguments():
+    assert wc.product_bound_slack(0.5, 1).tolist() == [0.0]  # one step: the empty product
+    with pytest.raises(
+        ValueError, match=r"need c >= 0 and num_steps >= 1, got c=-0.1, num_steps=3$"
+    ):
+        wc.product_bound_slack(-0.1, 3)
+    with pytest.raises(ValueError, match="num_steps=0"):
+        wc.product_bound_slack(0.5, 0)
+
+
+def test_symbolic_unrolling_is_in_the_positive_symbols_c_and_d():
+    iterated, unrolled = wc.symbolic_unrolling(2)
+    c, d = sp.symbols("c d", positive=True)
+    # e_3 = (1 + c/2) d + d/2, in the symbols of the recurrence's solution
+    assert sp.expand(iterated - ((1 + c / 2) * d + d / 2)) == 0
+    assert sp.expand(unrolled - ((1 + c / 2) * d + d / 2)) == 0
+    assert iterated.free_symbols == unrolled.free_symbols == {c, d}
 
 
 def test_step_sizes_by_hand():
@@ -200,6 +221,59 @@ def test_theorem1_row_of_a_unit_uses_the_test_inputs_and_the_final_distance(monk
     assert row["bound_from_measured_distance"] == pytest.approx(expected, rel=1e-10)
     assert row["weights_part_max"] == 0.0  # the same weights: only truncation separates them
     assert row["prediction_gap_max"] == pytest.approx(row["truncation_part_max"], rel=REL)
+
+
+def _numpy_final_states(W: np.ndarray, U: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+    """``h_T`` of ``h_t = tanh(W h_{t-1} + U x_t)``, ``h_0 = 0``, for inputs ``(T, n, D)``."""
+    h = np.zeros((inputs.shape[1], W.shape[0]))
+    for x in inputs:
+        h = np.tanh(h @ W.T + x @ U.T)
+    return h
+
+
+def test_theorem1_row_of_a_unit_recomputed_field_by_field(monkeypatch):
+    """Two different recurrent matrices (the recurrent run's and the truncated run's), the
+    predictions, their gaps, the losses and the bound, all recomputed with numpy loops."""
+    import copy
+
+    monkeypatch.setattr(wc, "activation_lipschitz", lambda name: 0.5)
+    instance = wc.make_instance(wc.CONFIGS["smoke"], "tanh", seed=4, lam=0.7)
+    assert instance.start.bias is None
+    truncated_model = copy.deepcopy(instance.start)
+    generator = torch.Generator().manual_seed(0)
+    shape = truncated_model.weight_hh.shape
+    with torch.no_grad():
+        truncated_model.weight_hh.add_(0.05 * torch.randn(shape, generator=generator))
+    recurrent_weights = instance.start.weight_hh.detach() + 0.03 * torch.randn(
+        shape, generator=generator
+    )
+    run = wc.TruncatedRun(truncated_model, np.array([0.0, 0.12]), *[np.zeros(1)] * 3)
+    k = 3
+    row = wc._theorem1(instance, k, recurrent_weights.clone(), run)
+
+    U = instance.start.weight_ih.detach().double().numpy()
+    W_rec = recurrent_weights.double().numpy()
+    W_trunc = truncated_model.weight_hh.detach().double().numpy()
+    inputs = instance.test_inputs.double().numpy()
+    targets = instance.test_targets.double().numpy()
+    y_rec = _numpy_final_states(W_rec, U, inputs)
+    y_trunc = _numpy_final_states(W_trunc, U, inputs[-k:])
+    y_between = _numpy_final_states(W_trunc, U, inputs)
+    gaps = np.linalg.norm(y_rec - y_trunc, axis=-1)
+    lx = 0.5 * float(np.linalg.svd(U, compute_uv=False)[0])
+    bx = float(np.linalg.norm(inputs, axis=-1).max())
+    expected = {
+        "prediction_gap_mean": gaps.mean(),
+        "prediction_gap_max": gaps.max(),
+        "weights_part_max": np.linalg.norm(y_rec - y_between, axis=-1).max(),
+        "truncation_part_max": np.linalg.norm(y_between - y_trunc, axis=-1).max(),
+        "bound_from_measured_distance": _theorem1_sympy(0.7, lx, bx, 0.12, k, 0.5),
+        "target_norm_mean": np.linalg.norm(targets, axis=-1).mean(),
+        "test_loss_recurrent": 0.5 * ((y_rec - targets) ** 2).sum(-1).mean(),
+        "test_loss_truncated": 0.5 * ((y_trunc - targets) ** 2).sum(-1).mean(),
+    }
+    assert row == pytest.approx(expected, rel=1e-9)
+    assert row["weights_part_max"] > 0 and row["truncation_part_max"] > 0
 
 
 # ----------------------------------------------------------------------------- eventual stability
