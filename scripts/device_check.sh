@@ -2,8 +2,9 @@
 # Issue 38's whole device check in one command: benchmark (plain vs fast step per model,
 # ratio to the device's floor), then the WikiText-2 table inside the rest of the budget,
 # with every small result file in one archive.  What it leaves in $OUT:
-#   benchmark-<config>-<cpu|gpu>-fast-step.json, table.tgz (plan, results/*.json with
-#   results/table.json, each job's metrics.jsonl), device_check.log.
+#   benchmark-<config>-<cpu|gpu>-fast-step.json (and tf32/ the same with TF32 on a GPU),
+#   table.tgz (plan, results/*.json with results/table.json, each job's metrics.jsonl),
+#   device_check.log.
 #
 # On a lent GPU (repository root, the corpus in data/cache/wikitext-2; see
 # data/results/wikitext2/README.md):   scripts/device_check.sh
@@ -33,49 +34,42 @@ for module in torch tqdm; do
     "$PY" -m pip install --quiet --no-index --find-links "$WHEELS" "$module"
   fi
 done
-"$PY" - <<'PY'
-import torch
-gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
-print(f"torch {torch.__version__}, GPU: {gpu}", flush=True)
-PY
-
 VARIANTS="rnn-unconstrained@full-rnn-lr2 rnn-stable@full-rnn-lr2 lstm-unconstrained lstm-stable"
 if [ "${SMOKE:-0}" = 1 ]; then
   CONFIG=smoke VARIANTS="rnn-unconstrained rnn-stable lstm-unconstrained lstm-stable"
   CORPUS_DIR="$OUT/synthetic-corpus"
-  "$PY" -c "from stablernn_lib.tasks.wikitext2.data import write_synthetic_corpus as w; w('$CORPUS_DIR', lines=(1500, 60, 60))"
-  DATA=(--corpus-folder "$CORPUS_DIR") BENCH=(--bench-steps 3 --modes plain eager)
+  DATA=(--corpus-folder "$CORPUS_DIR")
+  BENCH=(--bench plain eager --group-mode eager --bench-steps 3)
   RESERVE=10
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 else
-  CONFIG=full
+  CONFIG=full CORPUS_DIR=""
   DATA=(--data "${STABLERNN_DATA:-data/cache}")
-  BENCH=(--bench-steps 30 --modes plain eager graph)
+  BENCH=(--bench plain eager graph --group-mode graph --bench-steps 30 --tf32-check)
   RESERVE=30
 fi
+"$PY" - "$CORPUS_DIR" <<'PY'
+import sys
+import torch
+gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+print(f"torch {torch.__version__}, GPU: {gpu}", flush=True)
+if sys.argv[1]:  # the dry run's corpus
+    from stablernn_lib.tasks.wikitext2.data import write_synthetic_corpus
+    write_synthetic_corpus(sys.argv[1], lines=(1500, 60, 60))
+PY
 read -r -a VARIANT_LIST <<< "$VARIANTS"
 read -r -a SEED_LIST <<< "$SEEDS"
-COMMON=(--config "$CONFIG" --variants "${VARIANT_LIST[@]}" --seeds "${SEED_LIST[@]}" "${DATA[@]}")
 
-# The benchmark gets at most a third of the budget (FP32, then TF32 on a GPU), the table the rest.
-BENCH_S=$(( BUDGET_S / 3 ))
-echo "== benchmark ($CONFIG): plain and fast steps, at most $BENCH_S s =="
-timeout "$BENCH_S" "$PY" -m stablernn_lib paper-run bench --out "$OUT" "${COMMON[@]}" \
-  "${BENCH[@]}" || echo "benchmark exited $? (cut at $BENCH_S s?)"
-LEFT=$(( BENCH_S - ($(date +%s) - START) ))
-if [ "${SMOKE:-0}" != 1 ] && [ "$LEFT" -gt 20 ]; then
-  mkdir -p "$OUT/tf32"
-  timeout "$LEFT" "$PY" -m stablernn_lib paper-run bench --out "$OUT/tf32" "${COMMON[@]}" \
-    --tf32 --bench-steps 30 --modes graph || echo "TF32 benchmark exited $?"
-fi
-
-# The table: the rest of the budget (at least the reserve, so that every job gets a record
-# and the archive is written even when nothing is left to train).
-LEFT=$(( BUDGET_S - ($(date +%s) - START) - 5 ))
-[ "$LEFT" -gt $(( RESERVE + 2 )) ] || LEFT=$(( RESERVE + 2 ))
-echo "== table ($CONFIG): $LEFT s =="
-timeout --signal=TERM $(( LEFT + 10 )) "$PY" -m stablernn_lib paper-run table \
-  --out "$OUT/table" "${COMMON[@]}" --budget-s "$LEFT" --reserve-s "$RESERVE" \
+# One process: the benchmark (plain and fast steps of every model, all of them as one
+# group; on a GPU also TF32 against FP32), then the table in what is left of the budget,
+# as one group when the benchmark says it pays off and fits, else one job after another.
+# It writes the archive after every job; `timeout` only guards against a hang.
+LEFT=$(( BUDGET_S - ($(date +%s) - START) - 3 ))
+echo "== benchmark and table ($CONFIG): $LEFT s =="
+timeout --signal=TERM $(( LEFT + 20 )) "$PY" -m stablernn_lib paper-run table \
+  --out "$OUT/table" --config "$CONFIG" --variants "${VARIANT_LIST[@]}" \
+  --seeds "${SEED_LIST[@]}" "${DATA[@]}" "${BENCH[@]}" --bench-out "$OUT" \
+  --deadline-unix $(( START + BUDGET_S - 3 )) --reserve-s "$RESERVE" --together auto \
   --step graph --projection iterative --archive "$OUT/table.tgz" || echo "table exited $?"
 [ -f "$OUT/table.tgz" ] && echo "archive: $OUT/table.tgz ($(du -k "$OUT/table.tgz" | cut -f1) KiB)"
 echo "device check done in $(( $(date +%s) - START )) s"

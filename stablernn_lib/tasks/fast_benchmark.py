@@ -75,18 +75,30 @@ def time_steps(
     tf32: bool = False,
     steps: int = 50,
     warmup: int = 5,
+    group_with: list[Any] | None = None,
 ) -> tuple[float, Any]:
     """Milliseconds per training step of ``job`` (a throwaway model, ``warmup`` steps first,
-    which include a graph capture), read after ``steps`` steps; returns ``(ms, task)``."""
+    which include a graph capture), read after ``steps`` steps; returns ``(ms, task)``.
+    ``group_with``: more jobs, stepped together with ``job`` as one
+    :class:`~stablernn_lib.tasks.wikitext2.group.ModelGroup` (the ms of a group step)."""
     from stablernn_lib.tasks.table_run import make_step
+    from stablernn_lib.tasks.wikitext2.group import ModelGroup
     from stablernn_lib.tasks.wikitext2.train import LanguageModelTask, prepare_corpus
 
     if steps < 1:
         raise ValueError(f"the number of timed steps must be >= 1, got {steps}")
-    data = prepare_corpus(job.config, corpus, None)
-    task = LanguageModelTask(
-        job.cell, job.stable, job.config, data, torch.device(device), projection
-    )
+    tasks = [
+        LanguageModelTask(
+            one.cell,
+            one.stable,
+            one.config,
+            prepare_corpus(one.config, corpus, None),
+            torch.device(device),
+            projection,
+        )
+        for one in [job, *(group_with or [])]
+    ]
+    task = ModelGroup(tasks) if group_with else tasks[0]
     runner = make_step(step, tf32, sync_every=steps + warmup)
     carried, losses = None, []
     task.model.train()
@@ -100,6 +112,7 @@ def time_steps(
     last = runner.values(losses)[-1]  # waits for the timed steps
     torch.backends.cuda.matmul.allow_tf32 = False  # a TF32 step must not leak into the next
     task.last_loss = last  # the loss of the last step (from the same seed: comparable)
+    task.step_description = runner.description
     return 1000 * (time.perf_counter() - clock) / steps, task
 
 
@@ -113,14 +126,18 @@ def fast_step_benchmark(
     tf32: bool = False,
     steps: int = 50,
     warmup: int = 5,
+    group_mode: str | None = None,
 ) -> dict[str, Any]:
     """Per job: ms per step of each mode (``plain`` on the exact projection, the fast modes
     on ``projection``), each fast mode's speed-up over plain and its ratio to the floor, the
     loss of the last timed step.  With ``tf32`` the fast modes run with TF32 and the first
     of them once more in FP32 from the same seed on the same batches: ``tf32_vs_fp32`` is
-    the relative difference of the loss after ``warmup + steps`` steps."""
+    the relative difference of the loss after ``warmup + steps`` steps.  ``group_mode``
+    (one of ``modes``): also the ms of one step of all jobs as one group in that mode,
+    beside the sum of their steps alone (whether to train them together)."""
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     rows = {}
+    fast = [mode for mode in modes if mode != "plain"]
     for job in jobs:
         row: dict[str, Any] = {"step_ms": {}}
         for mode in modes:
@@ -136,7 +153,7 @@ def fast_step_benchmark(
             )
             row["step_ms"][mode] = ms
             row.setdefault("last_loss", {})[mode] = task.last_loss
-        fast = [mode for mode in modes if mode != "plain"]
+            row.setdefault("step_implementation", {})[mode] = task.step_description
         if tf32 and fast:  # the same steps in FP32: what TF32 changed in the loss
             _, fp32 = time_steps(
                 job,
@@ -156,6 +173,7 @@ def fast_step_benchmark(
                 "relative_difference": abs(tf32_loss - fp32.last_loss) / abs(fp32.last_loss),
             }
         config = job.config
+        row.update(steps_per_epoch=task.steps_per_epoch, epochs=config.epochs)
         floor = step_floor(
             config.batch_size * config.bptt, config.hidden_size, task.vocab_size, name, tf32
         )
@@ -167,9 +185,31 @@ def fast_step_benchmark(
             if floor.get("floor_ms"):
                 row.setdefault("ratio_to_floor", {})[mode] = ms / floor["floor_ms"]
         rows[job.name] = row
+    group: dict[str, Any] | None = None
+    if group_mode is not None and len(jobs) > 1:
+        ms, task = time_steps(
+            jobs[0],
+            corpus,
+            device=device,
+            step=group_mode,
+            projection=projection,
+            tf32=tf32,
+            steps=steps,
+            warmup=warmup,
+            group_with=jobs[1:],
+        )
+        alone = [rows[job.name]["step_ms"].get(group_mode) for job in jobs]
+        group = {
+            "mode": group_mode,
+            "step_implementation": task.step_description,
+            "members": [job.name for job in jobs],
+            "group_step_ms": ms,
+            "sum_of_alone_step_ms": sum(alone) if None not in alone else None,
+        }
     return {
         "device_name": name,
         "modes": list(modes),
+        "group": group,
         "projection": projection,
         "tf32": tf32,
         "steps": steps,
@@ -205,4 +245,11 @@ def format_benchmark(result: dict[str, Any]) -> str:
                 f"{m} {v:.1f}x" for m, v in row["ratio_to_floor"].items()
             )
         lines.append(f"  {name:45s} {times}{extra}")
+    group = result.get("group")
+    if group:
+        lines.append(
+            f"  all {len(group['members'])} as one group ({group['mode']}): "
+            f"{group['group_step_ms']:.2f} ms a step; alone, summed: "
+            f"{group['sum_of_alone_step_ms'] or float('nan'):.2f} ms"
+        )
     return "\n".join(lines)

@@ -84,22 +84,23 @@ def _check_plain_sgd(optimizer: torch.optim.Optimizer) -> None:
 
 
 def _state_buffers(carried: Any) -> Any:
-    """Zeroed device tensors shaped like a carried state (a tensor or a tuple of them)."""
+    """Zeroed device tensors shaped like a carried state (a tensor or a tuple of states)."""
     if isinstance(carried, Tensor):
         return torch.zeros_like(carried)
-    return tuple(torch.zeros_like(part) for part in carried)
+    return tuple(_state_buffers(part) for part in carried)
 
 
 def _copy_state_(into: Any, state: Any) -> None:
-    """Copy a state (None: zeros) into the buffers ``into``."""
-    parts_into = (into,) if isinstance(into, Tensor) else into
-    if state is None:
-        for part in parts_into:
-            part.zero_()
+    """Copy a state (None: zeros) into the buffers ``into`` (the same nesting)."""
+    if isinstance(into, Tensor):
+        if state is None:
+            into.zero_()
+        else:
+            into.copy_(state.detach())
         return
-    parts = (state,) if isinstance(state, Tensor) else state
-    for target, part in zip(parts_into, parts, strict=True):
-        target.copy_(part.detach())
+    parts = (None,) * len(into) if state is None else state
+    for target, part in zip(into, parts, strict=True):
+        _copy_state_(target, part)
 
 
 @dataclass

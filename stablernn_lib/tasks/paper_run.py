@@ -654,6 +654,7 @@ def _bench_command(args: argparse.Namespace, jobs: list[Job], out: Path, device:
         projection=args.projection,
         tf32=args.tf32,
         steps=args.bench_steps,
+        group_mode=args.group_mode,
     )
     print(fast_benchmark.format_benchmark(result))
     print(fast_benchmark.write_benchmark(result, out, args.config))
@@ -661,10 +662,34 @@ def _bench_command(args: argparse.Namespace, jobs: list[Job], out: Path, device:
 
 
 def _table_command(args: argparse.Namespace, jobs: list[Job], out: Path, device: str) -> int:
-    """``paper-run table``: the jobs in turn inside ``--budget-s`` (one process)."""
-    from stablernn_lib.tasks import table_run
+    """``paper-run table``: with ``--bench``, the benchmark first (its file in
+    ``--bench-out``); then the jobs inside what is left of ``--budget-s`` (one process,
+    the budget counted from its start)."""
+    from stablernn_lib.tasks import fast_benchmark, table_run
 
+    start = time.monotonic()
+    if args.deadline_unix is not None:  # the wall clock of the caller's budget
+        args.budget_s = args.deadline_unix - time.time()
     corpus = _corpus_of(args)
+    together = args.together == "yes"
+    if args.bench:
+        common = {"device": device, "projection": args.projection, "steps": args.bench_steps}
+        bench = fast_benchmark.fast_step_benchmark(
+            jobs, corpus, modes=tuple(args.bench), group_mode=args.group_mode, **common
+        )
+        print(fast_benchmark.format_benchmark(bench), flush=True)
+        folder = Path(args.bench_out or out)
+        print(fast_benchmark.write_benchmark(bench, folder, args.config), flush=True)
+        fast = [mode for mode in args.bench if mode != "plain"]
+        if args.tf32_check and fast:
+            tf32 = fast_benchmark.fast_step_benchmark(
+                jobs, corpus, modes=(fast[-1],), tf32=True, **common
+            )
+            print(fast_benchmark.format_benchmark(tf32), flush=True)
+            fast_benchmark.write_benchmark(tf32, folder / "tf32", args.config)
+        if args.together == "auto" and args.budget_s is not None:
+            left = args.budget_s - (time.monotonic() - start) - args.reserve_s
+            together = table_run.group_pays_off(bench, left)
     if args.estimate_steps:
         estimate = table_run.estimate_table(
             jobs,
@@ -676,10 +701,12 @@ def _table_command(args: argparse.Namespace, jobs: list[Job], out: Path, device:
             estimate_steps=args.estimate_steps,
         )
         print(table_run.format_estimate(estimate, device), flush=True)
+    budget = None if args.budget_s is None else args.budget_s - (time.monotonic() - start)
+    print(f"table: {budget} s, {'as one group' if together else 'one job after another'}")
     summary = table_run.run_table(
         jobs,
         out,
-        budget_s=args.budget_s,
+        budget_s=None if budget is None else max(budget, args.reserve_s + 1),
         corpus=corpus,
         device=device,
         step=args.step,
@@ -688,6 +715,7 @@ def _table_command(args: argparse.Namespace, jobs: list[Job], out: Path, device:
         archive=args.archive,
         reserve_s=args.reserve_s,
         progress=False,
+        together=together,
     )
     print(format_status(out))
     print(
@@ -744,6 +772,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     table.add_argument("--estimate-steps", type=int, default=0, help="time N steps first")
     table.add_argument("--corpus-folder", default=None, help="train/valid/test.txt, unchecked")
     table.add_argument("--bench-steps", type=int, default=50, help="bench: timed steps")
+    table.add_argument(
+        "--group-mode", default=None, help="bench: also time all jobs as one group, this step"
+    )
+    table.add_argument(
+        "--together",
+        choices=["yes", "no", "auto"],
+        default="no",
+        help="table: train the jobs as one model group (auto: when --bench says it pays off)",
+    )
+    table.add_argument(
+        "--deadline-unix", type=float, default=None, help="table: --budget-s ends at this time"
+    )
+    table.add_argument("--bench", nargs="+", default=None, help="table: benchmark these first")
+    table.add_argument("--bench-out", default=None, help="table: the benchmark's folder")
+    table.add_argument("--tf32-check", action="store_true", help="table: bench TF32 vs FP32")
     table.add_argument(
         "--modes", nargs="+", default=["plain", "graph"], help="bench: the steps to time"
     )

@@ -307,12 +307,13 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 
 def _moved(state: Any, device: torch.device) -> Any:
-    """A carried state (None, a tensor or a tuple of tensors) on ``device``, detached."""
+    """A carried state (None, a tensor or a tuple of states, e.g. a model group's) on
+    ``device``, detached."""
     if state is None:
         return None
     if isinstance(state, Tensor):
         return state.detach().to(device)
-    return tuple(part.detach().to(device) for part in state)
+    return tuple(_moved(part, device) for part in state)
 
 
 def _resume(task: Task, checkpoint_path: Path) -> dict[str, Any]:
