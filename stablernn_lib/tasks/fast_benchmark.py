@@ -20,6 +20,7 @@ bandwidth (``DEVICE_PEAKS``; None for a device not listed, e.g. a CPU).  The rec
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -136,6 +137,7 @@ def fast_step_benchmark(
     (one of ``modes``): also the ms of one step of all jobs as one group in that mode,
     beside the sum of their steps alone (whether to train them together)."""
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     rows = {}
     fast = [mode for mode in modes if mode != "plain"]
     for job in jobs:
@@ -215,6 +217,7 @@ def fast_step_benchmark(
         "steps": steps,
         "warmup": warmup,
         "threads": torch.get_num_threads(),
+        "load_average_before": load_before,
         "jobs": rows,
         "provenance": provenance(device),
     }
