@@ -177,6 +177,11 @@ def test_an_empty_submission_gets_a_clear_zero(tmp_path: Path) -> None:
 
     (tmp_path / "submission").mkdir()
     (tmp_path / "submission" / "notes.txt").write_text("no notebook")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "hw01_other.ipynb").write_text(submission())
+    (tmp_path / "submission" / "linked").symlink_to(elsewhere)  # a link is never followed
+    (tmp_path / "submission" / "hw01_link.ipynb").symlink_to(elsewhere / "hw01_other.ipynb")
     results = run(tmp_path, "hw01")
     assert results["score"] == 0.0 and results["tests"] == []
     assert "No .ipynb file was submitted: upload your hw01 notebook" in results["output"]

@@ -265,11 +265,11 @@ def _results(
 
 def _pick_notebook(folder: Path, homework: Homework) -> tuple[Path | None, str]:
     """The submitted notebook (one naming the homework first) and a note when there were more."""
-    found = sorted(
-        p
-        for p in folder.rglob("*.ipynb")
-        if ".ipynb_checkpoints" not in p.parts and p.is_file() and not p.is_symlink()
-    )
+    found = []
+    for here, folders, files in os.walk(folder, followlinks=False):  # never through a link
+        folders[:] = sorted(f for f in folders if f != ".ipynb_checkpoints")
+        found += [Path(here) / f for f in files if f.endswith(".ipynb")]
+    found = sorted(p for p in found if p.is_file() and not p.is_symlink())
     if not found:
         return None, f"No .ipynb file was submitted: upload your {homework.id} notebook."
     named = [p for p in found if homework.id in p.name] or found
