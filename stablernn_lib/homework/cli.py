@@ -1,4 +1,7 @@
-"""``python -m stablernn_lib homework student-edition|grade|questions|sync-colab``.
+"""``python -m stablernn_lib homework COMMAND``: the instructor's commands.
+
+``student-edition``, ``grade`` (a folder, or a Canvas download with ``--canvas-csv``),
+``canvas-csv``, ``gradescope`` (an autograder zip), ``questions``, ``sync-colab``.
 
 The commands import nbclient, nbformat and PyYAML (the ``book`` extra) only when they
 run, so that the other commands of ``python -m stablernn_lib`` work without them.
