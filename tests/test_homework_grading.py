@@ -920,12 +920,12 @@ def test_two_submissions_graded_at_once_never_share_a_user_id(monkeypatch) -> No
 
 def fallback_user_can_run() -> bool:
     """Whether the fallback's student process, under a user id of its own when grading as
-    root, can reach the interpreter and the library: every folder above them must let
-    others in (a clone inside a ``mktemp -d`` folder of mode 700 does not)."""
+    root, can reach the virtual environment and the library: they and every folder above
+    them must let others in (a clone inside a ``mktemp -d`` folder of mode 700 does not)."""
     if not AS_ROOT:
         return True  # the fallback runs under the grader's own user id
-    targets = [Path(sys.executable).resolve(), Path(sys.prefix).resolve(), ROOT]
-    folders = {parent for target in targets for parent in target.parents}
+    targets = [Path(sys.prefix).absolute(), ROOT]  # the virtual environment, the library
+    folders = {folder for target in targets for folder in (target, *target.parents)}
     return all(folder.stat().st_mode & 0o001 for folder in folders)
 
 
