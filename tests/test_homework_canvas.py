@@ -83,6 +83,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
                 "hw01",
                 "--canvas-csv",
                 str(gradebook),
+                "--jobs",
+                "2",
             ]
         )
     assert code == 0, capture.getvalue()

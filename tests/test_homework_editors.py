@@ -207,7 +207,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         (folder / student).mkdir()
         (folder / student / name).write_bytes(save(proof(student)).encode())
     arguments = ["homework", "grade", str(folder), "--out", str(out), "--seed", "5"]
-    assert main([*arguments, "--homework", "hw01"]) == 0
+    assert main([*arguments, "--homework", "hw01", "--jobs", "2"]) == 0
     with open(out / "scores.csv") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     reports = {p.name.split("__")[0]: p.read_text() for p in (out / "reports").iterdir()}
