@@ -349,7 +349,8 @@ def test_measured_reads_the_criteria_and_marks_models_near_the_baseline():
     table = ma.measurements_table(analysis, results, 11.09)
     _assert_rectangular(table)
     row = next(r for r in table.splitlines() if r.startswith("| LSTM |"))
-    assert "| 8% | not supported |" in row and row.endswith("(1 seed: indicative) |")
+    assert "| none: no verdict (measured up to k = 4, the rule's max_k is 100) |" in row
+    assert "| 8%: not supported |" in row and row.endswith("(1 seed: indicative) |")
 
 
 def test_validation_split_is_the_first_epoch_apart_by_more_than_the_threshold():

@@ -958,30 +958,34 @@ def measurements_table(
     curve_key: str = "truncated_eval",
 ) -> str:
     """Markdown table of :func:`measured`: one row per model, with the verdicts of the
-    ``truncation`` and ``gradient_vanishes`` rules (read on one model: indicative)."""
+    ``truncation`` and ``gradient_vanishes`` rules (read on one model: indicative) beside the
+    smallest context within the tolerance and the gradient ratio, and the sampled Jacobian
+    norms as ``min–max (median); share below 1``."""
     distance = criteria.criterion("gradient_vanishes")["distance"]
+    reading = results is not None and baseline is not None
     lines = [
-        "| model | recurrent NLL | NLL at k = 1 | smallest k within 1% | short context? "
-        f"| gradient at {distance} / at 0 | vanishes? | Jacobian norms: min, median, max "
-        "| below 1 |" + (" vs no-memory baseline |" if results and baseline else ""),
-        "| --- | ---: | ---: | ---: | --- | ---: | --- | --- | ---: |"
-        + (" --- |" if results and baseline else ""),
+        "| model | recurrent NLL | NLL at k = 1 | smallest k within 1%: short context? "
+        f"| gradient at {distance} / at 0: vanishes? | Jacobian norms: min–max (median); "
+        "below 1 |" + (" vs no-memory baseline |" if reading else ""),
+        "| --- | ---: | ---: | --- | --- | --- |" + (" --- |" if reading else ""),
     ]
     for name, m in measured(analysis, results, baseline, curve_key).items():
         nll = f"{m.recurrent_nll:.2f}" if m.recurrent_nll is not None else ""
         first = f"{m.first_nll:.2f}" if m.first_nll is not None else ""
-        ratio = f"{100 * m.gradient_ratio:.2g}%" if m.gradient_ratio is not None else ""
+        k = m.context if m.context is not None else "none"
+        short = f"{k}: {m.truncation}" if m.truncation else ""
+        ratio = (
+            f"{100 * m.gradient_ratio:.2g}%: {m.vanishes}" if m.gradient_ratio is not None else ""
+        )
         jac = m.jacobians
         norms = (
-            f"{jac.smallest:.3f}, {jac.median:.3f}, {jac.largest:.3f}" if jac else "(no state map)"
+            f"{jac.smallest:.3f}–{jac.largest:.3f} ({jac.median:.3f}); "
+            f"{100 * jac.below_one:.0f}% of {jac.count}"
+            if jac
+            else "(no state map)"
         )
-        below = f"{100 * jac.below_one:.0f}% of {jac.count}" if jac else ""
-        k = m.context if m.context is not None else "none"
-        row = (
-            f"| {LABELS[name]} | {nll} | {first} | {k} "
-            f"| {m.truncation} | {ratio} | {m.vanishes} | {norms} | {below} |"
-        )
-        lines.append(row + (f" {m.memory} |" if results and baseline else ""))
+        row = f"| {LABELS[name]} | {nll} | {first} | {short} | {ratio} | {norms} |"
+        lines.append(row + (f" {m.memory} |" if reading else ""))
     return "\n".join(lines)
 
 
