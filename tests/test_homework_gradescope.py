@@ -216,3 +216,22 @@ def test_shares_add_up_to_the_points_of_the_question() -> None:
     assert shares(2.0, [0.0, 1.0, 1.0, 1.0]) == [0.0, 0.6667, 0.6667, 0.6666]
     assert sum(shares(3.0, [1.0] * 7)) == pytest.approx(3.0, abs=1e-9)
     assert shares(3.0, [0.0, 0.0]) == [0.0, 0.0]
+
+
+def test_the_commit_and_uncommitted_library_files_are_read_from_git(tmp_path: Path) -> None:
+    from stablernn_lib.homework.gradescope import current_commit, uncommitted_library_changes
+
+    def git(*args: str) -> str:
+        command = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args]
+        return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    (tmp_path / "stablernn_lib").mkdir()
+    (tmp_path / "stablernn_lib" / "x.py").write_text("x = 1\n")
+    git("add", "stablernn_lib/x.py")
+    git("commit", "-q", "-m", "x")
+    assert current_commit(tmp_path) == git("rev-parse", "HEAD").strip()
+    assert uncommitted_library_changes(tmp_path) == []
+    (tmp_path / "stablernn_lib" / "x.py").write_text("x = 2\n")
+    (tmp_path / "notes.txt").write_text("not the library")
+    assert uncommitted_library_changes(tmp_path) == ["stablernn_lib/x.py"]

@@ -135,11 +135,17 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _gradescope(args: argparse.Namespace) -> int:
-    from stablernn_lib.homework.gradescope import build_autograder
+    from stablernn_lib.homework.gradescope import build_autograder, uncommitted_library_changes
 
     out = build_autograder(
         args.homework, args.out, repository=args.repository_url, commit=args.commit
     )
+    changed = [] if args.commit else uncommitted_library_changes()
+    if changed:
+        print(
+            f"WARNING: {len(changed)} files of stablernn_lib differ from the commit the zip "
+            f"installs (e.g. {changed[0]}): Gradescope grades with the committed library"
+        )
     print(f"wrote {out}: upload it in Gradescope's Configure Autograder (instructor.md)")
     return 0
 

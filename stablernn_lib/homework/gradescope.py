@@ -101,6 +101,21 @@ def current_commit(root: Path = REPOSITORY) -> str:
     return result.stdout.strip()
 
 
+def uncommitted_library_changes(root: Path = REPOSITORY) -> list[str]:
+    """Files of ``stablernn_lib/`` that differ from the checked-out commit (``git status``)."""
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "stablernn_lib"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [line[3:] for line in result.stdout.splitlines() if line.strip()]
+
+
 def build_autograder(
     homework_id: str,
     out: str | Path,
