@@ -123,6 +123,20 @@ def test_proposition2_bound_is_its_closed_form(point):
 
 
 @pytest.mark.parametrize(
+    "bad",
+    [
+        {"alpha": -0.1}, {"gamma": -0.1}, {"beta": -0.1}, {"k": 0}, {"num_steps": 0},
+        {"lam": 0.0}, {"lam": 1.0},
+    ],
+)  # fmt: skip
+def test_proposition2_rejects_each_bad_argument(bad):
+    arguments = {"alpha": 0.5, "gamma": 2.0, "beta": 1.0, "k": 3, "lam": 0.5, "num_steps": 4}
+    wc.proposition2_bound_log10(**arguments)  # the good point passes
+    with pytest.raises(ValueError, match="^Proposition 2 needs alpha, gamma, beta >= 0, k >= 1"):
+        wc.proposition2_bound_log10(**(arguments | bad))
+
+
+@pytest.mark.parametrize(
     ("alpha", "beta", "gap", "n"), [(1.0, 2.0, 3.0, 4), (0.5, 0.0, 1.0, 6), (3.0, 10.0, 0.5, 5)]
 )
 def test_decay_recurrence_solution_is_the_exact_iteration(alpha, beta, gap, n):
@@ -180,6 +194,22 @@ def test_symbolic_unrolling_is_in_the_positive_symbols_c_and_d():
 def test_step_sizes_by_hand():
     assert wc.step_sizes("decay", 0.6, 4) == pytest.approx([0.6, 0.3, 0.2, 0.15], rel=REL)
     assert wc.step_sizes("constant", 0.6, 3) == pytest.approx([0.6] * 3, rel=REL)
+    assert wc.step_sizes("decay", 0.6, 1).tolist() == [0.6]
+    with pytest.raises(ValueError, match=r"^num_steps must be at least 1, got 0$"):
+        wc.step_sizes("decay", 0.6, 0)
+    with pytest.raises(ValueError, match=r"^the step size alpha must be positive, got -1.0$"):
+        wc.step_sizes("constant", -1.0, 3)
+    with pytest.raises(ValueError, match=r"^unknown step schedule 'cosine': use one of \("):
+        wc.step_sizes("cosine", 0.6, 3)
+
+
+@pytest.mark.parametrize("negative", ["steps", "beta", "gap"])
+def test_recurrence_rejects_each_negative_argument(negative):
+    values = {"steps": np.array([0.5, 0.5]), "beta": np.array([1.0, 0.0]), "gap": 2.0}
+    wc.recurrence_bound_log10(values["steps"], values["beta"], values["gap"])
+    values[negative] = -np.ones(2)
+    with pytest.raises(ValueError, match="^steps, beta and gradient_gap must be non-negative$"):
+        wc.recurrence_bound_log10(values["steps"], values["beta"], values["gap"])
 
 
 def test_theory_constants_of_an_instance_recomputed(monkeypatch):
