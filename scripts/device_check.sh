@@ -3,7 +3,8 @@
 # ratio to the device's floor), then the WikiText-2 table inside the rest of the budget,
 # with every small result file in one archive.  What it leaves in $OUT:
 #   benchmark-<config>-<cpu|gpu>-fast-step.json (and tf32/ the same with TF32 on a GPU),
-#   table.tgz (plan, results/*.json with results/table.json, each job's metrics.jsonl),
+#   table.tgz (the table's plan, results/*.json with results/table.json, each job's
+#   metrics.jsonl; the archive's folder is named after TABLE_DIR),
 #   device_check.log.
 #
 # On a lent GPU (repository root, the corpus in data/cache/wikitext-2; see
@@ -12,7 +13,9 @@
 #
 # Settings (environment): OUT (default /tmp/device-check), BUDGET_S (wall seconds for the
 # whole script, default 540), SMOKE=1, SEEDS (default 1111), PYTHON (default python3),
-# WHEELS (a folder of wheels to install from when a module is missing; default wheels/).
+# WHEELS (a folder of wheels to install from when a module is missing; default wheels/),
+# TABLE_DIR (the table's run folder with its checkpoints, ~110 MB a model at `full`, kept
+# out of $OUT; default /tmp/stablernn-table: a rerun on the same machine resumes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/device-check}
@@ -20,6 +23,7 @@ BUDGET_S=${BUDGET_S:-540}
 SEEDS=${SEEDS:-1111}
 PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-wheels}
+TABLE_DIR=${TABLE_DIR:-/tmp/stablernn-table}
 START=$(date +%s)
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/device_check.log") 2>&1
@@ -67,7 +71,7 @@ read -r -a SEED_LIST <<< "$SEEDS"
 LEFT=$(( BUDGET_S - ($(date +%s) - START) - 3 ))
 echo "== benchmark and table ($CONFIG): $LEFT s =="
 timeout --signal=TERM $(( LEFT + 20 )) "$PY" -m stablernn_lib paper-run table \
-  --out "$OUT/table" --config "$CONFIG" --variants "${VARIANT_LIST[@]}" \
+  --out "$TABLE_DIR" --config "$CONFIG" --variants "${VARIANT_LIST[@]}" \
   --seeds "${SEED_LIST[@]}" "${DATA[@]}" "${BENCH[@]}" --bench-out "$OUT" \
   --deadline-unix $(( START + BUDGET_S - 3 )) --reserve-s "$RESERVE" --together auto \
   --step graph --projection iterative --archive "$OUT/table.tgz" || echo "table exited $?"

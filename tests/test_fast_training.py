@@ -206,6 +206,7 @@ def test_captured_step_trains_like_the_eager_fast_step(cell, corpus, tmp_path) -
             projection="iterative",
         )
     a, b = (torch.tensor(r.seen, dtype=torch.float64) for r in (eager, graph))
+    assert graph.inner.description == "fast-graph"  # the capture worked, no fallback
     assert len(a) == len(b) and ((a - b).abs() / a.abs()).max() <= 1e-3
 
 
@@ -268,3 +269,29 @@ def corpus_for(config, corpus: Corpus) -> Corpus:
     from stablernn_lib.tasks.wikitext2.train import prepare_corpus
 
     return prepare_corpus(config, corpus, None)
+
+
+@NEEDS_CUDA
+def test_a_captured_group_step_trains_like_the_eager_group(corpus, tmp_path) -> None:
+    from stablernn_lib.tasks.wikitext2.group import train_language_models_together
+
+    config = replace(SMOKE, epochs=2)
+    runs = [("rnn", True, config), ("lstm", True, replace(config, lr=20.0))]
+    results = {
+        mode: train_language_models_together(
+            runs,
+            tmp_path / mode,
+            corpus=corpus,
+            device="cuda",
+            step=FastStep(mode=mode),
+            projection="iterative",
+            progress=False,
+        )
+        for mode in ("eager", "graph")
+    }
+    assert results["graph"][0]["step_implementation"] == "fast-graph"  # the capture worked
+    for eager, graph in zip(results["eager"], results["graph"], strict=True):
+        for key in ("train_loss", "val_loss"):
+            got = torch.tensor([e[key] for e in graph["epochs"]])
+            want = torch.tensor([e[key] for e in eager["epochs"]])
+            assert ((got - want).abs() / want.abs()).max() <= 1e-3, key

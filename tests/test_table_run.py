@@ -133,7 +133,9 @@ def test_the_device_script_dry_run_finishes_inside_its_budget_and_archives(tmp_p
             f"raise ModuleNotFoundError('blocked', name={module!r})\n"
         )
     out = tmp_path / "out"
+    table = tmp_path / "table"
     env = dict(os.environ, SMOKE="1", BUDGET_S="60", OUT=str(out), PYTHONPATH=str(blocked))
+    env["TABLE_DIR"] = str(table)
     env["PYTHON"] = os.environ.get("STABLERNN_TEST_PYTHON", str(Path(os.sys.executable)))
     done = subprocess.run(
         [str(ROOT / "scripts" / "device_check.sh")],
@@ -149,7 +151,8 @@ def test_the_device_script_dry_run_finishes_inside_its_budget_and_archives(tmp_p
     with tarfile.open(out / "table.tgz") as tar:
         names = tar.getnames()
     assert "table/results/table.json" in names and "table/plan.json" in names
-    summary = json.loads((out / "table" / "results" / "table.json").read_text())
+    assert not [name for name in names if name.endswith(".pt")]
+    summary = json.loads((table / "results" / "table.json").read_text())
     assert len(summary["rows"]) == 4 and summary["budget_s"] < 60
     assert bench["group"]["members"] == [row["job"] for row in summary["rows"]]
     assert {row["status"] for row in summary["rows"]} <= {"completed", "unfinished"}
@@ -172,3 +175,18 @@ def test_the_table_trained_together_as_one_group(corpus, tmp_path, monkeypatch) 
         result = pr.final_result(out, job.name)
         assert result["trained_in_group_of"] == 2 and len(result["epochs"]) == TINY.epochs
         assert result["test_ppl"] > 1
+
+
+def test_the_readme_quotes_the_committed_cpu_benchmark() -> None:
+    folder = ROOT / "data" / "results" / "wikitext2"
+    bench = json.loads((folder / "benchmark-smoke-cpu-fast-step.json").read_text())
+    text = " ".join((folder / "README.md").read_text().split())
+    assert bench["device_name"] == "cpu" and bench["threads"] == 1
+    rows = {name.rsplit("-smoke", 1)[0]: row["step_ms"] for name, row in bench["jobs"].items()}
+    for label, variant in (("RNN", "rnn-unconstrained"), ("stable LSTM", "lstm-stable")):
+        plain, eager = rows[variant]["plain"], rows[variant]["eager"]
+        assert f"{label} {plain:.1f} / {eager:.1f}" in text
+    group = bench["group"]
+    assert f"{group['group_step_ms']:.1f} ms a step against" in text
+    assert f"{group['sum_of_alone_step_ms']:.1f} ms for their steps alone" in text
+    assert f"load average {bench['load_average_before']:.0f} on 2 cores" in text

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from stablernn_lib.core.io import atomic_write_json, provenance
+from stablernn_lib.tasks.fast_step import make_step
 
 # name fragment -> (FP32 FLOP/s, TF32 tensor FLOP/s, bytes/s): vendors' datasheets, dense
 # (no sparsity), SXM parts where there are several.
@@ -82,7 +83,6 @@ def time_steps(
     which include a graph capture), read after ``steps`` steps; returns ``(ms, task)``.
     ``group_with``: more jobs, stepped together with ``job`` as one
     :class:`~stablernn_lib.tasks.wikitext2.group.ModelGroup` (the ms of a group step)."""
-    from stablernn_lib.tasks.table_run import make_step
     from stablernn_lib.tasks.wikitext2.group import ModelGroup
     from stablernn_lib.tasks.wikitext2.train import LanguageModelTask, prepare_corpus
 
@@ -210,6 +210,7 @@ def fast_step_benchmark(
         }
     return {
         "device_name": name,
+        "corpus": getattr(corpus, "source", None),
         "modes": list(modes),
         "group": group,
         "projection": projection,

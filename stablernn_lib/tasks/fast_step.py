@@ -214,10 +214,12 @@ class FastStep:
         static = self._static
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
+        saved = task.extra_state()  # e.g. a group's loss sums, which a forward adds to
         with torch.cuda.stream(side):  # one forward and backward, no update
             loss, _ = task.forward_loss(static["inputs"], static["targets"], static["state"])
             loss.backward()
         torch.cuda.current_stream().wait_stream(side)
+        task.load_extra_state(saved)
         task.optimizer.zero_grad(set_to_none=True)
         self._graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self._graph):
@@ -226,3 +228,15 @@ class FastStep:
             self._update_(task, clip)
             _copy_state_(static["state"], state)
             static["loss"] = task.step_value(loss)
+
+
+STEPS = ("plain", *get_args(StepMode))
+
+
+def make_step(name: str, tf32: bool = False, sync_every: int = 100) -> PlainStep | FastStep:
+    """The step implementation called ``name`` (``STEPS``: ``plain`` or a fast mode)."""
+    if name not in STEPS:
+        raise ValueError(f"unknown step {name!r}; use one of {STEPS}")
+    if name == "plain":
+        return PlainStep()
+    return FastStep(mode=name, tf32=tf32, sync_every=sync_every)  # type: ignore[arg-type]

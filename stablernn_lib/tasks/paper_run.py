@@ -51,45 +51,21 @@ import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from stablernn_lib.core.io import atomic_write_json, provenance, same_config
-from stablernn_lib.tasks.wikitext2.train import CONFIGS, LMConfig, get_config
+from stablernn_lib.tasks.run_jobs import FINAL_STATUSES, Job, archive_run, final_result
+from stablernn_lib.tasks.run_jobs import read_json as _read_json
+from stablernn_lib.tasks.wikitext2.train import CONFIGS, get_config
 
 _VARIANT = re.compile(r"^(rnn|lstm)-(stable|unconstrained)(?:@([\w.-]+))?$")
 DEFAULT_VARIANTS = ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")
-FINAL_STATUSES = ("completed", "diverged")
 PROGRESS_EVERY = 5.0  # seconds between two writes of progress.json
-
-
-@dataclass(frozen=True)
-class Job:
-    """One model to train: cell, projection, config (its seed included)."""
-
-    cell: str
-    stable: bool
-    config: LMConfig
-
-    @property
-    def name(self) -> str:
-        variant = "stable" if self.stable else "unconstrained"
-        return f"{self.cell}-{variant}-{self.config.name}-seed{self.config.seed}"
-
-    def to_json(self) -> dict[str, Any]:
-        config = asdict(self.config)
-        return {"name": self.name, "cell": self.cell, "stable": self.stable, "config": config}
-
-    @classmethod
-    def from_json(cls, record: dict[str, Any]) -> Job:
-        config = LMConfig(**record["config"])
-        config = replace(config, adaptive_cutoffs=tuple(config.adaptive_cutoffs))
-        return cls(record["cell"], record["stable"], config)
 
 
 def make_jobs(
@@ -122,24 +98,11 @@ def make_jobs(
 # ----------------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
 def load_plan(out: Path) -> dict[str, Any]:
     plan = _read_json(out / "plan.json")
     if plan is None:
         raise ValueError(f"{out} holds no plan.json; start a run there first (paper-run start)")
     return plan
-
-
-def final_result(out: Path, name: str) -> dict[str, Any] | None:
-    """The result of a finished job (completed or diverged), else None."""
-    result = _read_json(out / "results" / f"{name}.json")
-    return result if result is not None and result.get("status") in FINAL_STATUSES else None
 
 
 def failures(job_state: dict[str, Any]) -> list[int]:
@@ -465,26 +428,6 @@ def format_status(out: str | Path) -> str:
     return "\n".join(lines)
 
 
-def archive_run(out: str | Path, archive: str | Path) -> Path:
-    """Write the small files of a run folder to the gzipped tar ``archive``, atomically.
-
-    Members: ``plan.json``, ``supervisor.json``, ``results/``, ``logs/`` and every job's
-    ``runs/<job>/metrics.jsonl`` (an unfinished job's epochs so far), each under the run
-    folder's name; never the checkpoints and weights (about 110 MB a model at `full`).
-    """
-    out, archive = Path(out), Path(archive)
-    members = [out / "plan.json", out / "supervisor.json", out / "results", out / "logs"]
-    members += sorted((out / "runs").glob("*/metrics.jsonl"))
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    partial = archive.with_name(archive.name + ".partial")
-    with tarfile.open(partial, "w:gz") as tar:
-        for member in members:
-            if member.exists():
-                tar.add(member, arcname=str(member.relative_to(out.parent)))
-    os.replace(partial, archive)
-    return archive
-
-
 def wait_for(
     out: str | Path,
     every: float = 60.0,
@@ -541,10 +484,12 @@ def run_full_table_on_this_gpu(
     ``FULL_TABLE_CONFIG`` x ``seeds``) on this machine's GPU, resumably.
 
     First times ``estimate_steps`` steps of every model not finished yet and prints the
-    estimated time of the table on this GPU (:func:`~stablernn_lib.tasks.table_run.estimate_table`);
-    then trains the jobs one after the other with the fast step, checkpointing to
-    ``checkpoint_dir`` (default :func:`default_checkpoint_dir`: Google Drive when mounted,
-    so a disconnected Colab session resumes where it stopped when this is called again).
+    estimated time of the table on this GPU
+    (:func:`~stablernn_lib.tasks.table_run.estimate_table`); then trains the jobs one after
+    the other with the fast step, checkpointing (after every epoch and every five minutes)
+    to ``checkpoint_dir`` (default :func:`default_checkpoint_dir`: Google Drive when
+    mounted, so a disconnected Colab session resumes where it stopped when this is called
+    again).
     Returns the table summary (``results/table.json`` in that folder).  To stop: the
     notebook's stop button (the current step finishes and a checkpoint is written).
     """
@@ -564,7 +509,9 @@ def run_full_table_on_this_gpu(
         )
         print(table_run.format_estimate(estimate, name), flush=True)
         print("training now; stop the cell to pause, run it again to resume", flush=True)
-    return table_run.run_table(jobs, folder, budget_s=None, corpus=corpus, device=device)
+    return table_run.run_table(
+        jobs, folder, budget_s=None, corpus=corpus, device=device, checkpoint_every=300.0
+    )
 
 
 # ----------------------------------------------------------------------------

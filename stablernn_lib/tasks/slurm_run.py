@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from stablernn_lib.core.io import atomic_write_json, provenance
-from stablernn_lib.tasks.paper_run import Job, final_result
+from stablernn_lib.tasks.run_jobs import Job, final_result
 
 
 def _submitit() -> Any:

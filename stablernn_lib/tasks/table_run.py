@@ -38,23 +38,13 @@ from typing import Any
 import torch
 
 from stablernn_lib.core.io import atomic_write_json, provenance
-from stablernn_lib.tasks.fast_step import FastStep, PlainStep
-from stablernn_lib.tasks.paper_run import Job, archive_run, final_result
+from stablernn_lib.tasks.fast_step import make_step
+from stablernn_lib.tasks.run_jobs import Job, archive_run, final_result
 from stablernn_lib.tasks.wikitext2.data import Corpus
 
-STEPS = ("plain", "eager", "graph", "compile")
 # Seconds kept back from the budget for what follows the last training step: that epoch's
 # validation, the test evaluation and the archive (a few seconds at `full` on a GPU).
 DEFAULT_RESERVE_S = 30.0
-
-
-def make_step(name: str, tf32: bool = False, sync_every: int = 100) -> PlainStep | FastStep:
-    """The step implementation called ``name`` (``STEPS``)."""
-    if name not in STEPS:
-        raise ValueError(f"unknown step {name!r}; use one of {STEPS}")
-    if name == "plain":
-        return PlainStep()
-    return FastStep(mode=name, tf32=tf32, sync_every=sync_every)  # type: ignore[arg-type]
 
 
 def unfinished_record(job: Job, run_dir: Path, reason: str) -> dict[str, Any]:
