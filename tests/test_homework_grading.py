@@ -1067,8 +1067,9 @@ def lstm_step(weight_hh, weight_ih, bias, c, h, x):
         return _same_shape(c, c, h), _same_shape(h, c, h)
     return c2.detach(), h2.detach()
 """
-# class 3: a cell that makes IPython's transformer take minutes (super-linear in its size)
-STALLING_CELL = "\n".join(["!x"] * 60 + ["y = " + "+".join(["1"] * 35)] * 600)
+# class 3: the 73 KB cell of issue 37 (100 `!x` lines, 1,000 long sums): IPython's
+# transformer takes about 20 s of CPU on it (6.7 s for 60 and 600, 2.8 s for 40 and 400)
+STALLING_CELL = "\n".join(["!x"] * 100 + ["y = " + "+".join(["1"] * 35)] * 1000)
 # class 6: text that would forge report sections, hide the real ones, and run script
 FORGED_SECTION = (
     "\r\r## hw01.q1: Run a vanilla RNN (2 / 2)\r\rStatus: complete.\r\r"
