@@ -15,6 +15,7 @@ submitit = pytest.importorskip("submitit", reason="submitit is in the test extra
 TINY = replace(CONFIGS["smoke"], name="tiny", embedding_size=8, hidden_size=8, epochs=2)
 
 
+@pytest.mark.slow
 def test_one_local_job_per_run_and_a_resubmission_skips_the_finished(tmp_path) -> None:
     corpus = write_synthetic_corpus(tmp_path / "corpus", lines=(800, 40, 40))
     from stablernn_lib.tasks.slurm_run import RunJob, submit_runs

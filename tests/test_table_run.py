@@ -122,7 +122,8 @@ def test_the_benchmark_times_plain_and_fast_steps_of_every_job(corpus, tmp_path)
     assert tf32["after_steps"] == 3 and tf32["relative_difference"] < 1e-6  # no TF32 on a CPU
 
 
-def test_the_device_script_dry_run_finishes_inside_its_budget_and_archives(tmp_path) -> None:
+@pytest.mark.slow
+def test_the_device_script_dry_run_finishes_on_its_own_and_archives(tmp_path) -> None:
     """SMOKE=1 BUDGET_S=60 scripts/device_check.sh, with numpy, scipy and ipywidgets made
     unimportable (the GPU machine may lack them).  How long it took is not tested (a loaded
     machine starts Python slowly); that it ended on its own, with the archive, is."""

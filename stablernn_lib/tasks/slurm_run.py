@@ -13,7 +13,8 @@ GPU.  A job trains its run with :func:`~stablernn_lib.tasks.table_run.train_job`
 step, checkpoints every two minutes in ``DIR/runs/<job>/``) and writes
 ``DIR/results/<job>.json``, the folder layout of ``paper-run`` (``paper-run status --out
 DIR`` reads it).  When Slurm preempts a job or its time limit comes, submitit calls
-:meth:`RunJob.checkpoint`, which requeues the same job: it resumes from its checkpoint.
+:meth:`RunJob.checkpoint`, which requeues the same job: it resumes from its last
+checkpoint (at most two minutes of training are done again).
 Submitting again skips the runs that have a final result.  ``DIR`` must be on a file
 system that every node sees.  ``--slurm-cluster local`` runs the jobs as local processes
 (submitit's local executor; how the tests run it).
@@ -77,7 +78,7 @@ class RunJob:
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Called by submitit at preemption or timeout: requeue this job (it resumes from
-        the checkpoint that the training loop wrote on the stop request)."""
+        the last checkpoint of its run folder)."""
         return _submitit().helpers.DelayedSubmission(self)
 
 
