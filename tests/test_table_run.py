@@ -104,7 +104,7 @@ def test_the_floor_of_a_full_step_on_an_h100() -> None:
 
 
 def test_the_benchmark_times_plain_and_fast_steps_of_every_job(corpus, tmp_path) -> None:
-    jobs = [pr.Job("rnn", True, TINY)]
+    jobs = [pr.Job("rnn", True, TINY), pr.Job("rnn", False, TINY)]
     result = fast_benchmark.fast_step_benchmark(
         jobs, corpus, device="cpu", modes=("plain", "eager"), steps=2, warmup=1
     )
@@ -112,12 +112,17 @@ def test_the_benchmark_times_plain_and_fast_steps_of_every_job(corpus, tmp_path)
     assert set(row["step_ms"]) == {"plain", "eager"} and min(row["step_ms"].values()) > 0
     speedup = row["step_ms"]["plain"] / row["step_ms"]["eager"]
     assert row["speedup_over_plain"]["eager"] == pytest.approx(speedup)
+    twin = result["jobs"][jobs[1].name]["step_ms"]
+    assert row["over_unconstrained"]["eager"] == pytest.approx(
+        row["step_ms"]["eager"] / twin["eager"]
+    )
+    assert "over_unconstrained" not in result["jobs"][jobs[1].name]
     path = fast_benchmark.write_benchmark(result, tmp_path, "tiny")
     assert path.name == "benchmark-tiny-cpu-fast-step.json"
     assert "speed-up eager" in fast_benchmark.format_benchmark(result)
     assert row["last_loss"]["plain"] == pytest.approx(row["last_loss"]["eager"], rel=1e-4)
     tf32 = fast_benchmark.fast_step_benchmark(
-        jobs, corpus, device="cpu", modes=("eager",), steps=2, warmup=1, tf32=True
+        jobs[:1], corpus, device="cpu", modes=("eager",), steps=2, warmup=1, tf32=True
     )["jobs"][jobs[0].name]["tf32_vs_fp32"]
     assert tf32["after_steps"] == 3 and tf32["relative_difference"] < 1e-6  # no TF32 on a CPU
 

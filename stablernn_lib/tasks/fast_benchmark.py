@@ -187,6 +187,12 @@ def fast_step_benchmark(
             if floor.get("floor_ms"):
                 row.setdefault("ratio_to_floor", {})[mode] = ms / floor["floor_ms"]
         rows[job.name] = row
+    for job_name, row in rows.items():  # issue 38's target: a stable step <= 1.3x its twin's
+        twin = rows.get(job_name.replace("-stable-", "-unconstrained-", 1))
+        if "-stable-" in job_name and twin is not None:
+            row["over_unconstrained"] = {
+                mode: ms / twin["step_ms"][mode] for mode, ms in row["step_ms"].items()
+            }
     group: dict[str, Any] | None = None
     if group_mode is not None and len(jobs) > 1:
         ms, task = time_steps(
