@@ -1,16 +1,17 @@
 """Shared by the notebook, book and browser tests: run every notebook once, build once.
 
-``execute_book_notebooks()`` executes each notebook listed in ``_toc.yml``, and the
-homework stubs of the student edition, with nbclient (fresh, so a library change cannot
-hide behind stale outputs), two at a time with one torch thread each. It measures each
-book notebook's kernel CPU time and wall time, writes them to ``_build/notebook_times.json``
-(with the machine's load average, since a loaded machine stretches both) and, with the
-machine, date and commit, to ``data/results/notebook_times.json`` (shown by the instructor
-page; commit it after a run on a quiet machine), and stores every executed notebook in
-the book's jupyter-cache. The times are benchmarks, recorded and shown, never pass/fail
-limits; the per-cell timeout only stops a hung cell. ``build_book()`` then builds the
-student site, as ``make book`` does, which finds every notebook in the cache and executes
-none. Both are cached for the pytest session."""
+``execute_book_notebooks()`` executes each notebook listed in ``_toc.yml`` (a homework
+notebook in its student edition, with stubs, as the student site shows it) with nbclient
+(fresh, so a library change cannot hide behind stale outputs), two at a time with one
+torch thread each. It measures each notebook's kernel CPU time and wall time, writes them
+to ``_build/notebook_times.json`` (with the machine's load average, since a loaded machine
+stretches both) and, with the machine, date and commit, to
+``data/results/notebook_times.json`` (shown by the instructor page; commit it after a run
+on a quiet machine), and stores every executed notebook in the book's jupyter-cache. The
+times are benchmarks, recorded and shown, never pass/fail limits; the per-cell timeout
+only stops a hung cell. ``build_book()`` then builds the student site, as ``make book``
+does, which finds every notebook in the cache and executes none. Both are cached for the
+pytest session (``make test`` runs every test that uses them in one pytest-xdist worker)."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def _longest_first(names: list[str]) -> list[str]:
 
 @lru_cache(maxsize=1)
 def execute_book_notebooks() -> dict[str, dict]:
-    """Execute every book notebook once, and the homework stubs of the student edition
+    """Execute every book notebook once, a homework notebook in the student edition
     (written to ``student/``) that the student site shows; all go to the jupyter-cache.
     Returns the times of the book's notebooks: ``{path: {cpu_s, wall_s, ..., error}}``."""
     from jupyter_cache import get_cache
@@ -107,23 +108,27 @@ def execute_book_notebooks() -> dict[str, dict]:
     build_student_edition(ROOT, STUDENT_DIR)
     cache = get_cache(str(CACHE_DIR))
     names = book_notebooks()
-    # the student edition's chapters have the book's code (the same cache entries); its
-    # homework notebooks hold stubs instead of solutions, so they run too (not timed)
-    stubs = sorted(str(p.relative_to(ROOT)) for p in STUDENT_DIR.glob("chapters/homework/*.ipynb"))
+    # the student edition's chapters have the book's code (the same cache entries); a
+    # homework page of the student site is the student edition's notebook, with stubs
+    # instead of solutions: that one runs, and is timed, as a student runs it (the
+    # instructor editions run in the grader's tests, tests/test_homework_grading.py)
+    sources = {
+        name: STUDENT_DIR / name if name.startswith("chapters/homework/") else ROOT / name
+        for name in names
+    }
     times: dict[str, dict] = {}
     # one kernel per worker process and one torch thread per kernel, side by side
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(NOTEBOOK_WORKERS, mp_context=spawn, initializer=_one_thread) as pool:
-        queue = [*_longest_first(names), *stubs]
-        futures = {name: pool.submit(_execute, str(ROOT / name)) for name in queue}
+        queue = _longest_first(names)
+        futures = {name: pool.submit(_execute, str(sources[name])) for name in queue}
         for name, future in futures.items():
             text, record = future.result()
-            if name in names:
-                times[name] = record
+            times[name] = record
             if record["error"] is None:
                 data = {"execution_seconds": record["wall_s"]}
                 notebook = nbformat.reads(text, as_version=4)
-                bundle = CacheBundleIn(notebook, str(ROOT / name), data=data)
+                bundle = CacheBundleIn(notebook, str(sources[name]), data=data)
                 cache.cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
             status = "ok" if record["error"] is None else "FAILED"
             print(f"{name}: cpu {record['cpu_s']:.1f} s, wall {record['wall_s']:.1f} s, {status}")

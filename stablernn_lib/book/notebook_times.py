@@ -213,6 +213,8 @@ def times_markdown(root: Path = REPO_ROOT, toc_notebooks: list[str] | None = Non
                 f" {len(changed)} of the {counted} measured notebooks changed since that "
                 'commit ("changed since the measurement"): their times may no longer hold.'
             )
+    if any(name.startswith("chapters/homework/") for name in toc_notebooks):
+        where += " A homework notebook is timed in its student edition, as a student runs it."
     return "\n".join(lines) + "\n\n" + where + "\n"
 
 
