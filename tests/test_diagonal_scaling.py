@@ -153,3 +153,26 @@ def test_certificate_table_says_who_is_certified():
 
     macros = colab.book_macros(colab.read_config())
     assert colab.expand_macros(table, macros) == table and "\\lVert W \\rVert_2" in table
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_log_norm_is_midpoint_convex_and_the_block_step_of_the_proof_holds(seed):
+    """Part 4 of thm-ch04-diagonal: t -> log ||e^T W e^-T||_2 is convex. Checked at midpoints of
+    random pairs, on a badly scaled and on a plain Gaussian W; and the step of the proof: the
+    2n x 2n block matrix e^X N e^-X, N = [[0, W], [0, 0]], X = diag(T + cI, T), has largest
+    singular value e^c ||e^T W e^-T||_2."""
+    g = generator(100 + seed)
+    for W in (badly_scaled(6, 0.9, seed), torch.randn(6, 6, generator=g, dtype=torch.float64)):
+        for _ in range(50):
+            t1, t2 = (2 * torch.randn(6, generator=g, dtype=torch.float64) for _ in range(2))
+            middle = _log_norm(W, (t1 + t2) / 2)[0]
+            assert middle <= (_log_norm(W, t1)[0] + _log_norm(W, t2)[0]) / 2 + 1e-9
+        t, c = torch.randn(6, generator=g, dtype=torch.float64), 0.7
+        N = torch.zeros(12, 12, dtype=torch.float64)
+        N[:6, 6:] = W
+        X = torch.cat([t + c, t])
+        block = torch.exp(X)[:, None] * N * torch.exp(-X)[None, :]
+        sigma = torch.linalg.matrix_norm(scaled_matrix(W, torch.exp(t)), ord=2)
+        assert float(torch.linalg.matrix_norm(block, ord=2)) == pytest.approx(
+            math.exp(c) * float(sigma), rel=1e-12
+        )
