@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from stablernn_lib.core.style import finish
+
 # Figure-legend slots below the axes, in the order the distinct legends are met.
 _BELOW = ("outside lower left", "outside lower right", "outside lower center")
 
@@ -14,7 +16,8 @@ def legends_below(figure: Figure, columns: int = 2) -> Figure:
     Axes whose legends list the same entries (one per row of a grid, say) share one
     figure legend; at most three distinct legends fit side by side. Each keeps its title
     and gets ``columns`` columns. The figure must use the constrained layout, which makes
-    room for the legends; its height grows by 0.35 in per row of the tallest legend.
+    room for the legends; its height grows by 0.35 in per row of the tallest legend, and the
+    course style is applied again (:func:`~stablernn_lib.core.style.finish`).
     """
     if (
         figure.get_layout_engine() is None
@@ -43,4 +46,4 @@ def legends_below(figure: Figure, columns: int = 2) -> Figure:
         rows = max(rows, -(-len(labels) // columns) + len(title.splitlines()))
     width, height = figure.get_size_inches()
     figure.set_size_inches(width, height + 0.35 * rows)
-    return figure
+    return finish(figure)
