@@ -1,4 +1,5 @@
-"""The committed JSB Chorales results: complete, and written by the code as it is now.
+"""The committed JSB Chorales results: complete, written by the code as it is now, and the
+numbers Chapter 9 and its companion page glue from them (``tasks/jsb/findings.py``).
 
 Chapter 9 draws its table and figures from ``data/results/jsb``: the four variants and the
 authors' non-recurrent LSTM at the authors' scale (config ``full``), the four variants of
@@ -539,17 +540,16 @@ def test_chapter9_is_a_lesson_and_the_evidence_is_on_its_companion_page() -> Non
 @pytest.mark.slow
 def test_chapter9_glued_values_on_the_built_site_are_the_computed_ones() -> None:
     """The values the built book's executed pages glued are those of the result files."""
-    import nbformat
     from book_support import BUILD_DIR, build_book
 
-    from stablernn_lib.book.colab import glued_values
+    from stablernn_lib.book.colab import executed_glue
 
     assert build_book().returncode == 0
     for path in (CHAPTER, COMPANION):
-        run = nbformat.read(BUILD_DIR / "jupyter_execute" / "chapters" / path.name, as_version=4)
-        glued = glued_values(run)
-        assert float(glued["baseline"]["text/plain"]) == pytest.approx(BASELINE, abs=0.005)
-        for key, value in _values().items():
+        glued = executed_glue(BUILD_DIR / "jupyter_execute" / "chapters" / path.name)
+        baseline = float(glued["baseline"]["text/plain"])
+        assert baseline == pytest.approx(BASELINE, abs=0.005)
+        for key, value in findings.chapter_values(baseline).items():
             shown = glued[key]["text/plain"]
             if isinstance(value, str):
                 assert shown.strip("'\"") == value, key
