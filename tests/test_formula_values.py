@@ -410,6 +410,53 @@ def test_fixed_points_are_every_root_found_by_a_fine_grid():
             assert w / (1 + math.exp(-x)) + b - x == pytest.approx(0.0, abs=1e-12)
 
 
+def test_one_unit_iteration_and_fixed_point_curve_by_hand():
+    x0 = torch.tensor([0.3], dtype=torch.float32)
+    assert one_unit.iterate(2.0, 0.5, x0, 0).tolist() == [[pytest.approx(0.3)]]  # steps = 0
+    trajectory = one_unit.iterate(torch.tensor(2.0, dtype=torch.float32), 0.5, x0, 2)
+    assert trajectory.dtype == torch.float64  # float32 arguments are computed in float64
+    x1 = 2.0 / (1 + math.exp(-float(x0))) + 0.5  # the float32 start, exactly
+    assert trajectory[2].item() == pytest.approx(2.0 / (1 + math.exp(-x1)) + 0.5, rel=REL)
+    with pytest.raises(ValueError, match="steps must be non-negative, got -1"):
+        one_unit.iterate(2.0, 0.5, 0.0, -1)
+    grid = torch.linspace(-6, 6, 25, dtype=torch.float64)
+    curve = one_unit.fixed_point_curve(6.0, grid)
+    s = 1 / (1 + np.exp(-grid.numpy()))
+    assert curve["b"].numpy() == pytest.approx(grid.numpy() - 6.0 * s, rel=REL)
+    assert curve["stable"].tolist() == (np.abs(6.0 * s * (1 - s)) < 1).tolist()
+    assert not curve["stable"].all() and curve["stable"].any()
+    # w = 4 at x = 0: w sigmoid'(0) = 1 exactly, the fold itself, not stable
+    assert one_unit.fixed_point_curve(4.0, torch.zeros(1))["stable"].tolist() == [False]
+
+
+def test_fixed_points_search_interval_and_negative_weight():
+    # w < 0: the fixed point of x = 1 - 6 sigmoid(x) lies in [b + w, b] = [-5, 1]
+    (root,) = one_unit.fixed_points(-6.0, 1.0)
+    assert root == pytest.approx(1.0 - 6.0 / (1 + math.exp(-root)), abs=1e-12)
+    assert -5.0 < root < 0.0
+    w = 8.0
+    (_, b_low), (_, b_high) = one_unit.saddle_nodes(w)
+    b = 0.3 * b_low + 0.7 * b_high
+    low, middle, high = one_unit.fixed_points(w, b)
+    assert one_unit.fixed_points(w, b, lo=middle + 0.5) == [pytest.approx(high, abs=1e-12)]
+    assert one_unit.fixed_points(w, b, hi=middle - 0.5) == [pytest.approx(low, abs=1e-12)]
+
+
+def test_one_unit_sweep_gradient_and_training_defaults_and_checks():
+    b_values = torch.tensor([-4.0, -2.0], dtype=torch.float32)
+    assert [t.tolist() for t in one_unit.hysteresis_sweep(6.0, b_values)] == [
+        t.tolist() for t in one_unit.hysteresis_sweep(6.0, b_values, -5.0, 200)
+    ]  # the defaults: start at -5, 200 steps per value
+    final, gradient = one_unit.final_state_gradient(6.0, b_values, -5.0, 3)
+    assert final.dtype == gradient.dtype == torch.float64
+    history = one_unit.train_bias(6.0, -2.0, 1.0)
+    assert len(history["b"]) == 40  # the default number of iterations
+    assert len(one_unit.train_bias(6.0, -2.0, 1.0, iterations=1)["loss"]) == 1
+    for bad in ({"iterations": 0}, {"learning_rate": 0.0}):
+        with pytest.raises(ValueError, match="iterations must be >= 1 and learning_rate > 0"):
+            one_unit.train_bias(6.0, -2.0, 1.0, **bad)
+
+
 # ----------------------------------------------------------------------------- certificates
 
 
@@ -463,6 +510,77 @@ def test_triangular_certificate_reaches_the_condition_cap_by_hand():
     expected = np.linalg.norm(np.array([[0.5, 4.0 / 50.0], [0.0, 0.3]]), 2)
     assert certificate.lam == pytest.approx(expected, rel=1e-6)
     assert certificate.condition == pytest.approx(50.0, rel=1e-6)
+
+
+def test_diagonal_certificate_edge_cases_and_checks():
+    zero = ds.diagonal_certificate(torch.zeros(3, 3, dtype=torch.float64))
+    assert (zero.lam, zero.spectral_lam, zero.spectral_radius) == (0.0, 0.0, 0.0)
+    # rank one u v^T: inf_D ||D u|| ||D^-1 v|| = sum |u_i v_i| = rho(W), reached in the limit
+    u, v = np.array([1.0, 0.5]), np.array([0.25, 2.0])
+    rank_one = ds.diagonal_certificate(torch.tensor(np.outer(u, v)), max_condition=1e8)
+    assert rank_one.lam == pytest.approx(abs(u @ v), rel=1e-6)
+    W = torch.tensor([[0.3, 2.0], [0.1, -0.4]], dtype=torch.float64)
+    single = ds.diagonal_certificate(W.float(), l_rho=0.5)  # computed in float64 all the same
+    same = ds.diagonal_certificate(W.float().double(), l_rho=0.5)
+    assert single.lam == pytest.approx(same.lam, rel=1e-13)
+    with pytest.raises(
+        ValueError, match=r"^weight_hh must be a square matrix \(H, H\), got \(2, 3\)$"
+    ):
+        ds.diagonal_certificate(torch.ones(2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^l_rho must be positive, got 0.0$"):
+        ds.diagonal_certificate(W, l_rho=0.0)
+
+
+def test_scaled_pair_ratios_by_brute_force():
+    from stablernn_lib.core.models import random_vanilla_rnn
+
+    generator = torch.Generator().manual_seed(3)
+    model = random_vanilla_rnn(2, 3, 0.9, "tanh", generator=generator)
+    states, others = torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    inputs = torch.randn(4, 2, dtype=torch.float64)
+    scales = torch.tensor([1.0, 0.5, 0.25], dtype=torch.float64)
+    got = ds.scaled_pair_ratios(model, scales, states, others, inputs)
+    W, U = model.weight_hh.detach().numpy(), model.weight_ih.detach().numpy()
+    d = scales.numpy()
+    for n in range(4):
+        step = np.tanh(W @ states[n].numpy() + U @ inputs[n].numpy())
+        step_other = np.tanh(W @ others[n].numpy() + U @ inputs[n].numpy())
+        expected = np.linalg.norm(d * (step - step_other)) / np.linalg.norm(
+            d * (states[n] - others[n]).numpy()
+        )
+        assert got[n].item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_certificate_rows_and_table_of_language_models():
+    class Stub:
+        def __init__(self, rnn):
+            self.rnn = rnn
+
+    torch.manual_seed(0)
+    rnn = torch.nn.RNN(3, 4, num_layers=2).double()
+    models = {"rnn": Stub(rnn), "lstm": Stub(torch.nn.LSTM(3, 4))}  # the LSTM is skipped
+    rows = ds.certificate_rows(models)
+    assert [(row["model"], row["layer"]) for row in rows] == [("rnn", 0), ("rnn", 1)]
+    for row in rows:
+        W = getattr(rnn, f"weight_hh_l{row['layer']}").detach()
+        certificate = ds.diagonal_certificate(W)
+        assert row == {
+            "model": "rnn", "layer": row["layer"],
+            "spectral_lam": pytest.approx(float(np.linalg.norm(W.numpy(), 2)), rel=1e-12),
+            "diagonal_lam": certificate.lam, "spectral_radius": certificate.spectral_radius,
+            "condition": certificate.condition,
+        }  # fmt: skip
+    table = ds.certificate_table(
+        [{"model": "m", "layer": 1, "spectral_lam": 0.95, "diagonal_lam": 1.25,
+          "spectral_radius": 0.5, "condition": 12.0}]
+    )  # fmt: skip
+    assert table.splitlines() == [
+        "| model | layer | $\\lVert W \\rVert_2$ | best $\\lVert DWD^{-1} \\rVert_2$ "
+        "| $\\rho(W)$ | $\\max d / \\min d$ | certified by $\\lVert W \\rVert_2$ "
+        "| certified by $D$ |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+        "| m | 1 | 0.950 | 1.250 | 0.500 | 12.0 | yes | no |",
+    ]
 
 
 @pytest.mark.parametrize("squarings", [0, 1, 2, 6])
