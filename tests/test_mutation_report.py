@@ -14,6 +14,7 @@ from stablernn_lib.book.mutation_report import (
     OUT,
     VERDICTS,
     markdown,
+    mutants_unchanged,
     mutated_modules,
     read_meta,
     record_from_codes,
@@ -99,8 +100,9 @@ def _git(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_report_is_not_older_than_the_code_it_describes() -> None:
-    """Each row's module must be, on disk, the code mutmut mutated ('code at'): an edit of a
-    bound after its mutation run fails here until ``make mutants`` is re-run for it."""
+    """Each row's module must be, on disk, the code mutmut mutated ('code at'), or one of
+    which mutmut makes the very same mutants: an edit of a bound after its mutation run fails
+    here until ``make mutants`` is re-run for it."""
     if _git("rev-parse", "--is-inside-work-tree").returncode != 0:
         pytest.skip("not a git checkout: the commits of the report cannot be compared")
     records = json.loads(VERDICTS.read_text(encoding="utf8"))
@@ -114,6 +116,33 @@ def test_the_report_is_not_older_than_the_code_it_describes() -> None:
             continue
         if _git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
             pytest.skip(f"commit {commit} is not in this clone (shallow?)")
-        if _git("diff", "--quiet", commit, "--", path).returncode != 0:
+        changed = _git("diff", "--quiet", commit, "--", path).returncode != 0
+        if changed and not mutants_unchanged(module, commit):
             stale.append(f"{module}: {path} changed since {commit}")
     assert not stale, "re-run make mutants for: " + "; ".join(stale)
+
+
+def test_an_edit_that_changes_no_mutant_is_not_stale(tmp_path, monkeypatch) -> None:
+    """A comment, or a function mutmut does not mutate (a decorated one), keeps every mutant;
+    an edited formula does not."""
+    module_dir = tmp_path / "pkg"
+    module_dir.mkdir()
+    source = module_dir / "fresh.py"
+    source.write_text('def f(a, b):\n    """Sum."""\n    return a + b\n', encoding="utf8")
+    monkeypatch.chdir(tmp_path)
+    for command in (
+        ["init", "-q"],
+        ["add", "pkg/fresh.py"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a"],
+    ):
+        assert _git(*command).returncode == 0  # fmt: skip
+    commit = _git("rev-parse", "HEAD").stdout.strip()
+    source.write_text(
+        "# the sum\nimport functools\n\n\n@functools.cache\ndef g(a):\n    return 2 * a\n\n\n"
+        'def f(a, b):\n    """Sum."""\n    return a + b\n',
+        encoding="utf8",
+    )
+    assert mutants_unchanged("pkg.fresh", commit)
+    source.write_text('def f(a, b):\n    """Sum."""\n    return a + 2 * b\n', encoding="utf8")
+    assert not mutants_unchanged("pkg.fresh", commit)
+    assert not mutants_unchanged("pkg.fresh", "0" * 40)  # a commit git does not know

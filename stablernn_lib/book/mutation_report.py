@@ -87,6 +87,26 @@ def code_commit(module: str) -> str:
     return commit + ("+local changes" if _git("status", "--porcelain", "--", path) else "")
 
 
+def mutants_unchanged(module: str, commit: str) -> bool:
+    """Whether mutmut makes the same mutants of ``module`` at ``commit`` as on disk: the same
+    mutant names and the same hash of every mutated function (mutmut's own test of which
+    functions changed).  Then the verdicts recorded at ``commit`` are those of today's code,
+    e.g. after an edit of a docstring, a comment or a decorated function (mutmut skips those).
+    """
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    path = str(source_path(module))
+    shown = subprocess.run(["git", "show", f"{commit}:{path}"], capture_output=True, text=True)
+    if shown.returncode != 0:
+        return False
+    then = mutate_file_contents(path, shown.stdout)
+    now = mutate_file_contents(path, Path(path).read_text(encoding="utf8"))
+    return (then.mutant_names, then.hash_by_function_name) == (
+        now.mutant_names,
+        now.hash_by_function_name,
+    )
+
+
 def record_from_codes(
     codes: dict[str, int | None], commit: str, date: str, previous: dict[str, Any] | None = None
 ) -> dict[str, Any]:
