@@ -212,12 +212,13 @@ def test_recurrence_rejects_each_negative_argument(negative):
         wc.recurrence_bound_log10(values["steps"], values["beta"], values["gap"])
 
 
-def test_theory_constants_of_an_instance_recomputed(monkeypatch):
+@pytest.mark.parametrize("activation", ["tanh", "identity"])
+def test_theory_constants_of_an_instance_recomputed(monkeypatch, activation):
     """``L_x = L_rho ||U||_2``, ``B_x = max ||x_t||``, ``B_h``, ``L_p = B_h + max ||y||``,
     ``S_p = 1`` and Lemmas 2-3's constants through the sympy expressions of the proofs;
     ``L_rho = 0.5`` (patched) so that no power of it can be dropped."""
     monkeypatch.setattr(wc, "activation_lipschitz", lambda name: 0.5)
-    instance = wc.make_instance(wc.CONFIGS["smoke"], "tanh", seed=5, lam=0.8)
+    instance = wc.make_instance(wc.CONFIGS["smoke"], activation, seed=5, lam=0.8)
     got = wc.theory_constants(instance)
     u = instance.start.weight_ih.detach().double().numpy()
     lx = 0.5 * float(np.linalg.svd(u, compute_uv=False)[0])
@@ -227,7 +228,7 @@ def test_theory_constants_of_an_instance_recomputed(monkeypatch):
     lp = bh + float(np.sqrt((instance.train_targets.double().numpy() ** 2).sum(-1)).max())
     values = {
         la.lam: 0.8, la.Lx: lx, la.Bx: bx, la.Lp: lp, la.Sp: 1.0, la.L_rho: 0.5,
-        la.L2_rho: bounds.ACTIVATION_SECOND_DERIVATIVE["tanh"], la.Bh: bh,
+        la.L2_rho: bounds.ACTIVATION_SECOND_DERIVATIVE[activation], la.Bh: bh,
         la.Bz: math.hypot(bh, bx),
     }  # fmt: skip
     expected = {
@@ -558,7 +559,7 @@ def test_certificate_rows_and_table_of_language_models():
 
     torch.manual_seed(0)
     rnn = torch.nn.RNN(3, 4, num_layers=2).double()
-    models = {"rnn": Stub(rnn), "lstm": Stub(torch.nn.LSTM(3, 4))}  # the LSTM is skipped
+    models = {"lstm": Stub(torch.nn.LSTM(3, 4)), "rnn": Stub(rnn)}  # the LSTM is skipped
     rows = ds.certificate_rows(models)
     assert [(row["model"], row["layer"]) for row in rows] == [("rnn", 0), ("rnn", 1)]
     for row in rows:
@@ -572,7 +573,9 @@ def test_certificate_rows_and_table_of_language_models():
         }  # fmt: skip
     table = ds.certificate_table(
         [{"model": "m", "layer": 1, "spectral_lam": 0.95, "diagonal_lam": 1.25,
-          "spectral_radius": 0.5, "condition": 12.0}]
+          "spectral_radius": 0.5, "condition": 12.0},
+         {"model": "m", "layer": 2, "spectral_lam": 1.0, "diagonal_lam": 1.0,
+          "spectral_radius": 1.0, "condition": 1.0}]
     )  # fmt: skip
     assert table.splitlines() == [
         "| model | layer | $\\lVert W \\rVert_2$ | best $\\lVert DWD^{-1} \\rVert_2$ "
@@ -580,6 +583,7 @@ def test_certificate_rows_and_table_of_language_models():
         "| certified by $D$ |",
         "|---|---:|---:|---:|---:|---:|---|---|",
         "| m | 1 | 0.950 | 1.250 | 0.500 | 12.0 | yes | no |",
+        "| m | 2 | 1.000 | 1.000 | 1.000 | 1.0 | no | no |",  # lambda = 1 certifies nothing
     ]
 
 
@@ -604,6 +608,11 @@ def test_jacobian_product_and_lag_bounds_by_hand():
     lags = torch.tensor([0, 1, 3])
     got = gr.jacobian_product_bound(0.5, 1.6, lags)
     assert got.tolist() == pytest.approx([1.0, 0.8, 0.512], rel=REL)
+    assert gr.jacobian_product_bound(0.0, 1.6, lags).tolist() == [1.0, 0.0, 0.0]
+    assert gr.jacobian_product_bound(0.5, 0.0, lags).tolist() == [1.0, 0.0, 0.0]
+    for gamma, norm in ((-0.1, 1.0), (1.0, -0.1)):
+        with pytest.raises(ValueError, match="^gamma and the weight norm must be non-negative$"):
+            gr.jacobian_product_bound(gamma, norm, lags)
     assert gr.lag_bound(1.6, "sigmoid", 4).tolist() == pytest.approx(
         [0.4**j for j in range(5)], rel=REL
     )
