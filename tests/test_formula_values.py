@@ -604,6 +604,18 @@ def test_spectral_norm_upper_bound_by_hand(squarings):
     assert scaled == pytest.approx(1e-3 * expected, rel=1e-12)  # the rescaling is exact
 
 
+def test_spectral_norm_upper_bound_defaults_and_batch_shapes():
+    generator = torch.Generator().manual_seed(7)
+    batch = torch.randn(2, 3, 5, 4, generator=generator, dtype=torch.float64)
+    got = spectral_norm_upper_bounds(batch)
+    assert got.shape == (2, 3)
+    assert torch.equal(got, spectral_norm_upper_bounds(batch, squarings=6))  # the default: 6
+    for i in range(2):
+        for j in range(3):
+            single = spectral_norm_upper_bounds(batch[i, j], squarings=6)
+            assert got[i, j].item() == pytest.approx(single.item(), rel=1e-12)
+
+
 def test_jacobian_product_and_lag_bounds_by_hand():
     lags = torch.tensor([0, 1, 3])
     got = gr.jacobian_product_bound(0.5, 1.6, lags)
