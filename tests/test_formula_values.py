@@ -203,6 +203,15 @@ def test_step_sizes_by_hand():
         wc.step_sizes("cosine", 0.6, 3)
 
 
+def test_recurrence_takes_zero_steps_and_gaps_silently():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # log(0) = -inf is expected, not a warning
+        log_e = wc.recurrence_bound_log10(np.array([0.0, 0.5]), 1.0, np.array([2.0, 0.0]))
+    assert log_e.tolist() == [-np.inf, -np.inf, -np.inf]  # step 0, then gap 0: e stays 0
+
+
 @pytest.mark.parametrize("negative", ["steps", "beta", "gap"])
 def test_recurrence_rejects_each_negative_argument(negative):
     values = {"steps": np.array([0.5, 0.5]), "beta": np.array([1.0, 0.0]), "gap": 2.0}
