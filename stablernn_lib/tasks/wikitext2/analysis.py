@@ -532,6 +532,12 @@ def _certificates(model: WordLanguageModel) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------
 
 
+def _plain_name(name: str) -> str:
+    """A variant's name for a reader: ``"lstm-stable"`` -> ``"LSTM, stable"``."""
+    cell, _, kind = name.partition("-")
+    return f"{MODEL_LABELS[cell]}, {kind}" if cell in MODEL_LABELS and kind else name
+
+
 def plot_figure2(analysis: dict[str, Any], title: str = "") -> Figure:
     """``||grad_{x_t} p_{t+i}||`` against ``i`` for the unconstrained RNN and LSTM (log scale)."""
     figure, axis = plt.subplots(figsize=(6, 3.6))
@@ -553,7 +559,9 @@ def plot_figure2(analysis: dict[str, Any], title: str = "") -> Figure:
 
 def plot_truncated_eval(analysis: dict[str, Any], title: str = "") -> Figure:
     """Perplexity of the context-``k`` model against ``k``; dashed: the recurrent model."""
-    return plot_truncated_curves(analysis, "ppl", str, "context k", "test perplexity", title, 6)
+    return plot_truncated_curves(
+        analysis, "ppl", _plain_name, "context k", "test perplexity", title, 6
+    )
 
 
 def plot_jacobian_norms(analysis: dict[str, Any], title: str = "") -> Figure:
@@ -571,8 +579,14 @@ def plot_jacobian_norms(analysis: dict[str, Any], title: str = "") -> Figure:
                 histtype="stepfilled" if layer == 0 else "step", alpha=0.5 if layer == 0 else 1,
             )  # fmt: skip
         axis.axvline(1.0, color="k", lw=0.8)
-        axis.set_title(name)
-        axis.set_xlabel(r"$\|\partial h_t / \partial h_{t-1}\|_2$")
+        cell = name.partition("-")[0]
+        axis.set_title(_plain_name(name))
+        state = (
+            r"(c_t, h_t) / \partial (c_{t-1}, h_{t-1})"
+            if cell == "lstm"
+            else r"h_t / \partial h_{t-1}"
+        )
+        axis.set_xlabel(rf"$\|\partial {state}\|_2$")
     axes[0][0].legend()
     figure.suptitle(title)
     figure.tight_layout()
@@ -585,8 +599,9 @@ def plot_weights_close(analysis: dict[str, Any], title: str = "") -> Figure:
     for axis, cell in zip(axes, ("rnn", "lstm"), strict=True):
         record = analysis.get(f"weights_close-{cell}")
         if record:
-            for name, values in record["relative_distance"].items():
-                axis.semilogy(record["step"], values, "o-", ms=3, label=name)
+            distances = record["relative_distance"]  # keys "k=2", "k=5", ...: sorted by k
+            for name in sorted(distances, key=lambda key: int(key.partition("=")[2])):
+                axis.semilogy(record["step"], distances[name], "o-", ms=3, label=name)
             axis.legend()
         axis.set_title(MODEL_LABELS[cell])
         axis.set_xlabel("SGD step")

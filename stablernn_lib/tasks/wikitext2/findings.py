@@ -173,13 +173,29 @@ def time_budget_table(
     epochs x (steps per epoch x median step time) plus one validation pass per epoch and
     one test pass, at the benchmark's evaluation speed; the analyses in it are measured.
     """
-    evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
     lines = [
         f"| part | minutes, as committed (measured) | minutes, idle machine "
         f"({benchmark['provenance']['device']}) |",
         "| --- | ---: | ---: |",
     ]
-    measured_total = idle_total = 0.0
+    for part, (measured, idle) in time_budget(runs, benchmark, idle_analysis).items():
+        kind = "measured" if part == "every analysis" else "estimated"
+        if part == "total":
+            lines.append(f"| **total** | **{measured / 60:.0f}** | **{idle / 60:.0f}** |")
+        else:
+            lines.append(f"| {part} | {measured / 60:.0f} | {idle / 60:.0f} ({kind}) |")
+    return "\n".join(lines)
+
+
+def time_budget(
+    runs: dict[str, Any], benchmark: dict[str, Any], idle_analysis: dict[str, Any]
+) -> dict[str, tuple[float, float]]:
+    """Seconds of each part of a scale's time budget, ``{part: (as committed, idle)}``.
+
+    Parts ``"training <variant>"``, ``"every analysis"`` and ``"total"``; the arguments
+    and the idle estimate are those of :func:`time_budget_table`."""
+    evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
+    parts: dict[str, tuple[float, float]] = {}
     for cell, stable in MODEL_VARIANTS:
         name = variant_name(cell, stable)
         if name not in runs:
@@ -187,17 +203,16 @@ def time_budget_table(
         model = benchmark["models"][cell]
         epoch = model["epoch_seconds_stable" if stable else "epoch_seconds_unconstrained"]
         estimate = benchmark["epochs"] * epoch + evaluated / model["eval_tokens_per_second"]
-        measured = runs[name]["wall_seconds"]
-        lines.append(f"| training {name} | {measured / 60:.0f} | {estimate / 60:.0f} (estimated) |")
-        measured_total += measured
-        idle_total += estimate
-    measured = sum(runs.get("analysis", {}).get("seconds", {}).values())
-    idle = sum(idle_analysis.get("seconds", {}).values())
-    lines.append(f"| every analysis | {measured / 60:.0f} | {idle / 60:.0f} (measured) |")
-    measured_total += measured
-    idle_total += idle
-    lines.append(f"| **total** | **{measured_total / 60:.0f}** | **{idle_total / 60:.0f}** |")
-    return "\n".join(lines)
+        parts[f"training {name}"] = (runs[name]["wall_seconds"], estimate)
+    parts["every analysis"] = (
+        sum(runs.get("analysis", {}).get("seconds", {}).values()),
+        sum(idle_analysis.get("seconds", {}).values()),
+    )
+    parts["total"] = (
+        sum(measured for measured, _ in parts.values()),
+        sum(idle for _, idle in parts.values()),
+    )
+    return parts
 
 
 def table_by_scale(scales: dict[str, dict[str, Any]]) -> str:

@@ -194,6 +194,8 @@ def measurement_numbers() -> Numbers:
         norms = entry["figure2"]["mean_norm"]
         out[f"{key}_fig2_ratio"] = 100 * norms[vanishes["distance"]] / norms[0]
         out[f"{key}_fig2_last"] = 100 * norms[-1] / norms[0]
+        vanished = norms[vanishes["distance"]] / norms[0] < vanishes["ratio"]
+        out[f"{key}_fig2_verdict"] = "supported" if vanished else "not supported"
         k = findings.smallest_k_within(entry["truncated_eval"])
         out[f"{key}_k"] = "none up to 100" if k is None else k
         curve = entry["truncated_eval"]
@@ -217,6 +219,11 @@ def measurement_numbers() -> Numbers:
     if stable_rows:  # the diagonal scaling's constant, largest over the stable RNN's layers
         out["diag_stable_max"] = max(row["diagonal_lam"] for row in stable_rows)
     return out
+
+
+def _threads(device: str) -> int:
+    """The thread count of a provenance device string such as ``"cpu (x86_64, 2 threads)"``."""
+    return int(device.rpartition(", ")[2].split()[0])
 
 
 def benchmark_numbers() -> Numbers:
@@ -262,6 +269,14 @@ def benchmark_numbers() -> Numbers:
         bench = json.loads(bench_path.read_text(encoding="utf8"))
         out["idle_epoch_minutes"] = epoch["wall_seconds"] / 60
         out["idle_epoch_predicted_minutes"] = bench["models"]["lstm"]["epoch_seconds_stable"] / 60
+    idle_analysis = findings.load_idle_timing("cpu")
+    if bench_path.is_file() and idle_analysis is not None:  # the cpu scale's whole budget
+        runs = findings.load_full_results(results_folder("cpu"))
+        bench = json.loads(bench_path.read_text(encoding="utf8"))
+        committed, idle = findings.time_budget(runs, bench, idle_analysis)["total"]
+        out["budget_committed_hours"], out["budget_idle_hours"] = committed / 3600, idle / 3600
+        out["budget_committed_threads"] = _threads(runs["lstm-stable"]["provenance"]["device"])
+        out["budget_idle_threads"] = _threads(bench["provenance"]["device"])
     if cpu_path.is_file():
         cpu = json.loads(cpu_path.read_text(encoding="utf8"))
         out["cpu_rnn_step_ms"] = 1000 * cpu["step_seconds"]["rnn-unconstrained"]
