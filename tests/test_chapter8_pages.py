@@ -52,3 +52,35 @@ def test_the_executed_pages_glued_every_key_their_text_quotes() -> None:
         assert not missing, (page, sorted(missing))
     html = (HTML_DIR / f"{PAGES[0]}.html").read_text(encoding="utf-8")
     assert "python -m" not in html and "08b_wikitext2_evidence.html" in html
+
+
+def test_the_evidence_page_shows_its_set_check_and_the_check_holds_here() -> None:
+    """The evidence page's claim about ``.data.set_()`` is a cell run when the page builds;
+    on this machine's PyTorch the assignment leaves the parameter unchanged, ``mul_`` not."""
+    import torch
+
+    cells = nbformat.read(ROOT / f"{PAGES[1]}.ipynb", as_version=4).cells
+    assert any(
+        "block.data.set_(0.5 * block.data)" in c.source for c in cells if c.cell_type == "code"
+    )
+    weight = torch.nn.LSTM(4, 3).weight_hh_l0
+    before = weight.detach().clone()
+    block = weight[3:6]
+    block.data.set_(0.5 * block.data)
+    weight.data.set_(0.5 * weight.data)
+    assert torch.equal(weight.detach(), before)
+    with torch.no_grad():
+        weight.mul_(0.5)
+    assert torch.allclose(weight.detach(), 0.5 * before)
+
+
+def test_the_figures_name_models_in_words_and_sort_k() -> None:
+    from stablernn_lib.tasks.wikitext2 import analysis as lma
+
+    distances = {"k=10": [0.1], "k=2": [0.3], "k=5": [0.2]}
+    record = {"step": [1], "relative_distance": distances}
+    figure = lma.plot_weights_close({"weights_close-rnn": record, "weights_close-lstm": record})
+    labels = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert labels == ["k=2", "k=5", "k=10"]
+    assert lma._plain_name("lstm-stable") == "LSTM, stable"
+    assert lma._plain_name("rnn-unconstrained") == "RNN (tanh), unconstrained"
