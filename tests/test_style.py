@@ -51,7 +51,7 @@ def test_a_model_has_the_same_colour_in_chapter_8_and_chapter_9():
         music_analysis.plot_truncated_nll(truncation_analysis("loss", "recurrent_loss"))
     )
     for name in MODELS:
-        assert words[name] == style.MODEL_COLORS[name]
+        assert words[lm_analysis._plain_name(name)] == style.MODEL_COLORS[name]  # "LSTM, stable"
         assert music[music_analysis.LABELS[name]] == style.MODEL_COLORS[name]
     profile = {"distance": [1, 2, 3], "mean_norm": [1.0, 0.5, 0.2]}
     figure2 = line_colors(lm_analysis.plot_figure2({n: {"figure2": profile} for n in MODELS}))
