@@ -21,6 +21,7 @@ and ``data/results/mutation_report.md``.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import datetime
 import importlib.metadata
@@ -87,22 +88,46 @@ def code_commit(module: str) -> str:
     return commit + ("+local changes" if _git("status", "--porcelain", "--", path) else "")
 
 
+def _top_level_functions(source: str, names: set[str]) -> str:
+    """The source of the named top-level functions, decorators included, one after another."""
+    lines = source.splitlines()
+    chunks = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            chunks.append("\n".join(lines[first - 1 : node.end_lineno]))
+    return "\n\n\n".join(chunks) + "\n"
+
+
 def mutants_unchanged(module: str, commit: str) -> bool:
     """Whether mutmut makes the same mutants of ``module`` at ``commit`` as on disk: the same
-    mutant names and the same hash of every mutated function (mutmut's own test of which
-    functions changed).  Then the verdicts recorded at ``commit`` are those of today's code,
-    e.g. after an edit of a docstring, a comment or a decorated function (mutmut skips those).
+    mutant names and the same hash of every mutated function, mutmut's own test of which
+    verdicts to reset when a module changes (e.g. after an edit of a comment or of a
+    decorated function, which mutmut does not mutate).
+
+    Functions whose syntax tree is unchanged make the same mutants, so only the changed
+    top-level functions are mutated (the whole module when a method changed).
     """
-    from mutmut.mutation.file_mutation import mutate_file_contents
+    from mutmut.mutation.file_mutation import compute_function_hashes, mutate_file_contents
 
     path = str(source_path(module))
     shown = subprocess.run(["git", "show", f"{commit}:{path}"], capture_output=True, text=True)
     if shown.returncode != 0:
         return False
-    then = mutate_file_contents(path, shown.stdout)
-    now = mutate_file_contents(path, Path(path).read_text(encoding="utf8"))
-    return (then.mutant_names, then.hash_by_function_name) == (
-        now.mutant_names,
+    then_source, now_source = shown.stdout, Path(path).read_text(encoding="utf8")
+    then_hashes, now_hashes = (compute_function_hashes(s) for s in (then_source, now_source))
+    changed = {k for k in then_hashes.keys() | now_hashes.keys()
+               if then_hashes.get(k) != now_hashes.get(k)}  # fmt: skip
+    if not changed:
+        return True
+    if all(key.startswith("x_") and "\u01c1" not in key for key in changed):  # top-level only
+        names = {key.removeprefix("x_") for key in changed}
+        then_source, now_source = (
+            _top_level_functions(s, names) for s in (then_source, now_source)
+        )
+    then, now = (mutate_file_contents(path, s) for s in (then_source, now_source))
+    return (list(then.mutant_names), then.hash_by_function_name) == (
+        list(now.mutant_names),
         now.hash_by_function_name,
     )
 
