@@ -479,30 +479,36 @@ def missing_runs(config: str, results_dir: str | Path | None = None) -> list[tup
 
 def run_commands(config: str, results_dir: str | Path | None = None) -> str:
     """Markdown to print under a config's table: the command pattern that reruns any of its
-    rows, and one command for each planned run not yet committed (:func:`missing_runs`)."""
+    rows, and one command for each planned run without a result file (:func:`missing_runs`),
+    each command in its own code block."""
     seeds = planned_seeds(config)
     pattern = rerun_command(config, "<model>", "<variant>", "<N>" if len(seeds) > 1 else None)
     variants = "unconstrained or stable"
     if config == "full":
         variants += " (authors-bug: the authors' non-recurrent LSTM, with `--model lstm`)"
     lines = [
-        f"* any row: `{pattern}`, with `<model>` rnn or lstm and `<variant>` {variants}"
+        f"Any row, with `<model>` rnn or lstm and `<variant>` {variants}"
         + (
-            f"; `<N>` is one of {', '.join(map(str, seeds))} ({seeds[0]} is the config's own "
-            "seed: the command without `--seed` trains the same run)"
+            f"; `<N>` is a seed of the table ({seeds[0]}, the config's own seed, is the "
+            "command without `--seed`)"
             if len(seeds) > 1
             else ""
         )
-        + ";",
+        + ":",
+        *_code_block(pattern),
     ]
     missing = missing_runs(config, results_dir)
-    planned = len(seeds) * len(planned_variants(config))
-    if not missing:
-        lines.append(f"* not yet run: none (all {planned} planned runs are committed).")
-        return "\n".join(lines)
-    lines.append(f"* not yet run ({len(missing)} of {planned}):")
-    lines += [f"  * `{rerun_command(config, c, v, seed)}`" for c, v, seed in missing]
+    if missing:
+        planned = len(seeds) * len(planned_variants(config))
+        lines.append(f"\nNot yet run ({len(missing)} of {planned}):")
+        for c, v, seed in missing:
+            lines += _code_block(rerun_command(config, c, v, seed))
     return "\n".join(lines)
+
+
+def _code_block(command: str) -> list[str]:
+    """The lines of a Markdown code block holding one shell command."""
+    return ["", "```bash", command, "```"]
 
 
 def seeds_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
@@ -569,24 +575,22 @@ def validation_split(
 
 
 def reruns_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
-    """Markdown table of ``<config>/reruns.json``: each rerun's earlier outcome and commit
-    beside the test NLL committed now (read from its result file), the change, the first
-    epoch whose validation NLL differs by more than 0.01 between the two runs
-    (``earlier.validation_split``, with its learning rate), and the no-memory ``baseline``."""
+    """Markdown table of ``<config>/reruns.json``: each run trained twice, the first run's
+    outcome beside the test NLL of the run in the seeds table (read from its result file),
+    the change, the first epoch whose validation NLL differs by more than 0.01 between the
+    two (``earlier.validation_split``, with its learning rate), and the no-memory
+    ``baseline``."""
     reruns = load_reruns(config, results_dir)
     if reruns is None:
         return f"no reruns recorded for config `{config}`"
     runs = load_seed_results(config, results_dir)
     lines = [
-        "| model | seed | earlier run (code at commit) | now (code at commit) | change "
-        "| validation NLL parts (> 0.01) |",
+        "| model | seed | first run | run of the table | change | validation NLL parts (> 0.01) |",
         "| --- | ---: | --- | --- | ---: | --- |",
     ]
     for entry in reruns["runs"]:
         earlier = entry["earlier"]
-        before = (
-            f"{earlier['test_nll']:.3f}" if "test_nll" in earlier else earlier["outcome"]
-        ) + f" (`{earlier['git_commit'][:7]}`)"
+        before = f"{earlier['test_nll']:.3f}" if "test_nll" in earlier else earlier["outcome"]
         current = runs.get(entry["model"], {}).get(entry["seed"])
         split = ""
         if current is None or current["provenance"]["git_commit"] == earlier["git_commit"]:
@@ -595,7 +599,7 @@ def reruns_table(config: str, baseline: float, results_dir: str | Path | None = 
             if "validation_split" in earlier:
                 where = earlier["validation_split"]
                 split = f"epoch {where['epoch']} (lr {where['lr']:.0e})" if where else "never"
-            now = f"{current['test_nll']:.3f} (`{current['provenance']['git_commit'][:7]}`)"
+            now = f"{current['test_nll']:.3f}"
             change = (
                 f"{current['test_nll'] - earlier['test_nll']:+.3f}" if "test_nll" in earlier else ""
             )
@@ -697,16 +701,25 @@ def stability_cost_table(runs_by_label: dict[str, dict[str, dict[int, dict[str, 
 
 def main_table(baseline: float, results_dir: str | Path | None = None) -> str:
     """Markdown table of the chapter's main result (config ``authors``): each model's test
-    NLL over its seeds (mean ± sd), the paper's number with its mark, the difference and the
-    verdict of ``reproduces_paper``, the gap to the no-memory ``baseline``, and the stable
-    model's gap to its twin with the verdict of ``stability_cost``."""
+    NLL over its seeds (mean ± sample sd), the paper's number with its mark, the difference
+    and the verdict of ``reproduces_paper`` against that number (the header says so when a
+    number is only recalled), the gap to the no-memory ``baseline``, and the stable model's
+    gap to its twin with the verdict of ``stability_cost``."""
     runs = load_seed_results("authors", results_dir)
     compared = paper_comparisons("authors", results_dir)
     costs = stability_costs(runs)
     needed = criteria.load_criteria()["seeds"]["jsb"]
+    recalled = any(
+        paper_claims.claim(key).status == paper_claims.RECALLED for key in PAPER_KEYS.values()
+    )
+    paper, against = (
+        ("the paper (as recalled, unverified)", " (against the recalled number)")
+        if recalled
+        else ("the paper", "")
+    )
     lines = [
-        f"| model | ours: test NLL, authors' scale, {needed} seeds "
-        "| the paper | ours − paper | reproduced? | vs no-memory baseline "
+        f"| model | ours: test NLL, authors' scale, mean ± sample sd over {needed} seeds "
+        f"| {paper} | ours − paper | reproduced?{against} | vs no-memory baseline "
         "| stable vs unconstrained |",
         "| --- | --- | --- | ---: | --- | --- | --- |",
     ]
