@@ -111,6 +111,37 @@ def measured_values(
     return values
 
 
+GAP_CONTEXTS = (1, 4, 8, 16, 32)
+
+
+def truncation_gaps(
+    config: str = "authors",
+    results_dir: str | Path | None = None,
+    curve_key: str = "truncated_eval_after",
+) -> dict[str, Value]:
+    """``m_sgd_<model>_gap<k>``: the gap g(k) = NLL(k) - NLL(recurrent), in nats per step, of
+    each seed-1111 model's truncation curve at the contexts :data:`GAP_CONTEXTS`, and
+    ``m_sgd_<model>_tolerance``: what the ``truncation`` rule's relative tolerance is in nats
+    for that model (its recurrent NLL times the tolerance)."""
+    prefix = {"authors": "m_sgd", "adam-tcn": "m_tcn", "full": "m_full"}[config]
+    analysis = ma.load_full_analysis(results_dir, config)
+    if analysis is None:
+        return {}
+    tolerance = criteria.criterion("truncation")["relative_tolerance"]
+    values: dict[str, Value] = {}
+    for name, entry in analysis.items():
+        if not isinstance(entry, dict) or curve_key not in entry:
+            continue
+        curve = entry[curve_key]
+        key = f"{prefix}_{SHORT[name]}"
+        losses = dict(zip(curve["k"], curve["loss"], strict=True))
+        for k in GAP_CONTEXTS:
+            if k in losses:
+                values[f"{key}_gap{k}"] = losses[k] - curve["recurrent_loss"]
+        values[f"{key}_tolerance"] = tolerance * curve["recurrent_loss"]
+    return values
+
+
 def chapter_values(baseline: float, results_dir: str | Path | None = None) -> dict[str, Value]:
     """Every number and verdict word the prose of Chapter 9 and its companion page quotes
     (``baseline``: the no-memory model's test NLL, which the notebook computes from the data)."""
@@ -128,6 +159,7 @@ def chapter_values(baseline: float, results_dir: str | Path | None = None) -> di
         values |= seeded_values(config, baseline, results_dir)
     values |= paper_values(results_dir) | extent_values(results_dir)
     values |= measured_values("authors", results_dir, "truncated_eval_after")
+    values |= truncation_gaps("authors", results_dir)
     values |= measured_values("adam-tcn", results_dir) | measured_values("full", results_dir)
     full = ma.load_results(results_dir)
     for name, run in full.items():
