@@ -1023,7 +1023,9 @@ def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
         extent=(1.5, probs.shape[0] + 1.5, low - 0.5, high - 0.5),
     )  # fmt: skip
     frames, keys = roll[1:].nonzero()
-    axes[1].scatter(frames + 2, keys + low, s=3, c="cyan", marker="s", lw=0)
+    axes[1].scatter(  # outlined, so the probability under each note stays visible
+        frames + 2, keys + low, s=14, marker="s", facecolors="none", edgecolors="cyan", lw=0.8
+    )
     axes[1].set_title(f"{LABELS.get(name, name)}: predicted, context k = {k}", fontsize=9)
     for axis in axes:
         axis.set_xlabel("frame (time step of the score)")

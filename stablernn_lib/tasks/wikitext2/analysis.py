@@ -587,7 +587,8 @@ def plot_jacobian_norms(analysis: dict[str, Any], title: str = "") -> Figure:
             else r"h_t / \partial h_{t-1}"
         )
         axis.set_xlabel(rf"$\|\partial {state}\|_2$")
-    axes[0][0].legend()
+    if any(len(analysis[n]["jacobian_norms"]) > 1 for n in names):  # a legend only for stacks
+        axes[0][0].legend()
     figure.suptitle(title)
     figure.tight_layout()
     return finish(figure)
