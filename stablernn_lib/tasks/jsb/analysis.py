@@ -713,12 +713,12 @@ def main_table(baseline: float, results_dir: str | Path | None = None) -> str:
         paper_claims.claim(key).status == paper_claims.RECALLED for key in PAPER_KEYS.values()
     )
     paper, against = (
-        ("the paper (as recalled, unverified)", " (against the recalled number)")
+        ("the paper (recalled, unverified)", " (vs the recalled number)")
         if recalled
         else ("the paper", "")
     )
     lines = [
-        f"| model | ours: test NLL, authors' scale, mean ± sample sd over {needed} seeds "
+        f"| model | ours (test NLL, authors' scale): mean ± sample sd, {needed} seeds "
         f"| {paper} | ours − paper | reproduced?{against} | vs no-memory baseline "
         "| stable vs unconstrained |",
         "| --- | --- | --- | ---: | --- | --- | --- |",
