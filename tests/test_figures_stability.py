@@ -136,3 +136,32 @@ def test_figures_are_figures_and_feed_the_widget():
     assert widget.num_frames == 4
     widget = interactive_plot(figs.trajectories_figure, {"lam": [0.9, 1.5]})
     assert widget.num_frames == 2
+
+
+def test_contraction_table_takes_the_larger_measurement_and_reads_it_against_one():
+    row = {
+        "model": "m",
+        "certificate": 0.97,
+        "jacobian_certificate_norm": 0.4,
+        "pairs_certificate_norm": 1.2,
+        "jacobian_euclidean": 0.99,
+        "pairs_euclidean": 0.5,
+    }
+    infinite = {**row, "model": "n", "certificate": math.inf}
+    lines = figs.contraction_table([row, infinite]).splitlines()
+    assert lines[0].count("|") == 5 and len(lines) == 4
+    assert lines[2] == "| m | 0.97 (< 1) | 1.2 (≥ 1) | 0.99 (< 1) |"
+    assert lines[3].startswith("| n | inf (≥ 1) |")
+
+
+def test_gate_norm_table_gives_column_and_row_sums_of_each_block():
+    model = ls.authors_rescaled_lstm(3, 5, bias_std=0.1, generator=torch.Generator().manual_seed(1))
+    lines = figs.gate_norm_table(model).splitlines()
+    assert len(lines) == 2 + 5 and "Forget" not in "".join(lines)
+    blocks = model.weight_hh.detach().abs().reshape(4, 5, 5)  # (gate, row, column)
+    for gate, (name, block) in enumerate(zip("ifzo", blocks, strict=True)):
+        columns, rows = block.sum(0).max().item(), block.sum(1).max().item()
+        assert lines[2 + gate] == f"| $W_{name}$ | {columns:.4f} | {rows:.4f} |"
+    assert math.isclose(float(lines[2].split("|")[2]), 0.395, abs_tol=1e-4)  # the authors' c_i
+    u_f = model.weight_ih.detach().abs()[5:10]
+    assert lines[6] == f"| $U_f$ | {u_f.sum(0).max().item():.4f} | {u_f.sum(1).max().item():.4f} |"

@@ -62,6 +62,27 @@ def test_one_slider_gives_one_stack_of_distinct_png_frames():
     assert plt.get_fignums() == []
 
 
+def test_categories_get_buttons_and_a_plot_may_rename_a_slider():
+    def draw(kind, b):
+        return line_figure(b=b + (1.0 if kind == "second" else 0.0))
+
+    plot = interactive_plot(draw, {"kind": ["first", "second"], "b": [0.0, 2.0]}, labels={"b": "b"})
+    buttons, slider, outer = plot.children
+    assert isinstance(buttons, ipywidgets.ToggleButtons) and buttons.description == "kind"
+    assert list(buttons._options_labels) == ["first", "second"] and buttons.index == 0
+    assert isinstance(slider, ipywidgets.SelectionSlider) and slider.description == "b"
+    assert (
+        interactive_plot(draw, {"kind": ["first"], "b": [0.0]}).children[1].description == "bias b"
+    )
+    (outer_link,) = [link for link in plot.links if link.source[0] is buttons]
+    assert outer_link.source == (buttons, "index") and outer_link.target == (
+        outer,
+        "selected_index",
+    )
+    with pytest.raises(ValueError, match="labels name no slider: \\['c'\\]"):
+        interactive_plot(draw, {"kind": ["first"], "b": [0.0]}, labels={"c": "c"})
+
+
 def test_two_sliders_nest_stacks_and_link_every_inner_stack():
     plot = interactive_plot(line_figure, {"a": [0.5, 1.0, 2.0], "b": range(4)})
     slider_a, slider_b, outer = plot.children

@@ -6,6 +6,7 @@ Every figure function returns a matplotlib ``Figure`` so it can feed
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -23,6 +24,8 @@ from stablernn_lib.core.tables import format_value
 from stablernn_lib.theory.lstm_stability import (
     authors_rescaled_lstm,
     concentrated_authors_lstm,
+    gate_blocks,
+    induced_norm,
     iterated_jacobian_norms,
     measured_contraction,
     project_lstm_,
@@ -332,6 +335,41 @@ def verification_table(rows: list[dict[str, object]]) -> str:
     for row in rows:
         cells = [format_value(float(row[key])) for key, _ in columns]
         lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def contraction_table(rows: list[dict[str, object]]) -> str:
+    """Markdown table of rows of :func:`lstm_verification_rows`: the proved ``lambda_inf``
+    and the largest measured one-step constant (Jacobians and pairs of states) in the
+    certificate's norm and in the Euclidean norm, each with its verdict "< 1"."""
+    lines = [
+        "| model | certified λ | measured, certificate's norm | measured, Euclidean |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        proved = float(row["certificate"])
+        measured = max(
+            float(row["jacobian_certificate_norm"]), float(row["pairs_certificate_norm"])
+        )
+        euclidean = max(float(row["jacobian_euclidean"]), float(row["pairs_euclidean"]))
+        cells = [
+            f"{format_value(v)} ({'< 1' if v < 1 else '≥ 1'})"
+            for v in (proved, measured, euclidean)
+        ]
+        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def gate_norm_table(model: LSTMMap) -> str:
+    """Markdown table: largest column sum (induced 1-norm) and row sum (induced inf-norm)
+    of each recurrent gate block ``W_g`` and of the forget gate's input block ``U_f``."""
+    blocks = [(f"W_{g}", w) for g, w in gate_blocks(model.weight_hh.detach()).items()]
+    blocks.append(("U_f", gate_blocks(model.weight_ih.detach())["f"]))
+    lines = ["| block | max column sum | max row sum |", "| --- | ---: | ---: |"]
+    for name, block in blocks:
+        lines.append(
+            f"| ${name}$ | {induced_norm(block, 1):.4f} | {induced_norm(block, math.inf):.4f} |"
+        )
     return "\n".join(lines)
 
 

@@ -70,6 +70,7 @@ def interactive_plot(
     sliders: Mapping[str, Sequence[Any]],
     *,
     description: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> InteractivePlot:
     """Return a widget that shows ``draw(**values)`` for slider-chosen ``values``.
 
@@ -81,13 +82,19 @@ def interactive_plot(
             number of precomputed frames and must stay <= ``MAX_FRAMES`` (60).
         description: optional sentence shown above the sliders (HTML: write math with
             Unicode and ``<sub>``, the static site does not typeset TeX in widgets).
+        labels: optional ``name -> label`` for this plot, in place of ``SLIDER_LABELS``
+            (e.g. ``{"b": "b"}`` where ``b`` is not a bias).
 
     Returns:
         An :class:`InteractivePlot` (an ``ipywidgets.VBox``) whose sliders start at
         the first value of each grid.
     """
     grids = _validate(draw, sliders, description)
-    slider_widgets = {name: _make_slider(name, grid) for name, grid in grids.items()}
+    unknown = sorted(set(labels or {}) - set(grids))
+    if unknown:
+        raise ValueError(f"labels name no slider: {unknown}; the sliders are {list(grids)}.")
+    names = {**{name: slider_label(name) for name in grids}, **dict(labels or {})}
+    slider_widgets = {name: _make_slider(names[name], grid) for name, grid in grids.items()}
     header = [ipywidgets.HTML(f"<p>{description}</p>")] if description else []
     controls = list(slider_widgets.values())
     if _live_mode():
@@ -188,11 +195,17 @@ def slider_label(name: str) -> str:
     return SLIDER_LABELS.get(name, name.replace("_", " "))
 
 
-def _make_slider(name: str, grid: list[Any]) -> ipywidgets.SelectionSlider:
+def _make_slider(label: str, grid: list[Any]) -> ipywidgets.SelectionSlider:
+    """A slider over the grid; buttons when the values are categories (all strings)."""
+    options = [(_label(value), value) for value in grid]
+    if all(isinstance(value, str) for value in grid):
+        return ipywidgets.ToggleButtons(
+            options=options, index=0, description=label, style={"description_width": "initial"}
+        )
     return ipywidgets.SelectionSlider(
-        options=[(_label(value), value) for value in grid],
+        options=options,
         index=0,
-        description=slider_label(name),
+        description=label,
         continuous_update=True,
         style={"description_width": "initial"},
         layout=ipywidgets.Layout(width="420px"),
