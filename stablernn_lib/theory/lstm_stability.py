@@ -671,7 +671,6 @@ def _projection_plan(
 
 
 @lru_cache(maxsize=64)
-@lru_cache(maxsize=256)
 def _row_bounds(
     per_gate: tuple[float, ...], hidden: int, dtype: torch.dtype, device: torch.device
 ) -> Tensor:
