@@ -391,10 +391,12 @@ def test_run_commands_list_each_missing_run_with_its_seed(tmp_path):
     assert len(missing) == 4 * 5 - 3
     assert ("rnn", "unconstrained", 2) not in missing and ("rnn", "unconstrained", 3) in missing
     assert ("lstm", "stable", 1111) in missing and ("lstm", "stable", 1) not in missing
-    text = ma.run_commands("authors", tmp_path)
+    shown = ma.run_commands("authors", tmp_path)
+    blocks = [block.split("```")[0] for block in shown.split("```bash\n")[1:]]
+    text = " ".join(shown.replace("\\\n", " ").split())  # each command on one line
     assert "Not yet run (17 of 20)" in text
-    lines = text.splitlines()
-    commands = [lines[i + 1] for i, line in enumerate(lines) if line == "```bash"][1:]
+    commands = [" ".join(block.replace("\\\n", " ").split()) for block in blocks][1:]
+    assert all(len(line) <= 40 for block in blocks for line in block.splitlines())
     assert len(commands) == 17
     assert "--model rnn --variant unconstrained --config authors --seed 3 --resume" in text
     assert "--model rnn --variant unconstrained --config authors --seed 2 " not in text
@@ -407,12 +409,12 @@ def test_run_commands_list_each_missing_run_with_its_seed(tmp_path):
     own = ma.rerun_command("authors", "lstm", "stable", 1111)
     assert "--seed" not in own and _parse_train_music(own).seed is None
     assert training.with_seed(CONFIGS["authors"], 1111) is CONFIGS["authors"]
-    assert "--seed <N>" in lines[3] and "1111, the config's own seed" in lines[0]
+    assert "--seed <N>" in blocks[0] and "1111, the config's own seed" in shown.splitlines()[0]
     # one-seed configs: no --seed; the full runs' own flag; nothing missing on the files
-    full = ma.run_commands("full")
+    full = " ".join(ma.run_commands("full").replace("\\\n", " ").split())
     assert "--config full --resume --stop-below-lr 1e-5 --threads 1" in full
     assert "--seed" not in full and "not yet run" not in full.lower()
-    assert "--config adam --resume --threads 1" in ma.run_commands("adam")
+    assert "--config adam --resume --threads 1" in " ".join(ma.run_commands("adam").split())
     args = _parse_train_music(ma.rerun_command("full", "lstm", "authors-bug"))
     assert args.stop_below_lr == 1e-5 and args.variant == "authors-bug"
 

@@ -506,9 +506,18 @@ def run_commands(config: str, results_dir: str | Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def _code_block(command: str) -> list[str]:
-    """The lines of a Markdown code block holding one shell command."""
-    return ["", "```bash", command, "```"]
+def _code_block(command: str, width: int = 40) -> list[str]:
+    """The lines of a Markdown code block holding one shell command, continued with ``\\``
+    at flag boundaries so that no line is longer than ``width`` (a phone's code width)
+    unless one flag alone is."""
+    words = command.split(" --")
+    lines = [words[0]]
+    for flag in words[1:]:
+        if len(lines[-1]) + len(flag) + 3 <= width:
+            lines[-1] += f" --{flag}"
+        else:
+            lines.append(f"  --{flag}")
+    return ["", "```bash", " \\\n".join(lines), "```"]
 
 
 def seeds_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
