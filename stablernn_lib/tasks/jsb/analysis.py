@@ -506,10 +506,10 @@ def run_commands(config: str, results_dir: str | Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def _code_block(command: str, width: int = 40) -> list[str]:
+def _code_block(command: str, width: int = 34) -> list[str]:
     """The lines of a Markdown code block holding one shell command, continued with ``\\``
-    at flag boundaries so that no line is longer than ``width`` (a phone's code width)
-    unless one flag alone is."""
+    at flag boundaries so that lines stay short on a phone: flags join a line while it
+    stays within ``width`` characters (the command's head or a single flag may be longer)."""
     words = command.split(" --")
     lines = [words[0]]
     for flag in words[1:]:
