@@ -414,7 +414,8 @@ def test_run_commands_list_each_missing_run_with_its_seed(tmp_path):
     full = " ".join(ma.run_commands("full").replace("\\\n", " ").split())
     assert "--config full --resume --stop-below-lr 1e-5 --threads 1" in full
     assert "--seed" not in full and "not yet run" not in full.lower()
-    assert "--config adam --resume --threads 1" in " ".join(ma.run_commands("adam").split())
+    adam = " ".join(ma.run_commands("adam").replace("\\\n", " ").split())
+    assert "--config adam --resume --threads 1" in adam
     args = _parse_train_music(ma.rerun_command("full", "lstm", "authors-bug"))
     assert args.stop_below_lr == 1e-5 and args.variant == "authors-bug"
 
