@@ -49,12 +49,12 @@ browser-deps:
 
 ## Run the whole test suite (unit tests, notebooks, book build, browser check) on
 ## TEST_WORKERS processes (pytest-xdist): the tests that execute or read the book share one
-## of them (tests/conftest.py groups them), the other test files run beside it.
+## of them (tests/conftest.py's scheduler), the other test files run beside it, a file at a time.
 TEST_WORKERS ?= 2
 test: venv browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check stablernn_lib tests
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 ## Mutation testing of the math (mutmut): the modules are the `only_mutate` list of
 ## [tool.mutmut] in pyproject.toml (the one place to edit when they move); only the fast math

@@ -116,19 +116,36 @@ def fresh_caches_under_mutmut() -> None:
 
 
 @functools.cache
-def _uses_the_built_book(path: str) -> bool:
-    """Whether a test file runs the book's notebooks or reads the built site."""
-    return "book_support" in Path(path).read_text(encoding="utf-8")
+def _scope(path: str) -> str:
+    """Which tests pytest-xdist keeps on one worker, one after another: ``book`` for a file
+    that runs the book's notebooks or reads the built site, ``grading`` for one that grades
+    submissions in the sandbox (the grader's tests look for student processes left running,
+    so no other grading may run beside them), else the file itself."""
+    text = Path(path).read_text(encoding="utf-8")
+    if "book_support" in text:
+        return "book"
+    if any(call in text for call in ("grade_submissions", '"grade"', "run_autograder")):
+        return "grading"
+    return path
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for pytest-xdist's ``--dist loadgroup`` (``make test`` runs two workers).
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """How pytest-xdist shares the tests out (``make test`` runs two workers).
 
-    Every test that executes the notebooks or reads the built site joins one group, so the
-    book is executed and built once, in one worker (``book_support`` caches it per process);
-    every other test file is a group of its own, so its module fixtures run once.
+    Every test that executes the notebooks or reads the built site goes to one worker, so
+    the book is executed and built once (``book_support`` caches it per process); the tests
+    that grade in the sandbox go to one worker, one file after another (:func:`_scope`);
+    every other test file goes to one worker whole, so its module fixtures run once. (The
+    ``xdist_group`` marks of ``--dist loadgroup`` did not keep a group together with
+    pytest 9.2 and pytest-xdist 3.8.)
     """
-    for item in items:
-        path = str(item.path)
-        group = "book" if _uses_the_built_book(path) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = Path(str(config.rootpath))
+
+    class BookOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(str(root / nodeid.split("::", 1)[0]))
+
+    return BookOnOneWorker(config, log)

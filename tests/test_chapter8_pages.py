@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from book_support import BUILD_DIR, HTML_DIR, ROOT, build_book
 
-from stablernn_lib.book.colab import glued_values
+from stablernn_lib.book.colab import executed_glue
 
 PAGES = ("chapters/08_wikitext2_experiments", "chapters/08b_wikitext2_evidence")
 
@@ -47,7 +47,7 @@ def test_the_executed_pages_glued_every_key_their_text_quotes() -> None:
     assert build_book().returncode == 0
     for page in PAGES:
         executed = BUILD_DIR / "jupyter_execute" / f"{page}.ipynb"
-        glued = glued_values(nbformat.read(executed, as_version=4))
+        glued = executed_glue(executed)  # the notebook's and the build's <page>.glue.json
         missing = _roles(page) - set(glued)
         assert not missing, (page, sorted(missing))
     html = (HTML_DIR / f"{PAGES[0]}.html").read_text(encoding="utf-8")

@@ -38,6 +38,10 @@ ARTICLE = re.compile(r'<article class="bd-article"[^>]*>(?P<body>.*?)</article>'
 LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
 
 
+# inline markup: taken out without a space, so "0.99<span>x</span>" stays one word as read
+INLINE_TAG = re.compile(r"</?(?:span|a|em|strong|code|sup|sub|abbr|b|i)\b[^>]*>")
+
+
 def words(text: str) -> list[str]:
     """The words of HTML-free text, without punctuation (quotes and dashes differ)."""
     text = html.unescape(text).replace("\u2019", "'")
@@ -49,7 +53,7 @@ def site_words(page: Path) -> list[str]:
     source = page.read_text(encoding="utf-8")
     found = ARTICLE.search(source)
     body = found["body"] if found else source
-    body = HIDDEN.sub(" ", SITE_MATH.sub(" ", body))
+    body = INLINE_TAG.sub("", HIDDEN.sub(" ", SITE_MATH.sub(" ", body)))
     return words(re.sub(r"<[^>]+>", " ", body))
 
 
@@ -59,7 +63,7 @@ def colab_cell_words(source: str) -> list[str]:
     rest = re.sub(r"MATHPLACEHOLDER\d+X", " ", rest)
     rendered = MarkdownIt("commonmark").render(rest)
     rendered = re.sub(r"<details>.*?</details>", " ", rendered, flags=re.S)
-    return words(re.sub(r"<[^>]+>", " ", rendered))
+    return words(re.sub(r"<[^>]+>", " ", INLINE_TAG.sub("", rendered)))
 
 
 def missing_cells(notebook: nbformat.NotebookNode, page_words: list[str]) -> list[str]:

@@ -18,9 +18,12 @@ from string import ascii_lowercase
 
 
 def authors_text(entry) -> str:
-    """ "Hardt", "Miller and Hardt" or "Pascanu et al." (last names; editors or title if none)."""
+    """ "Hardt", "Miller and Hardt", "van den Oord et al." (last names with their "von" part;
+    editors or title if none)."""
     people = entry.persons.get("author") or entry.persons.get("editor") or []
-    last = [" ".join(p.last_names).replace("{", "").replace("}", "") for p in people]
+    last = [
+        " ".join(p.prelast_names + p.last_names).replace("{", "").replace("}", "") for p in people
+    ]
     if not last:
         return entry.fields.get("title", entry.key)
     if len(last) == 1:

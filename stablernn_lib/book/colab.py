@@ -197,6 +197,11 @@ class Bibliography:
         return self._entry(key).fields.get("year", "n.d.")
 
     def cite(self, keys: list[str], textual: bool) -> str:
+        """The in-text label of ``keys``, in the order the site gives them (pybtex's
+        author-year-title sorting)."""
+        from pybtex.style.sorting.author_year_title import SortingStyle
+
+        keys = sorted(keys, key=lambda k: SortingStyle().sorting_key(self._entry(k)))
         if textual:
             return "; ".join(f"{self.authors(k)} ({self.year(k)})" for k in keys)
         return "(" + "; ".join(f"{self.authors(k)}, {self.year(k)}" for k in keys) + ")"
@@ -348,8 +353,11 @@ class Converter:
                 return explicit.group("text")
             label = explicit.group("target") if explicit else text
             if name == "doc":
-                return self.index.doc_titles.get(label.lstrip("/").removesuffix(".ipynb"), label)
-            found = self.index.numbers.get(label) or self.index.titles.get(label)
+                return self._doc_title(label.lstrip("/").removesuffix(".ipynb"))
+            found = self.index.numbers.get(label)
+            if found is None and label in self.index.titles:
+                # Sphinx writes a section title as plain text: a formula's TeX source, unmarked
+                found = DOLLAR_MATH.sub(r"\1", self.index.titles[label])
             if found is None:
                 raise KeyError(f"{{{name}}}`{text}`: no target {label!r} in the book")
             if explicit:  # {numref}`Figure %s <label>`
@@ -370,6 +378,16 @@ class Converter:
             f"no Colab rendering for the role {{{name}}}: add one to stablernn_lib/book/colab.py"
         )
 
+    def _doc_title(self, docname: str) -> str:
+        """The title of ``docname``, given from the book's root or, as ``{doc}`` allows,
+        relative to the page's own folder (a name that ends one docname only)."""
+        if docname in self.index.doc_titles:
+            return self.index.doc_titles[docname]
+        ends = [
+            title for doc, title in self.index.doc_titles.items() if doc.endswith(f"/{docname}")
+        ]
+        return ends[0] if len(ends) == 1 else docname
+
     def _glued(self, name: str, text: str) -> str:
         """The text MyST-NB puts in place of ``{glue:text}`key:format```, ``{glue:md}`key```
         or ``{glue}`key``` on the page."""
@@ -385,6 +403,7 @@ class Converter:
 
 
 GLUE_ROLES = ("glue", "glue:text", "glue:md")
+DOLLAR_MATH = re.compile(r"\$([^$]*)\$")
 # glue name -> the display data it stored ({mime type: data})
 Glued = dict[str, dict[str, Any]]
 
