@@ -607,8 +607,10 @@ def graded_with_small_limits(background: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def everything_graded(graded: dict, graded_with_small_limits: dict, background: dict) -> dict:
-    """``graded``, once no grading runs any more (for checks of what is left on the host)."""
-    finish(background, "private")
+    """``graded``, once no grading runs any more (for checks of what is left on the host):
+    every background grading has ended, the one at the caps included."""
+    for name in background["processes"]:
+        finish(background, name)
     return graded
 
 
