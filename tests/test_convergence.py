@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from chapter8_text import chapter8_numbers, chapter8_prose
 
 from stablernn_lib.tasks.wikitext2 import convergence
 from stablernn_lib.tasks.wikitext2.findings import load_seed_results
@@ -102,22 +103,6 @@ def test_the_figure_draws_both_curves_the_gap_and_the_six_epoch_mark() -> None:
     assert all(6 in line.get_xdata() for line in (curves.lines[-1], gaps.lines[-1]))
 
 
-def _chapter8_prose() -> str:
-    """The Markdown of Chapter 8 and of its evidence page, whitespace collapsed."""
-    folder = Path(__file__).resolve().parents[1] / "chapters"
-    text = []
-    for name in ("08_wikitext2_experiments", "08b_wikitext2_evidence"):
-        cells = json.loads((folder / f"{name}.ipynb").read_text(encoding="utf8"))["cells"]
-        text += ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
-    return " ".join(" ".join(text).split())
-
-
-def _numbers() -> dict:
-    from stablernn_lib.tasks.wikitext2.lesson_numbers import chapter8_numbers
-
-    return chapter8_numbers()
-
-
 def test_the_six_epoch_lstms_were_still_improving() -> None:
     """Why the converged pair was trained: every 6-epoch LSTM run still improved at epoch 6."""
     drops = [
@@ -126,7 +111,7 @@ def test_the_six_epoch_lstms_were_still_improving() -> None:
         for run in load_seed_results("cpu")[name].values()
     ]
     assert len(drops) == 6 and min(drops) > 0
-    assert "Six epochs stop both LSTMs while they are still improving" in _chapter8_prose()
+    assert "Six epochs stop both LSTMs while they are still improving" in chapter8_prose()
 
 
 def test_models_table_sets_each_converged_model_beside_its_six_epoch_run(tmp_path, monkeypatch):
@@ -241,11 +226,11 @@ def test_chapter8_reads_the_epochs_the_converged_pair_trained_at_the_same_rate()
     both = range(1, min(len(free), len(stable)) + 1)
     same_rate = [e for e in both if free[e - 1]["lr"] == stable[e - 1]["lr"] == 5.0]
     assert same_rate == list(range(1, 13))  # the unconstrained rate was cut after epoch 12
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     assert numbers["conv_uncut_epoch"] == 12
     gap = 100 * (stable[11]["val_ppl"] / free[11]["val_ppl"] - 1)
     assert numbers["conv_uncut_gap"] == pytest.approx(gap)
-    prose = _chapter8_prose()
+    prose = chapter8_prose()
     assert "{glue:text}`conv_uncut_gap:+.1f`% after epoch {glue:text}`conv_uncut_epoch`" in prose
 
 
@@ -255,12 +240,12 @@ def test_chapter8_states_how_far_the_converged_runs_drift_from_the_six_epoch_run
     values = [run["test_ppl"] for run in short[convergence.PAIR[0]].values()]
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     for key, name in (("conv_free", convergence.PAIR[0]), ("conv_stable", convergence.PAIR[1])):
         ran, six = runs[name]["epochs"], short[name][1111]["epochs"]
         worst = max(abs(a["val_ppl"] / b["val_ppl"] - 1) for a, b in zip(ran, six, strict=False))
         assert numbers[f"{key}_drift"] == pytest.approx(100 * worst)
-        assert f"{{glue:text}}`{key}_drift:.2f`%" in _chapter8_prose()
+        assert f"{{glue:text}}`{key}_drift:.2f`%" in chapter8_prose()
     assert numbers["conv_free_drift"] / 100 < 2 * sd / mean  # about the seed spread
 
 
@@ -284,7 +269,7 @@ def test_chapter8_reads_the_finished_unconstrained_converged_lstm() -> None:
     assert smallest_k_within(curve) is None and curve["k"][-1] == 100
     medians = {c: [float(torch.tensor(n).median()) for n in a["jacobian_norms"]]
                for c, a in analysis.items()}  # fmt: skip
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     assert numbers["conv_free_epochs"] == 26 and numbers["conv_free_cuts"] == 4
     assert numbers["conv_free_ppl"] == pytest.approx(free["test_ppl"])
     assert numbers["conv_free_change"] == pytest.approx(100 * (free["test_ppl"] / mean - 1))
@@ -297,7 +282,7 @@ def test_chapter8_reads_the_finished_unconstrained_converged_lstm() -> None:
     assert [numbers[f"conv_free_short_jac_l{i}"] for i in (1, 2)] == pytest.approx([a, b])
     assert [numbers[f"conv_free_jac_l{i}"] for i in (1, 2)] == pytest.approx([c, d])
     assert c > a and d > b  # "rose": further from contraction
-    prose = _chapter8_prose()
+    prose = chapter8_prose()
     for key in ("conv_free_change:.1f", "conv_free_k100_excess:.1f", "conv_free_jac_l1:.2f"):
         assert f"{{glue:text}}`{key}`" in prose
 
@@ -313,12 +298,12 @@ def test_chapter8_reads_the_finished_converged_pair() -> None:
     same = six_stable[1111]["test_ppl"] / six_free[1111]["test_ppl"] - 1
     seed_gaps = [six_stable[s]["test_ppl"] / six_free[s]["test_ppl"] - 1 for s in six_free]
     assert gap > max(seed_gaps)  # not smaller than after 6 epochs: "does not close the gap"
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     assert numbers["conv_gap"] == pytest.approx(100 * gap)
     assert numbers["conv_gap_same_seed_short"] == pytest.approx(100 * same)
     assert numbers["conv_stable_ppl"] == pytest.approx(stable["test_ppl"])
     assert numbers["conv_stable_epochs"] == len(stable["epochs"]) == 29
-    prose = _chapter8_prose()
+    prose = chapter8_prose()
     assert prose.count("{glue:text}`conv_gap:+.1f`%") >= 2  # the lesson and the evidence page
 
 
@@ -330,10 +315,10 @@ def test_chapter8_reads_the_finished_stable_converged_lstm() -> None:
     analysis = load_full_results(results_folder(convergence.CONFIG))["analysis"][name]
     largest = max(max(layer) for layer in analysis["jacobian_norms"])
     assert largest < 1  # the certificate holds where measured
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     assert numbers["conv_stable_k"] == smallest_k_within(analysis["truncated_eval"]) == 13
     assert numbers["conv_stable_worst_jac"] == pytest.approx(largest)
-    prose = _chapter8_prose()
+    prose = chapter8_prose()
     assert (
         "{glue:text}`conv_stable_k`" in prose and "{glue:text}`conv_stable_worst_jac:.2f`" in prose
     )

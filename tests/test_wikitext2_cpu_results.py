@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict
 
 import pytest
+from chapter8_text import chapter8_numbers, chapter8_prose
 
 from stablernn_lib.core.io import same_config
 from stablernn_lib.tasks.wikitext2.analysis import ANALYSIS_CONFIGS
@@ -307,27 +308,9 @@ def test_ablation_rows_are_computed_from_the_committed_files() -> None:
         assert f"--config {config} --resume" in commands
 
 
-def _chapter8_prose() -> str:
-    """The Markdown of Chapter 8 and of its evidence page, whitespace collapsed."""
-    from pathlib import Path
-
-    folder = Path(__file__).resolve().parents[1] / "chapters"
-    text = []
-    for name in ("08_wikitext2_experiments", "08b_wikitext2_evidence"):
-        cells = json.loads((folder / f"{name}.ipynb").read_text(encoding="utf8"))["cells"]
-        text += ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
-    return " ".join(" ".join(text).split())
-
-
-def _numbers() -> dict:
-    from stablernn_lib.tasks.wikitext2.lesson_numbers import chapter8_numbers
-
-    return chapter8_numbers()
-
-
 def _quoted(*keys: str) -> None:
     """Each key is written in the prose through a glue role."""
-    text = _chapter8_prose()
+    text = chapter8_prose()
     for key in keys:
         assert f"{{glue:text}}`{key}" in text, key
 
@@ -344,7 +327,7 @@ def test_chapter8_reading_of_the_cpu_seeds_holds() -> None:
 
     runs = _committed_runs("cpu")
     assert all(len(runs[variant]) >= 3 for variant in VARIANTS)
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     for variant in VARIANTS:
         cell, kind = variant.split("-")
         key = f"{cell}_{'free' if kind == 'unconstrained' else 'stable'}"
@@ -398,7 +381,7 @@ def test_chapter8_measurement_numbers_match_the_committed_files() -> None:
 
     analysis = _load("analysis.json")
     assert analysis["lm_config"]["seed"] == 1111
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     distance = criteria.criterion("gradient_vanishes")["distance"]
     for variant in VARIANTS:
         cell, kind = variant.split("-")
@@ -438,7 +421,7 @@ def test_chapter8_first_layer_row_and_anchor_match_the_committed_files() -> None
     runs = _committed_runs("cpu")
     free = _mean(runs["lstm-unconstrained"])
     first = _committed_runs("cpu-first-layer")["lstm-stable"][1111]
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     same_seed = runs["lstm-unconstrained"][1111]
     assert numbers["first_layer_gap_same_seed"] == pytest.approx(100 * (first / same_seed - 1))
     assert numbers["first_layer_gap"] == pytest.approx(100 * (first / free - 1))
@@ -482,7 +465,7 @@ def test_chapter8_says_which_runs_came_before_the_criteria() -> None:
     the later seeds and ablation rows record it."""
     from stablernn_lib.core.results import results_path
 
-    text = _chapter8_prose()
+    text = chapter8_prose()
     assert "were known when the {glue:text}`tolerance:.0f`% tolerance was fixed" in text
     assert "2026-" not in text and "edf3b22" not in text  # a method, not a production story
     before = [
@@ -512,7 +495,7 @@ def test_chapter8_says_which_factor_explains_the_lstm_gap() -> None:
         AUTHORS_RECURRENT_SCALES,
     )
 
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     runs = _committed_runs("cpu")
     free, course = _mean(runs["lstm-unconstrained"]), _mean(runs["lstm-stable"])
     course_gap = course / free - 1
@@ -532,7 +515,7 @@ def test_chapter8_says_which_factor_explains_the_lstm_gap() -> None:
     assert shares["cpu-first-layer"] > 50 and shares["cpu-free-forget"] > 50
     assert numbers["free_forget_worst_jac"] > 1
     cap = 1 / (1 + math.exp(-(AUTHORS_RECURRENT_SCALES["f"] + AUTHORS_INPUT_FORGET_SCALE)))
-    assert cap <= 0.60 and "\\sigma(0.155 + 0.25) \\approx 0.60" in _chapter8_prose()
+    assert cap <= 0.60 and "\\sigma(0.155 + 0.25) \\approx 0.60" in chapter8_prose()
     table = ablation_readings_table(ablation_readings())
     assert table.index("| authors' rescaling, first layer only | 3 |") < table.index(
         "| course constraint, forget cap lifted | 1 |"
@@ -546,7 +529,7 @@ def test_chapter8_reading_of_the_forget_cap_test_holds() -> None:
     cap and the other gates, from the files."""
     from stablernn_lib.core import criteria
 
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     runs = _committed_runs("cpu")
     course = _mean(runs["lstm-stable"])
     upper = _mean(_committed_runs("cpu-free-forget-upper")["lstm-stable"])
@@ -570,7 +553,7 @@ def test_chapter8_reading_of_the_forget_cap_test_holds() -> None:
 def test_chapter8_reading_of_the_lr20_rows_holds() -> None:
     from stablernn_lib.core import criteria
 
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     lr20 = _committed_runs("cpu-lr20")
     seeds5 = criteria.summarize(_committed_runs("cpu")["lstm-unconstrained"])
     free20, stable20 = _mean(lr20["lstm-unconstrained"]), _mean(lr20["lstm-stable"])
@@ -595,7 +578,7 @@ def test_chapter8_reading_of_the_authors_first_layer_row_holds() -> None:
     free_runs = _committed_runs("cpu")["lstm-unconstrained"]
     free = seed_summary({s: {"test_ppl": v} for s, v in free_runs.items()})
     assert criteria.stability_cost_verdict("wikitext2", free, row) == "supported"
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     assert numbers["authors_first_verdict"] == "supported" and numbers["authors_first_n"] == 3
     assert numbers["authors_first_sd"] == pytest.approx(row.sd)
     assert numbers["authors_first_gap"] == pytest.approx(100 * (row.mean / free.mean - 1))
@@ -613,8 +596,8 @@ def test_every_glue_role_of_chapter8_names_a_number_of_the_library() -> None:
 
     from myst_nb.core.variables import format_plain_text
 
-    numbers = _numbers()
-    roles = re.findall(r"\{glue:text\}`([^`]+)`", _chapter8_prose())
+    numbers = chapter8_numbers()
+    roles = re.findall(r"\{glue:text\}`([^`]+)`", chapter8_prose())
     assert len(roles) > 100
     for role in roles:
         key, _, spec = role.partition(":")
@@ -629,7 +612,7 @@ def test_chapter8_cost_numbers_match_the_benchmark_files() -> None:
     layer = json.loads((folder / "benchmark-cpu-output-layer.json").read_text())["step_seconds"]
     bench = json.loads((folder / "benchmark-cpu-cpu.json").read_text())
     epoch = json.loads((folder / "timing" / "lstm-stable-cpu-1-epoch-idle.json").read_text())
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     plain = [layer["softmax"][cell] for cell in ("rnn", "lstm")]
     adaptive = [layer["adaptive"][cell] for cell in ("rnn", "lstm")]
     ratios = [p / a for p, a in zip(plain, adaptive, strict=True)]
@@ -658,7 +641,7 @@ def test_chapter8_reads_the_time_budget_and_figure2_verdicts_from_the_files() ->
     criterion's distance and ratio."""
     from stablernn_lib.core import criteria
 
-    numbers = _numbers()
+    numbers = chapter8_numbers()
     analysis = json.loads((FOLDER / "analysis.json").read_text())
     walls = [json.loads((FOLDER / f"{name}.json").read_text())["wall_seconds"] for name in VARIANTS]
     committed = (sum(walls) + sum(analysis["seconds"].values())) / 3600
