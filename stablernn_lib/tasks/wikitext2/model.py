@@ -479,11 +479,6 @@ def rescale_authors_lstm_(model: WordLanguageModel) -> None:
         )
 
 
-def sequence_loss(logits: Tensor, targets: Tensor) -> Tensor:
-    """Mean cross-entropy (nats per token) of ``(..., V)`` logits against ``(...)`` targets."""
-    return cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
 @torch.no_grad()
 def evaluate_loss(model: WordLanguageModel, source: Tensor, bptt: int = 35) -> float:
     """Mean loss per token of the full recurrent model on a batchified source ``(N, B)``.
