@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from stablernn_lib.tasks import paper_run as pr
 from stablernn_lib.tasks.wikitext2.data import write_synthetic_corpus
@@ -233,3 +234,13 @@ def test_watch_returns_at_its_time_limit_with_an_archive(tmp_path: Path) -> None
     with tarfile.open(archive) as tar:
         assert "run/runs/a/metrics.jsonl" in tar.getnames()
         assert "run/runs/a/checkpoint.pt" not in tar.getnames()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without GPU")
+def test_start_refuses_the_full_config_on_a_cpu_unless_asked(tmp_path: Path) -> None:
+    from stablernn_lib.__main__ import main
+
+    argv = ["paper-run", "start", "--out", str(tmp_path / "run"), "--config", "full"]
+    with pytest.raises(SystemExit, match="no CUDA GPU found: the full configs.*--device cpu"):
+        main(argv)
+    assert not (tmp_path / "run").exists()

@@ -6,7 +6,7 @@ import atexit
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, NoReturn, get_args
 
 import torch
 
@@ -34,6 +34,19 @@ def default_device(mode: str = "smoke") -> torch.device:
             "On Colab choose Runtime > Change runtime type > GPU."
         )
     return torch.device("cpu")
+
+
+def refuse_paper_scale_on_cpu(what: str, alternative: str = "") -> NoReturn:
+    """Stop a command-line run of a paper-size config on a machine without a GPU.
+
+    ``what`` says what would train (and how long it takes on a CPU); ``alternative`` names a
+    smaller config to use instead. ``--device cpu`` overrides the refusal.
+    """
+    other = f", use {alternative}" if alternative else ""
+    raise SystemExit(
+        f"no CUDA GPU found: {what}. Run it on a GPU{other}, "
+        "or pass --device cpu to run it here anyway."
+    )
 
 
 def describe_runtime() -> str:

@@ -59,6 +59,7 @@ from typing import Any
 import torch
 
 from stablernn_lib.core.io import atomic_write_json, provenance, same_config
+from stablernn_lib.core.runtime import refuse_paper_scale_on_cpu
 from stablernn_lib.tasks.run_jobs import FINAL_STATUSES, Job, archive_run, final_result
 from stablernn_lib.tasks.run_jobs import read_json as _read_json
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, get_config
@@ -558,9 +559,8 @@ def _command(args: argparse.Namespace) -> int:
         and args.device is None
         and any(job.config.name.startswith("full") for job in jobs)
     ):
-        raise SystemExit(
-            "no CUDA GPU found: the full configs train paper-size models, many hours per "
-            "model on a CPU. Run on a GPU, or pass --device cpu to run here anyway."
+        refuse_paper_scale_on_cpu(
+            "the full configs train paper-size models, many hours per model on a CPU"
         )
     plan = start_run(
         jobs,

@@ -49,6 +49,7 @@ import torch
 
 from stablernn_lib.core.io import atomic_write_json
 from stablernn_lib.core.results import results_path
+from stablernn_lib.core.runtime import refuse_paper_scale_on_cpu
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.fast_step import FastStep, PlainStep
 from stablernn_lib.tasks.wikitext2.data import (
@@ -560,11 +561,11 @@ def _command(args: argparse.Namespace) -> int:
     if args.epochs is not None:  # another config: its own run folder, never published
         config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
     if config.name.startswith("full") and args.device is None and _default_device().type == "cpu":
-        raise SystemExit(
-            f"no CUDA GPU found: the {config.name} config trains paper-size models with a "
-            "plain softmax, many hours per model on a small CPU (measured step times: "
-            "data/results/wikitext2/benchmark-cpu-*.json). Run it on a GPU, use --config cpu, "
-            "or pass --device cpu to run it here anyway."
+        refuse_paper_scale_on_cpu(
+            f"the {config.name} config trains paper-size models with a plain softmax, many "
+            "hours per model on a small CPU (measured step times: "
+            "data/results/wikitext2/benchmark-cpu-*.json)",
+            alternative="--config cpu",
         )
     result = train_language_model(
         args.model,
