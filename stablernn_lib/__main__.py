@@ -27,7 +27,7 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "homework": Command("stablernn_lib.homework.cli", "student editions and grading", "book"),
     "figure1": Command(
-        "stablernn_lib.theory.weights_close",
+        "stablernn_lib.figures.figure1",
         "weights of recurrent and truncated models under projected GD (Figure 1b)",
     ),
     "train": Command(

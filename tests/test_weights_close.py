@@ -230,3 +230,186 @@ def test_cli_smoke_run_writes_results_with_provenance(tmp_path):
     header = (folder / "figure1.csv").read_text().splitlines()[0]
     assert header.split(",")[:4] == ["activation", "schedule", "seed", "k"]
     assert (folder / "figure1.png").stat().st_size > 1000
+
+
+# ----------------------------------------------------------------------------- reports
+
+
+def _unit(activation: str, schedule: str, seed: int, k: int, rng: np.random.Generator) -> dict:
+    """A synthetic unit with the fields the reports read (random distances and bounds)."""
+    steps = 5
+    distance = [float(d) for d in rng.uniform(0.1, 2.0, steps)]
+    bound = lambda: [float(b) for b in rng.uniform(-1.0, 1.0, steps)]  # noqa: E731
+    gaps = {name: float(rng.uniform(0.1, 3.0)) for name in ("gap", "weights", "trunc", "bound")}
+    return {
+        "activation": activation,
+        "schedule": schedule,
+        "seed": seed,
+        "k": k,
+        "distance": distance,
+        "final_distance": distance[-1],
+        "stepwise_log10": bound(),
+        "prop2_empirical_log10": bound(),
+        "prop2_theory_log10": bound(),
+        "empirical_log10": bound(),
+        "theorem1": {
+            "prediction_gap_max": gaps["gap"],
+            "weights_part_max": gaps["weights"],
+            "truncation_part_max": gaps["trunc"],
+            "bound_from_measured_distance": gaps["bound"],
+            "test_loss_recurrent": float(rng.uniform(0, 1)),
+            "test_loss_truncated": float(rng.uniform(0, 1)),
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def synthetic_units() -> list[dict]:
+    rng = np.random.default_rng(7)
+    units = [
+        _unit(activation, schedule, seed, k, rng)
+        for activation in ("identity", "tanh")
+        for schedule in ("decay", "constant")
+        for seed in (0, 1, 2)
+        for k in (1, 3)
+    ]
+    # seed 3 has a decay run only (it is left out of every ratio); k = 9 never moved
+    units.append(_unit("tanh", "decay", 3, 1, rng) | {"distance": [9.0] * 5, "final_distance": 9})
+    for schedule in ("decay", "constant"):
+        still = _unit("tanh", schedule, 0, 9, rng)
+        units.append(still | {"distance": [0.0] * 5, "final_distance": 0.0})
+    return units
+
+
+def _brute_force_ratio(runs: list[dict], bounds: list[dict], key: str) -> float:
+    """max over seeds and steps n >= 2 of distance / 10**bound, in plain arithmetic."""
+    ratios = [
+        run["distance"][n] / 10.0 ** bound[key][n]
+        for run, bound in zip(runs, bounds, strict=True)
+        for n in range(1, len(run["distance"]))
+        if run["distance"][n] > 0
+    ]
+    return max(ratios)
+
+
+def test_ratio_of_a_distance_to_a_log10_bound_by_hand():
+    assert wc._ratio(0.5, math.log10(2.0)) == pytest.approx(0.25)
+    assert wc._ratio(3.0, -2.0) == pytest.approx(300.0)
+    assert wc._ratio(1.0, None) == 0.0  # no bound recorded (overflow): nothing is claimed
+    assert math.isnan(wc._ratio(0.0, 1.0)) and math.isnan(wc._ratio(None, 1.0))
+    assert wc._ratio(10.0, -1000.0) == pytest.approx(1e300)  # capped, not an overflow
+    # the first step is skipped (an equality there), a missing distance too
+    assert wc._max_ratio([100.0, 1.0, None, 2.0], [0.0, 0.0, 0.0, math.log10(4.0)]) == 1.0
+    assert math.isnan(wc._max_ratio([5.0, 0.0], [0.0, 0.0]))
+
+
+def test_bound_report_equals_a_brute_force_over_seeds_and_steps(synthetic_units):
+    report = wc.bound_report(synthetic_units)
+    assert [(row["activation"], row["k"]) for row in report] == [
+        ("identity", 1),
+        ("identity", 3),
+        ("tanh", 1),
+        ("tanh", 3),
+    ]  # tanh k = 9 never moved: no row
+    for row in report:
+        decay, constant = (
+            [
+                u
+                for seed in (0, 1, 2)
+                for u in synthetic_units
+                if (u["activation"], u["k"], u["schedule"], u["seed"])
+                == (row["activation"], row["k"], schedule, seed)
+            ]
+            for schedule in ("decay", "constant")
+        )
+        expected = {
+            "decay_final": sum(u["final_distance"] for u in decay) / 3,
+            "decay_vs_stepwise": _brute_force_ratio(decay, decay, "stepwise_log10"),
+            "decay_vs_prop2_empirical": _brute_force_ratio(decay, decay, "prop2_empirical_log10"),
+            "decay_prop2_theory_log10": max(u["prop2_theory_log10"][-1] for u in decay),
+            "constant_final": sum(u["final_distance"] for u in constant) / 3,
+            "constant_vs_recurrence": _brute_force_ratio(constant, constant, "stepwise_log10"),
+            "constant_recurrence_log10": max(u["empirical_log10"][-1] for u in constant),
+            "constant_vs_decay_stepwise": _brute_force_ratio(constant, decay, "stepwise_log10"),
+            "constant_vs_decay_prop2_empirical": _brute_force_ratio(
+                constant, decay, "prop2_empirical_log10"
+            ),
+        }
+        assert set(row) == {"activation", "k", *expected}
+        for key, value in expected.items():
+            assert row[key] == pytest.approx(value, rel=1e-9), key
+
+
+def test_bound_tables_split_the_report_by_schedule(synthetic_units):
+    report = wc.bound_report(synthetic_units)
+    text = wc.bound_tables(report)
+    first, second = text.split("**Constant step**")
+    assert first.startswith("**Steps $\\alpha/t$**")
+    assert "÷ stepwise bound" in first and "÷ own recurrence" not in first
+    assert "÷ own recurrence" in second and "÷ stepwise bound" not in second
+    # one header, one rule and one line per row in each table
+    for part in (first, second):
+        lines = [line for line in part.splitlines() if line.startswith("|")]
+        assert len(lines) == 2 + len(report)
+        assert lines[0].count("|") == (7 if part is first else 8)  # columns + 1
+
+
+def test_theorem1_table_by_hand(synthetic_units):
+    rows = wc.theorem1_table(synthetic_units)
+    keys = sorted({(u["activation"], u["schedule"], u["k"]) for u in synthetic_units})
+    assert [(r["activation"], r["schedule"], r["k"]) for r in rows] == keys
+    for row in rows:
+        chosen = [
+            u["theorem1"]
+            for u in synthetic_units
+            if (u["activation"], u["schedule"], u["k"])
+            == (row["activation"], row["schedule"], row["k"])
+        ]
+        assert row["gap_max"] == max(c["prediction_gap_max"] for c in chosen)
+        assert row["weights_part"] == max(c["weights_part_max"] for c in chosen)
+        assert row["truncation_part"] == max(c["truncation_part_max"] for c in chosen)
+        assert row["bound_min"] == min(c["bound_from_measured_distance"] for c in chosen)
+        for key, name in (("loss_recurrent", "recurrent"), ("loss_truncated", "truncated")):
+            mean = sum(c[f"test_loss_{name}"] for c in chosen) / len(chosen)
+            assert row[key] == pytest.approx(mean)
+    assert set(wc.THEOREM1_TABLE_HEADERS) == set(rows[0])
+
+
+def test_the_committed_full_run_keeps_the_proved_bounds():
+    """Chapter 7's table: the stepwise recurrence (proved for the run's own steps) holds in
+    every recorded step of every seed of the committed full run."""
+    full = wc.full_results("smoke")
+    assert full is not None and len(full["units"]) == 72
+    assert full == wc.load_results(wc.COMMITTED_RESULTS, "full")
+    report = wc.bound_report(full["units"])
+    assert {(row["activation"], row["k"]) for row in report} == {
+        (a, k) for a in ("identity", "tanh") for k in (1, 2, 4, 8, 16, 24)
+    }  # every k of the run is below the sequence length T = 32
+    for row in report:
+        assert 0 < row["decay_vs_stepwise"] <= 1 + 1e-9
+        assert 0 < row["constant_vs_recurrence"] <= 1 + 1e-9
+        assert 0 < row["decay_vs_prop2_empirical"] <= 1 + 1e-9
+
+
+def test_full_results_without_the_committed_files_says_how_to_make_them(
+    monkeypatch, tmp_path, capsys
+):
+    monkeypatch.setattr(wc, "COMMITTED_RESULTS", tmp_path)
+    assert wc.full_results("smoke") is None
+    assert "python -m stablernn_lib figure1 --config full" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="unknown mode"):
+        wc.full_results("paper")
+
+
+def test_widget_grid_runs_each_lambda_and_schedule():
+    config = dataclasses.replace(SMOKE, seeds=(0,), num_steps=20, num_records=4)
+    grid = wc.widget_grid(lams=(0.5, 0.9), ks=(1, 2), config=config)
+    assert set(grid) == {(lam, s) for lam in (0.5, 0.9) for s in config.schedules}
+    for (lam, schedule), units in grid.items():
+        assert [u["k"] for u in units] == [1, 2]
+        assert {(u["lam"], u["schedule"], u["activation"]) for u in units} == {
+            (lam, schedule, config.activations[0])
+        }
+    # a larger lambda keeps more of the past: the truncated weights move further away
+    final = {key: units[0]["final_distance"] for key, units in grid.items()}
+    assert final[(0.9, "decay")] > final[(0.5, "decay")]

@@ -18,7 +18,6 @@ parameter set is ``{||W||_2 <= lambda}`` (compact and convex).  Bounds are store
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import csv
@@ -26,18 +25,15 @@ import dataclasses
 import io
 import json
 import math
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
 import sympy as sp
 import torch
-from matplotlib.figure import Figure
 from scipy.special import gammaln
 from torch import Tensor
 from tqdm.auto import tqdm
@@ -57,7 +53,6 @@ from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
 from stablernn_lib.core.results import results_path
 from stablernn_lib.core.runtime import check_mode
 from stablernn_lib.core.stability import project_to_stable_
-from stablernn_lib.core.style import finish
 
 SCHEDULES: tuple[str, ...] = ("decay", "constant")
 DEFAULT_OUT = Path("data/results/figure1")
@@ -653,7 +648,8 @@ def run_figure1(
     """Run (or resume) a Figure 1 configuration; returns ``{"summary": ..., "units": [...]}``.
 
     With ``out_dir``, each unit is written atomically as soon as it finishes, then
-    ``summary.json`` (with provenance), ``figure1.csv`` and ``figure1.png``.  With
+    ``summary.json`` (with provenance) and ``figure1.csv`` (the ``figure1`` command adds
+    ``figure1.png``: :mod:`stablernn_lib.figures.figure1`).  With
     ``resume``, units already written with the same configuration are loaded, not rerun.
     """
     config = get_config(config) if isinstance(config, str) else config
@@ -714,17 +710,7 @@ def run_figure1(
         folder = Path(out_dir) / config.name
         atomic_write_json(folder / "summary.json", summary)
         atomic_write_text(folder / "figure1.csv", table_csv(summary["table"]))
-        save_figure1_png(results, folder / "figure1.png")
     return results
-
-
-def save_figure1_png(results: dict[str, Any], path: str | Path) -> Path:
-    """Write :func:`plot_figure1` (every activation, one row each) to a PNG, atomically."""
-    path = Path(path)
-    partial = path.with_name(f".{path.name}.partial.png")
-    plot_figure1(results).savefig(partial, dpi=80)
-    os.replace(partial, path)
-    return path
 
 
 def load_results(out_dir: str | Path, config_name: str = "full") -> dict[str, Any]:
@@ -887,7 +873,8 @@ def bound_tables(report: Sequence[dict[str, Any]]) -> str:
 def bound_report(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Where the bounds hold: one row per activation and ``k`` with ``0 < distance``.
 
-    Ratios are measured distance / bound, maximised over seeds and the recorded steps
+    Only seeds run with both schedules count.  Ratios are measured distance / bound,
+    maximised over those seeds and the recorded steps
     ``n >= 2`` (``<= 1``: the bound holds; after one step the stepwise recurrence is an
     equality, ``e_2 = alpha_1 ||grad p_T - grad p^k_T||``).  ``decay_*`` compare the
     ``alpha/t`` runs with their own bounds; ``constant_vs_recurrence`` compares the
@@ -897,13 +884,17 @@ def bound_report(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     rows = []
     for activation, k in sorted({(u["activation"], u["k"]) for u in units}):
-        decay = {u["seed"]: u for u in _select(units, activation=activation, k=k, schedule="decay")}
-        constant = {
-            u["seed"]: u for u in _select(units, activation=activation, k=k, schedule="constant")
+        decay = {
+            u["seed"]: u for u in select_units(units, activation=activation, k=k, schedule="decay")
         }
-        seeds = sorted(decay.keys() & constant.keys())
+        constant = {
+            u["seed"]: u
+            for u in select_units(units, activation=activation, k=k, schedule="constant")
+        }
+        seeds = sorted(decay.keys() & constant.keys())  # a seed counts with both schedules
         if not seeds or all(decay[s]["final_distance"] == 0 for s in seeds):
             continue
+        decay, constant = ({s: runs[s] for s in seeds} for runs in (decay, constant))
 
         rows.append(
             {
@@ -950,7 +941,7 @@ def theorem1_table(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     keys = sorted({(u["activation"], u["schedule"], u["k"]) for u in units})
     for activation, schedule, k in keys:
-        chosen = _select(units, activation=activation, schedule=schedule, k=k)
+        chosen = select_units(units, activation=activation, schedule=schedule, k=k)
         results = [u["theorem1"] for u in chosen]
         rows.append(
             {
@@ -968,84 +959,12 @@ def theorem1_table(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-# ----------------------------------------------------------------------------- figures
+# ----------------------------------------------------------------------------- units
 
 
-def _mean_curve(units: Sequence[dict[str, Any]], key: str) -> np.ndarray:
-    values = np.array([[np.nan if v is None else v for v in u[key]] for u in units], float)
-    return np.nanmean(values, axis=0) if key == "distance" else np.nanmax(values, axis=0)
-
-
-def _select(units: Sequence[dict[str, Any]], **fields: Any) -> list[dict[str, Any]]:
+def select_units(units: Sequence[dict[str, Any]], **fields: Any) -> list[dict[str, Any]]:
+    """The units whose fields equal ``fields`` (e.g. ``activation="tanh", k=4``)."""
     return [u for u in units if all(u[name] == value for name, value in fields.items())]
-
-
-def draw_distance_panel(axis: Any, units: Sequence[dict[str, Any]], ks: Sequence[int]) -> None:
-    """Measured ``||w_recurr - w_trunc||`` after ``n`` steps (mean over seeds, solid) and the
-    Proposition 2 bound with the constants measured along the run (max over seeds, dashed)."""
-    colors = matplotlib.colormaps["viridis"](np.linspace(0, 0.9, max(len(ks), 1)))
-    for color, k in zip(colors, ks, strict=False):
-        chosen = [u for u in units if u["k"] == k]
-        if not chosen:
-            continue
-        steps = np.array(chosen[0]["steps"])
-        distance = _mean_curve(chosen, "distance")
-        if np.all(distance == 0):
-            continue
-        axis.loglog(steps, distance, color=color, label=f"k = {k}")
-        axis.loglog(steps, 10 ** _mean_curve(chosen, "prop2_empirical_log10"), "--", color=color)
-        axis.loglog(steps, 10 ** _mean_curve(chosen, "stepwise_log10"), ":", color=color)
-    measured = [d for u in units if u["k"] in ks for d in u["distance"] if d]
-    if measured:  # keep the measurements readable; exploding bounds leave the top
-        axis.set_ylim(min(measured) / 10, max(measured) * 1e3)
-    axis.set_xlabel("gradient steps n")
-    axis.set_ylabel(r"$\|w_{\mathrm{recurr}} - w_{\mathrm{trunc}}\|$")
-    axis.grid(True, which="major", alpha=0.3)
-
-
-def _draw_figure1_row(axes: Sequence[Any], units: Sequence[dict[str, Any]]) -> None:
-    """One row of Figure 1 for one activation: two schedules and the summary over ``k``."""
-    activation = units[0]["activation"]
-    ks = sorted({u["k"] for u in units})
-    for axis, schedule in zip(axes[:2], SCHEDULES, strict=True):
-        draw_distance_panel(axis, _select(units, schedule=schedule), ks)
-        step = r"$\alpha_t = \alpha / t$" if schedule == "decay" else r"$\alpha_t = \alpha$"
-        axis.set_title(f"{activation} RNN, {step}")
-    axes[0].legend(
-        title="solid: measured\ndashed: Prop. 2\ndotted: recurrence",
-    )
-    lam = units[0]["lam"]
-    for schedule, marker in zip(SCHEDULES, "os", strict=True):
-        chosen = _select(units, schedule=schedule)
-        final = [np.mean([u["final_distance"] for u in chosen if u["k"] == k]) for k in ks]
-        gap = [
-            np.mean([u["theorem1"]["prediction_gap_max"] for u in chosen if u["k"] == k])
-            for k in ks
-        ]
-        axes[2].semilogy(ks, final, marker + "-", label=f"weights, {schedule}")
-        axes[2].semilogy(ks, gap, marker + ":", label=f"max prediction gap, {schedule}")
-    ks_array = np.array(ks, float)
-    first = np.mean([u["final_distance"] for u in units if u["k"] == ks[0]])
-    shape = ks_array * lam**ks_array * first / (ks[0] * lam ** ks[0])
-    axes[2].semilogy(ks, shape, "k--", lw=1, label=r"$k\lambda^k$ (through the first point)")
-    axes[2].set_xlabel("context k")
-    axes[2].set_title(f"after N = {units[0]['num_steps']} steps")
-    axes[2].legend()
-
-
-def plot_figure1(results: dict[str, Any], activation: str | None = None) -> Figure:
-    """Figure 1b: distance versus steps for each ``k``, with ``alpha/t`` and constant steps,
-    and the final distance and prediction gap versus ``k`` (Theorem 1).
-
-    One row per activation (only ``activation`` when given).
-    """
-    units = results["units"]
-    activations = [activation] if activation else sorted({u["activation"] for u in units})
-    figure = Figure(figsize=(13, 3.8 * len(activations)), layout="constrained")
-    axes = figure.subplots(len(activations), 3, squeeze=False)
-    for row, name in zip(axes, activations, strict=True):
-        _draw_figure1_row(row, _select(units, activation=name))
-    return finish(figure)
 
 
 def widget_grid(
@@ -1062,58 +981,3 @@ def widget_grid(
         for lam in lams
         for schedule in config.schedules
     }
-
-
-def widget_draw(grid: dict[tuple[float, str], list[dict[str, Any]]]) -> Callable[..., Figure]:
-    """``draw(k, lam, schedule)`` for :func:`stablernn_lib.figures.widgets.interactive_plot`."""
-
-    def draw(k: int, lam: float, schedule: str) -> Figure:
-        figure = Figure(figsize=(5.5, 3.6), layout="constrained")
-        axis = figure.subplots()
-        draw_distance_panel(axis, grid[(lam, schedule)], [k])
-        axis.set_ylim(1e-8, 1e2)
-        axis.set_title(f"lambda = {lam}, {schedule} step, k = {k}")
-        axis.legend(loc="lower right")
-        return finish(figure)
-
-    return draw
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def _command(args: argparse.Namespace) -> int:
-    results = run_figure1(args.config, args.out, resume=not args.no_resume)
-    summary = results["summary"]
-    print(
-        f"figure1 {args.config}: {summary['units_computed']} runs computed, "
-        f"{summary['units_resumed']} resumed, wall time {summary['wall_time_s']:.1f} s; "
-        f"results in {Path(args.out) / args.config}"
-    )
-    return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``figure1``: projected GD on recurrent vs truncated models (Proposition 2)."""
-    parser = subparsers.add_parser(
-        "figure1",
-        help="weights of recurrent and truncated models under projected GD (Figure 1b)",
-    )
-    parser.add_argument(
-        "--config",
-        choices=sorted(CONFIGS),
-        default="smoke",
-        help="smoke: seconds on a CPU; full: the committed Figure 1 run",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        help="results folder (a subfolder per config is created)",
-    )
-    parser.add_argument(
-        "--no-resume",
-        action="store_true",
-        help="recompute every run even if its result file exists",
-    )
-    parser.set_defaults(func=_command)
