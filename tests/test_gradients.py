@@ -251,3 +251,263 @@ def test_bad_inputs_raise_clear_errors():
         one_unit.iterate(5.0, -2.0, 0.0, -1)
     with pytest.raises(ValueError, match="iterations must be >= 1"):
         one_unit.train_bias(5.0, -3.0, 2.0, iterations=0)
+
+
+# --- values against independent computations (issue 40: mutation testing) ----------------
+
+
+def _tanh_product_norms(weight, weight_ih, inputs):
+    """``||d h_T / d h_s||_2`` for ``s = 0..T`` of ``h_t = tanh(W h_{t-1} + U x_t)`` from
+    ``h_0 = 0``, written out: ``J_t = diag(1 - h_t^2) W`` multiplied from the left end,
+    norms from the singular values. Shapes: inputs ``(T, B, D)`` -> ``(T + 1, B)``."""
+    steps, batch, _ = inputs.shape
+    state = torch.zeros(batch, weight.shape[0], dtype=weight.dtype)
+    jacobians = []
+    for x in inputs:
+        state = torch.tanh(state @ weight.T + x @ weight_ih.T)
+        jacobians.append((1 - state**2).unsqueeze(-1) * weight)
+    product = torch.eye(weight.shape[0], dtype=weight.dtype).expand(batch, -1, -1)
+    norms = [torch.ones(batch, dtype=weight.dtype)]
+    for jacobian in reversed(jacobians):
+        product = product @ jacobian
+        norms.append(torch.linalg.svdvals(product)[:, 0])
+    return torch.stack(norms[::-1])
+
+
+def _lower_median(values):
+    """The lower middle value along dim 1 (``torch.median``'s convention), by sorting."""
+    return values.sort(dim=1).values[:, (values.shape[1] - 1) // 2]
+
+
+def test_activation_derivative_keeps_the_dtype_and_relu_slope_at_zero_is_autograds():
+    points = torch.tensor([-1.5, 0.0, 2.0], dtype=torch.float64, requires_grad=True)
+    (autograd_slope,) = torch.autograd.grad(torch.relu(points).sum(), points)
+    slope = gradients.activation_derivative("relu", points.detach())
+    assert slope.dtype == torch.float64
+    torch.testing.assert_close(slope, torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64))
+    torch.testing.assert_close(slope, autograd_slope)
+    assert gradients.activation_derivative("relu", torch.zeros(2)).dtype == torch.float32
+    with pytest.raises(TypeError, match="got Linear"):
+        gradients.bptt_gradients(torch.nn.Linear(2, 2), torch.zeros(3, 1, 2), torch.zeros(3, 1, 2))
+
+
+def test_bptt_with_one_step_and_one_unit_matches_autograd(generator):
+    weight = torch.tensor([[0.7]], dtype=torch.float64)
+    bias = torch.tensor([0.1], dtype=torch.float64)
+    model = gradients.vanilla_rnn_with_weight(weight, "tanh", 2, bias=bias, generator=generator)
+    inputs = torch.randn(1, 3, 2, generator=generator, dtype=torch.float64)
+    state_grads = torch.randn(1, 3, 1, generator=generator, dtype=torch.float64)
+    (model.run(inputs) * state_grads).sum().backward()
+    manual = gradients.bptt_gradients(model, inputs, state_grads)
+    for name in ("weight_hh", "weight_ih", "bias"):
+        torch.testing.assert_close(manual[name], getattr(model, name).grad)
+    with pytest.raises(ValueError, match=r"\(T, B, H\) = \(1, 3, 1\), got \(1, 3, 2\)"):
+        gradients.bptt_gradients(model, inputs, torch.zeros(1, 3, 2, dtype=torch.float64))
+
+
+def test_recurrent_matrix_values_follow_the_documented_recipe():
+    size, norm = 6, 2.5
+    for kind in gradients.MATRIX_KINDS:
+        weight = gradients.recurrent_matrix(
+            kind, size, norm, generator=torch.Generator().manual_seed(3)
+        )
+        draws = torch.Generator().manual_seed(3)
+        gaussian = torch.randn(size, size, generator=draws, dtype=torch.float64)
+        assert weight.dtype == torch.float64
+        if kind == "gaussian":
+            expected = gaussian * (norm / torch.linalg.svdvals(gaussian)[0])
+        elif kind == "orthogonal":
+            # W / norm is the Q of gaussian = Q R with a positive diagonal of R
+            r = (weight / norm).T @ gaussian
+            torch.testing.assert_close(torch.tril(r, -1), torch.zeros_like(r), atol=1e-12, rtol=0)
+            assert torch.all(torch.diagonal(r) > 0)
+            expected = gaussian @ torch.linalg.inv(r) * norm
+        else:
+            # rank 2 by default: Gram-Schmidt on the first two columns, strengths 1 and 1/2
+            first = gaussian[:, 0] / gaussian[:, 0].norm()
+            second = gaussian[:, 1] - (first @ gaussian[:, 1]) * first
+            second = second / second.norm()
+            noise = torch.randn(size, size, generator=draws, dtype=torch.float64)
+            memory = torch.outer(first, first) + 0.5 * torch.outer(second, second)
+            matrix = memory + 0.1 * noise / torch.linalg.svdvals(noise)[0]
+            expected = matrix * (norm / torch.linalg.svdvals(matrix)[0])
+        torch.testing.assert_close(weight, expected, atol=1e-12, rtol=1e-10)
+
+
+def test_recurrent_matrix_edge_sizes_and_bad_arguments():
+    for kind in gradients.MATRIX_KINDS:
+        one = gradients.recurrent_matrix(kind, 1, 2.0, generator=torch.Generator().manual_seed(0))
+        assert one.shape == (1, 1) and abs(float(one)) == pytest.approx(2.0)
+    for size, norm in ((0, 1.0), (3, 0.0), (3, -1.0)):
+        with pytest.raises(ValueError, match="hidden_size must be >= 1 and weight_norm > 0"):
+            gradients.recurrent_matrix("gaussian", size, norm)
+
+
+def test_vanilla_rnn_with_weight_defaults_input_weights_and_bias(generator):
+    weight = gradients.recurrent_matrix("gaussian", 4, 1.5, generator=generator)
+    plain = gradients.vanilla_rnn_with_weight(weight)
+    assert plain.activation == "tanh" and plain.bias is None and plain.input_size == 4
+    torch.testing.assert_close(plain.weight_hh.detach(), weight)
+    torch.testing.assert_close(plain.weight_ih.detach(), torch.eye(4, dtype=torch.float64))
+    seeded = gradients.vanilla_rnn_with_weight(
+        weight, "relu", 3, generator=torch.Generator().manual_seed(5)
+    )
+    gauss = torch.randn(4, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    assert seeded.weight_ih.dtype == torch.float64
+    torch.testing.assert_close(seeded.weight_ih.detach(), gauss / 2, atol=1e-15, rtol=0)
+    bias = torch.tensor([0.1, -0.2, 0.3, -0.4], dtype=torch.float64)
+    biased = gradients.vanilla_rnn_with_weight(weight, bias=bias)
+    torch.testing.assert_close(biased.bias.detach(), bias)
+
+
+def test_lag_norm_curve_defaults_match_the_recipe_written_out():
+    # the chapter's exercise calls lag_norm_curve(kind, norm, activation) with the defaults:
+    # H = 32, 40 steps, batch 32, inputs N(0, 1), seed 0
+    curve = gradients.lag_norm_curve("gaussian", 1.5, "tanh")
+    draws = torch.Generator().manual_seed(0)
+    weight = gradients.recurrent_matrix("gaussian", 32, 1.5, generator=draws)
+    weight_ih = torch.randn(32, 32, generator=draws, dtype=torch.float64) / math.sqrt(32)
+    inputs = torch.randn(40, 32, 32, generator=draws, dtype=torch.float64)
+    expected = _lower_median(_tanh_product_norms(weight, weight_ih, inputs))
+    assert curve.shape == (41,)
+    torch.testing.assert_close(curve, expected.flip(0), atol=1e-14, rtol=1e-9)
+    scaled = gradients.lag_norm_curve("gaussian", 1.5, "tanh", steps=5, batch=4, input_scale=3.0)
+    draws = torch.Generator().manual_seed(0)
+    weight = gradients.recurrent_matrix("gaussian", 32, 1.5, generator=draws)
+    weight_ih = torch.randn(32, 32, generator=draws, dtype=torch.float64) / math.sqrt(32)
+    inputs = 3.0 * torch.randn(5, 4, 32, generator=draws, dtype=torch.float64)
+    expected = _lower_median(_tanh_product_norms(weight, weight_ih, inputs))
+    torch.testing.assert_close(scaled, expected.flip(0), atol=1e-14, rtol=1e-9)
+
+
+def test_steering_inputs_hold_the_preactivations_at_zero_and_the_saturation():
+    model = gradients.vanilla_rnn_with_weight(gradients.nilpotent_weight(), "tanh")
+    weight = gradients.nilpotent_weight()
+    for saturation, inputs in (
+        (10.0, gradients.steering_inputs(model, 6)),  # the default, used by nilpotent_check
+        (3.0, gradients.steering_inputs(model, 6, saturation=3.0)),
+    ):
+        assert inputs.shape == (6, 1, 2)
+        state = torch.zeros(1, 2, dtype=torch.float64)
+        for x in inputs:
+            preactivation = state @ weight.T + x
+            target = torch.tensor([[0.0, saturation]], dtype=torch.float64)
+            torch.testing.assert_close(preactivation, target, atol=1e-12, rtol=0)
+            state = torch.tanh(preactivation)
+    for hidden, inputs in ((3, 2), (2, 3)):
+        wrong = gradients.vanilla_rnn_with_weight(
+            torch.eye(hidden, dtype=torch.float64), "tanh", inputs
+        )
+        with pytest.raises(ValueError, match="two-unit RNN with U = I"):
+            gradients.steering_inputs(wrong, 3)
+
+
+def _growth_by_hand(x1, x2, steps, burn_in):
+    """The average of ``log max(8 |rho'(a_1) - rho'(a_2)|, 1e-300)`` over steps ``burn_in..``
+    of the nilpotent tanh RNN driven by the constant input ``(x1, x2)``, in plain floats."""
+    h1 = h2 = 0.0
+    total = 0.0
+    for t in range(steps):
+        a1, a2 = 8 * (h1 + h2) + x1, -8 * (h1 + h2) + x2
+        if t >= burn_in:
+            slope_gap = (1 - math.tanh(a1) ** 2) - (1 - math.tanh(a2) ** 2)
+            total += math.log(max(8 * abs(slope_gap), 1e-300))
+        h1, h2 = math.tanh(a1), math.tanh(a2)
+    return total / (steps - burn_in)
+
+
+def test_constant_input_growth_values_defaults_and_errors():
+    grid = torch.tensor([[0.5, -0.3], [0.0, 0.0], [0.2, 0.9]], dtype=torch.float64)
+    for steps, burn_in in ((4, 0), (5, 2)):
+        exponents = gradients.constant_input_growth(grid, steps=steps, burn_in=burn_in)
+        assert exponents.dtype == torch.float64
+        expected = [_growth_by_hand(x1, x2, steps, burn_in) for x1, x2 in grid.tolist()]
+        assert exponents.tolist() == pytest.approx(expected, rel=1e-9)
+    # the chapter's grid uses the defaults: 600 steps, the first 100 discarded
+    chaotic = torch.tensor([[1.8, -2.2]], dtype=torch.float64)
+    torch.testing.assert_close(
+        gradients.constant_input_growth(chaotic),
+        gradients.constant_input_growth(chaotic, steps=600, burn_in=100),
+        rtol=1e-12,
+        atol=0,
+    )
+    with pytest.raises(ValueError, match=r"shape \(N, 2\), got \(3,\)"):
+        gradients.constant_input_growth(torch.zeros(3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"shape \(N, 2\), got \(4, 3\)"):
+        gradients.constant_input_growth(torch.zeros(4, 3, dtype=torch.float64))
+    for steps, burn_in in ((10, 10), (10, -1)):
+        with pytest.raises(ValueError, match="0 <= burn_in < steps"):
+            gradients.constant_input_growth(chaotic, steps=steps, burn_in=burn_in)
+
+
+def _rate_by_hand(norms, steps):
+    """Median over the batch of ``(||P_0|| / ||P_{T - T//2}||)^(1 / (T//2))`` (0 for 0/0)."""
+    long, short = norms[0], norms[steps - steps // 2]
+    ratio = torch.where(short > 0, long / torch.where(short > 0, short, 1.0), 0.0)
+    return float(ratio.sort().values[(len(ratio) - 1) // 2]) ** (1 / (steps // 2))
+
+
+def test_nilpotent_check_defaults_and_odd_steps_match_products_written_out():
+    weight, identity = gradients.nilpotent_weight(), torch.eye(2, dtype=torch.float64)
+    # the chapter calls nilpotent_check(steps=60): batch 256 and seed 0 are the defaults
+    results = gradients.nilpotent_check()
+    gaussian = torch.randn(
+        60, 256, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    norms = _tanh_product_norms(weight, identity, gaussian)
+    for result in results.values():
+        assert result["norms"].shape == (61,)
+    torch.testing.assert_close(
+        results["gaussian input"]["norms"], _lower_median(norms).flip(0), atol=1e-14, rtol=1e-9
+    )
+    assert results["gaussian input"]["rate"] == pytest.approx(_rate_by_hand(norms, 60), rel=1e-9)
+    # an odd length: the rate is over steps // 2 = 4 lags, from lag 9 down to lag 5
+    odd = gradients.nilpotent_check(steps=9, batch=8, seed=2)
+    gaussian = torch.randn(9, 8, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    model = gradients.vanilla_rnn_with_weight(weight, "tanh")
+    regimes = {
+        "gaussian input": gaussian,
+        "constant input": torch.tensor([1.8, -2.2], dtype=torch.float64).expand(9, 1, 2),
+        "steered input": gradients.steering_inputs(model, 9),
+    }
+    for name, inputs in regimes.items():
+        norms = _tanh_product_norms(weight, identity, inputs)
+        assert odd[name]["rate"] == pytest.approx(_rate_by_hand(norms, 9), rel=1e-9)
+        torch.testing.assert_close(
+            odd[name]["norms"], _lower_median(norms).flip(0), rtol=1e-9, atol=1e-14
+        )
+
+
+def test_clipping_with_an_infinite_threshold_leaves_an_infinite_gradient_alone():
+    param = torch.zeros(2, requires_grad=True)
+    param.grad = torch.tensor([math.inf, 1.0])
+    assert gradients.clip_gradient_norm_(param, math.inf) == math.inf
+    torch.testing.assert_close(param.grad, torch.tensor([math.inf, 1.0]))
+
+
+def test_clipping_experiment_defaults_match_gradient_descent_written_out():
+    # the chapter sets only the threshold and the number of iterations
+    history = gradients.clipping_experiment(1.0)
+    assert len(history["loss"]) == len(history["grad_norm"]) == 25
+    draws = torch.Generator().manual_seed(0)
+    weight = gradients.recurrent_matrix("orthogonal", 16, 3.0, generator=draws)
+    weight_ih = torch.randn(16, 1, generator=draws, dtype=torch.float64) / 4
+    readout = torch.randn(1, 16, generator=draws, dtype=torch.float64) / 4
+    readout_bias = torch.zeros(1, dtype=torch.float64)
+    inputs = torch.randn(20, 32, 1, generator=draws, dtype=torch.float64)
+    targets = torch.cat([torch.zeros(3, 32, 1, dtype=torch.float64), inputs[:-3]])
+    params = [p.requires_grad_() for p in (weight, weight_ih, readout, readout_bias)]
+    for iteration in range(3):
+        state = torch.zeros(32, 16, dtype=torch.float64)
+        squared_errors = []
+        for x, y in zip(inputs, targets, strict=True):
+            state = torch.tanh(state @ weight.T + x @ weight_ih.T)
+            squared_errors.append((state @ readout.T + readout_bias - y) ** 2)
+        loss = torch.stack(squared_errors).mean()
+        grads = torch.autograd.grad(loss, params)
+        norm = math.sqrt(sum(float((g**2).sum()) for g in grads))
+        assert history["loss"][iteration] == pytest.approx(float(loss.detach()), rel=1e-9)
+        assert history["grad_norm"][iteration] == pytest.approx(norm, rel=1e-9)
+        with torch.no_grad():
+            for p, g in zip(params, grads, strict=True):
+                p.sub_(0.5 * g * min(1.0, 1.0 / norm))
