@@ -21,10 +21,20 @@ import torch
 
 from stablernn_lib.core import bounds
 from stablernn_lib.core import gradients as gr
+from stablernn_lib.core.iterative_projection import (
+    SIGN_ITERATIONS,
+    iterative_projection_error_bound,
+    spectral_norms_float64,
+)
+from stablernn_lib.core.models import LinearRNN, LSTMMap, VanillaRNN, random_vanilla_rnn
+from stablernn_lib.core.stability import contraction_constant, empirical_lipschitz
 from stablernn_lib.symbolic import lemma_algebra as la
+from stablernn_lib.tasks.wikitext2 import model as lm
 from stablernn_lib.tasks.wikitext2.model import spectral_norm_upper_bounds
 from stablernn_lib.theory import diagonal_scaling as ds
 from stablernn_lib.theory import eventual_stability as ev
+from stablernn_lib.theory import general_lemmas as gl
+from stablernn_lib.theory import lstm_stability as ls
 from stablernn_lib.theory import one_unit
 from stablernn_lib.theory import weights_close as wc
 
@@ -648,3 +658,340 @@ def test_state_norm_and_lemma1_bounds_at_the_edges():
         assert bounds.lemma1_truncation_bound(lam, lx, bx, k) == pytest.approx(
             float(L**k * bh), rel=REL
         )
+
+
+# ----------------------------------------------------------------------------- Lemmas 2-3
+
+
+# (lam, L_x, B_x, L_p, S_p, L_rho, L2_rho) at the edges: lambda near 0 and near 1, L_rho != 1
+EDGE_CONSTANTS = [
+    (1e-3, 1.7, 0.8, 2.1, 0.6, 0.9, 0.35),
+    (0.999, 0.4, 2.5, 0.7, 1.3, 0.25, 0.1),
+    (0.5, 2.0, 1.0, 1.5, 1.0, 3.0, 0.0),  # identity-like: L2_rho = 0 keeps only first order
+]
+
+
+def _lemma_expression_at(expression: sp.Expr, lam, lx, bx, lp, sp_, l_rho, l2_rho) -> float:
+    """A sympy expression of Lemmas 2-3 at a point, in 30-digit arithmetic."""
+    bh = sp.Float(lx, 30) * sp.Float(bx, 30) / (1 - sp.Float(lam, 30))
+    values = {
+        la.lam: lam, la.Lx: lx, la.Bx: bx, la.Lp: lp, la.Sp: sp_, la.L_rho: l_rho,
+        la.L2_rho: l2_rho, la.Bh: bh, la.Bz: sp.sqrt(bh**2 + sp.Float(bx, 30) ** 2),
+    }  # fmt: skip
+    return float(expression.subs({s: sp.Float(v, 30) for s, v in values.items()}).evalf(30))
+
+
+@pytest.mark.parametrize("point", EDGE_CONSTANTS)
+def test_gamma_beta_and_the_state_bounds_at_the_edges(point):
+    """``gamma``, ``beta``, ``B_z`` and Lemma 2's right side at lambda = 1e-3 and 0.999 against
+    the sympy expressions of the proofs (the other points are in ``test_bound_values.py``)."""
+    lam, lx, bx, lp, sp_, l_rho, l2_rho = point
+    constants = bounds.GradientConstants(*point)
+    gamma = bounds.lemma2_gamma(constants)
+    assert gamma == pytest.approx(
+        _lemma_expression_at(la.lemma2_gamma_expression(), *point), rel=1e-10
+    )
+    assert bounds.lemma3_beta(constants) == pytest.approx(
+        _lemma_expression_at(la.lemma3_beta_expression(), *point), rel=1e-10
+    )
+    bh = Fraction(str(lx)) * Fraction(str(bx)) / (1 - Fraction(str(lam)))
+    assert bounds.gradient_input_bound(lam, lx, bx) == pytest.approx(
+        math.sqrt(bh**2 + Fraction(str(bx)) ** 2), rel=1e-13
+    )
+    for k in (1, 2, 40, 5000):  # gamma k lambda^k in exact rationals
+        exact = Fraction(gamma) * k * Fraction(str(lam)) ** k
+        assert bounds.lemma2_gradient_bound(gamma, k, lam) == pytest.approx(
+            float(exact), rel=1e-11, abs=1e-300
+        )
+
+
+def test_beta_at_lambda_zero_is_the_proofs_expression():
+    """Lemma 3 allows lambda = 0 (``W = 0``): ``beta = (L2 L_p + L_rho^2 S_p) B_z^2 +
+    2 L_rho^2 L_p B_z`` with ``B_z = sqrt((L_x B_x)^2 + B_x^2)``, by hand."""
+    lx, bx, lp, sp_, l_rho, l2_rho = 1.5, 2.0, 0.7, 1.3, 0.5, 0.2
+    bz = math.hypot(lx * bx, bx)
+    expected = (l2_rho * lp + l_rho**2 * sp_) * bz**2 + 2 * l_rho**2 * lp * bz
+    constants = bounds.GradientConstants(0.0, lx, bx, lp, sp_, l_rho, l2_rho)
+    assert bounds.lemma3_beta(constants) == pytest.approx(expected, rel=1e-13)
+    point = (0.0, lx, bx, lp, sp_, l_rho, l2_rho)
+    assert expected == pytest.approx(
+        _lemma_expression_at(la.lemma3_beta_expression(), *point), rel=1e-13
+    )
+
+
+# (lambda, L_w, B_s, L_p, S_p, K_ss, K_sw, K_ws, K_ww): distinct values, lambda at the edges
+GENERAL_POINTS = [
+    (0.02, 1.7, 2.5, 1.3, 0.9, 0.4, 1.1, 0.6, 0.3),
+    (0.5, 0.8, 1.2, 0.7, 2.0, 1.5, 0.2, 0.9, 1.4),
+    (0.98, 1.1, 0.6, 2.2, 0.3, 0.7, 0.5, 1.9, 0.8),
+]
+
+
+def _general_constants_by_iteration(point, k: int, steps: int = 6000) -> tuple[float, float]:
+    """``gamma`` and ``beta`` of the general lemmas from the proofs' recursions, iterated in
+    float64 (no sympy): Lemma 2's tail, forward gap and backward gap ``e(0) + e_inf``
+    divided by ``k lambda^k``; Lemma 3's ``L_w sum_n e(n) + L_p (K_ws sup d + K_ww Delta) /
+    (1 - lambda)`` divided by ``Delta``."""
+    lam, lw, bs, lp, sp_, kss, ksw, kws, kww = point
+    tail = lw * lp * sum(lam**i for i in range(k, steps))
+    forward = kws * bs * lp * sum(lam ** (j - 1) * lam ** (k - j) for j in range(1, k + 1))
+    forcing, e_inf = kss * bs * lp * lam ** (k - 1), 0.0
+    for _ in range(steps):  # the fixed point of e -> lambda e + forcing, from 0
+        e_inf = lam * e_inf + forcing
+    backward = lw * k * (sp_ * bs * lam**k + e_inf)
+    gamma = tail / lam**k + (forward + backward) / (k * lam**k)
+    delta, d = 0.3, 0.0
+    for _ in range(steps):  # sup of the forward gap d(n + 1) = lambda d(n) + L_w Delta
+        d = lam * d + lw * delta
+    c = lp * (kss * d / delta + ksw)
+    e, total = sp_ * d, 0.0
+    for n in range(steps):
+        total += e
+        e = lam * e + c * delta * lam**n
+    beta = (lw * total + lp * (kws * d + kww * delta) / (1 - lam)) / delta
+    return gamma, beta
+
+
+@pytest.mark.parametrize("point", GENERAL_POINTS)
+@pytest.mark.parametrize("k", [1, 6])
+def test_general_gamma_and_beta_are_the_iterated_recursions_of_the_proofs(point, k):
+    """The rsolve-assembled constants, Chapter 6's printed ones and the numeric evaluation
+    all equal the recursions iterated by hand; Lemma 2's tail is divided by ``lambda^k``
+    only (the proof uses ``1 <= k``), so gamma does not depend on ``k``."""
+    gamma, beta = _general_constants_by_iteration(point, k)
+    names = ("lambda", "L_w", "B_s", "L_p", "S_p", "K_ss", "K_sw", "K_ws", "K_ww")
+    values = dict(zip(names, point, strict=True))
+    numeric = gl.general_constants_numeric(values)
+    assert numeric == pytest.approx((gamma, beta), rel=1e-9)
+    symbols = {str(s): s for s in gl.stated_gamma().free_symbols | gl.stated_beta().free_symbols}
+    substitution = {symbols[name]: value for name, value in values.items()}
+    assert float(gl.stated_gamma().subs(substitution)) == pytest.approx(gamma, rel=1e-9)
+    assert float(gl.stated_beta().subs(substitution)) == pytest.approx(beta, rel=1e-9)
+    derived = {str(s): s for s in gl.general_gamma().free_symbols | gl.general_beta().free_symbols}
+    assert set(derived) == set(names)
+    at = {derived[name]: value for name, value in values.items()}
+    assert float(gl.general_gamma().subs(at)) == pytest.approx(gamma, rel=1e-9)
+    assert float(gl.general_beta().subs(at)) == pytest.approx(beta, rel=1e-9)
+
+
+def test_rnn_constants_are_the_sups_of_a_scaled_tanh_units_derivatives():
+    """``rnn_constants`` for ``rho = s tanh`` (``L_rho = s = 0.5``, ``L2_rho = s max|tanh''|``)
+    and ``w = lambda / L_rho``, against the sups over a grid of pre-activations ``a`` and
+    directions of ``z = (h, x)`` (``||z|| = B_z``) of the derivatives of
+    ``phi = rho(w h + u x)``: ``|d2 phi / dh2| = |rho''| w^2`` (K_ss), ``||d_w phi|| =
+    |rho'| ||z||`` (L_w), ``||d2 phi / dw2|| = |rho''| ||z||^2`` (K_ww), and
+    ``||d/dw (rho' w)|| = ||rho'' w z + rho' e_1||`` (K_sw = K_ws, below its bound by the
+    triangle inequality, reached to 90 %)."""
+    s, lam, bh, bx = 0.5, 0.7, 2.0, 1.5
+    a = np.linspace(-4.0, 4.0, 40_001)
+    first = s * (1 - np.tanh(a) ** 2)
+    second = s * np.abs(-2 * np.tanh(a) * (1 - np.tanh(a) ** 2))
+    l2 = float(second.max())
+    w, bz = lam / s, math.hypot(bh, bx)
+    values = {la.L_rho: s, la.L2_rho: l2, la.lam: lam, la.Bh: bh, la.Bz: bz}
+    constants = {name: float(value.subs(values)) for name, value in gl.rnn_constants().items()}
+    assert constants[gl.B_s] == pytest.approx(bh, rel=1e-14)
+    assert constants[gl.K_ss] == pytest.approx(l2 * w**2, rel=1e-12)
+    assert constants[gl.L_w] == pytest.approx(float(first.max()) * bz, rel=1e-12)
+    assert constants[gl.K_ww] == pytest.approx(l2 * bz**2, rel=1e-12)
+    assert constants[gl.K_sw] == constants[gl.K_ws]
+    angles = np.linspace(0.0, 2 * math.pi, 181)[:, None]
+    rho2 = -2 * s * np.tanh(a) * (1 - np.tanh(a) ** 2)
+    mixed = np.hypot(rho2 * w * bz * np.cos(angles) + first, rho2 * w * bz * np.sin(angles))
+    ratio = float(mixed.max()) / constants[gl.K_sw]
+    assert 0.9 < ratio <= 1 + 1e-12
+    assert constants[gl.K_sw] == pytest.approx(s + l2 * lam * bz / s, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- stability
+
+
+@pytest.mark.parametrize(
+    ("activation", "l_rho"), [("tanh", 1.0), ("sigmoid", 0.25), ("relu", 1.0), ("identity", 1.0)]
+)
+def test_contraction_constant_by_hand(activation, l_rho):
+    """``W = [[0, 2], [0.5, 0]]`` has singular values 2 and 0.5: ``lambda = 2 L_rho``."""
+    if activation == "identity":
+        model = LinearRNN(1, 2, dtype=torch.float64)
+    else:
+        model = VanillaRNN(1, 2, activation=activation, dtype=torch.float64)
+    with torch.no_grad():
+        model.weight_hh.copy_(torch.tensor([[0.0, 2.0], [0.5, 0.0]], dtype=torch.float64))
+    assert contraction_constant(model) == pytest.approx(2.0 * l_rho, rel=1e-14)
+
+
+def _vanilla_step(model: VanillaRNN, h: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``rho(W h + U x)`` in numpy for a bias-free tanh or linear RNN."""
+    a = h @ model.weight_hh.detach().numpy().T + x @ model.weight_ih.detach().numpy().T
+    return np.tanh(a) if model.activation == "tanh" else a
+
+
+@pytest.mark.parametrize(("num_pairs", "scale"), [(40, 1.0), (3, 0.2), (1, 2.0)])
+def test_empirical_lipschitz_is_the_largest_ratio_of_its_draws(num_pairs, scale):
+    """The same draws (``num_pairs // N`` pairs per input row, ``N(0, scale^2)`` states)
+    redone with numpy; on ``W = diag(0.5, 0.2)`` (linear) every ratio is in [0.2, 0.5]."""
+    model = random_vanilla_rnn(2, 3, 0.8, "tanh", generator=torch.Generator().manual_seed(1))
+    inputs = torch.randn(4, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    got = empirical_lipschitz(
+        model, inputs, num_pairs, scale, generator=torch.Generator().manual_seed(3)
+    )
+    g = torch.Generator().manual_seed(3)
+    x = inputs.repeat(max(1, num_pairs // 4), 1).numpy()
+    h = (torch.randn(x.shape[0], 3, generator=g, dtype=torch.float64) * scale).numpy()
+    h2 = (torch.randn(x.shape[0], 3, generator=g, dtype=torch.float64) * scale).numpy()
+    gaps = np.linalg.norm(_vanilla_step(model, h, x) - _vanilla_step(model, h2, x), axis=1)
+    assert got == pytest.approx(float((gaps / np.linalg.norm(h - h2, axis=1)).max()), rel=1e-12)
+    assert 0 < got <= 0.8 + 1e-12
+    linear = LinearRNN(2, 2, dtype=torch.float64)
+    with torch.no_grad():
+        linear.weight_hh.copy_(torch.diag(torch.tensor([0.5, 0.2], dtype=torch.float64)))
+    ratio = empirical_lipschitz(linear, inputs, 400, generator=torch.Generator().manual_seed(4))
+    assert 0.45 < ratio <= 0.5 + 1e-12
+
+
+def _numpy_lstm_step(model: LSTMMap, state: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``c' = i z + f c``, ``h' = o tanh(c')`` in numpy, gates stacked ``(i, f, z, o)``."""
+    H = model.hidden_size
+    c, h = state[:, :H], state[:, H:]
+    pre = (
+        h @ model.weight_hh.detach().numpy().T
+        + x @ model.weight_ih.detach().numpy().T
+        + model.bias.detach().numpy()
+    )
+    i, f, z, o = (pre[:, n * H : (n + 1) * H] for n in range(4))
+    sigmoid = 1 / (1 + np.exp(-np.stack([i, f, o])))
+    c_next = sigmoid[0] * np.tanh(z) + sigmoid[1] * c
+    return np.concatenate([c_next, sigmoid[2] * np.tanh(c_next)], axis=1)
+
+
+@pytest.mark.parametrize("norm", ["certificate", "euclidean"])
+def test_pair_lipschitz_is_the_largest_ratio_of_its_pairs(norm):
+    """The pairs (independent points of the box, then nudged copies clipped to it) drawn
+    again from the same seed; the steps and the norms ``max(||c||_inf / v_c,
+    ||h||_inf / v_h)`` (or Euclidean) in numpy."""
+    model = ls.random_stable_lstm(2, 3, 0.8, 1.0, generator=torch.Generator().manual_seed(5))
+    got = ls.pair_lipschitz(
+        model, 1.0, 30, torch.Generator().manual_seed(6), norm=norm, relative_step=0.01
+    )
+    g = torch.Generator().manual_seed(6)
+    states, x = ls.sample_box_states(model, 1.0, 30, g)
+    others, _ = ls.sample_box_states(model, 1.0, 30, g)
+    n = min(len(states), len(others))
+    states, x, others = states[:n].numpy(), x[:n].numpy(), others[:n].numpy().copy()
+    certificate = ls.lstm_certificate(model, 1.0)
+    limit = np.concatenate([np.minimum(certificate.cell_bound.numpy(), 50.0), np.ones(3)])
+    noise = 2 * torch.rand(states[n // 2 :].shape, generator=g, dtype=torch.float64) - 1
+    others[n // 2 :] = np.clip(states[n // 2 :] + 0.01 * limit * noise.numpy(), -limit, limit)
+    v_c, v_h = certificate.weights
+
+    def measure(s: np.ndarray) -> np.ndarray:
+        if norm == "euclidean":
+            return np.linalg.norm(s, axis=1)
+        return np.maximum(np.abs(s[:, :3]).max(1) / v_c, np.abs(s[:, 3:]).max(1) / v_h)
+
+    gaps = measure(_numpy_lstm_step(model, states, x) - _numpy_lstm_step(model, others, x))
+    expected = float((gaps / measure(states - others)).max())
+    assert got == pytest.approx(expected, rel=1e-10)
+    if norm == "certificate":
+        assert 0 < got <= certificate.lam + 1e-12
+
+
+def test_authors_constants_constraint_is_the_papers_constants_with_its_hand_lambda():
+    """Row sums ``(0.395, 0.155, 0.099, 0.395)``, ``||U_f||_inf <= 0.25``, forget bias
+    ``<= 0`` and every other part free; with ``||x||_inf <= 1`` the free gates reach 1,
+    ``F = sigmoid(0.155 + 0.25)``, ``C = 1 / (1 - F)``,
+    ``a = 0.395 / 4 + 0.099 + 0.155 C / 4``, ``g = a + 0.395 tanh(C) / 4`` and
+    ``lambda = rho([[F, a], [F, g]]) = 0.9290`` (the number Chapters 6-7 quote)."""
+    constraint = ls.authors_constants_constraint()
+    assert constraint.recurrent_radius == {"i": 0.395, "f": 0.155, "z": 0.099, "o": 0.395}
+    assert constraint.input_radius == {"i": math.inf, "f": 0.25, "z": math.inf, "o": math.inf}
+    assert constraint.bias_max == {"i": math.inf, "f": 0.0, "z": math.inf, "o": math.inf}
+    for forget_bias, bound in ((0.0, 1.0), (-1.5, 0.5), (0.7, 2.0)):
+        forget = 1 / (1 + math.exp(-(forget_bias + 0.155 + 0.25 * bound)))
+        cell = 1 / (1 - forget)
+        a = 0.395 / 4 + 0.099 + 0.155 * cell / 4
+        g = a + 0.395 * math.tanh(cell) / 4
+        rho = (forget + g + math.sqrt((forget - g) ** 2 + 4 * a * forget)) / 2
+        got = ls.authors_constants_constraint(forget_bias).contraction_bound(bound)
+        assert got == pytest.approx(rho, rel=1e-12)
+    assert ls.authors_constants_constraint().contraction_bound(1.0) == pytest.approx(
+        0.9290, abs=5e-5
+    )
+
+
+@pytest.mark.parametrize(
+    "sums",
+    [dict(ls.AUTHORS_RECURRENT_SCALES), {"i": 0.2, "f": 0.3, "z": 0.1, "o": 0.6}],
+)
+def test_forget_gate_threshold_solves_the_characteristic_equation(sums):
+    """``rho([[F, a], [F, g]]) = 1`` iff ``(1 - F)(1 - g) = a F`` (with ``F, g < 1``), where
+    ``C = 1 / (1 - F)``, ``a = ||W_i|| / 4 + ||W_z|| + C ||W_f|| / 4``,
+    ``g = a + ||W_o|| tanh(C) / 4``: the returned ``F`` is a root, by hand (to 1e-7: the
+    library builds ``M`` with ``torch.tensor``'s default float32)."""
+
+    def residual(forget: float) -> float:
+        cell = 1 / (1 - forget)
+        a = sums["i"] / 4 + sums["z"] + cell * sums["f"] / 4
+        g = a + sums["o"] * math.tanh(cell) / 4
+        return (1 - forget) * (1 - g) - a * forget
+
+    threshold = ls.forget_gate_threshold(sums)
+    assert 0 < threshold < 1
+    assert residual(threshold) == pytest.approx(0.0, abs=1e-7)
+    assert residual(threshold - 1e-5) > 0 > residual(threshold + 1e-5)
+
+
+def test_diagonal_certificate_certifies_exactly_below_one():
+    def certificate(lam: float) -> ds.DiagonalCertificate:
+        return ds.DiagonalCertificate(torch.ones(2), lam, 2.0, 0.5, 1.0)
+
+    assert certificate(1 - 1e-12).certifies
+    assert not certificate(1.0).certifies
+    assert not certificate(1.5).certifies
+
+
+# ----------------------------------------------------------------------------- WikiText-2
+
+
+def test_end_of_epoch_certificate_against_a_numpy_svd():
+    """Layer 0 moved by half the slack stays; layer 1 moved by 1e-3 is re-projected: the
+    norms before and after are numpy's largest singular values in float64."""
+    torch.manual_seed(0)
+    model = lm.WordLanguageModel("rnn", 30, 8, 8, num_layers=2, stable=True)
+    lm.project_stable_(model)
+    with torch.no_grad():
+        model.rnn.weight_hh_l0.mul_(1 + 0.5 * lm.CERTIFICATE_SLACK)
+        model.rnn.weight_hh_l1.mul_(1.001)
+    before = [
+        float(np.linalg.norm(getattr(model.rnn, f"weight_hh_l{n}").detach().double().numpy(), 2))
+        for n in range(2)
+    ]
+    kept = model.rnn.weight_hh_l0.detach().clone()
+    certificate = lm.certify_stable_rnn_(model)
+    assert certificate["norms"] == pytest.approx(before, rel=1e-12)
+    assert before[0] <= 1 + lm.CERTIFICATE_SLACK < before[1]
+    assert certificate["reprojected_layers"] == [1]
+    after = float(np.linalg.norm(model.rnn.weight_hh_l1.detach().double().numpy(), 2))
+    assert certificate["norms_after"] == pytest.approx([before[0], after], rel=1e-12)
+    assert after == pytest.approx(1.0, abs=1e-6)
+    assert torch.equal(model.rnn.weight_hh_l0.detach(), kept)
+
+
+def test_iterative_projection_tolerance_and_float64_norms_by_hand():
+    """``(||W||_F + r sqrt(min(m, n))) 1.5^-k``: ``diag(3, 4)`` has ``||W||_F = 5``; a
+    ``2 x 3`` matrix counts ``min(m, n) = 2``; the float64 norms are numpy's."""
+    square = torch.diag(torch.tensor([3.0, 4.0], dtype=torch.float64))
+    wide = torch.tensor([[3.0, 0.0, 0.0], [0.0, 0.0, 4.0]], dtype=torch.float32)
+    for k in (0, 1, 20):
+        expected = (5.0 + 2.0 * math.sqrt(2)) * 1.5 ** (-k)
+        for matrix in (square, wide):
+            got = float(iterative_projection_error_bound(matrix, 2.0, k))
+            assert got == pytest.approx(expected, rel=1e-12)
+    default = iterative_projection_error_bound(torch.stack([square, 2 * square]))
+    assert default.tolist() == pytest.approx(
+        [(f + math.sqrt(2)) * 1.5 ** (-SIGN_ITERATIONS) for f in (5.0, 10.0)], rel=1e-12
+    )
+    batch = torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(8))
+    expected = [np.linalg.norm(m.double().numpy(), 2) for m in batch]
+    assert spectral_norms_float64(batch).tolist() == pytest.approx(expected, rel=1e-12)
+    assert spectral_norms_float64(batch).dtype == torch.float64
