@@ -995,3 +995,39 @@ def test_iterative_projection_tolerance_and_float64_norms_by_hand():
     expected = [np.linalg.norm(m.double().numpy(), 2) for m in batch]
     assert spectral_norms_float64(batch).tolist() == pytest.approx(expected, rel=1e-12)
     assert spectral_norms_float64(batch).dtype == torch.float64
+
+
+def test_fixed_point_spectral_radius_of_the_bistable_unit_by_hand():
+    """``h' = tanh(2 h + x)``, ``x = 0``: at ``h* = tanh(2 h*)`` the residual is 0 and the
+    radius is ``2 (1 - h*^2)`` (below 1: attracting); at 0 it is 2 (repelling); away from a
+    fixed point the residual is ``|tanh(2 h) - h|``."""
+    from stablernn_lib.theory.necessity import attracting_fixed_point, bistable_rnn
+
+    model = bistable_rnn()
+    point = attracting_fixed_point(2.0)
+    zero = torch.zeros(1, dtype=torch.float64)
+    residual, radius = ev.fixed_point_spectral_radius(model, zero + point, zero)
+    assert residual == pytest.approx(0.0, abs=1e-12)
+    assert radius == pytest.approx(2.0 * (1 - point**2), rel=1e-10)
+    assert ev.fixed_point_spectral_radius(model, zero, zero) == (0.0, pytest.approx(2.0))
+    residual, radius = ev.fixed_point_spectral_radius(model, zero + 0.3, zero)
+    assert residual == pytest.approx(abs(math.tanh(0.6) - 0.3), rel=1e-12)
+    assert radius == pytest.approx(2.0 * (1 - math.tanh(0.6) ** 2), rel=1e-12)
+
+
+@pytest.mark.parametrize(("lam", "bound"), [(0.8, 1.0), (0.95, 0.5)])
+def test_stable_lstm_constraint_solves_the_hand_equation(lam, bound):
+    """The authors' shape scaled by ``t``: free gates at 1, ``F = sigmoid(0.155 t + 0.25 B)``,
+    ``C = 1 / (1 - F)``, ``a = t (0.395 / 4 + 0.099 + 0.155 C / 4)``,
+    ``g = a + 0.395 t tanh(C) / 4``; the returned radii are ``t`` times the authors' and
+    ``rho([[F, a], [F, g]]) = lam`` by hand."""
+    constraint = ls.stable_lstm_constraint(lam, bound)
+    t = constraint.recurrent_radius["f"] / 0.155
+    for gate, scale in ls.AUTHORS_RECURRENT_SCALES.items():
+        assert constraint.recurrent_radius[gate] == pytest.approx(t * scale, rel=1e-12)
+    forget = 1 / (1 + math.exp(-(0.155 * t + 0.25 * bound)))
+    cell = 1 / (1 - forget)
+    a = t * (0.395 / 4 + 0.099 + 0.155 * cell / 4)
+    g = a + 0.395 * t * math.tanh(cell) / 4
+    rho = (forget + g + math.sqrt((forget - g) ** 2 + 4 * a * forget)) / 2
+    assert rho == pytest.approx(lam, rel=1e-9)
