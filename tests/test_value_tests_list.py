@@ -1,6 +1,6 @@
 """``data/results/value_tests.md`` keeps its promise: every test it names exists, every row
 names a function that exists, and no bound, constant or certificate of a mutated module is
-left out.
+left out, and each function of a mutated module is pinned by a test that mutmut runs.
 
 The rule for "left out": a public function (no leading underscore) at the top level of a
 module in ``[tool.mutmut] only_mutate`` (``pyproject.toml``), or a public method or property
@@ -95,14 +95,18 @@ def _test_names(path: Path) -> set[str]:
     }
 
 
-def _mutated_modules() -> list[str]:
+def _mutmut_config() -> dict:
+    """``[tool.mutmut]`` of ``pyproject.toml``."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    modules = config["tool"]["mutmut"]["only_mutate"]
-    return [module.removeprefix("stablernn_lib/") for module in modules]
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+
+
+def _mutated_modules() -> list[str]:
+    """The ``only_mutate`` modules as paths under ``stablernn_lib/``."""
+    return [module.removeprefix("stablernn_lib/") for module in _mutmut_config()["only_mutate"]]
 
 
 def test_every_row_has_five_cells_a_real_function_and_at_least_one_test():
@@ -161,3 +165,15 @@ def test_the_rule_catches_the_known_bounds_and_exempts_the_renderers():
                  "bound_tables", "truncated_states", "project_stable_",
                  "stable_lstm_constraint"):  # fmt: skip
         assert not _caught(name), name
+
+
+def test_every_mutated_function_is_pinned_by_a_test_that_mutmut_runs():
+    """A value test kills a mutant only if it is in ``pytest_add_cli_args_test_selection``."""
+    selection = set(_mutmut_config()["pytest_add_cli_args_test_selection"])
+    mutated = set(_mutated_modules())
+    unpinned = [
+        f"{row[0]}::{row[1]}"
+        for row in _rows()
+        if row[0] in mutated and not {file for file, _ in TEST_ID.findall(row[3])} & selection
+    ]
+    assert not unpinned, f"no value test of these runs under mutmut: {unpinned}"
