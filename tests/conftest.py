@@ -148,4 +148,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         def _split_scope(self, nodeid: str) -> str:
             return _scope(str(root / nodeid.split("::", 1)[0]))
 
+        def _assign_work_unit(self, node) -> None:  # noqa: ANN001 (xdist's WorkerController)
+            # the book first, to the first worker: the longest chain starts at once
+            if "book" in self.workqueue:
+                self.workqueue.move_to_end("book", last=False)
+            super()._assign_work_unit(node)
+
     return BookOnOneWorker(config, log)
+
+
+# How much the workers without the book yield the CPU to it (``nice`` increment).
+OTHER_WORKERS_NICE = 5
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a pytest-xdist worker that runs no book test, lower the priority once.
+
+    The book's chain (notebooks, build, browser visits) is the longest on one worker; the
+    other workers keep the cores busy where that chain leaves them idle, instead of
+    stretching it. The first worker gets the book first (``BookOnOneWorker``), so a worker
+    lowered here never runs it afterwards.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ or _scope(str(item.path)) == "book":
+        return
+    if not getattr(pytest_runtest_setup, "lowered", False):
+        os.nice(OTHER_WORKERS_NICE)
+        pytest_runtest_setup.lowered = True  # type: ignore[attr-defined]

@@ -1,6 +1,6 @@
 """Every Colab notebook says what its page on the student site says.
 
-The figures, their numbers and captions are compared in ``test_colab_notebooks.py``; here
+The figures, their numbers and captions are compared at the end of this file; first
 the prose: each Markdown cell of a Colab notebook (``_sources/*.ipynb`` of the built site,
 the notebook the Colab and download buttons hand out), read as Colab renders it, must
 appear word for word, in one piece, in the text of its page (the section numbers of the
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from colab_figures import colab_figures, site_figures
 from markdown_it import MarkdownIt
 
 from stablernn_lib.book import colab
@@ -113,3 +114,51 @@ def test_every_colab_notebook_holds_the_text_of_its_page():
             problems[docname] = missing[:3]
     assert not problems, "\n".join(f"{doc}: {cells}" for doc, cells in problems.items())
     assert compared >= 200  # not vacuous: every chapter has dozens of Markdown cells
+
+
+# --- figures: the Colab notebooks number and caption them as the site does -----------------
+
+
+@pytest.mark.slow
+@pytest.mark.book
+def test_colab_figures_match_the_site_after_a_default_mode_run():
+    """Chapter by chapter, the figure numbers and captions of the student site and of the Colab
+    notebooks it hands out (``_sources/``), with the outputs of the site's own default-mode
+    run (the Colab notebooks hold the same code cells, so a run gives the same outputs)."""
+    from book_support import BUILD_DIR, CACHE_DIR, HTML_DIR, STUDENT_DIR, build_book
+    from jupyter_cache import get_cache
+
+    assert build_book().returncode == 0
+    executed = BUILD_DIR / "jupyter_execute"
+    cache = get_cache(str(CACHE_DIR))
+    macros = colab.book_macros(colab.read_config(BUILD_DIR.parent))
+    compared = 0
+    for docname in colab.notebook_docnames(STUDENT_DIR):
+        notebook = nbformat.read(HTML_DIR / "_sources" / f"{docname}.ipynb", as_version=4)
+        # the run's outputs: from the notebook cache the build read (a chapter), else from the
+        # build's own executed copy (a homework notebook, run by the build itself)
+        try:
+            _, run = cache.merge_match_into_notebook(
+                nbformat.read(STUDENT_DIR / f"{docname}.ipynb", as_version=4)
+            )
+        except KeyError:
+            run = nbformat.read(executed / f"{docname}.ipynb", as_version=4)
+        sources = {cell.id: cell.source for cell in run.cells}
+        for cell in notebook.cells:
+            if cell.cell_type == "code" and "colab-setup" not in cell.metadata.get("tags", []):
+                assert sources.get(cell.id) == cell.source, f"{docname}: cell {cell.id} differs"
+        site = site_figures(HTML_DIR / f"{docname}.html")
+        assert colab_figures(notebook, run) == site, docname
+        compared += len(site)
+        # outputs reach Colab too (a student's own run): no book macro in them
+        shown = [
+            text
+            for cell in run.cells
+            if cell.cell_type == "code"
+            for output in cell.outputs
+            for kind, text in output.get("data", {}).items()
+            if kind in ("text/markdown", "text/latex", "text/html")
+        ]
+        with_macros = [t for t in map(str, shown) if colab.expand_macros(t, macros) != t]
+        assert not with_macros, f"{docname}: a book macro in an output: {with_macros[:1]}"
+    assert compared >= 20  # not vacuous: Chapters 1 to 9 draw figures

@@ -130,7 +130,8 @@ def test_the_built_page_check_finds_missing_and_wrong_marks(tmp_path):
     pages = {
         "good.html": f"<h2>8.5. Section</h2><p>RNN {good}.</p>"
         '<figcaption><p><span class="caption-number">Fig. 8.5 </span>A figure.</p></figcaption>'
-        '<div class="cell_output"><pre>143.5 †</pre></div><nav>8.9 Next</nav>',
+        '<div class="cell_output"><pre>143.5 †</pre></div><nav>8.9 Next</nav>'
+        '<div class="notebook-times"><table><tr><td><p>8.9</p></td></tr></table></div>',
         "wrong_mark.html": good.replace(">✓<", ">†<"),
         "no_tooltip.html": good.replace(html.escape(checked.provenance), ""),
         "bare.html": "<p>The stable LSTM reaches 94.6 in the paper.</p>",

@@ -299,6 +299,9 @@ class _PageText(HTMLParser):
 
     # code, navigation, headings and links carry section numbers such as "8.5", not claims
     SKIPPED = {"script", "style", "pre", "nav", "a", "h1", "h2", "h3", "h4", "h5", "h6"}
+    # cell outputs, figure numbers, and the measured notebook times of the instructor page
+    # (seconds that can equal a paper number, e.g. 8.9)
+    SKIPPED_CLASSES = {"cell_output", "caption-number", "notebook-times"}
     VOID = {"br", "img", "hr", "meta", "link", "input", "wbr", "source", "col", "area"}
 
     def __init__(self) -> None:
@@ -319,7 +322,7 @@ class _PageText(HTMLParser):
             return
         attributes = dict(attrs)
         classes = (attributes.get("class") or "").split()
-        skipped = tag in self.SKIPPED or bool({"cell_output", "caption-number"} & set(classes))
+        skipped = tag in self.SKIPPED or bool(self.SKIPPED_CLASSES & set(classes))
         claim = tag == "span" and "paper-claim" in classes
         if claim:
             self.claims.append(["", "", ""])
