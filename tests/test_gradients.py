@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import matplotlib
 import pytest
@@ -511,3 +512,11 @@ def test_clipping_experiment_defaults_match_gradient_descent_written_out():
         with torch.no_grad():
             for p, g in zip(params, grads, strict=True):
                 p.sub_(0.5 * g * min(1.0, 1.0 / norm))
+
+
+@pytest.mark.parametrize("shape", [(3, 1), (1, 3), (3,), (2, 2, 2)])
+def test_vanilla_rnn_with_weight_refuses_a_matrix_that_is_not_square(shape):
+    with pytest.raises(
+        ValueError, match=r"square \(H, H\) matrix, got shape " + re.escape(str(shape))
+    ):
+        gradients.vanilla_rnn_with_weight(torch.zeros(shape))

@@ -193,6 +193,10 @@ def vanilla_rnn_with_weight(
 ) -> VanillaRNN:
     """A :class:`VanillaRNN` with the given ``W`` and ``U`` = identity (``input_size=None``)
     or Gaussian ``N(0, 1/H)`` of shape ``(H, input_size)``; optional bias ``(H,)``."""
+    if weight_hh.dim() != 2 or weight_hh.shape[0] != weight_hh.shape[1]:
+        raise ValueError(
+            f"weight_hh must be a square (H, H) matrix, got shape {tuple(weight_hh.shape)}"
+        )
     hidden_size = weight_hh.shape[0]
     size = hidden_size if input_size is None else input_size
     model = VanillaRNN(size, hidden_size, activation, bias=bias is not None, dtype=weight_hh.dtype)
