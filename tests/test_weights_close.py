@@ -413,3 +413,63 @@ def test_widget_grid_runs_each_lambda_and_schedule():
     # a larger lambda keeps more of the past: the truncated weights move further away
     final = {key: units[0]["final_distance"] for key, units in grid.items()}
     assert final[(0.9, "decay")] > final[(0.5, "decay")]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"lam": 0.0}, r"lam must lie in \(0, 1\) for a stable model, got 0.0"),
+        ({"lam": 1.0}, r"lam must lie in \(0, 1\) for a stable model, got 1.0"),
+        ({"ks": ()}, r"ks must be a non-empty tuple of contexts >= 1, got \(\)"),
+        ({"ks": (0, 2)}, r"ks must be a non-empty tuple of contexts >= 1, got \(0, 2\)"),
+        ({"schedules": ("cosine",)}, "schedule"),
+        ({"activations": ("relu",)}, "relu"),
+    ],
+)
+def test_a_config_outside_the_theorem_is_refused(change, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(SMOKE, **change)
+
+
+def test_defaults_of_the_loaders_and_the_widget(monkeypatch, tmp_path):
+    # load_results reads the "full" config by default, and its summary and units
+    full = wc.load_results(wc.COMMITTED_RESULTS)
+    assert full["summary"]["config"]["name"] == "full" and len(full["units"]) == 72
+    assert set(full) == {"summary", "units"}
+    # full mode recomputes (resumably) into the rerun folder: here a stand-in run
+    calls = []
+    monkeypatch.setattr(wc, "run_figure1", lambda *args, **kw: calls.append(args) or "ran")
+    assert wc.full_results("full") == "ran" and calls == [("full", wc.RERUN_RESULTS)]
+    # the widget runs the smoke config for seed 0 by default
+    seen = []
+
+    def fake_group(config, activation, schedule, seed, ks, lam):
+        seen.append((config.name, activation, schedule, seed, tuple(ks), lam))
+        return []
+
+    monkeypatch.setattr(wc, "run_group", fake_group)
+    wc.widget_grid(lams=(0.5,), ks=(1,))
+    assert seen == [("smoke", "tanh", s, 0, (1,), 0.5) for s in SMOKE.schedules]
+
+
+def test_ratios_refuse_curves_of_different_lengths_and_a_report_skips_a_still_key():
+    with pytest.raises(ValueError, match="zip"):
+        wc._max_ratio([1.0, 2.0, 3.0], [0.0, 0.0])
+    # a seed that has a bound but no run is not a seed of the ratio
+    runs = {0: {"distance": [1.0, 1.0]}}
+    bounds = {0: {"b": [0.0, 0.0]}, 1: {"b": [0.0, -5.0]}}
+    assert wc._worst(runs, bounds, "b") == pytest.approx(1.0)
+    rng = np.random.default_rng(3)
+    units = [
+        _unit("tanh", schedule, 0, k, rng) for schedule in ("decay", "constant") for k in (1, 3)
+    ]
+    for schedule in ("decay", "constant"):  # k = 2 never moved: skipped, the loop goes on
+        units.append(_unit("tanh", schedule, 0, 2, rng) | {"final_distance": 0.0})
+    assert [row["k"] for row in wc.bound_report(units)] == [1, 3]
+
+
+def test_a_run_shows_its_progress_by_default(smoke_dir, capsys):
+    wc.run_figure1(SMOKE, smoke_dir)  # every unit resumed: nothing recomputed
+    bar = capsys.readouterr().err
+    total = len(SMOKE.activations) * len(SMOKE.schedules) * len(SMOKE.seeds) * len(SMOKE.ks)
+    assert "figure1 smoke" in bar and f"{total}/{total}" in bar
