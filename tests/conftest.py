@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from tqdm import tqdm
 
 # The unit tests run many tiny float64 operations: one thread is faster than two there.
 torch.set_num_threads(1)
+# No tqdm monitor thread: mutmut forks each mutant's run from a process that has run the
+# tests, and a fork taken while that thread holds tqdm's lock hangs the child's first bar.
+tqdm.monitor_interval = 0
 
 
 @pytest.fixture
