@@ -194,3 +194,178 @@ def test_lstm_constraint_choices_and_their_sets() -> None:
             sums = blocks[gate].abs().sum(dim=0)
             assert torch.allclose(sums, torch.full_like(sums, c), rtol=1e-5), (layer, gate)
     assert model.encoder.weight.abs().max() <= 1.0
+
+
+def test_defaults_and_dropout_between_layers() -> None:
+    """The defaults the chapters and tasks rely on, and dropout only between layers."""
+    torch.manual_seed(0)
+    model = WordLanguageModel("rnn", 30, 6, 8)
+    assert model.num_layers == 2 and model.projected_layers == 2
+    assert model.stable is False and model.output == "softmax"
+    assert model.input_bound == 1.0 and model.lstm_constraint == "course"
+    assert model.drop.p == 0.2 and model.rnn.dropout == 0.2
+    assert model.rnn.nonlinearity == "tanh"
+    assert WordLanguageModel("rnn", 30, 6, 8, stable=True).stable is True
+    for cell in ("rnn", "lstm"):
+        torch.manual_seed(0)
+        two = WordLanguageModel(cell, 30, 6, 8, 2, dropout=0.3)
+        assert two.rnn.dropout == 0.3 and two.drop.p == 0.3
+        one = WordLanguageModel(cell, 30, 6, 8, 1, dropout=0.3)
+        assert one.rnn.dropout == 0.0 and one.drop.p == 0.3
+        # every layer may be projected
+        assert WordLanguageModel(cell, 30, 6, 8, 2, projected_layers=2).projected_layers == 2
+
+
+def test_initial_weights_are_uniform_in_a_tenth() -> None:
+    torch.manual_seed(0)
+    model = WordLanguageModel("rnn", 200, 20, 20)
+    for weight in (model.encoder.weight, model.decoder.weight):
+        assert weight.min() >= -0.1 and weight.max() <= 0.1
+        assert weight.min() < -0.09 and weight.max() > 0.09  # the whole interval is used
+    assert torch.equal(model.decoder.bias, torch.zeros(200))
+
+
+@pytest.mark.parametrize(
+    ("sizes", "kwargs", "message"),
+    [
+        ((0, 6, 8, 2), {}, r"^vocab, embedding and hidden sizes and num_layers must be >= 1"),
+        ((30, 0, 8, 2), {}, r"^vocab, embedding and hidden sizes and num_layers must be >= 1"),
+        ((30, 6, 0, 2), {}, r"^vocab, embedding and hidden sizes and num_layers must be >= 1"),
+        ((30, 6, 8, 0), {}, r"^vocab, embedding and hidden sizes and num_layers must be >= 1"),
+        ((30, 6, 8, 2), {"dropout": 1.0}, r"dropout must be in \[0, 1\), got 1.0"),
+        ((30, 6, 8, 2), {"dropout": 1.5}, r"dropout must be in \[0, 1\), got 1.5"),
+        ((30, 6, 8, 2), {"output": "bogus"}, "unknown output 'bogus'"),
+    ],
+)
+def test_bad_arguments_are_rejected(
+    sizes: tuple[int, int, int, int], kwargs: dict, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        WordLanguageModel("rnn", *sizes, **kwargs)
+
+
+def test_unknown_lstm_constraint_names_the_choices() -> None:
+    with pytest.raises(ValueError, match="unknown lstm_constraint 'tight'") as error:
+        WordLanguageModel("lstm", 30, 6, 5, lstm_constraint="tight")
+    for choice in ("course", "free-forget", "free-forget-upper", "authors"):
+        assert repr(choice) in str(error.value)
+
+
+@pytest.mark.parametrize("cutoffs", [(0, 5), (5, 29), (5, 30), (5, 40)])
+def test_adaptive_cutoffs_outside_the_vocabulary_are_rejected(cutoffs: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match=rf"adaptive softmax cutoffs \({cutoffs[0]}, "):
+        WordLanguageModel("rnn", 30, 6, 8, output="adaptive", cutoffs=cutoffs)
+    # a plain softmax ignores the cutoffs
+    assert WordLanguageModel("rnn", 30, 6, 8, cutoffs=cutoffs).output == "softmax"
+
+
+def adaptive_log_probs(decoder: torch.nn.AdaptiveLogSoftmaxWithLoss, h: torch.Tensor):
+    """log p(w | h) over the whole vocabulary by hand, in float64: head softmax over the
+    shortlist and the cluster tokens, plus each cluster's tail softmax."""
+    h = h.double()
+    head = torch.log_softmax(h @ decoder.head.weight.double().T, dim=-1)
+    shortlist = decoder.cutoffs[0]
+    parts = [head[:, :shortlist]]
+    for n, tail in enumerate(decoder.tail):
+        logits = h @ tail[0].weight.double().T @ tail[1].weight.double().T
+        parts.append(head[:, shortlist + n, None] + torch.log_softmax(logits, dim=-1))
+    return torch.cat(parts, dim=-1)
+
+
+def test_adaptive_decoder_is_built_from_the_arguments() -> None:
+    torch.manual_seed(0)
+    model = WordLanguageModel("rnn", 30, 6, 32, output="adaptive", cutoffs=(15, 5))
+    decoder = model.decoder
+    assert isinstance(decoder, torch.nn.AdaptiveLogSoftmaxWithLoss)
+    assert decoder.in_features == 32 and decoder.n_classes == 30
+    assert decoder.cutoffs == [5, 15, 30] and decoder.div_value == 4.0  # the default
+    assert [tail[0].out_features for tail in decoder.tail] == [8, 2]  # 32 / 4, 32 / 16
+    model = WordLanguageModel("rnn", 30, 6, 32, output="adaptive", cutoffs=(5, 15), div_value=2)
+    assert model.decoder.div_value == 2 and model.decoder.tail[1][0].out_features == 8
+    # the extreme cutoffs: 1, a single cutoff, vocabulary size - 2
+    for cutoffs, expected in [((1, 5), [1, 5, 30]), ((5,), [5, 30]), ((5, 28), [5, 28, 30])]:
+        model = WordLanguageModel("rnn", 30, 6, 32, output="adaptive", cutoffs=cutoffs)
+        assert model.decoder.cutoffs == expected
+
+
+def test_adaptive_decode_and_token_nll_are_the_exact_log_probabilities() -> None:
+    torch.manual_seed(0)
+    model = WordLanguageModel(
+        "lstm", 30, 6, 12, 1, dropout=0.0, output="adaptive", cutoffs=(5, 15), div_value=2
+    ).eval()
+    outputs = torch.randn(3, 2, 12)  # T != B != H
+    expected = adaptive_log_probs(model.decoder, outputs.reshape(6, 12)).view(3, 2, 30)
+    with torch.no_grad():
+        decoded = model.decode(outputs)
+    assert decoded.shape == (3, 2, 30)
+    torch.testing.assert_close(decoded.double(), expected, atol=1e-5, rtol=1e-5)
+    targets = torch.tensor([[0, 7], [16, 29], [4, 14]])  # the head and both tails
+    with torch.no_grad():
+        nll = model.token_nll(outputs, targets)
+    assert nll.shape == (3, 2)
+    want = -expected.gather(-1, targets[..., None])[..., 0]
+    torch.testing.assert_close(nll.double(), want, atol=1e-5, rtol=1e-5)
+    assert (nll > 0).all()
+
+
+def test_spectral_solver_sends_small_cuda_stacks_to_the_host() -> None:
+    """The rule of :func:`spectral_solver`, read on stand-ins for CUDA tensors (only
+    ``is_cuda``, ``shape`` and ``device`` are read), so it is checked on any machine."""
+    from types import SimpleNamespace
+
+    from stablernn_lib.tasks.wikitext2.model import SMALL_MATRIX, spectral_solver
+
+    cuda = torch.device("cuda", 0)
+
+    def solver(*shape: int) -> tuple[torch.device, str]:
+        return spectral_solver(SimpleNamespace(is_cuda=True, shape=shape, device=cuda))
+
+    assert SMALL_MATRIX == 1024
+    assert solver(2, 200, 200) == (torch.device("cpu"), "eigh")
+    assert solver(3000, 1024, 1024) == (torch.device("cpu"), "eigh")  # many layers: still small
+    assert solver(2, 1025, 200) == (cuda, "svd")
+    assert solver(2, 200, 1025) == (cuda, "svd")
+    assert spectral_solver(torch.zeros(2, 3, 3)) == (torch.device("cpu"), "svd")
+
+
+def test_truncated_outputs_rejects_rows_outside_the_source() -> None:
+    model = tiny("rnn")
+    source = torch.randint(30, (12, 3))
+    with pytest.raises(ValueError, match="the context k must be >= 1, got 0"):
+        truncated_outputs(model, source, 0, 5, 0)
+    for start, length, rows in [
+        (-1, 2, "-1..0"),
+        (10, 5, "10..14"),
+        (3, 0, "3..2"),
+        (12, 1, "12..12"),
+    ]:
+        with pytest.raises(ValueError, match=rf"rows {rows} are outside a source of 12 rows"):
+            truncated_outputs(model, source, start, length, 3)
+    # the last row alone, and every row up to the end, are inside
+    assert truncated_outputs(model, source, 11, 1, 3).shape == (1, 3, 8)
+    assert truncated_outputs(model, source, 2, 10, 3).shape == (10, 3, 8)
+
+
+def test_truncated_outputs_of_piano_roll_frames() -> None:
+    """Sources with a feature axis ``(N, B, 88)`` (the music task) keep it in the windows."""
+    from stablernn_lib.tasks.jsb.train import MusicModel
+
+    torch.manual_seed(0)
+    model = MusicModel("rnn", hidden_size=5).eval()
+    source = (torch.rand(9, 2, 88) < 0.2).float()
+    k = 3
+    fast = truncated_outputs(model, source, 0, 9, k, max_window_tokens=4)
+    assert fast.shape == (9, 2, 5)
+    for t in range(9):
+        outputs, _ = model.recur(model.embed(source[max(0, t - k + 1) : t + 1]))
+        torch.testing.assert_close(fast[t], outputs[-1], atol=1e-6, rtol=1e-5)
+
+
+def test_perplexity_is_exp_of_the_loss_and_inf_past_700() -> None:
+    from stablernn_lib.tasks.wikitext2.model import perplexity
+
+    assert perplexity(math.log(20.0)) == pytest.approx(20.0, rel=1e-12)
+    assert perplexity(0.0) == 1.0
+    assert perplexity(699.0) == pytest.approx(math.exp(699.0), rel=1e-12)
+    for loss in (700.0, 700.5, 800.0, math.inf, math.nan):
+        assert perplexity(loss) == math.inf
