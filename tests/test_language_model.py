@@ -369,3 +369,23 @@ def test_perplexity_is_exp_of_the_loss_and_inf_past_700() -> None:
     assert perplexity(699.0) == pytest.approx(math.exp(699.0), rel=1e-12)
     for loss in (700.0, 700.5, 800.0, math.inf, math.nan):
         assert perplexity(loss) == math.inf
+
+
+def test_truncated_outputs_runs_at_most_max_window_tokens_at_once() -> None:
+    model = tiny("rnn")
+    source = torch.randint(30, (12, 2))
+    calls: list[tuple[int, ...]] = []
+    run = model.recur
+
+    def recording(inputs: torch.Tensor, state: object = None) -> tuple:
+        calls.append(tuple(inputs.shape))
+        return run(inputs, state)
+
+    model.recur = recording  # type: ignore[method-assign]
+    for cap, windows_per_call in [(5, 1), (4, 1), (9, 2), (1, 1)]:
+        calls.clear()
+        expected = truncated_outputs(tiny("rnn"), source, 4, 8, 4)
+        got = truncated_outputs(model, source, 4, 8, 4, max_window_tokens=cap)
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+        # 8 rows x 2 columns = 16 windows of k = 4 tokens, no prefix run (start >= k - 1)
+        assert calls == [(4, windows_per_call, 6)] * (16 // windows_per_call)
