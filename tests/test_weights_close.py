@@ -473,3 +473,63 @@ def test_a_run_shows_its_progress_by_default(smoke_dir, capsys):
     bar = capsys.readouterr().err
     total = len(SMOKE.activations) * len(SMOKE.schedules) * len(SMOKE.seeds) * len(SMOKE.ks)
     assert "figure1 smoke" in bar and f"{total}/{total}" in bar
+
+
+def test_an_instance_is_the_draws_of_its_seed_in_order():
+    """Teacher, start (U copied from the teacher, not trained), then inputs N(0, 1/D) and
+    targets = teacher's output + noise, all float64 from one generator, as written out here."""
+    from stablernn_lib.core.models import random_vanilla_rnn
+
+    config = dataclasses.replace(SMOKE, num_train=5, num_test=3, noise_std=0.5)
+    instance = wc.make_instance(config, "identity", seed=4, lam=0.6)
+    generator = torch.Generator().manual_seed(4)
+    sizes = (config.input_size, config.hidden_size)
+    teacher = random_vanilla_rnn(*sizes, 0.6, "identity", generator=generator)
+    start = random_vanilla_rnn(*sizes, 0.6, "identity", generator=generator)
+    expected = []
+    for num in (5, 3):
+        inputs = torch.randn((config.seq_len, num, config.input_size), generator=generator,
+                             dtype=torch.float64) / math.sqrt(config.input_size)  # fmt: skip
+        with torch.no_grad():
+            clean = teacher.output(teacher.run(inputs)[-1])
+        noise = torch.randn(clean.shape, generator=generator, dtype=torch.float64)
+        expected += [inputs, clean + 0.5 * noise]
+    got = [instance.train_inputs, instance.train_targets, instance.test_inputs]
+    got.append(instance.test_targets)
+    for value, reference in zip(got, expected, strict=True):
+        assert value.dtype == torch.float64
+        torch.testing.assert_close(value, reference, rtol=1e-12, atol=1e-12)
+    model = instance.start
+    assert model.activation == "identity" and instance.lam == 0.6
+    torch.testing.assert_close(model.weight_hh.detach(), start.weight_hh.detach())
+    torch.testing.assert_close(model.weight_ih.detach(), teacher.weight_ih.detach())
+    assert not model.weight_ih.requires_grad and model.weight_hh.requires_grad
+
+
+def test_the_training_loss_is_half_the_mean_squared_distance():
+    instance = wc.make_instance(SMOKE, "tanh", seed=1)
+    model, inputs, targets = instance.start, instance.train_inputs, instance.train_targets
+    for k in (None, 2):
+        predictions = wc.final_predictions(model, inputs, k).detach().numpy()
+        by_hand = np.mean(
+            [0.5 * np.sum((p - t) ** 2) for p, t in zip(predictions, targets.numpy(), strict=True)]
+        )
+        loss = wc.final_state_loss(model, inputs, targets, k).detach()
+        assert float(loss) == pytest.approx(by_hand)
+
+
+def test_record_points_and_rounded_values():
+    assert len(wc.record_steps(1000, 5)) <= 6 and wc.record_steps(1000, 5)[-1] == 1000
+    assert list(wc.record_steps(10, 3)) == [1, 3, 10]
+    assert wc._finite_or_none(1.23456789) == 1.23457
+    assert wc._finite_or_none(math.inf) is None and wc._finite_or_none(math.nan) is None
+
+
+def test_a_run_without_a_folder_computes_everything_and_shows_no_bar_when_asked(capsys):
+    config = dataclasses.replace(SMOKE, ks=(1, 2), num_steps=5, num_records=3)
+    results = wc.run_figure1(config, progress=False)
+    assert results["summary"]["units_computed"] == len(results["units"]) == 4
+    assert capsys.readouterr().err == ""
+    results = wc.run_figure1(config, resume=True)  # nothing to resume from without a folder
+    assert results["summary"]["units_computed"] == 4
+    assert "run/s" in capsys.readouterr().err  # the bar counts runs
