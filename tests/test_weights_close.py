@@ -533,3 +533,56 @@ def test_a_run_without_a_folder_computes_everything_and_shows_no_bar_when_asked(
     results = wc.run_figure1(config, resume=True)  # nothing to resume from without a folder
     assert results["summary"]["units_computed"] == 4
     assert "run/s" in capsys.readouterr().err  # the bar counts runs
+
+
+UNIT_KEYS = {
+    "config", "activation", "schedule", "k", "lam", "alpha", "num_steps", "steps", "distance",
+    "stepwise_log10", "empirical_log10", "theory_log10", "prop2_empirical_log10",
+    "prop2_theory_log10", "beta_hat", "gamma_hat", "gradient_gap_max", "lemma2_bound",
+    "theory", "final_distance", "max_distance", "train_loss_recurrent",
+    "train_loss_truncated", "theorem1",
+}  # fmt: skip
+
+
+def test_a_units_curves_are_its_bounds_recomputed_from_its_recorded_constants(smoke_units):
+    """Each unit's theory and empirical curves are the recurrence with its own constants
+    (Lemma 2's gap gamma k lambda^k, Lemma 3's beta; the measured maxima), read at its steps."""
+    for unit in smoke_units:
+        saved = {"seed", "compute_time_s", "provenance", "config_values"}  # added by run_group
+        assert set(unit) == UNIT_KEYS | saved and unit["config"] == "smoke"
+        steps = wc.step_sizes(unit["schedule"], unit["alpha"], unit["num_steps"])
+        at = np.array(unit["steps"])
+        k, lam = unit["k"], unit["lam"]
+        gap = unit["theory"]["gamma"] * k * lam**k
+        assert unit["lemma2_bound"] == pytest.approx(gap)
+        theory = wc.recurrence_bound_log10(steps, unit["theory"]["beta"], gap)[at]
+        np.testing.assert_allclose(unit["theory_log10"], theory, rtol=1e-5)
+        empirical = wc.recurrence_bound_log10(steps, unit["beta_hat"], unit["gradient_gap_max"])
+        np.testing.assert_allclose(unit["empirical_log10"], empirical[at], rtol=1e-5)
+        assert unit["gamma_hat"] == pytest.approx(unit["gradient_gap_max"] / (k * lam**k))
+        assert all(v is not None for v in unit["stepwise_log10"])
+        assert unit["final_distance"] == pytest.approx(unit["distance"][-1], rel=1e-5)
+        assert unit["max_distance"] >= max(unit["distance"]) * (1 - 1e-5)
+        # the losses are read before each recorded step's update: all of them measured
+        for name in ("train_loss_recurrent", "train_loss_truncated"):
+            assert len(unit[name]) == len(at) and all(v is not None for v in unit[name])
+
+
+def test_the_summary_table_reads_the_last_recorded_point_of_each_curve(smoke_units):
+    rows = wc.summary_table(smoke_units)
+    by_key = {(u["activation"], u["schedule"], u["seed"], u["k"]): u for u in smoke_units}
+    for row in rows:
+        unit = by_key[(row["activation"], row["schedule"], row["seed"], row["k"])]
+        for field, curve in (("stepwise_final", "stepwise_log10"),
+                             ("empirical_final", "empirical_log10"),
+                             ("prop2_empirical_final", "prop2_empirical_log10")):  # fmt: skip
+            last = unit[curve][-1]
+            expected = None if last is None or last >= 308 else 10.0**last
+            assert row[field] == (None if expected is None else pytest.approx(expected)), field
+        assert row["theory_final_log10"] == unit["theory_log10"][-1]
+    # a bound past 10^308 (or none) is written as null, never as Infinity
+    huge = dict(smoke_units[0], stepwise_log10=[400.0], empirical_log10=[None])
+    row = wc.summary_table([huge])[0]
+    assert row["stepwise_final"] is None and row["empirical_final"] is None
+    text = wc.table_csv(wc.summary_table(smoke_units))
+    assert "\r" not in text and text.count("\n") == len(smoke_units) + 1
