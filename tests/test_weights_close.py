@@ -227,8 +227,16 @@ def test_cli_smoke_run_writes_results_with_provenance(tmp_path):
     assert summary["config"]["seeds"] == list(SMOKE.seeds)
     assert summary["wall_time_s"] > 0
     assert len(summary["table"]) == len(list((folder / "runs").glob("*.json")))
-    header = (folder / "figure1.csv").read_text().splitlines()[0]
-    assert header.split(",")[:4] == ["activation", "schedule", "seed", "k"]
+    assert summary["units_resumed"] == 0 and summary["units_computed"] == len(summary["table"])
+    # the units' compute times add up to the run's time (each group's shared recurrent run
+    # split over its ks), and every unit says where it was computed
+    units = [json.loads(p.read_text()) for p in (folder / "runs").glob("*.json")]
+    assert summary["compute_time_s"] == pytest.approx(sum(u["compute_time_s"] for u in units))
+    assert 0.5 * summary["wall_time_s"] <= summary["compute_time_s"] <= summary["wall_time_s"]
+    assert all("git_commit" in u["provenance"] and u["compute_time_s"] > 0 for u in units)
+    lines = (folder / "figure1.csv").read_text().splitlines()
+    assert lines[0].split(",") == list(wc.TABLE_FIELDS)
+    assert all(line.split(",")[0] in SMOKE.activations for line in lines[1:])
     assert (folder / "figure1.png").stat().st_size > 1000
 
 
@@ -590,7 +598,9 @@ def test_the_summary_table_reads_the_last_recorded_point_of_each_curve(smoke_uni
         assert row["theory_final_log10"] == unit["theory_log10"][-1]
     # a bound past 10^308 (or none) is written as null, never as Infinity
     huge = dict(smoke_units[0], stepwise_log10=[400.0], empirical_log10=[None])
+    huge["prop2_empirical_log10"] = [308.5]  # 10^308.5 overflows a float
     row = wc.summary_table([huge])[0]
     assert row["stepwise_final"] is None and row["empirical_final"] is None
+    assert row["prop2_empirical_final"] is None
     text = wc.table_csv(wc.summary_table(smoke_units))
     assert "\r" not in text and text.count("\n") == len(smoke_units) + 1
