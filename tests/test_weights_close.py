@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -604,3 +605,13 @@ def test_the_summary_table_reads_the_last_recorded_point_of_each_curve(smoke_uni
     assert row["prop2_empirical_final"] is None
     text = wc.table_csv(wc.summary_table(smoke_units))
     assert "\r" not in text and text.count("\n") == len(smoke_units) + 1
+
+
+def test_a_units_compute_time_adds_its_share_of_the_shared_recurrent_run(monkeypatch):
+    """With a clock that ticks once a reading: the recurrent run takes 1 tick, each
+    truncated run 1 tick, so each of the two units costs 1 + 1/2 ticks."""
+    ticks = iter(range(100))
+    monkeypatch.setattr(wc, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    config = dataclasses.replace(SMOKE, ks=(1, 2), num_steps=3, num_records=2)
+    units = wc.run_group(config, "tanh", "decay", 0, (1, 2))
+    assert [u["compute_time_s"] for u in units] == [1.5, 1.5]
