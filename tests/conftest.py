@@ -18,7 +18,8 @@ from tqdm import tqdm
 # The unit tests run many tiny float64 operations: one thread is faster than two there.
 torch.set_num_threads(1)
 # No tqdm monitor thread: mutmut forks each mutant's run from a process that has run the
-# tests, and a fork taken while that thread holds tqdm's lock hangs the child's first bar.
+# tests, and a thread alive at a fork can leave a lock held in the child. (Forked runs that
+# draw a tqdm bar still hung with it off: data/results/mutation_notes.md.)
 tqdm.monitor_interval = 0
 
 
