@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import csv
 import io
-from contextlib import redirect_stdout
+import json
+import os
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import nbformat
@@ -24,10 +26,12 @@ from stablernn_lib.homework.canvas import (
     CANVAS_COLUMNS,
     canvas_files,
     canvas_pairs,
+    canvas_strays,
     parse_canvas_name,
     read_manual_sheet,
 )
 from stablernn_lib.homework.notebooks import is_solution_cell, question_of, student_notebook
+from stablernn_lib.homework.submissions import find_submissions, report_names
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMEWORK = get_homework("hw01")
@@ -125,8 +129,18 @@ def test_canvas_file_names_are_read_field_by_field(tmp_path: Path) -> None:
     flat = tmp_path / "flat"
     flat.mkdir()
     (flat / "doejane_1001_5001_hw01.ipynb").write_text("{}")
-    (flat / "bob.ipynb").write_text("{}")  # one file not named by Canvas: not a download
-    assert canvas_files(flat) is None
+    (flat / "bob.ipynb").write_text("{}")  # not named by Canvas: graded under its file name
+    assert [f.user_id for f in canvas_files(flat) or []] == ["1001"]
+    assert canvas_strays(flat) == [flat / "bob.ipynb"]
+    assert canvas_pairs(flat) == [
+        ("bob", flat / "bob.ipynb"),
+        ("1001", flat / sorted(p.name for p in flat.iterdir())[1]),
+    ]
+    (flat / "carol.ipynb").write_text("{}")  # most files not named by Canvas: not a download
+    assert canvas_files(flat) is None and canvas_strays(flat) == []
+    for odd in ("ann_7_8_.ipynb", "ann_7_8_hw\n01.ipynb", "ann_7_8_a.ipynb\n.ipynb"):
+        parsed = parse_canvas_name(Path(odd))  # an empty stem, newlines: Canvas keeps them
+        assert parsed is not None and parsed.user_id == "7", odd
 
 
 def test_the_student_is_the_user_id_and_the_resubmission_is_graded(graded) -> None:
@@ -219,3 +233,118 @@ def test_canvas_options_are_checked_before_grading(tmp_path: Path, capsys) -> No
     assert main([*command, "--include-manual", str(tmp_path / "s.csv")]) == 1
     assert "--include-manual needs --canvas-csv" in capsys.readouterr().err
     assert not out.exists()  # refused before grading anyone
+
+
+# Names that broke the report files: 250 bytes, differing only after byte 200, bytes that
+# are not UTF-8; in a folder of student files and in a Canvas download (with a file not
+# named by Canvas among them).  One file, of the Canvas download, is a notebook (graded:
+# q1, 2 points); the others are read, refused and reported, with no process.
+LONG = "hw01_" + "a" * 239 + ".ipynb"  # 250 bytes
+TWINS = ["hw01_" + "b" * 200 + end + "c" * 38 + ".ipynb" for end in "xy"]
+NOT_UTF8 = os.fsdecode(b"hw01_\xff\xfe.ipynb")
+CANVAS_LONG = "ann_101_9001_" + "a" * 231 + ".ipynb"  # 250 bytes
+CANVAS_OTHERS = {
+    "bob_102_9002_" + "b" * 200 + "x" + "c" * 29 + ".ipynb": "102",
+    "bob_103_9003_" + "b" * 200 + "y" + "c" * 29 + ".ipynb": "103",
+    os.fsdecode(b"caf\xe9_104_9004_hw01.ipynb"): "104",
+}
+STRAY = "notes.ipynb"
+
+
+def grade_folder(folder: Path, out: Path, *options: str) -> tuple[int, str, str]:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    command = ["homework", "grade", str(folder), "--out", str(out), "--seed", "3"]
+    with redirect_stdout(stdout), redirect_stderr(stderr):
+        code = main([*command, "--homework", "hw01", *options])
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+@pytest.fixture(scope="module")
+def odd_names(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Both folders graded; in the plain one, one report's path is taken by a folder."""
+    plain = tmp_path_factory.mktemp("names")
+    for name in (LONG, *TWINS, NOT_UTF8):
+        (plain / name).write_text("not a notebook")
+    out = tmp_path_factory.mktemp("names-grades")
+    pairs = find_submissions(plain)
+    blocked = report_names(pairs)[[p.name for _, p in pairs].index(TWINS[0])]
+    (out / "reports" / blocked).mkdir(parents=True)  # the report cannot be written there
+    canvas = tmp_path_factory.mktemp("canvas-names")
+    (canvas / CANVAS_LONG).write_text(answered({"hw01.q1"}))
+    (canvas / "ann_101_8000_older.ipynb").write_text("an older submission: not graded")
+    for name in (*CANVAS_OTHERS, STRAY):
+        (canvas / name).write_text("not a notebook")
+    canvas_out = tmp_path_factory.mktemp("canvas-names-grades")
+    return {
+        "plain": grade_folder(plain, out),
+        "plain_out": out,
+        "blocked": blocked,
+        "canvas": grade_folder(canvas, canvas_out),
+        "canvas_folder": canvas,
+        "canvas_out": canvas_out,
+    }
+
+
+def _written(out: Path) -> tuple[list[dict], dict]:
+    with open(out / "scores.csv", encoding="utf-8") as handle:
+        scores = list(csv.DictReader(handle))
+    return scores, json.loads((out / "grading.json").read_text())
+
+
+def test_long_and_undecodable_names_get_bounded_distinct_reports(odd_names) -> None:
+    """Every submission has its row, and a report whose name is at most 118 bytes and
+    unlike the others' (names differing only after byte 200 included); the one report
+    that could not be written is that submission's error, in its row."""
+    for layout in ("plain", "canvas"):
+        code, console, errors = odd_names[layout]
+        assert code == 0, console + errors
+        scores, record = _written(odd_names[f"{layout}_out"])
+        assert len(scores) == (4 if layout == "plain" else 5), scores
+        reports = [s["report"] for s in record["submissions"] if s["report"]]
+        on_disk = sorted(p.name for p in (odd_names[f"{layout}_out"] / "reports").iterdir())
+        assert sorted(reports) == [r for r in on_disk if r != odd_names["blocked"]]
+        assert len(set(reports)) == len(reports)
+        assert all(len(os.fsencode(r)) <= 118 for r in on_disk), on_disk
+    scores, _ = _written(odd_names["canvas_out"])
+    graded = [s for s in scores if s["total"] == "2"]
+    assert len(graded) == 1 and graded[0]["status"] == "graded", scores
+    assert graded[0]["notebook"] == CANVAS_LONG
+    scores, record = _written(odd_names["plain_out"])
+    blocked = [s for s in record["submissions"] if s["report"] is None]
+    assert len(blocked) == 1 and blocked[0]["notebook"].endswith(TWINS[0]), blocked
+    row = next(s for s in scores if s["notebook"] == TWINS[0])
+    assert "its report could not be written" in row["status"], row
+
+
+def test_a_file_not_named_by_canvas_is_graded_under_its_name(odd_names) -> None:
+    """The Canvas download with one file Canvas did not name: the others are graded by
+    user id (the older submission of 101 is not), that one under its file name, and the
+    warning names it."""
+    scores, record = _written(odd_names["canvas_out"])
+    students = sorted(s["student"] for s in scores)
+    assert students == ["101", "102", "103", "104", "notes"], students
+    assert not any(s["notebook"].startswith("ann_101_8000") for s in scores)
+    assert any(STRAY in w and "graded under their file names" in w for w in record["warnings"])
+    console = odd_names["canvas"][1]
+    assert f"not named as Canvas names its files, graded under its file name: {STRAY}" in console
+
+
+def test_a_canvas_gradebook_names_the_file_that_stops_it(odd_names, tmp_path: Path) -> None:
+    """``--canvas-csv`` refuses the download with a file Canvas did not name, before
+    grading, naming it and the remedy; without it the gradebook is written, every name
+    on one line of valid UTF-8."""
+    folder = odd_names["canvas_folder"]
+    gradebook = tmp_path / "gradebook.csv"
+    code, console, errors = grade_folder(
+        folder, tmp_path / "grades", "--canvas-csv", str(gradebook)
+    )
+    assert code == 1 and f"'{STRAY}'" in errors and "Rename each so" in errors, errors
+    assert not (tmp_path / "grades").exists() and not gradebook.exists()
+    (folder / STRAY).rename(tmp_path / STRAY)  # moved out, as the message says
+    command = ["homework", "canvas-csv", str(folder), "--homework", "hw01"]
+    command += ["--scores", str(odd_names["canvas_out"] / "scores.csv")]
+    assert main([*command, "--canvas-csv", str(gradebook)]) == 0
+    table = rows(gradebook)
+    assert sorted(r[1] for r in table[2:]) == ["101", "102", "103", "104"]
+    assert [r[5] for r in table[2:] if r[1] == "101"] == ["2"]
+    assert all(len(r) == 6 for r in table)

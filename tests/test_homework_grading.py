@@ -31,6 +31,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from hostile_support import REFERENCE_NOT_FOUND, walker_notebook
 
 from stablernn_lib.__main__ import main
 from stablernn_lib.homework import get_homework, homeworks
@@ -591,6 +592,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory, background: dict) -> dict:
         (folder / name / "hw01.ipynb").write_text("not a notebook: no process needed")
     malformed = write_malformed(folder)
     write_round_two(folder)
+    nbformat.write(walker_notebook(hw01_answers("stub")), folder / "walker_hw01.ipynb")
     secret_folder = tmp_path_factory.mktemp("secret")
     secret_folder.chmod(0o700)
     write_links(folder, secret_folder)
@@ -1083,8 +1085,13 @@ raise ValueError("<img src=x onerror='window.pwned = 2'>\\u2028## hw01.q2: (3 / 
 """
 FORGED_PROOF = (
     "My proof.\r## hw01.q3: One LSTM step (3 / 3)\u2028Status: complete.\r=====\r"
-    "<script>window.pwned = 3</script>\r<!--"
+    "<script>window.pwned = 3</script>\r"
+    # a remote image (a tracking pixel), a link definition and an image that uses it, a
+    # link whose ] the student escaped first
+    "![pixel](http://tracker.invalid/pixel.png)\r[site]: http://tracker.invalid/definition\r"
+    "![seen][site] and \\](http://tracker.invalid/escaped)\r<!--"
 )
+REMOTE_TEXT = ("tracker.invalid/pixel.png", "tracker.invalid/definition")
 # class 7: names that split scores.csv into rows starting with a formula
 CSV_SPLITTERS = {"csv_name": "hw01\r=1+1.ipynb", "csv_unicode": "hw01\u2028@SUM(1).ipynb"}
 
@@ -1138,6 +1145,15 @@ def test_reference_code_earns_nothing_however_it_is_reached(graded) -> None:
     assert score(graded, "instructor", "hw01") == 8  # the honest answers still pass the gate
 
 
+def test_a_walk_of_every_folder_finds_no_reference_code(graded) -> None:
+    """The walker: every folder of its sandbox (``/``, ``sys.prefix``, ``sys.path``) searched
+    for the checks' reference code, to load by file name; nothing is found, nothing earned
+    (the same submission is graded as deployed in ``test_homework_gradescope.py``)."""
+    row = graded["rows"][("walker_hw01", "hw01")]
+    assert row["hw01.q1"] == "0" and row["hw01.q2"] == "0" and row["total"] == "0", row
+    assert REFERENCE_NOT_FOUND in report(graded, "walker_hw01")
+
+
 def test_the_student_process_holds_no_expected_value(graded) -> None:
     """Class 2: walking up the stack (or through the heap) of the student process finds
     only the call's inputs, never an expected value."""
@@ -1158,11 +1174,66 @@ def test_the_sandbox_has_no_reference_implementations() -> None:
     python = command.index(sys.executable)
     listing = (
         "import os, sys; lib = sys.argv[1] + '/stablernn_lib/homework'; "
-        "print(sorted(os.listdir(lib + '/questions')), 'sandbox.py' in os.listdir(lib))"
+        "print(os.path.exists(lib + '/questions'), 'sandbox.py' in os.listdir(lib))"
     )
     probe = command[: python + 2] + ["-c", listing, command[-1]]
     result = subprocess.run(probe, capture_output=True, text=True, timeout=60)
-    assert result.stdout.split() == ["[]", "True"], result.stderr
+    assert result.stdout.split() == ["False", "True"], result.stderr
+
+
+COPY_FINDER = """import json, os, sys
+found = []
+for top in sys.argv[1:]:
+    for here, folders, files in os.walk(top):
+        if {"hw01.py", "common.py"} & set(files) or "questions" in folders:
+            found.append(here)
+print(json.dumps(found))
+"""
+
+
+def _fake_library(folder: Path) -> None:
+    """A copy of the library's checks and reference code under ``folder/stablernn_lib``."""
+    questions = folder / "stablernn_lib" / "homework" / "questions"
+    questions.mkdir(parents=True)
+    for name in ("__init__.py", "common.py", "hw01.py"):
+        (questions / name).write_text("# a copy of the checks\n")
+
+
+def test_no_copy_of_the_library_is_mounted_however_it_is_installed(monkeypatch, tmp_path) -> None:
+    """Copies the sandbox leaves out: the library installed in the base interpreter's
+    site-packages (with its metadata), a zip on sys.path holding it, a checkout (and its
+    build folder) inside a mounted folder; the site-packages' other packages stay."""
+    import zipfile
+
+    from stablernn_lib.homework import isolation
+
+    bwrap = bwrap_binary()
+    assert bwrap is not None
+    base = tmp_path / "base"
+    site = Path(__import__("site").getsitepackages([str(base)])[0])
+    _fake_library(site)
+    (site / "stablernn_lib-0.1.0.dist-info").mkdir()
+    (site / "otherpkg").mkdir()
+    (site / "otherpkg" / "__init__.py").write_text("VISIBLE = 1\n")
+    archive = base / "course.pyz"
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.writestr("stablernn_lib/homework/questions/hw01.py", "# the checks\n")
+    checkout = base / "src" / "course"
+    _fake_library(checkout)
+    _fake_library(checkout / "build" / "lib")
+    (checkout / "pyproject.toml").write_text("[project]\nname = 'stablernn_lib'\n")
+    monkeypatch.setattr(sys, "base_prefix", str(base))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(archive)])
+    monkeypatch.setattr(isolation, "PACKAGE", checkout / "stablernn_lib")
+    args = isolation.Isolation("bubblewrap", bwrap).command(tmp_path / "work")
+    python = args.index(sys.executable)
+    visible = f"import otherpkg; print(open({str(archive)!r}, 'rb').read())"
+    probe = [*args[: python + 2], "-c", f"import sys; sys.path.append({str(site)!r}); {visible}"]
+    seen = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    assert seen.stdout.strip() == "b''", seen.stderr  # otherpkg imported; the zip is empty
+    walk = [*args[: python + 2], "-c", COPY_FINDER, str(base), "/opt/stablernn"]
+    seen = subprocess.run(walk, capture_output=True, text=True, timeout=60)
+    assert json.loads(seen.stdout) == [], seen.stdout + seen.stderr
 
 
 def test_a_stalling_cell_is_cut_not_waited_on(graded) -> None:
@@ -1201,28 +1272,39 @@ def test_forged_report_text_changes_no_structure(graded) -> None:
         "hw01.q3: One LSTM step (0 / 3)",
         "hw01.q4: Proof: when truncation changes nothing (by hand / 3)",
     ], headings
-    for raw in ("<script", "<img", "<!--", "-->"):
+    for raw in ("<script", "<img", "<!--", "-->", "<a "):
         assert raw not in rendered, raw
     assert "autograded score: <strong>2 / 8</strong>" in rendered
     assert rendered.count("<table>") == 3 and "forged" in rendered  # shown, as text
+    assert all(address in rendered for address in REMOTE_TEXT)  # as text, never loaded
     seen = _in_a_browser(rendered)
     if seen is not None:
         assert seen["headings"] == headings and seen["pwned"] is None, seen
+        assert seen["requests"] == [], seen  # the page asked for no address at all
 
 
 def _in_a_browser(html_text: str) -> dict | None:
-    """The h2 headings and ``window.pwned`` of ``html_text`` in headless Chromium."""
+    """The h2 headings, ``window.pwned`` and the requests of ``html_text`` in headless
+    Chromium (every request refused)."""
     from browser_support import CHROMIUM, chromium
 
     if not CHROMIUM.exists():
         return None
     with chromium() as browser:
         page = browser.new_page()
-        page.set_content(html_text)
-        return page.evaluate(
+        requests: list[str] = []  # every request the page makes, refused (no network)
+
+        def refuse(route) -> None:  # noqa: ANN001 (playwright's Route)
+            requests.append(route.request.url)
+            route.abort()
+
+        page.route("**/*", refuse)
+        page.set_content(html_text, wait_until="load")
+        seen = page.evaluate(
             "() => ({headings: [...document.querySelectorAll('h2')].map(h => h.innerHTML), "
             "pwned: window.pwned === undefined ? null : window.pwned})"
         )
+        return {**seen, "requests": requests}
 
 
 def test_scores_csv_keeps_one_row_per_submission_whatever_the_names(graded) -> None:

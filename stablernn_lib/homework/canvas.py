@@ -3,9 +3,12 @@
 Canvas's *Download Submissions* gives one folder of files named
 ``<student name>_<user id>_<submission id>_<original name>`` (``<name>_LATE_<user id>_...``
 for a late submission; a file uploaded again under the same name becomes
-``<original stem>-1.ipynb``).  In a folder where every notebook is named so
-(:func:`canvas_files`), the student is the Canvas user id, the name is kept for the report,
-and of several files of one student the newest submission is graded (:func:`canvas_pairs`).
+``<original stem>-1.ipynb``).  In a flat folder where at least half of the notebooks
+are named so (:func:`canvas_download`), the student of each is the Canvas user id, the
+name is kept for the report, and of several files of one student the newest submission
+is graded (:func:`canvas_pairs`); a notebook not named so (:func:`canvas_strays`) is
+graded under its file name and named in the warnings, and a gradebook for Canvas is
+refused until it is renamed or moved out.
 
 :func:`gradebook_csv` turns the grader's ``scores.csv`` into the CSV that Canvas's
 *Gradebook → Import* reads: the columns ``Student, ID, SIS User ID, SIS Login ID,
@@ -24,13 +27,15 @@ from pathlib import Path
 
 from stablernn_lib.core.io import atomic_write_text
 from stablernn_lib.homework.registry import Homework, get_homework
+from stablernn_lib.homework.submissions import one_line
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 POINTS_POSSIBLE = "    Points Possible"  # the second row of Canvas's own export
 _NAME = re.compile(
-    r"^(?P<name>[^_]+)_(?P<late>LATE_)?(?P<user>\d+)_(?P<submission>\d+)_(?P<original>.+)\.ipynb$"
+    r"(?P<name>[^_]+)_(?P<late>LATE_)?(?P<user>\d+)_(?P<submission>\d+)_(?P<original>.*)\.ipynb",
+    re.DOTALL,  # the student's own upload name may hold any character, a newline too
 )
-_AGAIN = re.compile(r"^(?P<stem>.+)-(?P<attempt>\d+)$")
+_AGAIN = re.compile(r"(?P<stem>.+)-(?P<attempt>\d+)", re.DOTALL)
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -53,11 +58,11 @@ class CanvasFile:
 
 def parse_canvas_name(path: Path) -> CanvasFile | None:
     """The Canvas fields of ``path``'s file name; None when it is not named as Canvas names."""
-    match = _NAME.match(path.name)
+    match = _NAME.fullmatch(path.name)
     if match is None:
         return None
     stem, attempt = match["original"], 0
-    if again := _AGAIN.match(stem):
+    if again := _AGAIN.fullmatch(stem):
         stem, attempt = again["stem"], int(again["attempt"])
     return CanvasFile(
         path=path,
@@ -70,12 +75,20 @@ def parse_canvas_name(path: Path) -> CanvasFile | None:
     )
 
 
-def canvas_files(folder: Path) -> list[CanvasFile] | None:
-    """Every notebook of a Canvas bulk download in ``folder``; None if it is not one.
+@dataclass(frozen=True)
+class CanvasDownload:
+    """A Canvas bulk download: its Canvas-named notebooks, and those not named so."""
 
-    A Canvas download is flat: ``folder`` holds notebooks only at its top, each named
-    ``<name>_<user id>_<submission id>_<original name>``; links are left to the reader,
-    which refuses them.
+    files: list[CanvasFile]
+    strays: list[Path]
+
+
+def canvas_download(folder: Path) -> CanvasDownload | None:
+    """The notebooks of a Canvas bulk download in ``folder``; None if it is not one.
+
+    A Canvas download is flat (notebooks only at its top) and at least half of its
+    notebooks, one at least, are named ``<name>_<user id>_<submission id>_<original
+    name>``; links are left to the reader, which refuses them.
     """
     if not folder.is_dir():
         return None
@@ -85,9 +98,23 @@ def canvas_files(folder: Path) -> list[CanvasFile] | None:
         for p in folder.iterdir()
     )
     parsed = [parse_canvas_name(p) for p in notebooks]
-    if not parsed or nested or any(p is None for p in parsed):
+    files = [p for p in parsed if p is not None]
+    if nested or not files or 2 * len(files) < len(notebooks):
         return None
-    return [p for p in parsed if p is not None]
+    strays = [path for path, file in zip(notebooks, parsed, strict=True) if file is None]
+    return CanvasDownload(files, strays)
+
+
+def canvas_files(folder: Path) -> list[CanvasFile] | None:
+    """The Canvas-named notebooks of a Canvas bulk download; None if it is not one."""
+    download = canvas_download(folder)
+    return download.files if download is not None else None
+
+
+def canvas_strays(folder: Path) -> list[Path]:
+    """The notebooks of a Canvas download not named as Canvas names them (none elsewhere)."""
+    download = canvas_download(folder)
+    return download.strays if download is not None else []
 
 
 def newest(files: list[CanvasFile]) -> tuple[dict[str, CanvasFile], list[CanvasFile]]:
@@ -100,12 +127,16 @@ def newest(files: list[CanvasFile]) -> tuple[dict[str, CanvasFile], list[CanvasF
 
 
 def canvas_pairs(folder: Path) -> list[tuple[str, Path]] | None:
-    """``(user id, notebook)`` to grade in a Canvas download; None if ``folder`` is not one."""
-    files = canvas_files(folder)
-    if files is None:
+    """``(student, notebook)`` to grade in a Canvas download, the student a user id (or,
+    for a notebook not named as Canvas names them, its file name); None if ``folder`` is
+    not one."""
+    download = canvas_download(folder)
+    if download is None:
         return None
-    kept, _ = newest(files)
-    return sorted(((user, file.path) for user, file in kept.items()), key=lambda p: str(p[1]))
+    kept, _ = newest(download.files)
+    pairs = [(user, file.path) for user, file in kept.items()]
+    pairs += [(path.stem, path) for path in download.strays]
+    return sorted(pairs, key=lambda p: str(p[1]))
 
 
 def superseded(folder: Path) -> list[CanvasFile]:
@@ -132,7 +163,8 @@ def _plain(text: str) -> str:
 
 
 def _cell(value: str) -> str:
-    """A CSV field no spreadsheet runs as a formula."""
+    """A CSV field on one line that no spreadsheet runs as a formula."""
+    value = one_line(value)
     return "'" + value if value.startswith(_FORMULA) else value
 
 
@@ -239,5 +271,9 @@ def console_notes(folder: Path) -> list[str]:
     files = canvas_files(folder) or []
     kept, older = newest(files)
     notes = [f"LATE (Canvas): {f.user_id} {_plain(f.name)}" for f in kept.values() if f.late]
-    notes += [f"not graded, submitted again later: {f.path.name}" for f in older]
+    notes += [f"not graded, submitted again later: {one_line(f.path.name)}" for f in older]
+    notes += [
+        f"not named as Canvas names its files, graded under its file name: {one_line(p.name)}"
+        for p in canvas_strays(folder)
+    ]
     return notes

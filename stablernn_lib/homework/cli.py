@@ -66,8 +66,9 @@ def _student_edition(args: argparse.Namespace) -> int:
 
 def _check_canvas_options(args: argparse.Namespace) -> None:
     """Refuse a Canvas gradebook that cannot be written before grading, not after."""
-    from stablernn_lib.homework.canvas import canvas_files, read_manual_sheet
+    from stablernn_lib.homework.canvas import canvas_files, canvas_strays, read_manual_sheet
     from stablernn_lib.homework.registry import get_homework
+    from stablernn_lib.homework.submissions import one_line
 
     if args.canvas_csv is None:
         raise ValueError("--include-manual needs --canvas-csv FILE (the gradebook it fills)")
@@ -77,6 +78,16 @@ def _check_canvas_options(args: argparse.Namespace) -> None:
         raise ValueError(
             f"{args.submissions} is not a Canvas bulk download (a folder of files named "
             "<name>_<user id>_<submission id>_<file>.ipynb): --canvas-csv needs one"
+        )
+    strays = canvas_strays(args.submissions)
+    if strays:
+        listed = ", ".join(repr(one_line(p.name)) for p in strays[:5])
+        raise ValueError(
+            f"{len(strays)} notebooks in {args.submissions} are not named as Canvas names "
+            f"its downloads (<name>_<user id>_<submission id>_<file>.ipynb): {listed}. "
+            "Rename each so (with the student's Canvas user id), or move it out of the "
+            "folder and grade it apart, then run again: --canvas-csv needs every notebook "
+            "matched to a Canvas user"
         )
     if args.include_manual is not None:
         read_manual_sheet(args.include_manual, get_homework(args.homework))
@@ -126,10 +137,11 @@ def _grade(args: argparse.Namespace) -> int:
         student, name, status = one_line(s.student), one_line(s.path.name), one_line(s.status)
         print(f"{student:20s} {name:40s} {s.auto_points:6g}  {status}")  # no control characters
     print(f"wrote {Path(args.out) / 'scores.csv'} and {len(submissions)} reports")
-    if args.canvas_csv is not None:
-        from stablernn_lib.homework.canvas import console_notes
+    from stablernn_lib.homework.canvas import console_notes
 
-        print(*console_notes(args.submissions), sep="\n")
+    for note in console_notes(args.submissions):  # a Canvas download's late and odd files
+        print(note)
+    if args.canvas_csv is not None:
         _write_canvas_csv(args, Path(args.out) / "scores.csv")
     return 0
 

@@ -53,7 +53,7 @@ from tqdm.auto import tqdm
 
 from stablernn_lib.core.io import atomic_write_json, atomic_write_text
 from stablernn_lib.homework.answers import proof_answer
-from stablernn_lib.homework.canvas import canvas_pairs, report_lines
+from stablernn_lib.homework.canvas import canvas_pairs, canvas_strays, report_lines
 from stablernn_lib.homework.isolation import (
     Isolation,
     MemoryCgroup,
@@ -88,9 +88,12 @@ from stablernn_lib.homework.runner import (
 from stablernn_lib.homework.sandbox import ProtocolError, Replayer, encode
 from stablernn_lib.homework.sources import resolve_names
 from stablernn_lib.homework.submissions import (
+    HIDDEN_CATEGORIES,
     SubmissionError,
     find_submissions,
+    one_line,
     read_bytes,
+    report_names,
     spreadsheet_safe,
     stated_homework,
 )
@@ -177,6 +180,7 @@ class Submission:
     peak_mb: float | None = None  # most memory of its processes and tmpfs at once (cgroup)
     cell_errors: list[str] = field(default_factory=list)
     grades: list[QuestionGrade] = field(default_factory=list)
+    report: str | None = None  # the file name of its report under reports/, once written
 
     @property
     def auto_points(self) -> float:
@@ -219,19 +223,13 @@ class _Cell:
 
 
 _LINE_BREAKS = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-_HIDDEN = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})  # control, format, line separators
-
-
-def one_line(text: str) -> str:
-    """Untrusted text on one line: every line break, control or format character a space."""
-    return "".join(" " if unicodedata.category(c) in _HIDDEN else c for c in str(text))
 
 
 def _lines(text: str) -> list[str]:
     """Untrusted text as lines: any line break (``\\r``, ``\\u2028``...) ends one; other
     control and format characters are dropped."""
     return [
-        "".join(c for c in line if unicodedata.category(c) not in _HIDDEN)
+        "".join(c for c in line if unicodedata.category(c) not in HIDDEN_CATEGORIES)
         for line in _LINE_BREAKS.split(str(text))
     ]
 
@@ -248,12 +246,25 @@ def _escaped(text: str) -> str:
     return re.sub(r"([\\`*_\[\]|~$#!<>{}])", r"\\\1", text)
 
 
+# the ] (with the backslashes before it) of ]( (a link or an image), ][ (a reference), ]: (a
+# link definition)
+_LINK_END = re.compile(r"(\\*)\](?=[(\[:])")
+
+
+def _unlinked(line: str) -> str:
+    """``line`` with every ``]`` that would close a link, image or definition escaped."""
+    return _LINK_END.sub(lambda m: m[1] + ("\\" if len(m[1]) % 2 == 0 else "") + "]", line)
+
+
 def _quoted(text: str) -> list[str]:
     """A student's proof as a Markdown block quote that it cannot leave: every line quoted,
-    no raw HTML, no heading or setext underline of its own."""
+    no raw HTML, no heading or setext underline of its own, and no link, image or link
+    definition (the ``]`` that would close one escaped): a remote image or link shows as
+    its text and is never loaded."""
     quoted = []
     for line in _lines(text):
         line = line.replace("&", "&amp;").replace("<", "&lt;")
+        line = _unlinked(line)
         if re.match(r"\s*(#|=+\s*$|-+\s*$)", line):
             line = "\\" + line.lstrip()
         quoted.append(f"> {line}".rstrip())
@@ -1038,10 +1049,23 @@ def _record(
                 "points": s.auto_points,
                 "seconds": s.seconds,
                 "peak_mb": s.peak_mb,
+                "report": s.report,
             }
             for s in done
         ],
     }
+
+
+def _write_report(submission: Submission, path: Path, seed: int) -> None:
+    """Write the submission's report to ``path``; an error doing so is the submission's,
+    said in its status (its row of ``scores.csv``), never the class's."""
+    try:
+        atomic_write_text(path, _report(submission, seed))
+    except (OSError, ValueError) as error:  # a full disk; UnicodeEncodeError is a ValueError
+        why = getattr(error, "strerror", None) or type(error).__name__
+        submission.status = f"{submission.status}; its report could not be written ({why})"
+    else:
+        submission.report = path.name
 
 
 def grade_submissions(
@@ -1079,6 +1103,14 @@ def grade_submissions(
         raise ValueError(f"no .ipynb files under {folder}")
     isolation = isolation or choose_isolation(limits)
     warnings = _warnings(folder, isolation, limits)
+    strays = canvas_strays(folder)
+    if strays:
+        listed = ", ".join(repr(one_line(p.name)) for p in strays[:5])
+        warnings.append(
+            f"{len(strays)} files of this Canvas download are not named as Canvas names "
+            f"them (<name>_<user id>_<submission id>_<file>.ipynb): {listed}; they are "
+            "graded under their file names, the others under their Canvas user ids"
+        )
     if jobs > 1 and not isolation.sandboxed:
         warnings.append(f"without the sandbox, submissions are graded one at a time, not {jobs}")
         jobs = 1
@@ -1100,14 +1132,15 @@ def grade_submissions(
         except Exception as error:  # a bug of the grader must not lose the other rows
             return Submission(student, path, None, status=f"grader error ({type(error).__name__})")
 
+    names = report_names(pairs)
     done: dict[int, Submission] = {}
     with ThreadPoolExecutor(jobs) as pool:
         futures = {pool.submit(grade_one, *pair): index for index, pair in enumerate(pairs)}
         finished = as_completed(futures)
         for future in tqdm(finished, total=len(pairs), desc="grading", unit="notebook"):
-            submission = done[futures[future]] = future.result()
-            name = f"{submission.student}__{submission.path.stem}.md"
-            atomic_write_text(out / "reports" / name, _report(submission, seed))
+            index = futures[future]
+            submission = done[index] = future.result()
+            _write_report(submission, out / "reports" / names[index], seed)
             submissions = [done[index] for index in sorted(done)]
             atomic_write_text(out / "scores.csv", _scores_csv(submissions))
             record = _record(seed, limits, isolation, warnings, submissions, jobs)

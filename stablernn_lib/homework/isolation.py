@@ -342,6 +342,7 @@ def student_library() -> Path:
             os.chmod(here, 0o755)
             for name in files:
                 os.chmod(os.path.join(here, name), 0o644)
+        (top / "empty").touch(mode=0o644)  # what a hidden file shows (see _hide)
         top.chmod(0o755)
         _STUDENT_LIBRARY[PACKAGE] = copy
         return copy
@@ -383,7 +384,7 @@ def _hide(paths: list[Path]) -> list[str]:
         if path.is_dir():
             args += ["--tmpfs", str(path), "--remount-ro", str(path)]
         else:
-            args += ["--ro-bind", "/dev/null", str(path)]
+            args += ["--ro-bind", str(student_library().parent / "empty"), str(path)]
     return args
 
 

@@ -9,10 +9,13 @@ the problem and never quotes the file's bytes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import stat
+import unicodedata
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +169,41 @@ def spreadsheet_safe(value: str) -> str:
         "'" + part if i % 2 == 0 and part.startswith(FORMULA_PREFIXES) else part
         for i, part in enumerate(parts)
     )
+
+
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})  # control, format, separators
+
+
+def one_line(text: str) -> str:
+    """Untrusted text on one line: every line break, control or format character (and a
+    file name's undecodable byte) a space."""
+    return "".join(" " if unicodedata.category(c) in HIDDEN_CATEGORIES else c for c in str(text))
+
+
+REPORT_NAME_BYTES = 100  # the readable part of a report's file name, at most
+
+
+def report_names(pairs: list[tuple[str, Path]]) -> list[str]:
+    """A file name for the report of each ``(student, notebook)``: ``student__stem.md``
+    in ASCII letters, digits, ``.``, ``_`` and ``-``, its readable part cut at 100 bytes;
+    a hash of the student and the notebook's path (12 hex digits) is added when the
+    name had to change (cut, characters replaced) or when two submissions would share it,
+    and a counter if they still would.  At most 118 bytes whatever the names."""
+    readable = []
+    for student, path in pairs:
+        wanted = f"{student}__{path.stem}"
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", wanted).lstrip(".") or "_"
+        readable.append((safe[:REPORT_NAME_BYTES], safe[:REPORT_NAME_BYTES] != wanted))
+    counts = Counter(name for name, _ in readable)
+    names: list[str] = []
+    for (student, path), (name, changed) in zip(pairs, readable, strict=True):
+        if changed or counts[name] > 1:
+            key = os.fsencode(student) + b"\0" + os.fsencode(str(path))
+            name = f"{name}-{hashlib.sha256(key).hexdigest()[:12]}"
+        names.append(name)
+    taken: Counter[str] = Counter()
+    unique = []
+    for name in names:
+        taken[name] += 1
+        unique.append(f"{name}.md" if taken[name] == 1 else f"{name}-{taken[name]}.md")
+    return unique
