@@ -6,7 +6,8 @@
   ``.venv`` (torch, numpy, IPython, ...) less every entry of the course library (its
   editable finder and ``.pth`` point at the checkout), for a fresh environment to
   reach through one ``.pth`` file instead of installing 2 GB again;
-- :func:`fresh_environment`: ``python -m venv`` with that ``.pth`` file;
+- :func:`fresh_environment`: ``python -m venv`` with that ``.pth`` file; :func:`build_wheel`
+  and :func:`build_zipapp` make what a plain install or a zipapp run takes;
 - :func:`setup_sh_environment`: what ``setup.sh`` of the Gradescope autograder runs with
   here: a ``python3`` whose virtual environments get that ``.pth`` file and no pip of
   their own (pip, as every dependency, comes from the dependencies' folder),
@@ -42,15 +43,27 @@ def _git(folder: Path, *args: str) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _build_files() -> list[str]:
+    """The working tree's files that a build reads (git's list; every file outside a
+    checkout, less compiled ones)."""
+    paths = [*BUILD_FILES, "data/results"]
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z", "--", *paths],
+        capture_output=True,
+    )
+    if listed.returncode == 0:
+        return [n.decode() for n in listed.stdout.split(b"\0") if n]
+    found = []
+    for path in map(ROOT.joinpath, paths):
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if "__pycache__" not in file.parts and file.suffix != ".pyc":
+                found.append(str(file.relative_to(ROOT)))
+    return found
+
+
 def course_repository(dest: Path) -> str:
     """A git repository in ``dest`` of the working tree's build files; its commit."""
-    listed = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z", "--"]
-        + [*BUILD_FILES, "data/results"],
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for name in filter(None, (n.decode() for n in listed)):
+    for name in _build_files():
         source = ROOT / name
         if source.is_file() and not source.is_symlink():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
@@ -73,6 +86,20 @@ def build_wheel(source: Path, dest: Path) -> Path:
     return next(dest.glob("stablernn_lib-*.whl"))
 
 
+def build_zipapp(source: Path, dest: Path) -> Path:
+    """``dest``: a zipapp of the library in ``source`` that runs ``python -m stablernn_lib``."""
+    import zipapp
+
+    app = dest.parent / f"{dest.stem}-files"
+    compiled = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(source / "stablernn_lib", app / "stablernn_lib", ignore=compiled)
+    main = "import sys\nfrom stablernn_lib.__main__ import main\nsys.exit(main())\n"
+    (app / "__main__.py").write_text(main)
+    zipapp.create_archive(app, dest)
+    shutil.rmtree(app)
+    return dest
+
+
 def _is_course(name: str) -> bool:
     name = name.lower().replace("-", "_")
     return name.startswith(("stablernn_lib", "__editable__")) or name in ("__pycache__",)
@@ -80,7 +107,9 @@ def _is_course(name: str) -> bool:
 
 def dependencies_folder(dest: Path) -> Path:
     """Links to every package of the checkout's ``.venv`` but the course library's entries."""
-    site = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    import torch
+
+    site = Path(torch.__file__).parents[1]  # the folder of this interpreter's packages
     dest.mkdir(parents=True)
     for entry in sorted(site.iterdir()):
         if not _is_course(entry.name) and not entry.name.endswith(".pth"):

@@ -34,6 +34,7 @@ import pytest
 from hostile_support import REFERENCE_NOT_FOUND, walker_notebook
 from install_support import (
     build_wheel,
+    build_zipapp,
     clean_environment,
     course_repository,
     dependencies_folder,
@@ -230,6 +231,37 @@ def test_from_a_wheel_the_reference_code_is_out_of_reach(graded_from_a_wheel) ->
     assert REFERENCE_NOT_FOUND in report
     assert rows["honest_hw01"]["total"] == "8" and rows["honest_hw04"]["total"] == "7"
     record = json.loads((graded_from_a_wheel["out"] / "grading.json").read_text())
+    assert record["sandboxed"] is (bwrap_binary() is not None)
+
+
+@pytest.fixture(scope="module")
+def graded_from_a_zipapp(tmp_path_factory: pytest.TempPathFactory, installed: dict) -> dict:
+    """``python course.pyz homework grade`` in a fresh environment without the library, the
+    zipapp inside the environment's ``lib`` folder (which the sandbox mounts): the walker."""
+    work = tmp_path_factory.mktemp("zipapp")
+    python = fresh_environment(work / "venv", installed["dependencies"])
+    archive = build_zipapp(installed["repository"], work / "venv" / "lib" / "course.pyz")
+    folder, out = work / "submissions", work / "grades"
+    folder.mkdir(mode=0o700)
+    stub = student_notebook(nbformat.read(ROOT / HOMEWORK.notebook, as_version=4))
+    nbformat.write(walker_notebook(stub), folder / "walker_hw01.ipynb")
+    command = [str(python), str(archive), "homework", "grade", str(folder), "--out", str(out)]
+    run = subprocess.run(
+        command, cwd=work, env=clean_environment(), capture_output=True, text=True, timeout=900
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return {"out": out, "run": run}
+
+
+def test_from_a_zipapp_the_reference_code_is_out_of_reach(graded_from_a_zipapp) -> None:
+    """The grader run from a zipapp: the sandbox's library is extracted from it without the
+    checks, the zip itself is hidden, and the walker finds nothing."""
+    out = graded_from_a_zipapp["out"]
+    with open(out / "scores.csv") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["total"] == "0" and row["status"] == "graded", row
+    assert REFERENCE_NOT_FOUND in (out / "reports" / "walker_hw01__walker_hw01.md").read_text()
+    record = json.loads((out / "grading.json").read_text())
     assert record["sandboxed"] is (bwrap_binary() is not None)
 
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.resources
+import importlib.resources.abc
 import os
 import secrets
 import shutil
@@ -308,7 +310,7 @@ def library_copies() -> tuple[dict[Path, list[Path]], list[Path]]:
     listed = {c for copies in in_folders.values() for c in copies}
     if (PACKAGE.parent / "pyproject.toml").is_file():  # a checkout: its build folders too
         others.append(PACKAGE.parent)
-    elif PACKAGE not in listed:
+    elif PACKAGE not in listed and PACKAGE.is_dir():  # (in a zip: the zip, below)
         others.append(PACKAGE)
     for entry in sys.path:
         path = Path(entry) if entry else None
@@ -332,12 +334,15 @@ def student_library() -> Path:
         top = Path(tempfile.mkdtemp(prefix="stablernn-student-library-"))
         atexit.register(shutil.rmtree, top, True)
         copy = top / PACKAGE.name
-        hidden = {(PACKAGE / h).resolve() for h in HIDDEN_INSIDE}
+        if PACKAGE.is_dir():
+            hidden = {(PACKAGE / h).resolve() for h in HIDDEN_INSIDE}
 
-        def left_out(folder: str, names: list[str]) -> list[str]:
-            return [n for n in names if (Path(folder) / n).resolve() in hidden]
+            def left_out(folder: str, names: list[str]) -> list[str]:
+                return [n for n in names if (Path(folder) / n).resolve() in hidden]
 
-        shutil.copytree(PACKAGE, copy, ignore=left_out, symlinks=False)
+            shutil.copytree(PACKAGE, copy, ignore=left_out, symlinks=False)
+        else:  # imported from a zip (a zipapp): its files, read through importlib
+            _extract(importlib.resources.files(PACKAGE.name), copy, "")
         for here, _folders, files in os.walk(copy):
             os.chmod(here, 0o755)
             for name in files:
@@ -346,6 +351,19 @@ def student_library() -> Path:
         top.chmod(0o755)
         _STUDENT_LIBRARY[PACKAGE] = copy
         return copy
+
+
+def _extract(folder: importlib.resources.abc.Traversable, dest: Path, relative: str) -> None:
+    """Copy the package folder ``folder`` (in a zip) to ``dest``, less ``HIDDEN_INSIDE``."""
+    dest.mkdir(parents=True)
+    for entry in folder.iterdir():
+        inside = f"{relative}/{entry.name}".lstrip("/")
+        if inside in HIDDEN_INSIDE:
+            continue
+        if entry.is_dir():
+            _extract(entry, dest / entry.name, inside)
+        else:
+            (dest / entry.name).write_bytes(entry.read_bytes())
 
 
 def _interpreter_folders() -> list[Path]:
