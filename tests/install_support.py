@@ -1,7 +1,8 @@
 """Installing the course as it is deployed, cheaply, without exposing this checkout.
 
-- :func:`course_repository`: a git repository of the files a build of the library reads,
-  taken from this working tree (uncommitted changes included), and its commit;
+- :func:`build_source`, :func:`course_repository`: a copy of the files a build of the
+  library reads, taken from this working tree (uncommitted changes included), and a git
+  repository of them with its commit;
 - :func:`dependencies_folder`: a folder of links to the packages of this checkout's
   ``.venv`` (torch, numpy, IPython, ...) less every entry of the course library (its
   editable finder and ``.pth`` point at the checkout), for a fresh environment to
@@ -61,13 +62,20 @@ def _build_files() -> list[str]:
     return found
 
 
-def course_repository(dest: Path) -> str:
-    """A git repository in ``dest`` of the working tree's build files; its commit."""
+def build_source(dest: Path) -> Path:
+    """A copy in ``dest`` of the working tree's build files (setuptools' ``build/`` folder
+    lands there, not in the checkout)."""
     for name in _build_files():
         source = ROOT / name
         if source.is_file() and not source.is_symlink():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
+    return dest
+
+
+def course_repository(dest: Path) -> str:
+    """A git repository in ``dest`` of the working tree's build files; its commit."""
+    build_source(dest)
     _git(dest, "init", "-q")
     _git(dest, "add", "-A")
     _git(dest, "commit", "-q", "-m", "the course library as tested")

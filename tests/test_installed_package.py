@@ -1,8 +1,9 @@
 """The library installed from a wheel (as on Colab) finds the committed results.
 
 A wheel is built from the checkout, installed without dependencies into a fresh virtual
-environment (which borrows the test environment's torch and Jupyter through a path file,
-so nothing is downloaded), and Chapter 7 runs in a folder outside the checkout. Its
+environment (which borrows the test environment's torch and Jupyter through a path file
+to links of them, so nothing is downloaded: ``install_support``), and Chapter 7 runs in
+a folder outside the checkout. Its
 full-run section must show the committed run: the provenance line, the figure and the
 bound table.
 """
@@ -11,14 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import nbformat
 import pytest
+from install_support import (
+    build_source,
+    build_wheel,
+    dependencies_folder,
+    fresh_environment,
+    install_wheel,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "07_training_gives_the_same_model.ipynb"
@@ -34,54 +39,12 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh environment with the built wheel installed and the test environment's
+    packages (torch, Jupyter, ...; never the checkout's library) reached through links."""
     work = tmp_path_factory.mktemp("installed")
-    # build from a copy of what the package is made of, so setuptools' build/ folder
-    # lands there and not in the checkout
-    source = work / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
-        shutil.copy2(ROOT / name, source / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_results")
-    shutil.copytree(ROOT / "stablernn_lib", source / "stablernn_lib", ignore=ignore)
-    shutil.copytree(ROOT / "data" / "results", source / "data" / "results")
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(work / "wheel"),
-            str(source),
-        ]
-    )
-    run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")])
-    python = work / "venv" / "bin" / "python"
-    site = Path(
-        run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
-        ).stdout.strip()
-    )
-    # torch, Jupyter, ... of the test environment, after the venv's own packages; a plain
-    # path line does not run the test environment's editable-install hook
-    (site / "borrowed.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    wheel = next((work / "wheel").glob("stablernn_lib-*.whl"))
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "-q",
-            "--target",
-            str(site),
-            str(wheel),
-        ]
-    )
+    wheel = build_wheel(build_source(work / "source"), work / "wheel")
+    python = fresh_environment(work / "venv", dependencies_folder(work / "dependencies"))
+    install_wheel(python, wheel)
     return python
 
 
