@@ -134,7 +134,7 @@ def test_canvas_file_names_are_read_field_by_field(tmp_path: Path) -> None:
     assert canvas_strays(flat) == [flat / "bob.ipynb"]
     assert canvas_pairs(flat) == [
         ("bob", flat / "bob.ipynb"),
-        ("1001", flat / sorted(p.name for p in flat.iterdir())[1]),
+        ("1001", flat / "doejane_1001_5001_hw01.ipynb"),
     ]
     (flat / "carol.ipynb").write_text("{}")  # most files not named by Canvas: not a download
     assert canvas_files(flat) is None and canvas_strays(flat) == []
