@@ -413,11 +413,56 @@ def test_lstm_lemma_constants_are_the_certificate_and_loss_constants(constraint)
         + values["L_p"] * (values["K_ws"] * values["L_w"] / theta + values["K_ww"]) / theta
     )
     assert values["beta"] == pytest.approx(beta, rel=1e-12)
-    # a forget gate that can reach sigmoid(1.5 + r_f) (lambda in (1, 2)) has no uniform certificate
+
+
+def test_lstm_lemma_constants_name_rho_of_m_bar_when_it_is_not_below_one():
+    """The error says which condition failed: rho(M-bar) >= 1 with F < 1, or F = 1."""
+    too_large = (
+        "the general lemmas need rho(M-bar) < 1, but this set has rho(M-bar) = {lam} (with "
+        "F = {forget} < 1): its recurrent radii are too large for its forget-gate bound; "
+        "shrink them (constraint.scaled) or lower the forget bias bound"
+    )
+    # forget gate up to sigmoid(1.5 + 0.155 + 0.25) = 0.8705 < 1, but rho(M-bar) = 1.4049
     unstable = ls.course_lstm_constraint(bias_bound=4.0, forget_bias_max=1.5)
-    assert 1 < unstable.uniform_certificate(1.0).lam < 2
-    with pytest.raises(ValueError, match="not uniformly stable"):
-        gl.lstm_lemma_constants(unstable, 1.0, hidden, inputs, target)
+    lam = unstable.uniform_certificate(1.0).lam
+    forget = 1 / (1 + math.exp(-(1.5 + 0.155 + 0.25)))
+    assert float(unstable.matrix(1.0)[0, 0]) == pytest.approx(forget, rel=1e-12)
+    assert 1.40 < lam < 1.41
+    with pytest.raises(ValueError) as error:
+        gl.lstm_lemma_constants(unstable, 1.0, 8, 5, 0.5)
+    assert str(error.value) == too_large.format(lam=f"{lam:.6g}", forget="0.8705")
+    # the course's set with three times its radii: F = sigmoid(0.405 + 2 * 0.155) < 1
+    wide = ls.course_lstm_constraint().scaled(3.0)
+    lam = wide.uniform_certificate(1.0).lam
+    assert lam > 1
+    with pytest.raises(ValueError) as error:
+        gl.lstm_lemma_constants(wide, 1.0, 8, 5, 0.5)
+    assert str(error.value) == too_large.format(lam=f"{lam:.6g}", forget="0.6715")
+    # a free forget bias: the forget gate reaches 1 and rho(M-bar) is infinite
+    free = ls.authors_constants_constraint(forget_bias_max=math.inf)
+    with pytest.raises(ValueError) as error:
+        gl.lstm_lemma_constants(free, 1.0, 8, 5, 0.5)
+    assert str(error.value) == (
+        "the general lemmas need rho(M-bar) < 1, but this set's forget gate can reach 1 "
+        "(F = 1 in floating point), so rho(M-bar) is infinite: bound the forget bias "
+        "(bias_max['f']) and the rows of U_f"
+    )
+
+
+def test_growth_exponents_with_fixed_constants_are_the_papers_orders():
+    """sympy's limits against log-slopes of the stated constants at two values near 1."""
+    assert gl.growth_exponents() == (2, 3)
+    assert gl.growth_exponents(state_dependent_jacobian=False) == (1, 2)
+    fixed = {"L_w": 1.7, "L_p": 1.3, "S_p": 0.9, "K_sw": 1.1, "K_ws": 0.6, "K_ww": 0.8}
+
+    def constants(theta: float, k_ss: float) -> tuple[float, float]:
+        lam, b_s = 1 - theta, 0.7 * 2.0 / theta  # L_x B_x = 1.4
+        return gl.general_constants_numeric({"lambda": lam, "B_s": b_s, "K_ss": k_ss, **fixed})
+
+    for k_ss, orders in ((0.4, (2, 3)), (0.0, (1, 2))):
+        near, nearer = constants(1e-4, k_ss), constants(1e-5, k_ss)
+        slopes = [math.log10(b / a) for a, b in zip(near, nearer, strict=True)]
+        assert slopes == pytest.approx(orders, abs=0.01)
 
 
 def test_fixed_point_split_is_initial_plus_fixed_point_and_checks_the_solution():

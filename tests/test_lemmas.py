@@ -763,8 +763,22 @@ def test_symbolic_constants_match_the_float_functions(seed):
     assert float(beta.subs(values)) == pytest.approx(bounds.lemma3_beta(constants), rel=1e-12)
 
 
-def test_growth_orders_match_the_paper_in_its_convention():
-    gamma = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma2_gamma_expression(), True)
-    beta = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma3_beta_expression(), True)
-    assert lemma_algebra.growth_exponent(gamma) == 2
-    assert lemma_algebra.growth_exponent(beta) == 3
+def test_rnn_growth_orders_with_the_states_unfolded():
+    """sympy's limits against log-slopes of the float gamma, beta (L_p, S_p fixed)."""
+    orders = {False: (3, 5), True: (2, 4)}
+    gamma = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma2_gamma_expression())
+    beta = lemma_algebra.unfold_state_bounds(lemma_algebra.lemma3_beta_expression())
+    for linear, (n_gamma, n_beta) in orders.items():
+        assert lemma_algebra.growth_exponent(gamma, linear) == n_gamma
+        assert lemma_algebra.growth_exponent(beta, linear) == n_beta
+        l2_rho = 0.0 if linear else bounds.activation_smoothness("tanh")
+
+        near, nearer = (
+            bounds.GradientConstants(1 - theta, 1.2, 0.8, 1.5, 0.7, 1.0, l2_rho)
+            for theta in (1e-4, 1e-5)
+        )
+        slopes = [
+            math.log10(bound(nearer) / bound(near))
+            for bound in (bounds.lemma2_gamma, bounds.lemma3_beta)
+        ]
+        assert slopes == pytest.approx([n_gamma, n_beta], abs=0.01)

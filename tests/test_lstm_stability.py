@@ -719,6 +719,22 @@ def test_constraint_matrix_and_uniform_certificate_by_hand():
     assert symmetric.uniform_certificate(1.0).cell_bound == pytest.approx(cell, rel=1e-12)
 
 
+def test_default_set_is_the_corollarys_matrix_with_gates_at_one():
+    """Chapter 4b: for the default set the library's sharper gate maxima are 1 in float64,
+    so its M-bar is the corollary's (F, C = 1/(1 - F), a = r_i/4 + r_z + C r_f/4)."""
+    course = ls.course_lstm_constraint()
+    forget = 1 / (1 + math.exp(-(0.0 + 0.155 + 0.25)))
+    cell = 1 / (1 - forget)
+    a = 0.395 / 4 + 0.099 + cell * 0.155 / 4
+    prose = [[forget, a], [forget, a + math.tanh(cell) * 0.395 / 4]]
+    torch.testing.assert_close(course.matrix(1.0), torch.tensor(prose, dtype=torch.float64))
+    root = float(torch.linalg.eigvals(torch.tensor(prose, dtype=torch.float64)).real.max())
+    uniform = course.uniform_certificate(1.0)
+    assert uniform.lam == pytest.approx(root, rel=1e-12)
+    assert uniform.cell_bound == pytest.approx(cell, rel=1e-12)
+    assert forget == pytest.approx(0.5999, abs=1e-4) and 0.928 < root < 0.930
+
+
 def test_free_forget_constraint_by_hand():
     free = ls.free_forget_constraint(input_radius=3.0, bias_bound=2.0)
     assert free.recurrent_radius == ls.AUTHORS_RECURRENT_SCALES

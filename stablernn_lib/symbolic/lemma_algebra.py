@@ -90,14 +90,13 @@ def lemma3_beta_expression() -> sp.Expr:
     )
 
 
-def unfold_state_bounds(expression: sp.Expr, keep_bz: bool = False) -> sp.Expr:
-    """Put in ``B_h = L_x B_x / (1 - lambda)`` and, unless ``keep_bz``, ``B_z = |(B_h, B_x)|``.
+def unfold_state_bounds(expression: sp.Expr) -> sp.Expr:
+    """Put in ``B_z = |(B_h, B_x)|`` and ``B_h = L_x B_x / (1 - lambda)`` (the vanilla RNN).
 
-    ``keep_bz=True`` is the paper's convention: the Lipschitz constant of the map in
-    ``w`` (here ``L_rho B_z``) counts as a fixed constant.
+    Both bounds grow like ``1 / (1 - lambda)``; so do the RNN's Lipschitz constant in the
+    weights, ``L_rho B_z``, and its other constants that contain ``B_z``.
     """
-    if not keep_bz:
-        expression = expression.subs(Bz, sp.sqrt(Bh**2 + Bx**2))
+    expression = expression.subs(Bz, sp.sqrt(Bh**2 + Bx**2))
     return expression.subs(Bh, Lx * Bx / (1 - lam))
 
 

@@ -17,6 +17,8 @@ constants from the solutions (no typed-in closed forms).  :func:`rnn_constants` 
 :func:`rnn_gamma_beta` instantiate them for the vanilla RNN; the tests check that this
 gives exactly :func:`stablernn_lib.symbolic.lemma_algebra.lemma2_gamma_expression` and
 :func:`~stablernn_lib.symbolic.lemma_algebra.lemma3_beta_expression`.
+:func:`growth_exponents` gives the orders in ``1 / (1 - lambda)`` when the constants of the
+map and of the loss are fixed and only the state bound grows.
 """
 
 from __future__ import annotations
@@ -29,12 +31,15 @@ import sympy as sp
 
 from stablernn_lib.symbolic.lemma_algebra import (
     Bh,
+    Bx,
     Bz,
     L2_rho,
     L_rho,
     Lp,
+    Lx,
     Sp,
     evaluate_sum,
+    growth_exponent,
     lam,
 )
 
@@ -165,6 +170,22 @@ def stated_beta() -> sp.Expr:
         L_w**2 * Sp / (1 - lam) ** 2
         + L_w * Lp * (K_ss * L_w / (1 - lam) + K_sw) / (1 - lam) ** 2
         + Lp * (K_ws * L_w / (1 - lam) + K_ww) / (1 - lam)
+    )
+
+
+def growth_exponents(state_dependent_jacobian: bool = True) -> tuple[sp.Expr, sp.Expr]:
+    """``(n_gamma, n_beta)`` with ``gamma, beta ~ c (1 - lambda)^-n`` as ``lambda -> 1``.
+
+    ``L_w, L_p, S_p`` and the ``K``s are fixed; the state bound grows as Lemma 1's ball,
+    ``B_s = L_x B_x / (1 - lambda)``.  ``state_dependent_jacobian=False`` sets ``K_ss = 0``
+    (a map affine in the state).  ``beta`` has no ``B_s``, so only ``gamma`` feels it.
+    """
+    growing = {B_s: Lx * Bx / (1 - lam)}
+    if not state_dependent_jacobian:
+        growing[K_ss] = 0
+    return (
+        growth_exponent(general_gamma().subs(growing)),
+        growth_exponent(general_beta().subs(growing)),
     )
 
 
@@ -321,10 +342,21 @@ def lstm_lemma_constants(
     ``L_p = v_h H (1 + target_bound)`` and ``S_p = v_h^2 H``.
     """
     uniform = constraint.uniform_certificate(input_bound)
-    if not uniform.lam < 1:
-        raise ValueError("the set is not uniformly stable (its forget gate can reach 1)")
-    v_c, v_h = uniform.weights
     forget = float(constraint.matrix(input_bound)[0, 0])
+    if not math.isfinite(uniform.lam):
+        raise ValueError(
+            "the general lemmas need rho(M-bar) < 1, but this set's forget gate can reach 1 "
+            "(F = 1 in floating point), so rho(M-bar) is infinite: bound the forget bias "
+            "(bias_max['f']) and the rows of U_f"
+        )
+    if not uniform.lam < 1:
+        raise ValueError(
+            f"the general lemmas need rho(M-bar) < 1, but this set has rho(M-bar) = "
+            f"{uniform.lam:.6g} (with F = {forget:.4g} < 1): its recurrent radii are too "
+            "large for its forget-gate bound; shrink them (constraint.scaled) or lower the "
+            "forget bias bound"
+        )
+    v_c, v_h = uniform.weights
     values = {
         "lambda": uniform.lam,
         "B_s": uniform.state_bound,
