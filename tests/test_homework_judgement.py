@@ -103,3 +103,15 @@ def test_the_judgement_questions_in_prose_have_a_rubric_and_a_model_answer() -> 
         assert question.kind == "proof" and len(items) == 3
         assert sum(points for _, points in items) == question.points
         assert any("decide" in text for text, _ in items)
+
+
+def test_the_check_cell_of_an_untouched_stub_says_only_that(capsys) -> None:
+    from stablernn_lib.homework import check
+
+    def stub(stable, free):
+        raise NotImplementedError("the task")
+
+    check("hw08.q4", stub)
+    printed = capsys.readouterr().out
+    assert printed.startswith("hw08.q4 stability_cost: not answered")
+    assert "PASS" not in printed and "hidden checks also run" not in printed

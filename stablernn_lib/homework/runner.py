@@ -254,7 +254,8 @@ def check(question_id: str, answer: Any) -> None:
         raise ValueError(f"{question_id} is a proof question: your instructor grades it by hand")
     result = run_question(question, answer, hidden=False, source=_source_of(answer))
     print(format_result(question, result))
-    print(hidden_checks_note(question))
+    if result.status != "not attempted":
+        print(hidden_checks_note(question))
 
 
 def hidden_checks_note(question: Question) -> str:
