@@ -20,6 +20,7 @@
     table.querySelectorAll("tbody tr").forEach(function (row) {
       Array.prototype.forEach.call(row.children, function (cell, i) {
         if (heads[i]) cell.setAttribute("data-label", heads[i]);
+        cell.classList.toggle("fit-empty", !cell.textContent.trim());
       });
     });
   }
