@@ -18,7 +18,6 @@ from book_support import BUILD_DIR, HTML_DIR, ROOT, build_book
 from browser_support import CHROMIUM, chromium, visit_pages
 
 CHAPTER_PAGE = "chapters/01_recurrent_models.html"
-TABLES_PAGE = "chapters/08_wikitext2_experiments.html"
 SCREENSHOTS = BUILD_DIR / "screenshots"
 WIDTHS = (1400, 400)
 
@@ -232,12 +231,53 @@ WIDER_THAN_COLUMN_SCRIPT = """() => {
   return {room: Math.round(right - left), page: document.documentElement.scrollWidth, wide};
 }"""
 
-# Chapter 8's result tables: their scroll container, whether they overflow it, and whether
-# their first column sticks.
-TABLES_SCRIPT = """() => Array.from(document.querySelectorAll("main table")).map(t => ({
-  scroller: getComputedStyle(t.parentElement).overflowX,
-  wide: t.scrollWidth > t.parentElement.clientWidth + 1,
-  sticky: getComputedStyle(t.querySelector("td, th")).position}))"""
+# --- Tables and figures fit (book/fit.css, book/fit.js) ---------------------------------
+# Every table shown (not folded): its width against its container and the text column, and,
+# for a table with a column of the paper's numbers or of verdicts, how many of those cells
+# lie outside the column or are hidden.
+TABLE_FIT_SCRIPT = """() => {
+  const article = document.querySelector("article.bd-article") || document.querySelector("main");
+  const style = getComputedStyle(article), box = article.getBoundingClientRect();
+  const left = box.left + parseFloat(style.paddingLeft) - 1;
+  const right = box.right - parseFloat(style.paddingRight) + 1;
+  const tables = [];
+  for (const table of article.querySelectorAll("table")) {
+    if (table.getBoundingClientRect().width === 0) continue;  // in a folded section
+    const heads = Array.from(table.querySelectorAll("thead th")).map(th => th.textContent.trim());
+    const key = heads.map((h, i) => /paper|verdict|reproduced/i.test(h) ? i : -1)
+                     .filter(i => i >= 0);
+    let off = 0;
+    for (const row of table.querySelectorAll("tbody tr")) {
+      for (const i of key) {
+        const cell = row.children[i];
+        if (!cell || !cell.textContent.trim()) continue;
+        const r = cell.getBoundingClientRect();
+        if (r.width === 0 || r.left < left || r.right > right) off++;
+      }
+    }
+    const holder = table.parentElement;
+    tables.push({head: heads.slice(0, 3).join(" | ").slice(0, 70),
+                 width: table.scrollWidth, holder: holder.clientWidth,
+                 room: Math.round(right - left - 2), key_columns: key.length, key_cells_off: off,
+                 layout: table.className.match(/fit-[a-z]+/)?.[0] || "plain"});
+  }
+  return tables;
+}"""
+
+# The visible text of the article: its words, and its lines that are shell commands.
+VISIBLE_TEXT_SCRIPT = """() => {
+  const article = document.querySelector("article.bd-article") || document.querySelector("main");
+  const text = article.innerText;
+  return {words: text.split(/\\s+/).filter(w => /[A-Za-z0-9]/.test(w)).length,
+          commands: text.split("\\n").filter(line => line.trim().startsWith("python -m")).length};
+}"""
+
+# Every figure shown outside a widget: its displayed width over its natural width.
+FIGURE_SCALE_SCRIPT = """() => Array.from(document.querySelectorAll("main img"))
+  .filter(i => !i.closest(".jupyter-widgets") && i.naturalWidth > 0
+               && i.getBoundingClientRect().width > 0)
+  .map(i => ({src: (i.currentSrc || i.src).split("/").pop(),
+              scale: i.getBoundingClientRect().width / i.naturalWidth}))"""
 
 
 def measure_page(job: tuple[int, str], page) -> dict:
@@ -251,8 +291,10 @@ def measure_page(job: tuple[int, str], page) -> dict:
     }
     if width < 1000:
         record["wider_than_column"] = page.evaluate(WIDER_THAN_COLUMN_SCRIPT)
-    if page_name == TABLES_PAGE:
-        record["tables"] = page.evaluate(TABLES_SCRIPT)
+        record["figure_scales"] = page.evaluate(FIGURE_SCALE_SCRIPT)
+    else:
+        record["visible_text"] = page.evaluate(VISIBLE_TEXT_SCRIPT)
+    record["table_fit"] = page.evaluate(TABLE_FIT_SCRIPT)
     folder = SCREENSHOTS / str(width)
     page.screenshot(path=str(folder / page_name.replace("/", "_").replace(".html", ".png")))
     return record
@@ -280,6 +322,10 @@ def visits(browser, site_url) -> dict[int, dict[str, dict]]:
             for name, record in pages.items()
         }
         (BUILD_DIR / f"page_widths_{width}.json").write_text(json.dumps(counts, indent=1))
+        tables = {name: record["table_fit"] for name, record in pages.items()}
+        (BUILD_DIR / f"table_widths_{width}.json").write_text(json.dumps(tables, indent=1))
+    words = {name: record["visible_text"] for name, record in records[WIDTHS[0]].items()}
+    (BUILD_DIR / "page_words.json").write_text(json.dumps(words, indent=1))
     return records
 
 
@@ -323,9 +369,61 @@ def test_nothing_is_wider_than_the_column_on_a_phone(visits):
     assert not failures, json.dumps(failures, indent=1)
 
 
-def test_wide_tables_scroll_with_their_first_column_fixed(visits):
-    """Chapter 8's result tables at 400 px: inside a scroll container, first column sticky."""
-    tables = visits[400][TABLES_PAGE]["tables"]
-    wide = [t for t in tables if t["wide"]]
-    assert wide, "Chapter 8 has tables wider than a phone's column"
-    assert all(t["scroller"] == "auto" and t["sticky"] == "sticky" for t in wide), wide
+# --- Tables and figures fit ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_table_is_wider_than_the_text_column(visits, width):
+    """At 1400 and at 400 px every table shown fits its container and the text column
+    (book/fit.js sets a wide table compact, and stacks one that is still too wide)."""
+    wide = {
+        name: [
+            t
+            for t in record["table_fit"]
+            if max(t["width"] - t["holder"], t["width"] - t["room"]) > 1
+        ]
+        for name, record in visits[width].items()
+    }
+    wide = {name: tables for name, tables in wide.items() if tables}
+    assert sum(len(record["table_fit"]) for record in visits[width].values()) >= 40
+    assert not wide, json.dumps(wide, indent=1)
+
+
+def test_the_results_tables_keep_the_papers_numbers_and_verdicts_on_a_phone(visits):
+    """At 400 px every cell of a column of the paper's numbers or of verdicts is on screen,
+    in the main results tables of Chapters 8 and 9 and everywhere else."""
+    for page_name in (
+        "chapters/08_wikitext2_experiments.html",
+        "chapters/09_polyphonic_music.html",
+    ):
+        assert any(t["key_columns"] >= 2 for t in visits[400][page_name]["table_fit"]), page_name
+    off = {
+        name: [t for t in record["table_fit"] if t["key_cells_off"]]
+        for name, record in visits[400].items()
+    }
+    off = {name: tables for name, tables in off.items() if tables}
+    assert not off, json.dumps(off, indent=1)
+
+
+def test_figure_text_stays_at_least_9_px_on_a_phone(visits):
+    """A figure's smallest text is 9 pt, 12 px at its natural size (core/style.py): at 400 px
+    no figure is shown below 3/4 of that size, so no text is below 9 px."""
+    small = {
+        name: [f for f in record["figure_scales"] if f["scale"] < 0.75 - 0.005]
+        for name, record in visits[400].items()
+    }
+    small = {name: figures for name, figures in small.items() if figures}
+    assert sum(len(record["figure_scales"]) for record in visits[400].values()) >= 20
+    assert not small, json.dumps(small, indent=1)
+
+
+def test_the_evidence_pages_read_as_appendices(visits):
+    """The evidence pages stay appendix-length (visible words at 1400 px; folded sections are
+    not visible), and no chapter shows a shell command outside a folded section."""
+    words = {name: record["visible_text"] for name, record in visits[1400].items()}
+    assert words["chapters/08b_wikitext2_evidence.html"]["words"] <= 3500
+    assert words["chapters/09b_polyphonic_music_evidence.html"]["words"] <= 3000
+    shown = {
+        n: w["commands"] for n, w in words.items() if n.startswith("chapters/") and w["commands"]
+    }
+    assert not shown, shown

@@ -63,7 +63,7 @@ def test_every_homework_matches_its_notebook() -> None:
         nb = nbformat.read(path, as_version=4)
         assert nb.metadata["homework"]["id"] == homework.id
         assert "colab-setup" in nb.cells[0].metadata.get("tags", [])
-        assert 2 <= len(homework.questions) <= 4
+        assert 2 <= len(homework.questions) <= 5
         for cell in nb.cells:
             assert cell.get("outputs", []) == [], f"{path.name} is stored with outputs"
         for question in homework.questions:

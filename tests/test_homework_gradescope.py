@@ -293,7 +293,8 @@ def test_results_json_has_one_test_per_check_with_its_points(autograder) -> None
         for test, check in zip(mine, question.all_checks, strict=True):
             assert test["visibility"] == ("after_published" if check.hidden else "visible")
             assert 0 <= test["score"] <= test["max_score"]
-            assert test["status"] == ("passed" if test["score"] == test["max_score"] else "failed")
+            full = test["score"] == test["max_score"] and question.id != "hw01.q2"
+            assert test["status"] == ("passed" if full else "failed")  # the stub: nothing passes
         assert sum(t["max_score"] for t in mine) == pytest.approx(question.points, abs=1e-9)
         earned = {"hw01.q1": 2.0, "hw01.q2": 0.0, "hw01.q3": 3.0}[question.id]
         assert sum(t["score"] for t in mine) == pytest.approx(earned)
@@ -301,7 +302,8 @@ def test_results_json_has_one_test_per_check_with_its_points(autograder) -> None
     auto = sum(q.points for q in HOMEWORK.questions if q.kind == "code")
     assert sum(t["max_score"] for t in graded) == pytest.approx(auto)
     stub = [t for t in tests if t["name"].startswith("hw01.q2 ")]
-    assert stub and all(t["score"] == 0.0 and t["status"] == "failed" for t in stub[1:])
+    assert stub and all(t["score"] == 0.0 and t["status"] == "failed" for t in stub)
+    assert "nothing to check yet" in stub[0]["output"]  # the gate of an untouched stub
 
 
 def test_the_proof_is_an_ungraded_entry_for_the_staff(autograder) -> None:

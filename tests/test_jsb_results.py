@@ -426,6 +426,8 @@ def test_chapter9_values_of_the_measurements_match_the_analysis_files() -> None:
     assert values["m_sgd_lstm_short"] == "supported"
     assert values["m_sgd_rnn_grad"] < values["gradient_ratio"] < values["m_sgd_lstm_grad"]
     assert values["m_sgd_lstm_vanishes"] == "not supported"
+    # "reads each pair, RNN and LSTM, as <one verdict>"
+    assert values["sgd_rnn_cost_verdict"] == values["sgd_lstm_cost_verdict"]
     # the same contexts on the first 32 frames (the companion page says so)
     authors = ma.load_full_analysis(config="authors")
     for name in findings.SHORT:
@@ -542,7 +544,6 @@ def test_chapter9_is_a_lesson_and_the_evidence_is_on_its_companion_page() -> Non
         "training_extent_table(",
         "input_layer_table(",
         "early_stop_table(full)",
-        "stability_cost_table(",
         "measurements_table(",
     ]
     calls += [f'ma.run_commands("{config}")' for config in ("authors", "adam-tcn", "full", "adam")]

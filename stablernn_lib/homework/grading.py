@@ -84,6 +84,7 @@ from stablernn_lib.homework.runner import (
     QuestionResult,
     run_check,
     score,
+    unanswered,
 )
 from stablernn_lib.homework.sandbox import ProtocolError, Replayer, encode
 from stablernn_lib.homework.sources import resolve_names
@@ -766,6 +767,7 @@ def _question_result(
                     check, "error", "not run: the submission ran out of time or stopped before it"
                 )
             )
+    outcomes = unanswered(outcomes)
     result = QuestionResult(question.id, score(question, outcomes), question.points, outcomes)
     return QuestionGrade(question, result.status, result.points, [asdict(o) for o in outcomes])
 

@@ -1,7 +1,7 @@
 """The homework registry: homeworks, their questions, and each question's checks.
 
 A *homework* belongs to one chapter (``hw04`` to ``chapters/04_stability.ipynb``) and
-holds two to four *questions*.  A code question names the function the student writes
+holds two to five *questions*.  A code question names the function the student writes
 and carries its checks; a proof question is graded by hand with the rubric of its
 instructor notebook.
 

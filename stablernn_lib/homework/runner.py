@@ -186,7 +186,25 @@ def run_question(
         run_check(question, c, answer, seed=seed, source=source, time_scale=time_scale)
         for c in checks
     ]
-    return QuestionResult(question.id, score(question, outcomes), question.points, outcomes)
+    return QuestionResult(
+        question.id, score(question, outcomes), question.points, unanswered(outcomes)
+    )
+
+
+def unanswered(outcomes: list[CheckOutcome]) -> list[CheckOutcome]:
+    """``outcomes`` where every check that calls the answer found the stub: the source gate
+    says "not attempted" too (an untouched stub was not written from scratch; nothing was)."""
+    calls = [o for o in outcomes if not o.required]
+    if not calls or any(o.status != "not attempted" for o in calls):
+        return outcomes
+    return [
+        CheckOutcome(
+            o.name, o.hidden, "not attempted", "nothing to check yet", o.weight, o.required, 0.0
+        )
+        if o.required and o.passed
+        else o
+        for o in outcomes
+    ]
 
 
 def format_result(question: Question, result: QuestionResult) -> str:
@@ -196,6 +214,12 @@ def format_result(question: Question, result: QuestionResult) -> str:
     points (weight 0) says so, and whether the question's points need it to pass.
     """
     shown = result.outcomes
+    if result.status == "not attempted":
+        return (
+            f"{question.id} {question.function}: not answered: the function is still the stub "
+            "(it raises NotImplementedError), so nothing was checked and it earns no points. "
+            "Replace the `raise NotImplementedError(...)` with your code and run the cell again."
+        )
     passed = sum(o.passed for o in shown)
     hidden = any(o.hidden for o in shown)
     points = f" ({result.points:g} of {result.max_points:g} points)" if hidden else ""
@@ -230,7 +254,8 @@ def check(question_id: str, answer: Any) -> None:
         raise ValueError(f"{question_id} is a proof question: your instructor grades it by hand")
     result = run_question(question, answer, hidden=False, source=_source_of(answer))
     print(format_result(question, result))
-    print(hidden_checks_note(question))
+    if result.status != "not attempted":
+        print(hidden_checks_note(question))
 
 
 def hidden_checks_note(question: Question) -> str:

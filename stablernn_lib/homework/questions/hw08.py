@@ -1,4 +1,6 @@
-"""Homework 8 (Chapter 8, WikiText-2): batching, perplexity, the stable projection of nn.RNN."""
+"""Homework 8 (Chapter 8, WikiText-2): batching, perplexity, the stable projection of nn.RNN,
+and two readings of the chapter's results: the cost of stability over seeds, and what state
+Jacobian norms above 1 say about the context a model uses."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import math
 
 import torch
 
+from stablernn_lib.core import criteria
 from stablernn_lib.homework.expect import expect_close, expect_number, expect_raises
 from stablernn_lib.homework.questions.common import svd_clip
 from stablernn_lib.homework.registry import (
@@ -88,11 +91,60 @@ def projection_random(function, ctx: CheckContext) -> str:
     return _projection_match(function, ctx, 3, ctx.integer(2, 6))
 
 
+# Chapter 8's test perplexities, cpu scale, seeds 2, 3 and 1111 (data/results/wikitext2/cpu*)
+CHAPTER8_SEEDS = {
+    "RNN": ((280.6, 274.3, 279.6), (224.0, 271.5, 286.7)),
+    "LSTM": ((208.8, 210.4, 211.1), (164.7, 167.1, 165.7)),
+}
+
+
+def _cost_reference(stable: list[float], free: list[float]) -> tuple[float, str]:
+    """The gap in percent and the verdict of criteria.json's ``stability_cost`` rule."""
+    a, b = criteria.summarize(dict(enumerate(free))), criteria.summarize(dict(enumerate(stable)))
+    return 100 * criteria.relative_gap(b.mean, a.mean), criteria.stability_cost_verdict(
+        "wikitext2", a, b
+    )
+
+
+def _cost_match(function, ctx: CheckContext, stable: list[float], free: list[float]) -> str:
+    gap, verdict = _cost_reference(stable, free)
+    given = f"stable {stable}, unconstrained {free}"
+    got = ctx.call(function, list(stable), list(free), given=given)
+    if not isinstance(got, tuple) or len(got) != 2:
+        raise CheckFailedError(f"expected a pair (gap in %, verdict), got {got!r} for {given}")
+    expect_number(got[0], gap, "gap in percent", given, rel=1e-6)
+    if not isinstance(got[1], str) or got[1].strip().lower() != verdict:
+        raise CheckFailedError(f"verdict: expected {verdict!r}, got {got[1]!r} for {given}")
+    return f"gap {gap:+.1f}%, {verdict!r} for {given}"
+
+
+def cost_visible(function, ctx: CheckContext) -> str:
+    return "; ".join(_cost_match(function, ctx, *pair) for pair in CHAPTER8_SEEDS.values())
+
+
+def _seeds(ctx: CheckContext, mean: float, sd: float, n: int) -> list[float]:
+    return [round(mean + sd * float(z), 2) for z in ctx.randn(n)]
+
+
+def cost_random(function, ctx: CheckContext) -> str:
+    n = ctx.integer(3, 6)
+    free = _seeds(ctx, ctx.uniform(100, 300), 1.0, n)
+    mean = sum(free) / n
+    _cost_match(function, ctx, _seeds(ctx, mean * 1.02, 1.0, n), free)  # within the tolerance
+    _cost_match(function, ctx, _seeds(ctx, mean * 0.9, 1.0, n), free)  # the stable one better
+    _cost_match(function, ctx, _seeds(ctx, mean * 1.3, 1.0, n), free)  # far beyond the noise
+    noisy = _seeds(ctx, mean, 0.3 * mean, n)
+    _cost_match(function, ctx, _seeds(ctx, mean * 1.08, 0.3 * mean, n), noisy)  # noise wins
+    return expect_raises(
+        function, ValueError, "two seeds", "2 seeds per model", [1.0, 2.0], [1.0, 2.0]
+    )
+
+
 HOMEWORK = Homework(
     id="hw08",
     chapter="08_wikitext2_experiments",
     title="The WikiText-2 experiments",
-    minutes=45,
+    minutes=70,
     questions=(
         Question(
             id="hw08.q1",
@@ -142,6 +194,45 @@ HOMEWORK = Homework(
                 Check("2 layers of 4 units", projection_visible),
                 Check("1 and 3 layers", projection_random, hidden=True),
             ),
+        ),
+        Question(
+            id="hw08.q4",
+            title="Judgement: does stability cost little?",
+            points=3,
+            function="stability_cost",
+            task=(
+                "stability_cost(stable, free) takes the test perplexities of the stable and the "
+                "unconstrained model, one per seed (at least 3 each, else ValueError), and "
+                "returns (gap, verdict): gap = 100 (mean(stable) - mean(free)) / mean(free) and "
+                "verdict 'supported' when gap <= 5, else 'not supported' when |mean(stable) - "
+                "mean(free)| > 2 sqrt((sd_stable^2 + sd_free^2) / 2) (sample sd, n - 1), else "
+                "'inconclusive'."
+            ),
+            tests="reading a cost of stability against the seed noise, as the course's criteria do",
+            forbidden=("stability_cost_verdict", "relative_gap", "beyond_noise", "pooled_sd"),
+            checks=(
+                Check("Chapter 8's RNN and LSTM seeds", cost_visible),
+                Check(
+                    "within, below, far beyond the tolerance; noise; 2 seeds",
+                    cost_random,
+                    hidden=True,
+                ),
+            ),
+        ),
+        Question(
+            id="hw08.q5",
+            title="Judgement: Jacobian norms above 1, a short context",
+            points=3,
+            kind="proof",
+            task=(
+                "The unconstrained RNN of Chapter 8 has one-step state-Jacobian norms above 1 at "
+                "almost every measured position, yet its truncated model is within 1% of its "
+                "recurrent perplexity with about a dozen words. Decide whether the two "
+                "measurements contradict each other, and which one answers the paper's claim "
+                "that trained models are effectively of short context; justify with one "
+                "inequality and one sentence on what each measurement can and cannot show."
+            ),
+            tests="reading two measurements against each other: a sufficient test and a direct one",
         ),
     ),
 )

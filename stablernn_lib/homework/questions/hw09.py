@@ -1,10 +1,12 @@
-"""Homework 9 (Chapter 9, JSB Chorales): Bernoulli NLL, bounded inputs, the baseline."""
+"""Homework 9 (Chapter 9, JSB Chorales): Bernoulli NLL, bounded inputs, the baseline, and two
+readings of the chapter's truncation curves: the context a model uses, and what a 1%
+tolerance can hide."""
 
 from __future__ import annotations
 
 import torch
 
-from stablernn_lib.homework.expect import expect_close, expect_number
+from stablernn_lib.homework.expect import expect_close, expect_number, show
 from stablernn_lib.homework.registry import (
     Check,
     CheckContext,
@@ -100,11 +102,61 @@ def marginal_random(function, ctx: CheckContext) -> str:
     return expect_number(got, float(torch.log(torch.tensor(2.0))), "baseline", "f = 0, 1, 1/2")
 
 
+def _context_match(function, ctx: CheckContext, curve: dict, tolerance: float, given: str) -> str:
+    from stablernn_lib.tasks.jsb import analysis  # matplotlib: imported when a check runs
+
+    expected = analysis.context_used(curve, tolerance)
+    got = ctx.call(
+        function,
+        list(curve["k"]),
+        list(curve["loss"]),
+        curve["recurrent_loss"],
+        tolerance,
+        given=given,
+    )
+    if got != expected or isinstance(got, bool):
+        raise CheckFailedError(f"expected k = {show(expected)}, got {show(got)} for {given}")
+    return f"k = {show(expected)} for {given}"
+
+
+def context_visible(function, ctx: CheckContext) -> str:
+    """The truncation curves of Chapter 9's four models trained as the authors did (seed 1111)."""
+    from stablernn_lib.tasks.jsb import analysis
+
+    measured = analysis.load_full_analysis(None, "authors") or {}
+    curves = {n: e["truncated_eval_after"] for n, e in measured.items()
+              if isinstance(e, dict) and "truncated_eval_after" in e}  # fmt: skip
+    if not curves:
+        raise CheckFailedError("the chapter's committed truncation curves were not found")
+    return "; ".join(
+        _context_match(function, ctx, curve, 0.01, f"Chapter 9's {name}, tolerance 1%")
+        for name, curve in sorted(curves.items())
+    )
+
+
+def context_random(function, ctx: CheckContext) -> str:
+    for _ in range(3):
+        ks = sorted({ctx.integer(1, 64) for _ in range(ctx.integer(3, 10))})
+        recurrent = ctx.uniform(5.0, 12.0)
+        excess = sorted((ctx.uniform(0.0, 0.2) for _ in ks), reverse=True)
+        curve = {
+            "k": ks,
+            "loss": [recurrent * (1 + e) for e in excess],
+            "recurrent_loss": recurrent,
+        }
+        tolerance = ctx.uniform(0.005, 0.1)
+        _context_match(function, ctx, curve, tolerance, f"k = {ks}, tolerance {tolerance:.3g}")
+    never = {"k": [1, 2, 4], "loss": [9.0, 8.0, 7.5], "recurrent_loss": 7.0}
+    _context_match(function, ctx, never, 0.01, "a curve that never comes within 1%")
+    below = {"k": [1, 2, 4], "loss": [7.3, 6.9, 7.0], "recurrent_loss": 7.0}
+    return _context_match(function, ctx, below, 0.01, "a truncated loss below the recurrent one")
+
+
 HOMEWORK = Homework(
     id="hw09",
     chapter="09_polyphonic_music",
     title="Polyphonic music",
-    minutes=45,
+    minutes=70,
     questions=(
         Question(
             id="hw09.q1",
@@ -157,6 +209,40 @@ HOMEWORK = Homework(
                 Check("3 chorales of 6 keys", marginal_visible),
                 Check("random chorales, frequencies 0 and 1", marginal_random, hidden=True),
             ),
+        ),
+        Question(
+            id="hw09.q4",
+            title="Judgement: how much context does a model use?",
+            points=2,
+            function="context_used",
+            task=(
+                "context_used(ks, losses, recurrent_loss, tolerance) reads a truncation curve "
+                "(the test NLL of the truncated model at each context k, in increasing k) and "
+                "returns the smallest k whose loss is at most (1 + tolerance) times the recurrent "
+                "model's, or None when no k is."
+            ),
+            tests="reading the truncation curve as the course's criteria read it",
+            forbidden=("context_used", "smallest_k_within"),
+            checks=(
+                Check("Chapter 9's four curves, 1%", context_visible),
+                Check("random curves and tolerances; none; below", context_random, hidden=True),
+            ),
+        ),
+        Question(
+            id="hw09.q5",
+            title="Judgement: what the 1% tolerance hides",
+            points=3,
+            kind="proof",
+            task=(
+                "Chapter 9 reads every model trained as the authors did as a model of short "
+                "context (within 1% of its recurrent NLL with a few frames), while the "
+                "unconstrained LSTM's gradient still keeps a sizeable share after 32 frames and "
+                "its curve still falls past k = 32. Decide whether the unconstrained LSTM is "
+                "'effectively of short context', say in nats what the 1% tolerance allows "
+                "beside the gain the LSTM still makes from frames older than 32, and say which "
+                "result would change your verdict."
+            ),
+            tests="a verdict and the tolerance behind it: reading a number against a rule",
         ),
     ),
 )

@@ -107,9 +107,6 @@ def ablation_numbers(free: float, course: float) -> Numbers:
     first, upper = out["first_layer_ppl"], out["upper_ppl"]
     out["layer2_cost"], out["cap_recovers"] = course - first, course - upper
     out["other_gates_cost"] = upper - first
-    out["cap_share"] = 100 * (course - upper) / (course - first)
-    same_seed = findings.load_seed_results("cpu")["lstm-unconstrained"][CONFIGS["cpu"].seed]
-    out["first_layer_gap_same_seed"] = _gap(first, same_seed["test_ppl"])
     lr20 = findings.load_seed_results("cpu-lr20")
     out["lr20_free"] = findings.seed_summary(lr20["lstm-unconstrained"]).mean
     out["lr20_stable"] = findings.seed_summary(lr20["lstm-stable"]).mean
