@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from colab_support import build_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "07_training_gives_the_same_model.ipynb"
@@ -35,29 +35,7 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("installed")
-    # build from a copy of what the package is made of, so setuptools' build/ folder
-    # lands there and not in the checkout
-    source = work / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
-        shutil.copy2(ROOT / name, source / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_results")
-    shutil.copytree(ROOT / "stablernn_lib", source / "stablernn_lib", ignore=ignore)
-    shutil.copytree(ROOT / "data" / "results", source / "data" / "results")
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(work / "wheel"),
-            str(source),
-        ]
-    )
+    wheel = build_wheel(work / "build")
     run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")])
     python = work / "venv" / "bin" / "python"
     site = Path(
@@ -68,7 +46,6 @@ def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # torch, Jupyter, ... of the test environment, after the venv's own packages; a plain
     # path line does not run the test environment's editable-install hook
     (site / "borrowed.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    wheel = next((work / "wheel").glob("stablernn_lib-*.whl"))
     run(
         [
             sys.executable,
