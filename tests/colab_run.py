@@ -4,8 +4,11 @@ Not part of ``make test`` (its environments take minutes to build the first time
 notebooks take about as long as the book's): ``.ci/run`` runs it after ``make test``. For
 each flavour of environment (``tests/colab_support.py``):
 
-- ``colab``: Colab's Python and Colab's versions of every package the course uses
-  (``tests/colab_runtime/``; torch is PyPI's build of Colab's version, see there);
+- ``colab``: Colab's Python (3.13) and Colab's versions of every package the course uses
+  (``tests/colab_runtime/``). Torch is PyPI's build of Colab's version, 2.11.0, with its
+  CUDA libraries (Colab's own ``+cu128`` build comes from an index this machine cannot
+  reach; the course's CPU wheel of 2.13.0 exists here for Python 3.11 only): Colab's Python
+  and Colab's torch were worth the 2.6 GB download, once, into the cache;
 - ``newest``: the same packages at their newest releases, for Colab's next runtime,
 
 the test checks that ``pip install`` of the library would replace none of the

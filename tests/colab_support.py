@@ -17,8 +17,9 @@
 - :func:`offline_setup_cell` is the ONE change made to a notebook as handed out: its setup
   cell's ``pip install git+URL@COMMIT`` installs the wheel built from this checkout instead
   (there is no network here). Everything else runs unchanged, setup cell included.
-- :func:`execute` runs notebooks in a kernel of that environment, two at a time, in a folder
-  outside the checkout (as Colab's ``/content``).
+- :func:`execute` runs notebooks in a kernel of that environment, two at a time (one torch
+  thread each, where Colab runs one notebook on its two cores), in a folder outside the
+  checkout (as Colab's ``/content``).
 - :func:`undrawn_figures` lists the numbered figures (a "**Figure N.**" caption cell) whose
   cell drew no image: no image output, and no image in the widget it displayed.
 """
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import nbformat
+from book_support import KERNEL_ENV
 
 from stablernn_lib.book import colab
 from stablernn_lib.book.config import COLAB_SETUP_TAG
@@ -286,7 +288,9 @@ sys.exit(status)
 
 def kernel_environment(python: Path, folder: Path, data: Path | None) -> dict[str, str]:
     """The process environment of a notebook run: a kernel spec ``colab`` for ``python``,
-    nothing of the test environment (no PYTHONPATH, no widget or backend setting)."""
+    nothing of the test environment (no PYTHONPATH, no widget or backend setting), and one
+    thread per kernel as in the book's runs (two notebooks share the two cores; with two
+    threads each, chapters 8 and 9 took 1296 s and 961 s on a loaded machine)."""
     spec = folder / "kernels" / "colab"
     spec.mkdir(parents=True, exist_ok=True)
     argv = [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
@@ -294,7 +298,7 @@ def kernel_environment(python: Path, folder: Path, data: Path | None) -> dict[st
     (spec / "kernel.json").write_text(json.dumps(kernel), encoding="utf-8")
     dropped = ("PYTHONPATH", "VIRTUAL_ENV", "STABLERNN_WIDGETS", "MPLBACKEND", "STABLERNN_DATA")
     env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env["JUPYTER_PATH"] = str(folder)
+    env.update(KERNEL_ENV, JUPYTER_PATH=str(folder))
     if data is not None:  # Colab downloads the corpora; this machine has them on disk
         env["STABLERNN_DATA"] = str(data)
     return env
