@@ -59,7 +59,8 @@ test: venv browser-deps
 ## Every Colab notebook of both editions, as the site hands them out (setup cell included),
 ## in an environment with Colab's Python and package versions (tests/colab_runtime/) and in
 ## one with their newest releases; fails if the setup cell would replace one of Colab's
-## packages. The environments are cached in $STABLERNN_COLAB_CACHE (default .colab-env/).
+## packages. The environments are cached in $STABLERNN_COLAB_CACHE (default
+## ~/.cache/stablernn_lib/colab-env).
 ## Not part of `make test`; .ci/run runs it after. Times: README.md.
 colab-test: venv
 	$(BIN)/python -m pytest tests/colab_run.py -n 0 -q

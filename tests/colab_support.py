@@ -7,8 +7,9 @@
   Torch: Colab installs ``torch==2.11.0+cu128`` from PyTorch's own index, which this machine
   cannot reach; the environment gets PyPI's build of the same version (its CUDA 13 libraries,
   unused on a CPU, 2.6 GB to download, about 4 minutes and 4.6 GB in all, measured). The
-  folder is ``$STABLERNN_COLAB_CACHE`` (default ``.colab-env/`` in the checkout, ignored by
-  git), one subfolder per flavour and hash of the runtime files and install commands.
+  folder is ``$STABLERNN_COLAB_CACHE`` (default ``~/.cache/stablernn_lib/colab-env``, outside
+  the checkout), one subfolder per flavour and hash of the runtime files and install
+  commands.
 - :func:`replaced_packages` reads ``pip install --dry-run --report`` of the library: a
   package it would install over one of Colab's is a replacement.
 - :func:`site_notebooks` writes both editions' Colab notebooks as the site does
@@ -54,6 +55,9 @@ FREEZE = RUNTIME / "pip-freeze.gpu.txt"
 OS_INFO = RUNTIME / "os-info-gpu.txt"
 PACKAGES = RUNTIME / "packages.txt"
 CACHE_VARIABLE = "STABLERNN_COLAB_CACHE"
+# Outside the checkout: inside, the book's tools would copy and scan its gigabytes.
+USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+DEFAULT_CACHE = USER_CACHE / "stablernn_lib" / "colab-env"
 PYTHON_VARIABLE = "STABLERNN_COLAB_PYTHON"
 Flavour = Literal["colab", "newest"]
 Edition = Literal["student", "instructor"]
@@ -168,7 +172,7 @@ def environment(flavour: Flavour) -> Path:
     """The python of the cached ``flavour`` environment, built first if missing.
 
     The ``newest`` flavour is also keyed by the ISO week, so that it follows new releases."""
-    cache = Path(os.environ.get(CACHE_VARIABLE) or ROOT / ".colab-env")
+    cache = Path(os.environ.get(CACHE_VARIABLE) or DEFAULT_CACHE)
     version = colab_python_version()
     placeholder = Path("CONSTRAINTS")
     key = hashlib.sha256()
