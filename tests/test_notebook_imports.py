@@ -10,6 +10,7 @@ the cheap one, in ``make test``.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import re
 import sys
@@ -74,15 +75,20 @@ def outside_modules(sources: list[str]) -> set[str]:
     return outside
 
 
+@functools.cache
+def owners() -> dict[str, list[str]]:
+    """Top-level module -> the installed distributions that provide it."""
+    return importlib.metadata.packages_distributions()
+
+
 def unavailable(modules: set[str], allowed: set[str]) -> list[str]:
     """The modules of ``modules`` neither in the standard library nor installed by a
     distribution of ``allowed`` (canonical names)."""
-    owners = importlib.metadata.packages_distributions()
     return sorted(
         module
         for module in modules
         if module not in sys.stdlib_module_names
-        and not {canonical(d) for d in owners.get(module, [])} & allowed
+        and not {canonical(d) for d in owners().get(module, [])} & allowed
     )
 
 
