@@ -14,7 +14,7 @@ TORCH_INDEX ?=
 # Files that change what the virtual environment must contain.
 SETUP_FILES := pyproject.toml
 
-.PHONY: venv book instructor test lint student clean browser-deps mutants formula-mutants
+.PHONY: venv book instructor test colab-test lint student clean browser-deps mutants formula-mutants
 
 venv: $(STAMP)
 
@@ -55,6 +55,15 @@ test: venv browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check stablernn_lib tests
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+
+## Every Colab notebook of both editions, as the site hands them out (setup cell included),
+## in an environment with Colab's Python and package versions (tests/colab_runtime/) and in
+## one with their newest releases; fails if the setup cell would replace one of Colab's
+## packages. The environments are cached in $STABLERNN_COLAB_CACHE (default
+## ~/.cache/stablernn_lib/colab-env).
+## Not part of `make test`; .ci/run runs it after. Times: README.md.
+colab-test: venv
+	$(BIN)/python -m pytest tests/colab_run.py -n 0 -q
 
 ## Mutation testing of the math (mutmut): the modules are the `only_mutate` list of
 ## [tool.mutmut] in pyproject.toml (the one place to edit when they move); only the fast math

@@ -184,3 +184,12 @@ def test_sliders_are_labelled_in_words_or_math_not_python_names():
     assert slider_label("lam") == "contraction λ"
     assert slider_label("input_bound") == "input bound Bₓ"
     assert slider_label("num_steps") == "num steps"  # never the raw identifier
+
+
+def test_ipywidgets_7_without_stack_redraws_live(monkeypatch):
+    """Colab ships ipywidgets 7.7.1, which has no ``Stack``: the plot redraws on the kernel,
+    even where precomputed frames are asked for."""
+    monkeypatch.delattr(ipywidgets, "Stack")
+    monkeypatch.setenv("STABLERNN_WIDGETS", "frames")
+    plot = interactive_plot(line_figure, {"k": [1, 2]})
+    assert isinstance(plot.children[-1], ipywidgets.Output) and plot.num_frames == 0

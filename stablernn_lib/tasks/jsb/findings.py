@@ -1,9 +1,9 @@
 """The numbers and verdict words Chapter 9 and its companion page quote, read from the results.
 
 :func:`chapter_values` returns one flat ``{key: number or verdict word}`` mapping; the
-notebooks glue each entry (MyST-NB ``glue``) and write their sentences around it with
-``{glue:text}`key:format```. Percentages are in percent (``-3.7`` for -3.7%), NLLs in nats
-per time step. No sentence is built here: the prose lives in the notebooks.
+notebooks glue each entry (``stablernn_lib.book.glue``, read by MyST-NB) and write their
+sentences around it with ``{glue:text}`key:format```. Percentages are in percent (``-3.7``
+for -3.7%), NLLs in nats per time step. No sentence is built here: the prose lives in the notebooks.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 result files of ``data/results/wikitext2/``.
 
 :func:`chapter8_numbers` returns one flat ``{key: value}`` dict: floats (percentages are in
-percent), integers and verdict words, no sentences.  The notebooks glue every entry with
-MyST-NB (``glue(key, value, display=False)``) and write ``{glue:text}`key:.1f``` in their
-Markdown; the Colab conversion (:mod:`stablernn_lib.book.colab`) substitutes the same
+percent), integers and verdict words, no sentences.  The notebooks glue every entry
+(``stablernn_lib.book.glue.glue(key, value, display=False)``, read by MyST-NB) and write
+``{glue:text}`key:.1f``` in their Markdown; the Colab conversion
+(:mod:`stablernn_lib.book.colab`) substitutes the same
 values.  Tests recompute each value from the files independently.
 """
 
