@@ -24,10 +24,12 @@ outside Colab).
 
 from __future__ import annotations
 
+import html
 import io
 import itertools
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -71,6 +73,7 @@ def interactive_plot(
     *,
     description: str | None = None,
     labels: Mapping[str, str] | None = None,
+    alt: str | Callable[..., str] | None = None,
 ) -> InteractivePlot:
     """Return a widget that shows ``draw(**values)`` for slider-chosen ``values``.
 
@@ -84,12 +87,21 @@ def interactive_plot(
             Unicode and ``<sub>``, the static site does not typeset TeX in widgets).
         labels: optional ``name -> label`` for this plot, in place of ``SLIDER_LABELS``
             (e.g. ``{"b": "b"}`` where ``b`` is not a bias).
+        alt: the text alternative of every frame, for a reader who cannot see it: what
+            is plotted and its finding (at most about 250 characters), or a function of
+            the slider values that returns it. Each frame's text ends with the slider
+            values it shows. Without it, the description stands in.
 
     Returns:
         An :class:`InteractivePlot` (an ``ipywidgets.VBox``) whose sliders start at
         the first value of each grid.
     """
     grids = _validate(draw, sliders, description)
+    if alt is not None and not (callable(alt) or (isinstance(alt, str) and alt.strip())):
+        raise TypeError(
+            f"alt must be a non-empty string or a function of the slider values, got {alt!r}; "
+            "say what the figure shows, e.g. alt='Line plot of the gap against t ...'."
+        )
     unknown = sorted(set(labels or {}) - set(grids))
     if unknown:
         raise ValueError(f"labels name no slider: {unknown}; the sliders are {list(grids)}.")
@@ -102,7 +114,8 @@ def interactive_plot(
             lambda **values: _show_live(draw, values), dict(slider_widgets.items())
         )
         return InteractivePlot([*header, *controls, output], slider_widgets, [], 0)
-    stack, links = _frame_stack(draw, grids, slider_widgets)
+    describe = _frame_text(alt if alt is not None else description, names)
+    stack, links = _frame_stack(draw, grids, slider_widgets, describe)
     num_frames = math.prod(len(grid) for grid in grids.values())
     return InteractivePlot([*header, *controls, stack], slider_widgets, links, num_frames)
 
@@ -249,18 +262,36 @@ def _format_values(values: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in values.items())
 
 
+def _frame_text(
+    alt: str | Callable[..., str] | None, labels: Mapping[str, str]
+) -> Callable[[dict[str, Any]], str]:
+    """The text alternative of the frame drawn at ``values``: ``alt`` (called with the
+    values when it is a function; HTML tags dropped), then the values under their labels."""
+
+    def describe(values: dict[str, Any]) -> str:
+        text = alt(**values) if callable(alt) else alt or "Plot"
+        text = " ".join(re.sub(r"<[^>]+>", "", html.unescape(str(text))).split())
+        shown = ", ".join(f"{labels[name]} = {_label(value)}" for name, value in values.items())
+        return f"{text.rstrip('.')}. Shown: {shown}."
+
+    return describe
+
+
 def _frame_stack(
     draw: Callable[..., Figure],
     grids: dict[str, list[Any]],
     sliders: dict[str, ipywidgets.SelectionSlider],
+    describe: Callable[[dict[str, Any]], str],
 ) -> tuple[ipywidgets.Widget, list[ipywidgets.Widget]]:
-    """Render every frame and nest the images in stacks, one level per slider."""
+    """Render every frame and nest the images in stacks, one level per slider; each image
+    carries its text alternative (``describe(values)``) as its tooltip, which the page shows
+    as the image's ``title`` and the course's script (book/accessibility.js) copies to ``alt``."""
     names = list(grids)
     images = {}
     for combination in itertools.product(*(range(len(grids[name])) for name in names)):
         values = {name: grids[name][i] for name, i in zip(names, combination, strict=True)}
         png = render_png(_checked_figure(draw, values))
-        images[combination] = ipywidgets.Image(value=png, format="png")
+        images[combination] = ipywidgets.Image(value=png, format="png", tooltip=describe(values))
     links: list[ipywidgets.Widget] = []
 
     def build(level: int, prefix: tuple[int, ...]) -> ipywidgets.Widget:
