@@ -102,7 +102,8 @@ BAD_PAGE = """<!doctype html><html lang="en"><head><title>Synthetic page</title>
 </main></body></html>"""
 # a 1 x 1 PNG
 PIXEL = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5"
+    "ErkJggg=="
 )
 
 
