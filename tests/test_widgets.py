@@ -184,3 +184,23 @@ def test_sliders_are_labelled_in_words_or_math_not_python_names():
     assert slider_label("lam") == "contraction λ"
     assert slider_label("input_bound") == "input bound Bₓ"
     assert slider_label("num_steps") == "num steps"  # never the raw identifier
+
+
+def test_every_frame_carries_its_text_alternative():
+    """``alt`` (a sentence, or a function of the slider values) becomes each frame's tooltip,
+    followed by the values it shows; without it the description stands in, tags dropped."""
+    plot = interactive_plot(
+        line_figure,
+        {"lam": [0.5, 0.9], "k": [1, 4]},
+        alt=lambda lam, k: f"Line plot of the gap for λ = {lam}, falling with k.",
+    )
+    texts = [image.tooltip for image in leaf_images(plot.children[-1])]
+    assert texts[0] == (
+        "Line plot of the gap for λ = 0.5, falling with k. "
+        "Shown: contraction λ = 0.5, context k = 1."
+    )
+    assert texts[3].endswith("Shown: contraction λ = 0.9, context k = 4.")
+    plain = interactive_plot(line_figure, {"k": [1, 2]}, description="<i>Context</i> k &amp; more")
+    assert leaf_images(plain.children[-1])[1].tooltip == "Context k & more. Shown: context k = 2."
+    with pytest.raises(TypeError, match="alt must be a non-empty string"):
+        interactive_plot(line_figure, {"k": [1, 2]}, alt="  ")
