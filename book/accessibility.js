@@ -114,7 +114,8 @@
   function start() {
     fixAll();
     observer.observe(document.body, {
-      childList: true, subtree: true, attributes: true, attributeFilter: ["class"],
+      childList: true, subtree: true, attributes: true,
+      attributeFilter: ["class", "aria-label", "title"],
       characterData: true,
     });
   }
