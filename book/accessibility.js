@@ -19,16 +19,18 @@
     });
   }
 
-  // A button or link whose label differs from its visible text (the theme's ".ipynb", ".pdf"
-  // download entries): the name starts with what the reader sees, then says what it does.
+  // A button or link whose label differs from its visible text (the theme's search button
+  // "Search Ctrl+K" labelled "Search", the download entries ".ipynb" labelled "Download
+  // source file"): its name becomes what the reader sees; the label stays as its title.
   function matchVisibleText(root) {
-    root.querySelectorAll(".bd-header-article [aria-label], .article-header-buttons [aria-label]")
-      .forEach(function (node) {
-        var seen = text(node), label = node.getAttribute("aria-label");
-        if (seen && label && label.toLowerCase().indexOf(seen.toLowerCase()) === -1) {
-          node.setAttribute("aria-label", seen + ": " + label);
-        }
-      });
+    root.querySelectorAll("button[aria-label], a[aria-label]").forEach(function (node) {
+      if (node.closest(".jupyter-widgets")) return;
+      var seen = text(node), label = node.getAttribute("aria-label");
+      if (seen && label.toLowerCase().indexOf(seen.toLowerCase()) === -1) {
+        if (!node.getAttribute("title")) node.setAttribute("title", label);
+        node.removeAttribute("aria-label");
+      }
+    });
   }
 
   // The bibliography's entries carry DPUB-ARIA's deprecated doc-biblioentry role inside a
@@ -45,7 +47,7 @@
   }
 
   function nameWidgets(root) {
-    root.querySelectorAll(".jupyter-widgets.widget-slider, .jupyter-widgets.widget-hslider")
+    root.querySelectorAll(".widget-slider, .widget-hslider")
       .forEach(function (widget) {
         var name = sliderName(widget), readout = widget.querySelector(".widget-readout");
         widget.querySelectorAll('.noUi-handle, [role="slider"]').forEach(function (handle) {
@@ -53,19 +55,13 @@
           if (readout && text(readout)) handle.setAttribute("aria-valuetext", text(readout));
         });
       });
-    root.querySelectorAll(".jupyter-widgets.widget-toggle-buttons").forEach(function (widget) {
+    root.querySelectorAll(".widget-inline-hbox.widget-toggle-buttons").forEach(function (widget) {
       var group = widget.querySelector(".widget-toggle-buttons") || widget;
       group.setAttribute("role", "group");
       group.setAttribute("aria-label", text(widget.querySelector(".widget-label")) || "options");
       widget.querySelectorAll("button").forEach(function (button) {
         button.setAttribute("aria-pressed", button.classList.contains("mod-active"));
       });
-    });
-    // each frame of a widget plot carries its text alternative as its tooltip (title)
-    root.querySelectorAll(".jupyter-widgets img").forEach(function (image) {
-      var title = image.getAttribute("title");
-      if (title && image.getAttribute("alt") !== title) image.setAttribute("alt", title);
-      else if (!title && !image.hasAttribute("alt")) image.setAttribute("alt", "");
     });
   }
 
@@ -123,13 +119,10 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 
-  function whenTypeset() {
-    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-      MathJax.startup.promise.then(focusableEquations);
-    } else {
-      setTimeout(whenTypeset, 200);
-    }
-  }
-  window.addEventListener("load", whenTypeset);
+  // after MathJax's first typeset and book/course.js's scaling (registered before this one)
+  window.addEventListener("load", function () {
+    var mathjax = window.MathJax && window.MathJax.startup;
+    Promise.resolve(mathjax && mathjax.promise).then(focusableEquations);
+  });
   window.addEventListener("resize", focusableEquations);
 })();

@@ -164,7 +164,7 @@ OPEN_COLLAPSIBLES_SCRIPT = """() => {
 # Every image of the page's content: its address and its text alternative (alt, or the
 # aria-label or title that stands for it; null when it has none).
 CONTENT_IMAGES_SCRIPT = """() => Array.from(
-  document.querySelectorAll("article.bd-article img, main img")).map(i => ({
+  document.querySelectorAll("article.bd-article img")).map(i => ({
     src: (i.getAttribute("src") || "").slice(0, 120),
     alt: i.getAttribute("alt") ?? i.getAttribute("aria-label") ?? i.getAttribute("title"),
     decorative: ["presentation", "none"].includes(i.getAttribute("role"))
