@@ -19,18 +19,20 @@
     });
   }
 
-  // A button or link whose label differs from its visible text (the theme's search button
-  // "Search Ctrl+K" labelled "Search", the download entries ".ipynb" labelled "Download
-  // source file"): its name becomes what the reader sees; the label stays as its title.
+  // A button, link or summary whose label differs from its visible text (the theme's search
+  // button "Search Ctrl+K" labelled "Search", the download entries ".ipynb" labelled
+  // "Download source file", a hidden cell's "Show code cell source" labelled "Toggle hidden
+  // content"): its name becomes what the reader sees; the label stays as its title.
   function matchVisibleText(root) {
-    root.querySelectorAll("button[aria-label], a[aria-label]").forEach(function (node) {
-      if (node.closest(".jupyter-widgets")) return;
-      var seen = text(node), label = node.getAttribute("aria-label");
-      if (seen && label.toLowerCase().indexOf(seen.toLowerCase()) === -1) {
-        if (!node.getAttribute("title")) node.setAttribute("title", label);
-        node.removeAttribute("aria-label");
-      }
-    });
+    root.querySelectorAll("button[aria-label], a[aria-label], summary[aria-label]")
+      .forEach(function (node) {
+        if (node.closest(".jupyter-widgets")) return;
+        var seen = text(node), label = node.getAttribute("aria-label");
+        if (seen && label.toLowerCase().indexOf(seen.toLowerCase()) === -1) {
+          if (!node.getAttribute("title")) node.setAttribute("title", label);
+          node.removeAttribute("aria-label");
+        }
+      });
   }
 
   // The bibliography's entries carry DPUB-ARIA's deprecated doc-biblioentry role inside a
