@@ -57,11 +57,13 @@
           if (readout && text(readout)) handle.setAttribute("aria-valuetext", text(readout));
         });
       });
-    root.querySelectorAll(".widget-inline-hbox.widget-toggle-buttons").forEach(function (widget) {
-      var group = widget.querySelector(".widget-toggle-buttons") || widget;
+    root.querySelectorAll("div.widget-toggle-buttons").forEach(function (widget) {
+      var buttons = widget.querySelectorAll("button");
+      if (!buttons.length) return;
+      var group = buttons[0].parentElement;
       group.setAttribute("role", "group");
       group.setAttribute("aria-label", text(widget.querySelector(".widget-label")) || "options");
-      widget.querySelectorAll("button").forEach(function (button) {
+      buttons.forEach(function (button) {
         button.setAttribute("aria-pressed", button.classList.contains("mod-active"));
       });
     });

@@ -155,10 +155,12 @@ AXE_RUN_SCRIPT = """async tags => {
     summary: (n.failureSummary || "").slice(0, 300)}))}));
 }"""
 
-# Every collapsible of the page opened (<details>), for a second run of axe.
-OPEN_COLLAPSIBLES_SCRIPT = """() => {
+# Every collapsible of the page opened (<details>), for a second run of axe, once the
+# content has faded in (the theme animates it: half-faded text would read as low contrast).
+OPEN_COLLAPSIBLES_SCRIPT = """async () => {
   document.querySelectorAll("details").forEach(d => { d.open = true; });
-  return new Promise(resolve => requestAnimationFrame(() => resolve(null)));
+  await new Promise(resolve => requestAnimationFrame(() => resolve(null)));
+  await Promise.all(document.getAnimations().map(a => a.finished.catch(() => null)));
 }"""
 
 # Every image of the page's content: its address and its text alternative (alt, or the
