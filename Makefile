@@ -47,11 +47,19 @@ browser-deps:
 	  elif command -v sudo >/dev/null 2>&1; then sudo apt-get install -y -q chromium >/dev/null; \
 	  else echo "chromium is missing: install Debian's chromium package for the browser test"; fi; }
 
+## axe-core for the browser test's accessibility check (npm; the version is pinned by
+## tests/axe/package-lock.json, installed into the ignored tests/axe/node_modules).
+AXE := tests/axe/node_modules/axe-core/axe.min.js
+$(AXE): tests/axe/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Debian's npm package for the accessibility check"; exit 1; }
+	npm ci --prefix tests/axe --no-audit --no-fund --loglevel=error
+	touch $(AXE)
+
 ## Run the whole test suite (unit tests, notebooks, book build, browser check) on
 ## TEST_WORKERS processes (pytest-xdist): the tests that execute or read the book share one
 ## of them (tests/conftest.py's scheduler), the other test files run beside it, a file at a time.
 TEST_WORKERS ?= 2
-test: venv browser-deps
+test: venv browser-deps $(AXE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check stablernn_lib tests
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)

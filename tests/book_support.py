@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import nbformat
+import yaml
 
 from stablernn_lib.book.notebook_times import read_times as read_recorded_times
 from stablernn_lib.book.notebook_times import write_times
@@ -38,6 +39,8 @@ from stablernn_lib.core.io import atomic_write_json
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_DIR = ROOT / "_build"
 HTML_DIR = BUILD_DIR / "html"  # the student site (`make book`)
+INSTRUCTOR_DIR = BUILD_DIR / "instructor"  # `make instructor` builds into it too
+INSTRUCTOR_HTML_DIR = INSTRUCTOR_DIR / "_build" / "html"  # the instructor site
 STUDENT_DIR = ROOT / "student"  # its generated sources
 CACHE_DIR = BUILD_DIR / ".jupyter_cache"
 TIMES_PATH = BUILD_DIR / "notebook_times.json"
@@ -164,6 +167,39 @@ def build_book() -> subprocess.CompletedProcess:
     )
     print(f"jupyter-book build: {time.perf_counter() - start:.0f} s, exit code {result.returncode}")
     return result
+
+
+@lru_cache(maxsize=1)
+def build_instructor_site() -> Path:
+    """Build the INSTRUCTOR site (`make instructor`: the book's own sources, solutions
+    included) into :data:`INSTRUCTOR_HTML_DIR` with ``-W``; returns that folder.
+
+    The chapters come from the cache that :func:`execute_book_notebooks` filled, so this build
+    executes none of them; the instructor homework notebooks are shown without running them
+    again here (tests/test_homework_grading.py runs every one in the grader). Raises
+    ``AssertionError`` with the build's output when it fails.
+    """
+    execute_book_notebooks()
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["execute"]["cache"] = str(CACHE_DIR)
+    config["execute"]["exclude_patterns"] = ["chapters/homework/*"]
+    forget_stale_build(ROOT, INSTRUCTOR_DIR / "_build")  # no page of older code survives
+    shutil.rmtree(INSTRUCTOR_HTML_DIR, ignore_errors=True)
+    config_path = INSTRUCTOR_DIR / "_config.yml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    start = time.perf_counter()
+    result = subprocess.run(
+        [str(jupyter_book), "build", str(ROOT), "--config", str(config_path)]
+        + ["--path-output", str(INSTRUCTOR_DIR), "-W", "--keep-going"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "STABLERNN_WIDGETS": "frames"},
+    )
+    print(f"instructor build: {time.perf_counter() - start:.0f} s, exit code {result.returncode}")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return INSTRUCTOR_HTML_DIR
 
 
 def read_times() -> dict[str, dict]:

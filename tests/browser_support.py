@@ -9,12 +9,17 @@ as soon as that tab's page is measured, and measures the tabs in turn.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 CHROMIUM = Path("/usr/bin/chromium")
+# axe-core from npm (tests/axe/package-lock.json; `make test` runs `npm ci` there): the
+# accessibility rules of WCAG 2.1 levels A and AA, run in the page.
+AXE_SCRIPT = Path(__file__).resolve().parent / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 CHROMIUM_FLAGS = [  # BOOK-TOOLING.md; Playwright adds --headless itself
     "--no-sandbox",
     "--disable-gpu",
@@ -127,3 +132,82 @@ def visit_pages(
         for tab in open_tabs:
             tab.context.close()
     return results
+
+
+# Resolves once every widget view of the page has been rendered (the widget manager draws
+# them after the load event), or after 20 s.
+WIDGETS_SCRIPT = """async () => {
+  const views = document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"]').length;
+  for (let waited = 0; views && waited < 20000; waited += 100) {
+    if (document.querySelectorAll(".jupyter-widgets img").length) break;
+    await new Promise(resolve => setTimeout(resolve, 100));
+  }
+  await new Promise(resolve => setTimeout(resolve, 50));  // book/accessibility.js runs
+}"""
+
+# axe-core's violations of the WCAG 2.1 A and AA rules on the page, each with its nodes.
+AXE_RUN_SCRIPT = """async tags => {
+  const result = await axe.run(document, {runOnly: {type: "tag", values: tags},
+                                          resultTypes: ["violations"]});
+  return result.violations.map(v => ({id: v.id, help: v.help, nodes: v.nodes.map(n => ({
+    target: n.target.join(" "), html: n.html.slice(0, 160),
+    summary: (n.failureSummary || "").slice(0, 300)}))}));
+}"""
+
+# Every collapsible of the page opened (<details>), for a second run of axe, once the
+# content has faded in (the theme animates it: half-faded text would read as low contrast).
+OPEN_COLLAPSIBLES_SCRIPT = """async () => {
+  document.querySelectorAll("details").forEach(d => { d.open = true; });
+  await new Promise(resolve => requestAnimationFrame(() => resolve(null)));
+  await Promise.all(document.getAnimations().map(a => a.finished.catch(() => null)));
+}"""
+
+# Every image of the page's content: its address and its text alternative (alt, or the
+# aria-label or title that stands for it; null when it has none).
+CONTENT_IMAGES_SCRIPT = """() => Array.from(
+  document.querySelectorAll("article.bd-article img")).map(i => ({
+    src: (i.getAttribute("src") || "").slice(0, 120),
+    alt: i.getAttribute("alt") ?? i.getAttribute("aria-label") ?? i.getAttribute("title"),
+    decorative: ["presentation", "none"].includes(i.getAttribute("role"))
+  }))"""
+
+
+def axe_violations(page: Any, tags: list[str] = AXE_TAGS) -> list[dict]:
+    """axe-core's violations on ``page`` for ``tags``: ``[{id, help, nodes: [{target, html,
+    summary}]}]`` (axe is injected from :data:`AXE_SCRIPT` once per page)."""
+    if not AXE_SCRIPT.is_file():
+        raise FileNotFoundError(
+            f"{AXE_SCRIPT} is missing: run `npm ci --prefix tests/axe` (make test does)"
+        )
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE_SCRIPT))
+    return page.evaluate(AXE_RUN_SCRIPT, tags)
+
+
+def describe_violations(where: str, violations: list[dict], limit: int = 5) -> list[str]:
+    """One line per violating element: ``"<where>: <rule> (<help>) at <selector>: <html>"``."""
+    return [
+        f"{where}: {violation['id']} ({violation['help']}) at {node['target']}: {node['html']}"
+        for violation in violations
+        for node in violation["nodes"][:limit]
+    ]
+
+
+FILE_NAME = re.compile(r"^[\w.-]+\.(png|jpe?g|gif|svg|webp)$|^[0-9a-f]{16,}", re.I)
+
+
+def alt_problem(alt: str | None, src: str) -> str | None:
+    """Why ``alt`` is no text alternative of the image at ``src`` (None when it is one):
+    missing, empty, a file name or address, or too short to say what the image shows."""
+    if alt is None:
+        return "no alt"
+    words = " ".join(alt.split())
+    if not words:
+        return "empty alt"
+    name = src.rsplit("/", 1)[-1]
+    if FILE_NAME.match(words) or words in (name, src):
+        return f"alt is a file name ({words[:40]})"
+    if len(words) < 30 or len(words.split()) < 5:
+        return f"alt says too little ({words!r})"
+    return None

@@ -5,7 +5,9 @@ the checks prove that the site works offline: math is typeset by the vendored
 MathJax, every image loads, and moving a slider of the widget plot swaps the
 image shown, with no Python kernel. Every page is loaded once at 1400 px and once at
 400 px (a phone), a few side by side, and the page tests judge what those visits
-measured. Screenshots go to _build/screenshots/.
+measured, axe-core's accessibility rules (WCAG 2.1 A and AA) included: run on each visit
+with the collapsibles open (and at 1400 px closed too), on the student site and on the
+pages of the instructor site that differ from it. Screenshots go to _build/screenshots/.
 """
 
 import functools
@@ -14,8 +16,18 @@ import json
 import threading
 
 import pytest
-from book_support import BUILD_DIR, HTML_DIR, ROOT, build_book
-from browser_support import CHROMIUM, chromium, visit_pages
+from book_support import BUILD_DIR, HTML_DIR, ROOT, build_book, build_instructor_site
+from browser_support import (
+    CHROMIUM,
+    CONTENT_IMAGES_SCRIPT,
+    OPEN_COLLAPSIBLES_SCRIPT,
+    WIDGETS_SCRIPT,
+    alt_problem,
+    axe_violations,
+    chromium,
+    describe_violations,
+    visit_pages,
+)
 
 CHAPTER_PAGE = "chapters/01_recurrent_models.html"
 SCREENSHOTS = BUILD_DIR / "screenshots"
@@ -184,7 +196,8 @@ WIDE_EQUATIONS_SCRIPT = """() => {
     const width = math.getBoundingClientRect().width, room = box.parentElement.clientWidth;
     if (width > room + 1) {
       const scrolls = ["auto", "scroll"].includes(getComputedStyle(box).overflowX);
-      wide.push({width: Math.round(width), room, scrolls, tex: item.math.trim().slice(0, 100)});
+      wide.push({width: Math.round(width), room, scrolls, focusable: box.tabIndex >= 0,
+                 tex: item.math.trim().slice(0, 100)});
     }
   }
   return wide;
@@ -297,7 +310,22 @@ def measure_page(job: tuple[int, str], page) -> dict:
     record["table_fit"] = page.evaluate(TABLE_FIT_SCRIPT)
     folder = SCREENSHOTS / str(width)
     page.screenshot(path=str(folder / page_name.replace("/", "_").replace(".html", ".png")))
-    return record
+    return {**record, **measure_accessibility(job, page)}
+
+
+def measure_accessibility(job: tuple[int, str], page, closed_too: bool = True) -> dict:
+    """axe-core's violations once the widgets are drawn, with every collapsible open and (at
+    1400 px, ``closed_too``) first closed, as loaded; and the text alternative of every
+    content image. (Open is the superset: a closed collapsible's content is hidden, which
+    axe skips; the closed state adds only the look of the summaries.)"""
+    width, _ = job
+    page.evaluate(WIDGETS_SCRIPT)
+    found = {}
+    if closed_too and width >= 1000:
+        found["collapsibles closed"] = axe_violations(page)
+    page.evaluate(OPEN_COLLAPSIBLES_SCRIPT)
+    found["collapsibles open"] = axe_violations(page)
+    return {"axe": found, "images": page.evaluate(CONTENT_IMAGES_SCRIPT)}
 
 
 @pytest.fixture(scope="module")
@@ -346,10 +374,15 @@ def test_every_page_renders_offline(visits, page_name):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_display_equations_fit_the_column(visits, width):
     """At 1400 px every display equation fits its column; at 400 px (a phone) a wider one
-    scrolls sideways but is never cut off."""
+    scrolls sideways but is never cut off, and the keyboard reaches it (a tab stop) to
+    scroll it."""
     failures = {}
     for page_name, record in visits[width].items():
-        bad = [w for w in record["wide_equations"] if width >= 1000 or not w["scrolls"]]
+        bad = [
+            w
+            for w in record["wide_equations"]
+            if width >= 1000 or not w["scrolls"] or not w["focusable"]
+        ]
         if bad:
             failures[page_name] = bad
     assert not failures, f"equations wider than the column at {width} px: {failures}"
@@ -427,3 +460,154 @@ def test_the_evidence_pages_read_as_appendices(visits):
         n: w["commands"] for n, w in words.items() if n.startswith("chapters/") and w["commands"]
     }
     assert not shown, shown
+
+
+def axe_failures(site: str, records: dict[int, dict[str, dict]]) -> list[str]:
+    """Every element that breaks an axe rule: site, page, width, state, rule, element."""
+    lines = []
+    for width, pages in records.items():
+        for page_name, record in pages.items():
+            for state, violations in record["axe"].items():
+                where = f"{site} {page_name} at {width} px, {state}"
+                lines += describe_violations(where, violations)
+    return lines
+
+
+def test_no_accessibility_violations_on_the_student_site(visits):
+    """axe-core (WCAG 2.1 A and AA rules) finds nothing on any page, at either width, with the
+    widgets drawn and every collapsible open (at 1400 px, closed as well)."""
+    assert sum(len(pages) for pages in visits.values()) >= 40
+    failures = axe_failures("student site", visits)
+    assert not failures, "\n".join(failures[:60])
+
+
+def test_every_content_image_has_a_text_alternative(visits):
+    """Every image of every page's content (figures, widget frames) has an alt text that says
+    what it shows: not missing, not empty, not a file name."""
+    failures, seen = [], 0
+    for page_name, record in visits[1400].items():
+        for image in record["images"]:
+            if image["decorative"]:
+                continue
+            seen += 1
+            problem = alt_problem(image["alt"], image["src"])
+            if problem:
+                failures.append(f"{page_name}: {image['src'][:60]}: {problem}")
+    assert seen >= 50, seen
+    assert not failures, "\n".join(failures)
+
+
+def test_math_is_read_to_screen_readers(chapter_page):
+    """MathJax's assistive MathML is on: each typeset formula carries a MathML copy that screen
+    readers read (hidden from sight), and the visual rendering is hidden from them."""
+    page, _, _ = chapter_page
+    counts = page.evaluate(
+        """() => ({formulas: document.querySelectorAll("mjx-container").length,
+                  mathml: document.querySelectorAll("mjx-container mjx-assistive-mml math").length,
+                  hidden: document.querySelectorAll('mjx-container > mjx-math[aria-hidden="true"]')
+                    .length})"""
+    )
+    assert counts["formulas"] > 20
+    assert counts["mathml"] == counts["formulas"], counts
+    assert counts["hidden"] == counts["formulas"], counts
+
+
+def focused(page) -> dict:
+    """What has the keyboard focus: its tag, classes, accessible name and focus ring."""
+    return page.evaluate(
+        """() => { const e = document.activeElement, look = getComputedStyle(e);
+          return {tag: e.tagName.toLowerCase(), classes: String(e.className),
+                  name: e.getAttribute("aria-label") || e.textContent.trim().slice(0, 40),
+                  pressed: e.getAttribute("aria-pressed"),
+                  ring: look.outlineStyle !== "none" && parseFloat(look.outlineWidth) >= 2}; }"""
+    )
+
+
+def tab_to(page, wanted, limit: int = 400) -> dict:
+    """Press Tab until the focused element satisfies ``wanted``; fails after ``limit`` presses."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        now = focused(page)
+        if wanted(now):
+            return now
+    raise AssertionError(f"{limit} presses of Tab never reached the element")
+
+
+@pytest.mark.parametrize(
+    ("page_name", "kind"),
+    [("chapters/01_recurrent_models.html", "slider"), ("chapters/04_stability.html", "toggle")],
+)
+def test_widgets_work_by_keyboard_alone(browser, site_url, page_name, kind):
+    """From the top of the page, Tab reaches the widget (a slider handle, a toggle button), it
+    has a name and a visible focus ring, and the arrow keys change the figure shown."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(site_url + page_name, wait_until="load")
+    page.wait_for_selector(".jupyter-widgets img >> visible=true", timeout=60_000)
+    page.evaluate(WIDGETS_SCRIPT)
+    if kind == "slider":
+        now = tab_to(page, lambda f: "noUi-handle" in f["classes"])
+        assert now["name"] == "contraction λ", now
+    else:
+        now = tab_to(page, lambda f: f["tag"] == "button" and f["pressed"] is not None)
+        assert now["pressed"] == "true" and now["name"], now
+    assert now["ring"], f"no visible focus ring on {now}"
+    before = visible_widget_images(page)
+    page.keyboard.press("ArrowRight")
+    page.wait_for_timeout(500)
+    after = visible_widget_images(page)
+    assert before and len(after) == len(before), (before, after)  # one frame per widget
+    assert after != before, "the figure did not change"
+    if kind == "toggle":
+        assert focused(page)["pressed"] == "true", "the focus did not follow the choice"
+    shot = SCREENSHOTS / f"keyboard_{kind}.png"
+    page.screenshot(path=str(shot))
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def instructor_visits(browser) -> dict[int, dict[str, dict]]:
+    """The instructor site (`make instructor`), served like the student site: the pages whose
+    article differs from the student site's (solutions, model answers, rubrics) visited at
+    both widths, measured like the student pages' accessibility."""
+    site = build_instructor_site()
+    changed = [
+        name
+        for name in book_pages()
+        if (site / name).is_file() and article(site / name) != article(HTML_DIR / name)
+    ]
+    handler = functools.partial(QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        jobs = [((width, name), url + name, width) for width in WIDTHS for name in changed]
+        results = visit_pages(
+            browser,
+            jobs,
+            functools.partial(measure_accessibility, closed_too=False),
+            lambda u: u.startswith((url, "data:", "blob:")),
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    records = {width: {} for width in WIDTHS}
+    for (width, name), (record, _) in results.items():
+        records[width][name] = record
+    return records
+
+
+def article(path) -> str:
+    """The HTML of a page's article (what an edition changes), or "" without one."""
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    start, end = text.find('<article class="bd-article">'), text.find("</article>")
+    return text[start:end] if start >= 0 else ""
+
+
+def test_no_accessibility_violations_on_the_instructor_site(instructor_visits):
+    """The instructor site's own pages (homework with solutions and rubrics, chapters with
+    their exercises' solutions) pass the same axe rules at both widths."""
+    pages = instructor_visits[1400]
+    assert any(name.startswith("chapters/homework/") for name in pages), sorted(pages)
+    failures = axe_failures("instructor site", instructor_visits)
+    assert not failures, "\n".join(failures[:60])

@@ -325,3 +325,28 @@ def test_chapter8_figures_draw_in_every_mode_and_carry_the_sites_numbers(edition
         text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
         for mentioned in re.findall(r"Figure (8\.\d+)", text):
             assert mentioned in every, (page, mentioned)
+
+
+def test_each_figure_carries_its_description_under_its_caption(editions):
+    """The text alternative of a figure (MyST-NB's image alt in the chapter) follows the
+    figure's numbered caption in the Colab notebook, as "*Description of Figure N:* ..."."""
+    found = 0
+    for path in generated(editions["student"]):
+        source = ROOT / path.relative_to(editions["student"])
+        alts = {
+            cell.get("id"): " ".join(cell.metadata["mystnb"]["image"]["alt"].split())
+            for cell in nbformat.read(source, as_version=4).cells
+            if cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
+        }
+        cells, here = nbformat.read(path, as_version=4).cells, 0
+        for before, cell in zip(cells, cells[1:], strict=False):
+            if not cell.get("id", "").endswith("-description"):
+                continue
+            anchor = cell.id.removesuffix("-description")
+            assert before.id == f"{anchor}-caption", (path.name, cell.id)
+            number = COLAB_CAPTION.match(before.source)["number"]
+            assert cell.source == f"*Description of Figure {number}:* {alts[anchor]}"
+            here += 1
+        assert here == len(alts), f"{path.name}: {here} descriptions for {len(alts)} figures"
+        found += here
+    assert found >= 30

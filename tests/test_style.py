@@ -96,3 +96,115 @@ def test_every_plotting_function_ends_with_the_course_style():
             line = text[: match.start()].count("\n") + 1
             unstyled.append(f"{path.relative_to(ROOT)}:{line}")
     assert not unstyled, f"return finish(fig) instead: {unstyled}"
+
+
+# Colour-vision deficiency: Machado, Oliveira and Fernandes (2009), severity 1, on linear RGB.
+CVD = {
+    "deuteranopia": np.array(
+        [
+            [0.367322, 0.860646, -0.227968],
+            [0.280085, 0.672501, 0.047413],
+            [-0.011820, 0.042940, 0.968881],
+        ]
+    ),
+    "protanopia": np.array(
+        [
+            [0.152286, 1.052583, -0.204868],
+            [0.114503, 0.786281, 0.099216],
+            [-0.003882, -0.048116, 1.051998],
+        ]
+    ),
+    "tritanopia": np.array(
+        [
+            [1.255528, -0.076749, -0.178779],
+            [-0.078411, 0.930809, 0.147602],
+            [0.004733, 0.691367, 0.303900],
+        ]
+    ),
+}
+
+
+def lab(rgb: np.ndarray) -> np.ndarray:
+    """CIE L*a*b* (D65) of sRGB colours in [0, 1], shape (n, 3)."""
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = (
+        linear
+        @ np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]).T
+        / np.array([0.95047, 1.0, 1.08883])
+    )
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.stack(
+        [116 * f[:, 1] - 16, 500 * (f[:, 0] - f[:, 1]), 200 * (f[:, 1] - f[:, 2])], axis=1
+    )
+
+
+def simulate(rgb: np.ndarray, deficiency: str) -> np.ndarray:
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    seen = np.clip(linear @ CVD[deficiency].T, 0, 1)
+    return np.where(seen <= 0.0031308, 12.92 * seen, 1.055 * seen ** (1 / 2.4) - 0.055)
+
+
+def smallest_difference(colors: list[str], deficiency: str | None) -> float:
+    """The smallest CIE76 colour difference between two of ``colors`` as a reader with
+    ``deficiency`` (None: typical vision) sees them."""
+    rgb = np.array([mcolors.to_rgb(c) for c in colors])
+    points = lab(rgb if deficiency is None else simulate(rgb, deficiency))
+    gaps = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    return float(gaps[np.triu_indices(len(colors), 1)].min())
+
+
+def test_the_palettes_stay_distinct_with_colour_vision_deficiencies():
+    """The theory chapters' colours and the trained models' colours stay apart (CIE76
+    distance above 10, a clearly visible difference) for deuteranopia, protanopia and
+    tritanopia, as simulated by Machado et al. (2009); a red and a green do not."""
+    theory = [style.FULL_COLOR, style.TRUNCATED_COLOR, style.BOUND_COLOR, *style.EXTRA_COLORS]
+    for palette in (theory, list(style.MODEL_COLORS.values())):
+        for deficiency in (None, *CVD):
+            assert smallest_difference(palette, deficiency) > 10, (palette, deficiency)
+    assert smallest_difference(["#d62728", "#2ca02c"], "deuteranopia") < 10  # the check bites
+
+
+def test_finish_gives_lines_told_apart_by_colour_alone_a_marker():
+    fig, axis = plt.subplots()
+    for number, color in enumerate(("#0072b2", "#d55e00", "#009e73")):
+        axis.plot(np.arange(40), np.arange(40) * number, color=color, label=f"series {number}")
+    axis.plot([0, 39], [1, 1], color="#000000", linestyle="--", label="bound")
+    axis.legend()
+    assert len(style.colour_only_series(fig)) == 3  # every pair of the three solid lines
+    style.finish(fig)
+    assert style.colour_only_series(fig) == []
+    markers = [line.get_marker() for line in axis.get_lines()]
+    assert markers[0] == "None" and len(set(markers[:3])) == 3 and markers[3] == "None"
+    assert axis.get_lines()[1].get_markevery() == 40 // style.MARKS_PER_LINE
+    legend = [handle.get_marker() for handle in axis.get_legend().legend_handles]
+    assert legend == markers
+    style.finish(fig)  # a second call changes nothing
+    assert [line.get_marker() for line in axis.get_lines()] == markers
+    plt.close("all")
+
+
+def test_the_figure_functions_never_tell_series_apart_by_colour_alone():
+    """The figures of Chapters 1, 5, 8 and 9 (models, bounds, contexts in one axes): every pair
+    of labelled lines of one axes differs in line style or marker, not in colour only."""
+    from stablernn_lib.figures import lemmas as lemma_plots
+    from stablernn_lib.theory import lemmas
+
+    profile = {"distance": [1, 2, 3], "mean_norm": [1.0, 0.5, 0.2]}
+    result = lemmas.truncation_experiment(
+        [0.5, 0.8, 0.95], [1, 2, 4], model="tanh", seed=0, num_instances=2, seq_len=20
+    )
+    figures = {
+        "full_vs_truncated_figure": plots.full_vs_truncated_figure(0.8, 5),
+        "plot_truncated_eval": lm_analysis.plot_truncated_eval(
+            truncation_analysis("ppl", "recurrent_ppl")
+        ),
+        "plot_truncated_nll": music_analysis.plot_truncated_nll(
+            truncation_analysis("loss", "recurrent_loss")
+        ),
+        "plot_figure2": lm_analysis.plot_figure2({n: {"figure2": profile} for n in MODELS}),
+        "truncation_figure": lemma_plots.truncation_figure(result),
+    }
+    problems = {name: style.colour_only_series(fig) for name, fig in figures.items()}
+    assert all(fig.axes and fig.axes[0].get_lines() for fig in figures.values())
+    assert not any(problems.values()), problems
+    plt.close("all")

@@ -11,7 +11,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from stablernn_lib.figures.widgets import MAX_FRAMES, InteractivePlot, interactive_plot
+from stablernn_lib.figures.widgets import (
+    MAX_FRAMES,
+    InteractivePlot,
+    frame_contents,
+    interactive_plot,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -31,9 +36,14 @@ def frames_mode(monkeypatch):
 
 
 def leaf_images(widget):
-    if isinstance(widget, ipywidgets.Image):
+    """The frames (``ipywidgets.HTML`` holding one image each) under ``widget``."""
+    if isinstance(widget, ipywidgets.HTML):
         return [widget]
     return [image for child in widget.children for image in leaf_images(child)]
+
+
+def png(frame) -> bytes:
+    return frame_contents(frame)[0]
 
 
 def test_one_slider_gives_one_stack_of_distinct_png_frames():
@@ -53,7 +63,7 @@ def test_one_slider_gives_one_stack_of_distinct_png_frames():
     assert list(slider._options_labels) == ["1", "2", "4", "8"]
     assert slider.index == 0 and slider.value == 1
     assert isinstance(stack, ipywidgets.Stack) and stack.selected_index == 0
-    frames = [bytes(image.value) for image in stack.children]
+    frames = [png(image) for image in stack.children]
     assert all(frame.startswith(PNG_SIGNATURE) for frame in frames)
     assert len(set(frames)) == 4
     (link,) = plot.links
@@ -98,7 +108,7 @@ def test_two_sliders_nest_stacks_and_link_every_inner_stack():
     assert targets_of_a == [outer]
     # frame (a index 2, b index 1) is the figure for a=2.0, b=1
     expected = interactive_plot(line_figure, {"a": [2.0], "b": [1]}).children[-1].children[0]
-    assert bytes(outer.children[2].children[1].value) == bytes(expected.children[0].value)
+    assert png(outer.children[2].children[1]) == png(expected.children[0])
 
 
 def test_three_sliders_make_three_levels():
@@ -193,3 +203,31 @@ def test_ipywidgets_7_without_stack_redraws_live(monkeypatch):
     monkeypatch.setenv("STABLERNN_WIDGETS", "frames")
     plot = interactive_plot(line_figure, {"k": [1, 2]})
     assert isinstance(plot.children[-1], ipywidgets.Output) and plot.num_frames == 0
+
+
+def test_every_frame_carries_its_text_alternative():
+    """``alt`` (a sentence, or a function of the slider values) becomes each frame's image
+    ``alt``, followed by the values it shows; without it the description stands in, tags
+    dropped; quotes and angle brackets are escaped, a "<" that starts no tag is kept."""
+    plot = interactive_plot(
+        line_figure,
+        {"lam": [0.5, 0.9], "k": [1, 4]},
+        alt=lambda lam, k: f"Line plot of the gap for λ = {lam}, falling with k.",
+    )
+    texts = [frame_contents(image)[1] for image in leaf_images(plot.children[-1])]
+    assert texts[0] == (
+        "Line plot of the gap for λ = 0.5, falling with k. "
+        "Shown: contraction λ = 0.5, context k = 1."
+    )
+    assert texts[3].endswith("Shown: contraction λ = 0.9, context k = 4.")
+    plain = interactive_plot(line_figure, {"k": [1, 2]}, description="<i>Context</i> k &amp; more")
+    assert frame_contents(leaf_images(plain.children[-1])[1])[1] == (
+        "Context k & more. Shown: context k = 2."
+    )
+    quoted = interactive_plot(line_figure, {"k": [1]}, alt='The "gap" for λ < 1 & k > 0')
+    assert (
+        'alt="The &quot;gap&quot; for λ &lt; 1 &amp; k &gt; 0. Shown'
+        in leaf_images(quoted.children[-1])[0].value
+    )
+    with pytest.raises(TypeError, match="alt must be a non-empty string"):
+        interactive_plot(line_figure, {"k": [1, 2]}, alt="  ")

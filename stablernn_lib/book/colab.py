@@ -742,7 +742,8 @@ def colab_notebook(
     converter = Converter(edition, index, bibliography, macros, glued=glued)
     cells = []
     for cell in plain.cells:
-        figure = cell.metadata.pop("mystnb", {}).get("figure", {})
+        options = cell.metadata.pop("mystnb", {})
+        figure, alt = options.get("figure", {}), options.get("image", {}).get("alt", "")
         if cell.cell_type == "markdown":
             cell.source = converter.markdown(cell.source).strip("\n")
         if root is not None:
@@ -757,6 +758,12 @@ def colab_notebook(
             )
             caption.id = f"{cell.get('id', len(cells))}-caption"
             cells.append(caption)
+            if alt.strip():  # the site's text alternative of the figure, for every reader
+                description = nbformat.v4.new_markdown_cell(
+                    f"*Description of {number}:* {' '.join(alt.split())}"
+                )
+                description.id = caption.id.removesuffix("-caption") + "-description"
+                cells.append(description)
     plain.cells = cells
     plain.cells = [c for c in plain.cells if c.cell_type != "markdown" or c.source.strip()]
     where = f" The typeset version is the course website{f', {site_url}' if site_url else ''}."

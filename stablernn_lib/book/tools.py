@@ -441,6 +441,9 @@ def setup(app) -> dict[str, Any]:
     citation_style.register()  # bibtex_reference_style author_year_round, labels alike
     app.add_css_file("course.css")  # book/course.css: outputs wrap, wide tables scroll
     app.add_js_file("course.js")  # book/course.js: wide display equations scaled to fit
+    # book/accessibility.css and .js: names, contrast, focus and keyboard use (WCAG 2.1 AA)
+    app.add_css_file("accessibility.css")
+    app.add_js_file("accessibility.js")
     app.add_config_value("colab_notebooks_branch", "", "html")
     app.add_config_value("instructor_repository_url", "", "html")
     app.connect("config-inited", _colab_launch_target)

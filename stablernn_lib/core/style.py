@@ -10,13 +10,18 @@ Every plotting function of the library ends with ``return finish(fig)``:
 
 A model has one colour in every figure (:func:`model_color`): the same key, e.g.
 ``"lstm-stable"``, is drawn in the same colour in Chapter 8's and Chapter 9's figures.
-:func:`legibility_problems` lists what breaks the rules (``tests/test_style.py``).
+Colour is never the only carrier: in one axes, labelled lines of different colours differ
+in line style or marker too (:func:`finish` gives markers to those that do not, see
+:func:`distinguish_series`). :func:`legibility_problems` and :func:`colour_only_series`
+list what breaks the rules (``tests/test_style.py``).
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 # Colours of the Okabe-Ito palette (distinguishable with the common colour-vision deficiencies).
@@ -39,6 +44,10 @@ DPI = 96  # CSS pixels per inch: a figure point is a page point
 COLUMN_PX = 800  # the site's text column at a 1400 px window: 848 px, less its margins (Chromium)
 MAX_WIDTH_IN = COLUMN_PX / DPI
 MIN_PT = 9.0
+# Markers that tell apart lines of one style whose colours differ (the first colour of such
+# a group keeps its plain line); at most about MARKS_PER_LINE markers on a long line.
+SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+MARKS_PER_LINE = 8
 
 STYLE = {
     "figure.figsize": (7.5, 3.2),
@@ -119,6 +128,7 @@ def finish(fig: Figure) -> Figure:
         if text.get_fontsize() < MIN_PT:
             text.set_fontsize(MIN_PT)
             changed = True
+    distinguish_series(fig)
     if changed and fig.get_layout_engine() is None:
         fig.tight_layout()
     return fig
@@ -135,3 +145,79 @@ def legibility_problems(fig: Figure) -> list[str]:
     if fig.get_figwidth() > MAX_WIDTH_IN + 1e-6:
         problems.append(f"{fig.get_figwidth():.1f} in wide, wider than the column")
     return problems
+
+
+def _series(axis) -> list[Line2D]:
+    """The labelled (legend) lines of ``axis`` that are drawn."""
+    return [
+        line
+        for line in axis.get_lines()
+        if line.get_visible() and not line.get_label().startswith("_")
+    ]
+
+
+def _marker(line: Line2D) -> str:
+    marker = line.get_marker()
+    return "" if marker in (None, "None", "none", "", " ") else str(marker)
+
+
+def _look(line: Line2D) -> tuple[str, str]:
+    """What tells a line apart besides its colour: its line style and marker."""
+    style = line.get_linestyle()
+    return ("" if style in ("None", "none", "", " ") else str(style)), _marker(line)
+
+
+def colour_only_series(fig: Figure) -> list[str]:
+    """Pairs of labelled lines in one axes of ``fig`` told apart by colour alone (different
+    colours, the same line style and marker): ``"'a' and 'b' in axes 0"``."""
+    problems = []
+    for number, axis in enumerate(fig.get_axes()):
+        lines = _series(axis)
+        for i, first in enumerate(lines):
+            for second in lines[i + 1 :]:
+                same_look = _look(first) == _look(second)
+                if same_look and to_hex(first.get_color()) != to_hex(second.get_color()):
+                    problems.append(
+                        f"{first.get_label()!r} and {second.get_label()!r} in axes {number}"
+                    )
+    return problems
+
+
+def distinguish_series(fig: Figure) -> Figure:
+    """Give a marker to every labelled line that colour alone tells apart from another of its
+    axes: within a group of lines of one style and marker, each colour after the first gets
+    the next of :data:`SERIES_MARKERS` (its legend entry too). A second call changes nothing.
+    """
+    for axis in fig.get_axes():
+        groups: dict[tuple[str, str], list[Line2D]] = {}
+        for line in _series(axis):
+            groups.setdefault(_look(line), []).append(line)
+        for (_, marker), lines in groups.items():
+            colours = list(dict.fromkeys(to_hex(line.get_color()) for line in lines))
+            if len(colours) < 2:
+                continue
+            free = [m for m in SERIES_MARKERS if m != marker]
+            for line in lines:
+                position = colours.index(to_hex(line.get_color()))
+                if position == 0:
+                    continue
+                line.set_marker(free[(position - 1) % len(free)])
+                line.set_markersize(5)
+                points = len(line.get_xdata())
+                if points > MARKS_PER_LINE:
+                    line.set_markevery(max(1, points // MARKS_PER_LINE))
+        _refresh_legend(axis)
+    return fig
+
+
+def _refresh_legend(axis) -> None:
+    """Copy the markers of the axes' lines to its legend's entries (matched by label)."""
+    legend = axis.get_legend()
+    if legend is None:
+        return
+    lines = {line.get_label(): line for line in _series(axis)}
+    for handle, text in zip(legend.legend_handles, legend.get_texts(), strict=False):
+        line = lines.get(text.get_text())
+        if isinstance(handle, Line2D) and line is not None and _marker(line):
+            handle.set_marker(line.get_marker())
+            handle.set_markersize(line.get_markersize())

@@ -85,6 +85,11 @@ def influence_widget(
         influence_figure,
         {"k": list(ks), "lam": list(lams)},
         description="Which inputs the last state depends on, and how strongly.",
+        alt=(
+            "Line plot of the influence of each past input on the last state against the lag "
+            "(log scale): recurrent model solid, truncated model dashed and zero beyond k. "
+            "For λ < 1 both fall geometrically and agree inside the window."
+        ),
     )
 
 

@@ -67,6 +67,11 @@ def lag_norm_widget(
         lag_norm_figure,
         {"weight_norm": list(weight_norms), "activation": list(activations)},
         description="Jacobian-product norm versus lag; dashed: the bound.",
+        alt=(
+            "Line plot of the median Jacobian-product norm against the lag (log scale) for "
+            "three kinds of W, the bound (γ‖W‖₂)^lag dashed: every curve stays under the "
+            "bound, and all fall geometrically when γ‖W‖₂ < 1."
+        ),
     )
 
 
@@ -162,6 +167,11 @@ def one_unit_widget(
         description=(
             "<i>x</i><sub>t</sub> = <i>w</i>&thinsp;σ(<i>x</i><sub>t−1</sub>) + <i>b</i>: "
             "fixed points, a trajectory, and ∂<i>x</i><sub>T</sub>&thinsp;/&thinsp;∂<i>b</i>."
+        ),
+        alt=(
+            "Three panels of the one-unit system: its fixed points against b for the upward "
+            "and downward sweeps, the trajectory from x₀ = −5, and |dx_T/db| against b, "
+            "which spikes where a fixed point appears or vanishes."
         ),
     )
 

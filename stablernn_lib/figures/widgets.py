@@ -1,8 +1,9 @@
 """One helper for every widget-driven plot of the course: :func:`interactive_plot`.
 
 The helper renders ``draw(**values)`` once for every point of a small grid of
-slider values, stores each figure as PNG bytes in an ``ipywidgets.Image``, and
-puts the images in (nested) ``ipywidgets.Stack`` containers. Each slider's
+slider values, stores each figure as a PNG image with its text alternative (an
+``<img alt=...>`` in an ``ipywidgets.HTML``, :func:`frame_widget`), and puts the
+frames in (nested) ``ipywidgets.Stack`` containers. Each slider's
 ``index`` is linked *in the browser* (``jslink``) to the ``selected_index`` of
 every stack at its level, so moving a slider swaps the image with no Python
 kernel at all. The same widget therefore works on a live kernel (Jupyter,
@@ -24,10 +25,13 @@ outside Colab).
 
 from __future__ import annotations
 
+import base64
+import html
 import io
 import itertools
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -71,6 +75,7 @@ def interactive_plot(
     *,
     description: str | None = None,
     labels: Mapping[str, str] | None = None,
+    alt: str | Callable[..., str] | None = None,
 ) -> InteractivePlot:
     """Return a widget that shows ``draw(**values)`` for slider-chosen ``values``.
 
@@ -84,12 +89,22 @@ def interactive_plot(
             Unicode and ``<sub>``, the static site does not typeset TeX in widgets).
         labels: optional ``name -> label`` for this plot, in place of ``SLIDER_LABELS``
             (e.g. ``{"b": "b"}`` where ``b`` is not a bias).
+        alt: the text alternative of every frame (its image's ``alt``), for a reader who
+            cannot see it: what is plotted and its finding (at most about 250
+            characters), or a function of the slider values that returns it. Each
+            frame's text ends with the slider values it shows. Without it, the
+            description stands in.
 
     Returns:
         An :class:`InteractivePlot` (an ``ipywidgets.VBox``) whose sliders start at
         the first value of each grid.
     """
     grids = _validate(draw, sliders, description)
+    if alt is not None and not (callable(alt) or (isinstance(alt, str) and alt.strip())):
+        raise TypeError(
+            f"alt must be a non-empty string or a function of the slider values, got {alt!r}; "
+            "say what the figure shows, e.g. alt='Line plot of the gap against t ...'."
+        )
     unknown = sorted(set(labels or {}) - set(grids))
     if unknown:
         raise ValueError(f"labels name no slider: {unknown}; the sliders are {list(grids)}.")
@@ -102,7 +117,8 @@ def interactive_plot(
             lambda **values: _show_live(draw, values), dict(slider_widgets.items())
         )
         return InteractivePlot([*header, *controls, output], slider_widgets, [], 0)
-    stack, links = _frame_stack(draw, grids, slider_widgets)
+    describe = _frame_text(alt if alt is not None else description, names)
+    stack, links = _frame_stack(draw, grids, slider_widgets, describe)
     num_frames = math.prod(len(grid) for grid in grids.values())
     return InteractivePlot([*header, *controls, stack], slider_widgets, links, num_frames)
 
@@ -249,18 +265,57 @@ def _format_values(values: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in values.items())
 
 
+FRAME_HTML = '<img src="data:image/png;base64,{data}" alt="{alt}">'
+FRAME_PATTERN = re.compile(r'^<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)">$')
+
+
+def frame_widget(png: bytes, alt: str) -> ipywidgets.HTML:
+    """One frame: the PNG ``png`` inline (a data URL) with the text alternative ``alt``.
+
+    (An ``ipywidgets.Image`` has no ``alt``, and its ``tooltip`` stops the static site's
+    widget manager from drawing it.)
+    """
+    data = base64.b64encode(png).decode("ascii")
+    return ipywidgets.HTML(FRAME_HTML.format(data=data, alt=html.escape(alt, quote=True)))
+
+
+def frame_contents(frame: ipywidgets.HTML) -> tuple[bytes, str]:
+    """``(png, alt)`` of a frame made by :func:`frame_widget`."""
+    match = FRAME_PATTERN.match(frame.value)
+    if match is None:
+        raise ValueError(f"not a frame of interactive_plot: {frame.value[:80]!r}")
+    return base64.b64decode(match[1]), html.unescape(match[2])
+
+
+def _frame_text(
+    alt: str | Callable[..., str] | None, labels: Mapping[str, str]
+) -> Callable[[dict[str, Any]], str]:
+    """The text alternative of the frame drawn at ``values``: ``alt`` (called with the
+    values when it is a function; HTML tags dropped), then the values under their labels."""
+
+    def describe(values: dict[str, Any]) -> str:
+        text = alt(**values) if callable(alt) else alt or "Plot"
+        text = " ".join(html.unescape(re.sub(r"</?[A-Za-z][^<>]*>", "", str(text))).split())
+        shown = ", ".join(f"{labels[name]} = {_label(value)}" for name, value in values.items())
+        return f"{text.rstrip('.')}. Shown: {shown}."
+
+    return describe
+
+
 def _frame_stack(
     draw: Callable[..., Figure],
     grids: dict[str, list[Any]],
     sliders: dict[str, ipywidgets.SelectionSlider],
+    describe: Callable[[dict[str, Any]], str],
 ) -> tuple[ipywidgets.Widget, list[ipywidgets.Widget]]:
-    """Render every frame and nest the images in stacks, one level per slider."""
+    """Render every frame and nest the frames in stacks, one level per slider; each image
+    carries its text alternative, ``describe(values)``, as its ``alt``."""
     names = list(grids)
     images = {}
     for combination in itertools.product(*(range(len(grids[name])) for name in names)):
         values = {name: grids[name][i] for name, i in zip(names, combination, strict=True)}
         png = render_png(_checked_figure(draw, values))
-        images[combination] = ipywidgets.Image(value=png, format="png")
+        images[combination] = frame_widget(png, describe(values))
     links: list[ipywidgets.Widget] = []
 
     def build(level: int, prefix: tuple[int, ...]) -> ipywidgets.Widget:

@@ -1,0 +1,132 @@
+// The course's accessibility script (added to every page by stablernn_lib.book.tools): what
+// the theme and the widget manager leave unnamed gets a name, what moves with the mouse moves
+// with the keyboard too (WCAG 2.1 AA; tests/test_browser.py runs axe-core after it).
+(function () {
+  "use strict";
+
+  function text(node) {
+    return node ? (node.textContent || "").replace(/\s+/g, " ").trim() : "";
+  }
+
+  // A collapsible's <summary> holding only an icon (the sidebar's "show the sections" arrow):
+  // named after the link of its entry.
+  function nameSummaries(root) {
+    root.querySelectorAll("summary").forEach(function (summary) {
+      if (text(summary) || summary.getAttribute("aria-label")) return;
+      var entry = summary.closest("li");
+      var link = entry ? entry.querySelector(":scope > a") : null;
+      summary.setAttribute("aria-label", link ? "Sections of " + text(link) : "Show or hide");
+    });
+  }
+
+  // A button, link or summary whose label differs from its visible text (the theme's search
+  // button "Search Ctrl+K" labelled "Search", the download entries ".ipynb" labelled
+  // "Download source file", a hidden cell's "Show code cell source" labelled "Toggle hidden
+  // content"): its name becomes what the reader sees; the label stays as its title.
+  function matchVisibleText(root) {
+    root.querySelectorAll("button[aria-label], a[aria-label], summary[aria-label]")
+      .forEach(function (node) {
+        if (node.closest(".jupyter-widgets")) return;
+        var seen = text(node), label = node.getAttribute("aria-label");
+        if (seen && label.toLowerCase().indexOf(seen.toLowerCase()) === -1) {
+          if (!node.getAttribute("title")) node.setAttribute("title", label);
+          node.removeAttribute("aria-label");
+        }
+      });
+  }
+
+  // The bibliography's entries carry DPUB-ARIA's deprecated doc-biblioentry role inside a
+  // role="list" container: plain list items.
+  function bibliographyRoles(root) {
+    root.querySelectorAll('[role="doc-biblioentry"]').forEach(function (entry) {
+      entry.setAttribute("role", "listitem");
+    });
+  }
+
+  // Widgets (rendered by the widget manager after the page loads).
+  function sliderName(widget) {
+    return text(widget.querySelector(".widget-label")) || "slider";
+  }
+
+  function nameWidgets(root) {
+    root.querySelectorAll(".widget-slider, .widget-hslider")
+      .forEach(function (widget) {
+        var name = sliderName(widget), readout = widget.querySelector(".widget-readout");
+        widget.querySelectorAll('.noUi-handle, [role="slider"]').forEach(function (handle) {
+          handle.setAttribute("aria-label", name);
+          if (readout && text(readout)) handle.setAttribute("aria-valuetext", text(readout));
+        });
+      });
+    root.querySelectorAll("div.widget-toggle-buttons").forEach(function (widget) {
+      var buttons = widget.querySelectorAll("button");
+      if (!buttons.length) return;
+      var group = buttons[0].parentElement;
+      group.setAttribute("role", "group");
+      group.setAttribute("aria-label", text(widget.querySelector(".widget-label")) || "options");
+      buttons.forEach(function (button) {
+        button.setAttribute("aria-pressed", button.classList.contains("mod-active"));
+      });
+    });
+  }
+
+  // Left/Right (and Up/Down) move the choice of a group of toggle buttons, as in a radio group.
+  document.addEventListener("keydown", function (event) {
+    var button = event.target;
+    if (!button || button.tagName !== "BUTTON" || !button.closest(".widget-toggle-buttons")) return;
+    var step = {ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1}[event.key];
+    if (!step) return;
+    var buttons = Array.prototype.slice.call(button.parentElement.querySelectorAll("button"));
+    var next = buttons[(buttons.indexOf(button) + step + buttons.length) % buttons.length];
+    event.preventDefault();
+    next.focus();
+    next.click();
+  });
+
+  // A display equation that scrolls sideways (a phone) can be reached and scrolled with the
+  // keyboard; one that fits is no tab stop.
+  function focusableEquations() {
+    document.querySelectorAll('mjx-container[display="true"]').forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth + 1) {
+        box.setAttribute("tabindex", "0");
+      } else if (box.getAttribute("tabindex") === "0") {
+        box.removeAttribute("tabindex");
+      }
+    });
+  }
+
+  function fixAll() {
+    nameSummaries(document);
+    matchVisibleText(document);
+    bibliographyRoles(document);
+    nameWidgets(document);
+  }
+
+  var pending = false;
+  var observer = new MutationObserver(function () {
+    if (pending) return;
+    pending = true;
+    setTimeout(function () {
+      pending = false;
+      fixAll();
+    }, 0);
+  });
+
+  function start() {
+    fixAll();
+    observer.observe(document.body, {
+      childList: true, subtree: true, attributes: true,
+      attributeFilter: ["class", "aria-label", "title"],
+      characterData: true,
+    });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+
+  // after MathJax's first typeset and book/course.js's scaling (registered before this one)
+  window.addEventListener("load", function () {
+    var mathjax = window.MathJax && window.MathJax.startup;
+    Promise.resolve(mathjax && mathjax.promise).then(focusableEquations);
+  });
+  window.addEventListener("resize", focusableEquations);
+})();
