@@ -11,7 +11,6 @@ The measurements themselves (gradients, truncation, Jacobians) are
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,8 +59,8 @@ def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
 def runs_summary(results: dict[str, Any]) -> str:
     """Markdown table of where and how long each run ran (device, commit, epochs, time)."""
     lines = [
-        "| run | device | git commit | epochs | best val ppl | test ppl | wall time |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+        "| run | device | git commit | epochs | wall time |",
+        "| --- | --- | --- | ---: | ---: |",
     ]
     for cell, stable in MODEL_VARIANTS:
         entry = results.get(variant_name(cell, stable))
@@ -70,7 +69,6 @@ def runs_summary(results: dict[str, Any]) -> str:
         lines.append(
             f"| {variant_name(cell, stable)} | {readable_device(entry['provenance']['device'])} | "
             f"{entry['provenance']['git_commit'][:12]} | {len(entry['epochs'])} | "
-            f"{entry['best_val_ppl']:.1f} | {entry.get('test_ppl', math.nan):.1f} | "
             f"{entry['wall_seconds'] / 60:.1f} min |"
         )
     return "\n".join(lines)
@@ -321,8 +319,9 @@ def seeds_commands(config: str = "cpu") -> str:
 
 
 def seeds_table(config: str = "cpu") -> str:
-    """Markdown table: each variant's test perplexity over seeds (mean ± sd, each seed), and
-    the verdict on "stability costs little" per cell, read from the criteria file."""
+    """Markdown table: each variant's test perplexity over seeds (mean ± sd; each seed's value
+    is :func:`schedule_table`'s), and the verdict on "stability costs little" per cell, read
+    from the criteria file."""
     runs = load_seed_results(config)
     lines = [
         f"| model ({config} scale) | test perplexity over seeds | stable vs unconstrained "
@@ -342,7 +341,7 @@ def seeds_table(config: str = "cpu") -> str:
                 reference = seed_summary(free)
                 gap = f"{100 * criteria.relative_gap(summary.mean, reference.mean):+.1f}%"
                 verdict = criteria.stability_cost_verdict("wikitext2", reference, summary)
-            lines.append(f"| {label} | {summary.describe()} | {gap} | {verdict} |")
+            lines.append(f"| {label} | {summary.describe(each=False)} | {gap} | {verdict} |")
     return "\n".join(lines)
 
 
