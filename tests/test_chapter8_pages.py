@@ -37,6 +37,10 @@ def test_the_lesson_shows_no_command_and_links_its_evidence_page() -> None:
     text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     assert "python -m" not in text and "```bash" not in text
     assert text.count("</chapters/08b_wikitext2_evidence>") >= 2  # intro and result table
+    # no lab detail, no file path, and no configuration that only the evidence page defines
+    assert "criteria.json" not in text and "on a shared one" not in text and "full-650" not in text
+    # the hypothesis section says what the authors' `.data.set_()` does here and what is unknown
+    assert "`.data.set_()`" in text and "unknown" in text
     for word in ("lease", "session", "tracker", "17 jobs"):
         assert word not in text, word
 

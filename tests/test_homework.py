@@ -213,6 +213,16 @@ def test_check_explains_failures(capsys: pytest.CaptureFixture[str]) -> None:
     assert f"{share:.0%} of this question's" in printed
 
 
+def test_the_hidden_checks_note_agrees_with_their_number() -> None:
+    from stablernn_lib.homework.runner import hidden_checks_note
+
+    notes = {len(q.hidden_checks): hidden_checks_note(q) for q in CODE_QUESTIONS}
+    assert 1 in notes and any(n > 1 for n in notes)
+    for n, note in notes.items():
+        expected = "1 hidden check also runs " if n == 1 else f"{n} hidden checks also run "
+        assert expected in note, note
+
+
 def test_the_check_count_covers_every_line_shown(capsys: pytest.CaptureFixture[str]) -> None:
     """ "3 of 3" above four PASS lines confused students: the count includes the
     unweighted "written from scratch" check, which says that it carries no points."""

@@ -37,6 +37,7 @@ from stablernn_lib.homework.answers import (
 )
 from stablernn_lib.homework.notebooks import (
     ANSWER_PLACEHOLDER,
+    FORMER_ANSWER_PLACEHOLDERS,
     is_answer_cell,
     is_solution_cell,
     question_of,
@@ -274,6 +275,13 @@ def test_a_tagged_placeholder_falls_back_to_the_cells_under_the_heading() -> Non
     found = proof_answer(cells_of(nb), PROOF_QUESTION)
     assert found.found == UNDER_HEADING
     assert found.text == "first part\n\nsecond part"
+
+
+@pytest.mark.parametrize("placeholder", [ANSWER_PLACEHOLDER, *FORMER_ANSWER_PLACEHOLDERS])
+def test_the_placeholder_of_any_edition_is_stripped_from_the_answer(placeholder: str) -> None:
+    nb = clean_submission(placeholder + "\n\nMy decision: no verdict.")
+    found = proof_answer(cells_of(nb), PROOF_QUESTION)
+    assert (found.text, found.found) == ("My decision: no verdict.", TAGGED)
 
 
 def test_a_proof_typed_into_the_statement_cell_is_kept_without_the_statement() -> None:

@@ -11,8 +11,17 @@ from stablernn_lib.core.io import (
     atomic_torch_save,
     atomic_write_json,
     describe_provenance,
+    device_name,
     provenance,
+    readable_device,
 )
+
+
+def test_a_thread_count_of_one_reads_in_the_singular() -> None:
+    assert readable_device("cpu (x86_64, 1 threads)") == "cpu (x86_64, 1 thread)"
+    assert readable_device("cpu (x86_64, 2 threads)") == "cpu (x86_64, 2 threads)"
+    assert readable_device("NVIDIA H200") == "NVIDIA H200"
+    assert ", 1 threads)" not in device_name("cpu")
 
 
 def test_atomic_json_roundtrip(tmp_path):

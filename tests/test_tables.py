@@ -43,6 +43,14 @@ def test_config_table_lists_every_field_once(configs) -> None:
         assert table.count(f"| `{field}` |") == 1
 
 
+def test_config_table_shows_a_seed_as_a_label() -> None:
+    seeds = {c.seed for c in LM_CONFIGS.values()}
+    assert max(seeds) >= 1000  # a seed that a thousands separator would split
+    row = next(line for line in config_table(LM_CONFIGS).splitlines() if "| `seed` |" in line)
+    assert "," not in row
+    assert all(f"| {seed} |" in row + " |" or f" {seed} |" in row for seed in seeds)
+
+
 def test_markdown_table_titles_columns_in_words():
     table = markdown_table([{"decay_final": 0.5, "k": 2}], {"decay_final": "distance at $N$"})
     header = table.splitlines()[0]

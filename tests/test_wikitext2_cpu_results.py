@@ -270,16 +270,18 @@ def test_schedule_table_shows_each_runs_rates_from_the_files() -> None:
 
 
 def test_seeds_table_rows_are_computed_from_the_committed_files() -> None:
-    from stablernn_lib.tasks.wikitext2.findings import seeds_table
+    from stablernn_lib.tasks.wikitext2.findings import schedule_table, seeds_table
 
-    table = seeds_table("cpu")
+    table, each_seed = seeds_table("cpu"), schedule_table("cpu")
     for variant, by_seed in _committed_runs("cpu").items():
         values = [by_seed[s] for s in sorted(by_seed)]
         mean = sum(values) / len(values)
         shown = f"{mean:.1f}" + ("" if len(values) > 1 else f" (one seed, {sorted(by_seed)[0]})")
         assert shown in table, (variant, shown)
-        for value in values:
-            assert f"{value:.1f}" in table
+        assert f"(n = {len(values)})" in table or len(values) == 1
+        for seed, value in by_seed.items():  # each seed's value once, in the schedule table
+            assert f"| {seed} | {value:.1f} |" in each_seed
+            assert f"{seed}: {value:.1f}" not in table
 
 
 def test_ablation_rows_are_computed_from_the_committed_files() -> None:
@@ -423,8 +425,9 @@ def test_chapter8_first_layer_row_and_anchor_match_the_committed_files() -> None
     first = _committed_runs("cpu-first-layer")["lstm-stable"][1111]
     numbers = chapter8_numbers()
     assert numbers["first_layer_gap"] == pytest.approx(100 * (first / free - 1))
-    summary = criteria.summarize(runs["lstm-unconstrained"])
-    assert numbers["anchor_gap"] == pytest.approx(100 * (summary.mean / 142.07 - 1))
+    # the anchor (the example's 2 x 200 LSTM at lr 20) against our unconstrained LSTM at lr 20
+    lr20 = criteria.summarize(_committed_runs("cpu-lr20")["lstm-unconstrained"])
+    assert numbers["anchor_gap"] == pytest.approx(100 * (lr20.mean / 142.07 - 1))
     _quoted("first_layer_gap:+.1f", "anchor_gap:.0f")
 
 
@@ -655,3 +658,15 @@ def test_chapter8_reads_the_time_budget_and_figure2_verdicts_from_the_files() ->
         assert numbers[key] == ("supported" if below else "not supported"), name
     assert numbers["rnn_free_fig2_verdict"] == "not supported"  # 1.1% against the 1% line
     _quoted("rnn_free_fig2_verdict", "budget_idle_hours:.1f", "budget_committed_hours:.1f")
+
+
+def test_chapter8_states_each_task_s_seed_minimum_from_the_criteria() -> None:
+    from stablernn_lib.core import criteria
+
+    seeds = criteria.load_criteria()["seeds"]
+    numbers = chapter8_numbers()
+    assert (numbers["seeds_needed"], numbers["seeds_needed_jsb"]) == (
+        seeds["wikitext2"],
+        seeds["jsb"],
+    )
+    _quoted("seeds_needed", "seeds_needed_jsb")

@@ -67,14 +67,16 @@ class SeedSummary:
         """Sample standard deviation (0 for one seed: no spread measured)."""
         return statistics.stdev(self.values) if self.n > 1 else 0.0
 
-    def describe(self, digits: int = 1) -> str:
-        """``mean ± sd (n = 3; seed 2: a, 3: b, 1111: c)``, or the single value with its seed."""
-        each = ", ".join(
+    def describe(self, digits: int = 1, each: bool = True) -> str:
+        """``mean ± sd (n = 3; seed 2: a, 3: b, 1111: c)``, ``mean ± sd (n = 3)`` when not
+        ``each``, or the single value with its seed."""
+        listed = ", ".join(
             f"{s}: {v:.{digits}f}" for s, v in zip(self.seeds, self.values, strict=True)
         )
         if self.n == 1:
             return f"{self.values[0]:.{digits}f} (one seed, {self.seeds[0]})"
-        return f"{self.mean:.{digits}f} ± {self.sd:.{digits}f} (n = {self.n}; seed {each})"
+        seeds = f"; seed {listed}" if each else ""
+        return f"{self.mean:.{digits}f} ± {self.sd:.{digits}f} (n = {self.n}{seeds})"
 
 
 def seeds_label(n: int) -> str:

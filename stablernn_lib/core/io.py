@@ -94,7 +94,14 @@ def device_name(device: torch.device | str | None = None) -> str:
     device = torch.device(device) if device is not None else torch.device("cpu")
     if device.type == "cuda" and torch.cuda.is_available():
         return torch.cuda.get_device_name(device)
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return readable_device(f"cpu ({platform.processor() or platform.machine()}, {threads} threads)")
+
+
+def readable_device(device: str) -> str:
+    """A provenance device string as shown: ``"cpu (x86_64, 1 threads)"`` (written so by
+    earlier runs) reads ``"cpu (x86_64, 1 thread)"``; any other string is unchanged."""
+    return device.replace(", 1 threads)", ", 1 thread)")
 
 
 def provenance(device: torch.device | str | None = None) -> dict[str, str]:

@@ -68,7 +68,8 @@ def config_table(configs: Mapping[str, Any], none: str = "all") -> str:
         "| field | " + " | ".join(names) + " |",
         "| --- |" + " ---: |" * len(names),
     ]
-    for key in keys:
-        values = [format_value(fields[name][key], none) for name in names]
+    for key in keys:  # a seed is a label, not a quantity: no thousands separator
+        show = str if key == "seed" else lambda value: format_value(value, none)
+        values = [show(fields[name][key]) for name in names]
         lines.append(f"| `{key}` | " + " | ".join(values) + " |")
     return "\n".join(lines)

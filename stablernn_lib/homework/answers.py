@@ -25,7 +25,12 @@ from typing import Any
 
 import nbformat
 
-from stablernn_lib.homework.notebooks import ANSWER_PLACEHOLDER, is_answer_cell, question_of
+from stablernn_lib.homework.notebooks import (
+    ANSWER_PLACEHOLDER,
+    FORMER_ANSWER_PLACEHOLDERS,
+    is_answer_cell,
+    question_of,
+)
 from stablernn_lib.homework.registry import Question, get_homework
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -48,7 +53,10 @@ def _normalized(text: str) -> str:
 
 
 def _without_placeholder(text: str) -> str:
-    return _normalized(text).replace(ANSWER_PLACEHOLDER, "").strip()
+    text = _normalized(text)
+    for placeholder in (ANSWER_PLACEHOLDER, *FORMER_ANSWER_PLACEHOLDERS):
+        text = text.replace(placeholder, "")
+    return text.strip()
 
 
 def question_number(question: Question) -> int:

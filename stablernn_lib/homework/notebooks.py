@@ -37,8 +37,13 @@ COLAB_TAG = "colab-setup"
 ANSWER_TAG = "answer"
 REMOVED_TAGS = frozenset({"rubric", "instructor"})
 ANSWER_PLACEHOLDER = (
-    "**Your answer.** _Replace this text with your proof (Markdown, with LaTeX between "
+    "**Your answer.** _Replace this text with your answer (Markdown, with LaTeX between "
     "dollar signs)._"
+)
+# Placeholders of earlier student editions: submissions made from them still strip them.
+FORMER_ANSWER_PLACEHOLDERS = (
+    "**Your answer.** _Replace this text with your proof (Markdown, with LaTeX between "
+    "dollar signs)._",
 )
 
 EXERCISE_PLACEHOLDER = "# Your solution to the exercise here."

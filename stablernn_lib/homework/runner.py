@@ -263,10 +263,12 @@ def hidden_checks_note(question: Question) -> str:
     hidden = question.hidden_checks
     total = sum(c.weight for c in question.all_checks)
     share = sum(c.weight for c in hidden) / total if total else 0.0
-    checks = f"{len(hidden)} hidden check{'s' if len(hidden) != 1 else ''}"
+    checks = (
+        "1 hidden check also runs" if len(hidden) == 1 else f"{len(hidden)} hidden checks also run"
+    )
     return (
-        f"  (Only the visible checks ran here. When your instructor grades, {checks} also "
-        f"run on other random instances and edge cases, and they count toward your grade: "
+        f"  (Only the visible checks ran here. When your instructor grades, {checks} "
+        f"on other random instances and edge cases, and they count toward your grade: "
         f"{share:.0%} of this question's {question.points:g} points. Passing every visible "
         "check does not yet mean full points.)"
     )

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from stablernn_lib.core.io import atomic_write_json, provenance
+from stablernn_lib.core.io import atomic_write_json, provenance, readable_device
 from stablernn_lib.tasks.timing import benchmark_setup, constrained_step, timer, zipf_tokens
 from stablernn_lib.tasks.wikitext2.analysis import gradient_by_distance, gradient_by_distance_naive
 from stablernn_lib.tasks.wikitext2.data import (
@@ -306,7 +306,7 @@ def format_output_layer(result: dict[str, Any]) -> str:
     """The output-layer benchmark in a few lines."""
     lines = [
         f"output layer ({result['config']} sizes, V = {result['vocab_size']:,}) "
-        f"on {result['provenance']['device']}"
+        f"on {readable_device(result['provenance']['device'])}"
     ]
     for cell in ("rnn", "lstm"):
         softmax = result["step_seconds"]["softmax"][cell]
@@ -320,7 +320,8 @@ def format_output_layer(result: dict[str, Any]) -> str:
 
 def format_benchmark(result: dict[str, Any]) -> str:
     """The ratios and rates as a few readable lines (at most ~80 characters each)."""
-    lines = [f"benchmark ({result['config']} config) on {result['provenance']['device']}"]
+    device = readable_device(result["provenance"]["device"])
+    lines = [f"benchmark ({result['config']} config) on {device}"]
     for cell, m in result["models"].items():
         lines += [
             f"  {cell:4s}: step {1000 * m['step_seconds_unconstrained']:.1f} ms, "
@@ -365,12 +366,12 @@ def training_time_table(benchmarks: dict[str, dict[str, Any]]) -> str:
         "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for result in benchmarks.values():
-        epochs = result["epochs"]
+        epochs, device = result["epochs"], readable_device(result["provenance"]["device"])
         for cell in ("rnn", "lstm"):
             m = result["models"][cell]
             plain, stable = m["epoch_seconds_unconstrained"], m["epoch_seconds_stable"]
             lines.append(
-                f"| {result['config']} | {result['provenance']['device']} | {cell.upper()} "
+                f"| {result['config']} | {device} | {cell.upper()} "
                 f"| {_milliseconds(m['step_seconds_unconstrained'])} / "
                 f"{_milliseconds(m['step_seconds_stable'])} ms | {result['steps_per_epoch']:,} "
                 f"| {_duration(plain)} / {_duration(stable)} "

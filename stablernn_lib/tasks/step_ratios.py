@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from stablernn_lib.core.io import provenance
+from stablernn_lib.core.io import provenance, readable_device
 from stablernn_lib.core.stability import project_spectral_ball, project_spectral_ball_by_eigh
 from stablernn_lib.tasks.timing import benchmark_setup, constrained_step, zipf_tokens
 from stablernn_lib.tasks.wikitext2.model import (
@@ -179,7 +179,8 @@ def step_ratio_benchmark(
 def format_step_ratios(result: dict[str, Any]) -> str:
     """The step times and ratios as readable lines."""
     lines = [
-        f"training-step ratios ({result['config']} config) on {result['provenance']['device']}, "
+        f"training-step ratios ({result['config']} config) on "
+        f"{readable_device(result['provenance']['device'])}, "
         f"load average {result['load_average_before']:.1f} before"
     ]
     for name, seconds in result["step_seconds"].items():

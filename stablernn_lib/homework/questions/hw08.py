@@ -197,7 +197,7 @@ HOMEWORK = Homework(
         ),
         Question(
             id="hw08.q4",
-            title="Judgement: does stability cost little?",
+            title="Does stability cost little? A gap against seed noise",
             points=3,
             function="stability_cost",
             task=(

@@ -203,7 +203,8 @@ def models_table() -> str:
                 else:
                     ran = ""
                 when = f"until the decay is used up{ran}"
-            rows.append((f"{name.split('-')[1]}, {when}", results, name, free))
+            reference = None if name == PAIR[0] else free  # the reference row has no gap
+            rows.append((f"{name.split('-')[1]}, {when}", results, name, reference))
     return lstm_models_table(rows, f"LSTM, cpu scale, seed {CONFIGS[CONFIG].seed}")
 
 

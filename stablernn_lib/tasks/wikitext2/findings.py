@@ -11,7 +11,6 @@ The measurements themselves (gradients, truncation, Jacobians) are
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import torch
 
 from stablernn_lib.core import criteria, paper_claims
+from stablernn_lib.core.io import readable_device
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS
 from stablernn_lib.tasks.wikitext2.partial_runs import read_metrics
@@ -59,17 +59,16 @@ def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
 def runs_summary(results: dict[str, Any]) -> str:
     """Markdown table of where and how long each run ran (device, commit, epochs, time)."""
     lines = [
-        "| run | device | git commit | epochs | best val ppl | test ppl | wall time |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+        "| run | device | git commit | epochs | wall time |",
+        "| --- | --- | --- | ---: | ---: |",
     ]
     for cell, stable in MODEL_VARIANTS:
         entry = results.get(variant_name(cell, stable))
         if not entry:
             continue
         lines.append(
-            f"| {variant_name(cell, stable)} | {entry['provenance']['device']} | "
+            f"| {variant_name(cell, stable)} | {readable_device(entry['provenance']['device'])} | "
             f"{entry['provenance']['git_commit'][:12]} | {len(entry['epochs'])} | "
-            f"{entry['best_val_ppl']:.1f} | {entry.get('test_ppl', math.nan):.1f} | "
             f"{entry['wall_seconds'] / 60:.1f} min |"
         )
     return "\n".join(lines)
@@ -134,7 +133,7 @@ def lstm_models_table(rows: list[tuple[str, dict[str, Any], str, float | None]],
         if not run:
             lines.append(f"| {label} | no result yet | | | |")
             continue
-        gap = f"{100 * (run['test_ppl'] / reference - 1):+.1f}%" if reference else ""
+        gap = f"{100 * (run['test_ppl'] / reference - 1):+.1f}%" if reference else "—"
         entry = results.get("analysis", {}).get(name, {})
         curve = entry.get("truncated_eval")
         reach = "not measured"
@@ -175,7 +174,7 @@ def time_budget_table(
     """
     lines = [
         f"| part | minutes, as committed (measured) | minutes, idle machine "
-        f"({benchmark['provenance']['device']}) |",
+        f"({readable_device(benchmark['provenance']['device'])}) |",
         "| --- | ---: | ---: |",
     ]
     for part, (measured, idle) in time_budget(runs, benchmark, idle_analysis).items():
@@ -320,8 +319,9 @@ def seeds_commands(config: str = "cpu") -> str:
 
 
 def seeds_table(config: str = "cpu") -> str:
-    """Markdown table: each variant's test perplexity over seeds (mean ± sd, each seed), and
-    the verdict on "stability costs little" per cell, read from the criteria file."""
+    """Markdown table: each variant's test perplexity over seeds (mean ± sd; each seed's value
+    is :func:`schedule_table`'s), and the verdict on "stability costs little" per cell, read
+    from the criteria file."""
     runs = load_seed_results(config)
     lines = [
         f"| model ({config} scale) | test perplexity over seeds | stable vs unconstrained "
@@ -341,7 +341,7 @@ def seeds_table(config: str = "cpu") -> str:
                 reference = seed_summary(free)
                 gap = f"{100 * criteria.relative_gap(summary.mean, reference.mean):+.1f}%"
                 verdict = criteria.stability_cost_verdict("wikitext2", reference, summary)
-            lines.append(f"| {label} | {summary.describe()} | {gap} | {verdict} |")
+            lines.append(f"| {label} | {summary.describe(each=False)} | {gap} | {verdict} |")
     return "\n".join(lines)
 
 
@@ -426,17 +426,16 @@ def ablation_table() -> tuple[str, str]:
     Each stable row's gap is measured against the unconstrained LSTM of the same setting
     (``cpu`` for the constraint rows, its own config for lr 20 and convergence).  A row with
     fewer seeds than the criteria require is read only where its effect exceeds the
-    single-seed rule (criteria.single_seed_ablation) against the course model's seeds.
+    How the criteria read each row is :func:`ablation_readings_table`'s; a row of ``cpu``
+    gives mean ± sd without its seeds, which :func:`schedule_table` lists.
     """
     lines = [
         "| LSTM, cpu scale | certified contractive | test perplexity | vs unconstrained "
-        "| worst one-step Jacobian norm | read by the criteria |",
-        "| --- | --- | --- | ---: | ---: | --- |",
+        "| worst one-step Jacobian norm |",
+        "| --- | --- | --- | ---: | ---: |",
     ]
     commands = []
     every = _ablation_runs()
-    course = every["cpu"].get("lstm-stable")
-    needed = criteria.load_criteria()["seeds"]["wikitext2"]
     for label, config, stable, certified, reference in ABLATION_ROWS:
         variant = variant_name("lstm", stable)
         runs = every[config].get(variant, {})
@@ -447,7 +446,7 @@ def ablation_table() -> tuple[str, str]:
                 "--variants lstm-stable"
             )
         if not runs:
-            lines.append(f"| {label} | {certified} | {missing_run(config, variant)} | | | |")
+            lines.append(f"| {label} | {certified} | {missing_run(config, variant)} | | |")
             continue
         summary = seed_summary(runs)
         free = every[reference].get("lstm-unconstrained")
@@ -455,15 +454,10 @@ def ablation_table() -> tuple[str, str]:
         if stable and free:
             gap = f"{100 * criteria.relative_gap(summary.mean, seed_summary(free).mean):+.1f}%"
         worst = _worst_jacobian(config, variant)
-        if summary.n >= needed:
-            read = f"yes ({summary.n} seeds)"
-        elif course and criteria.single_seed_readable(summary.mean, seed_summary(course)):
-            read = "against the course model only (one seed; effect > 5 sd of its seeds)"
-        else:
-            read = f"not yet (needs {needed} seeds)"
+        shown = summary.describe(each=config != "cpu")
         lines.append(
-            f"| {label} | {certified} | {summary.describe()} | {gap} "
-            f"| {'not measured' if worst is None else f'{worst:.2f}'} | {read} |"
+            f"| {label} | {certified} | {shown} | {gap} "
+            f"| {'not measured' if worst is None else f'{worst:.2f}'} |"
         )
     return "\n".join(lines), "\n".join(dict.fromkeys(commands))
 

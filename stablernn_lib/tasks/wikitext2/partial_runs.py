@@ -72,11 +72,12 @@ def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, dict[str, A
 
 
 def partial_runs_table(runs: dict[str, dict[str, Any]]) -> str:
-    """Markdown table: per unfinished run, its config, epochs reached and validation perplexity."""
+    """Markdown table: per unfinished run, its config, epochs reached and its best validation
+    perplexity (with the epoch that reached it)."""
     lines = [
-        "| model (full scale, unfinished) | config | epochs run | validation perplexity, "
-        "last epoch | best validation perplexity |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| model (full scale, unfinished) | config | epochs run | best validation perplexity "
+        "(epoch) |",
+        "| --- | --- | ---: | ---: |",
     ]
     for cell, stable in MODEL_VARIANTS:
         run = runs.get(variant_name(cell, stable))
@@ -84,10 +85,10 @@ def partial_runs_table(runs: dict[str, dict[str, Any]]) -> str:
             continue
         config, epochs = run["config"], run["epochs"]
         label = f"{MODEL_LABELS[cell]}, {'stable' if stable else 'unconstrained'}"
-        best = min(row["val_ppl"] for row in epochs)
+        at, best = min(enumerate(epochs, 1), key=lambda item: item[1]["val_ppl"])
         lines.append(
             f"| {label} | `{config['name']}` (lr {config['lr']:g}) | "
-            f"{len(epochs)} of {config['epochs']} | {epochs[-1]['val_ppl']:.1f} | {best:.1f} |"
+            f"{len(epochs)} of {config['epochs']} | {best['val_ppl']:.1f} ({at}) |"
         )
     return "\n".join(lines)
 
