@@ -115,3 +115,18 @@ def test_the_check_cell_of_an_untouched_stub_says_only_that(capsys) -> None:
     printed = capsys.readouterr().out
     assert printed.startswith("hw08.q4 stability_cost: not answered")
     assert "PASS" not in printed and "also run" not in printed
+
+
+def test_hw09_q5_quotes_the_distance_of_chapter9s_summary() -> None:
+    """The summary of Chapter 9 reads the gradient at the distance of ``gradient_vanishes``."""
+    import json
+    from pathlib import Path
+
+    from stablernn_lib.core import criteria
+
+    phrase = f"after {criteria.criterion('gradient_vanishes')['distance']} frames"
+    assert phrase in get_question("hw09.q5").task.replace("\n", " ")
+    notebook = Path(__file__).parents[1] / "chapters/homework/hw09_polyphonic_music.ipynb"
+    cells = json.loads(notebook.read_text())["cells"]
+    question = next(c for c in cells if "".join(c["source"]).startswith("## Question 5"))
+    assert phrase in " ".join("".join(question["source"]).split())

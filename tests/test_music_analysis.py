@@ -250,7 +250,7 @@ def test_every_jsb_table_is_rectangular():
     )
     for config in ("adam-tcn", "authors"):
         _assert_rectangular(ma.seeds_table(config, 11.09))
-    _assert_rectangular(ma.reruns_table("adam-tcn", 11.09))
+    _assert_rectangular(ma.reruns_table("adam-tcn"))
     authors = ma.load_seed_results("authors")
     _assert_rectangular(ma.main_table(11.09))
     _assert_rectangular(ma.stability_cost_table({"authors": authors, "full": ma.by_seed(results)}))
@@ -283,14 +283,14 @@ def test_reruns_table_sets_each_earlier_run_beside_the_committed_one(tmp_path):
                      "validation_split": None}},
         {"model": "rnn-stable", "seed": 2, "earlier": {"test_nll": 8.6, "git_commit": "a" * 40}},
     ]  # fmt: skip
-    assert ma.reruns_table("adam-tcn", 11.09, tmp_path).startswith("no reruns recorded")
+    assert ma.reruns_table("adam-tcn", tmp_path).startswith("no reruns recorded")
     (tmp_path / "adam-tcn/reruns.json").write_text(json.dumps({"runs": runs}))
-    rows = ma.reruns_table("adam-tcn", 11.09, tmp_path).splitlines()[2:]
+    rows = ma.reruns_table("adam-tcn", tmp_path).splitlines()[2:]
     assert rows[0] == ("| RNN, stable | 1111 | 8.650 | 8.700 | +0.050 | epoch 47 (lr 1e-11) |")
     assert rows[1] == "| RNN, stable | 1 | 8.660 | not yet rerun |  |  |"
     assert rows[2] == ("| RNN, stable | 3 | stopped: NaN | 8.610 |  | never |")
     assert rows[3] == "| RNN, stable | 2 | 8.600 | not yet rerun |  |  |"
-    assert rows[4].startswith(f"| {ma.BASELINE_LABEL} | 11.09 |")
+    assert len(rows) == 4  # the runs only: no baseline row
 
 
 def test_early_stop_table_gives_the_epochs_run_and_the_bound_of_a_stopped_run():
@@ -435,12 +435,20 @@ def test_seeds_table_carries_the_paper_number_only_for_the_authors_setting(tmp_p
     assert "paper" not in tcn and "†" not in tcn
 
 
-def test_paper_comparisons_give_a_verdict_only_with_the_seeds(tmp_path):
+def test_paper_comparisons_give_a_verdict_only_with_the_seeds(tmp_path, monkeypatch):
     paper = float(paper_claims.value("jsb-rnn-unconstrained-nll"))
     _write_run(tmp_path, "authors/rnn-unconstrained.json", 1111, paper * 1.10)
     for seed in (1, 2, 3, 4):  # five seeds within 2% of the paper's number
         _write_run(tmp_path, f"authors/seed{seed}/rnn-stable.json", seed, paper * 1.02)
     _write_run(tmp_path, "authors/rnn-stable.json", 1111, paper * 1.02)
+    found = ma.paper_comparisons("authors", tmp_path)
+    rnn, stable, lstm = found["rnn-unconstrained"], found["rnn-stable"], found["lstm-unconstrained"]
+    # the JSB numbers are recalled (†): no verdict against them, whatever the seeds
+    assert found["rnn-stable"].verdict == ma.UNVERIFIED_PAPER
+    recalled = paper_claims.claim  # the rule itself, as it would read checked numbers
+    monkeypatch.setattr(
+        ma.paper_claims, "claim", lambda key: replace(recalled(key), status="checked", source="a")
+    )
     found = ma.paper_comparisons("authors", tmp_path)
     rnn, stable, lstm = found["rnn-unconstrained"], found["rnn-stable"], found["lstm-unconstrained"]
     assert rnn.relative == pytest.approx(0.10) and rnn.verdict == "no verdict"
@@ -461,7 +469,8 @@ def test_paper_comparisons_give_a_verdict_only_with_the_seeds(tmp_path):
     table = ma.main_table(11.09, tmp_path)
     _assert_rectangular(table)
     row = next(r for r in table.splitlines() if r.startswith("| LSTM, stable |"))
-    assert paper_claims.marked("jsb-lstm-stable-nll") in row and "| not comparable |" in row
+    assert paper_claims.marked("jsb-lstm-stable-nll") in row and "another model" in row
+    assert "reproduced" not in table  # no verdict against the paper's unverified numbers
     assert "| not yet run |" in table  # the unconstrained LSTM
     with pytest.raises(ValueError):
         ma.paper_comparisons("adam-tcn", tmp_path)

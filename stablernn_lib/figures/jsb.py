@@ -2,7 +2,8 @@
 
 :func:`seed_results_figure` draws, for each model and each seeded configuration, one dot per
 seed and a bar at the mean, the paper's number beside it and the no-memory baseline as a
-line, so that the reader sees the spread behind every mean of the chapter's table.
+line (the legend below the axes), so that the reader sees the spread behind every mean of
+the chapter's table.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from stablernn_lib.core import paper_claims
-from stablernn_lib.core.style import BOUND_COLOR, finish, model_color
+from stablernn_lib.core.style import BOUND_COLOR, model_color
+from stablernn_lib.figures.layout import legends_below
 from stablernn_lib.tasks.jsb.analysis import LABELS, PAPER_KEYS, TABLE_VARIANTS, seed_summary
 
 MARKERS = ("o", "s", "^")
@@ -26,7 +28,7 @@ def seed_results_figure(
     group of columns per model and one column per labelled set of runs
     (``{label: load_seed_results(config)}``); a star marks the paper's number, the dashed
     line the no-memory ``baseline``."""
-    figure, axis = plt.subplots(figsize=(7.5, 3.8))
+    figure, axis = plt.subplots(figsize=(5.0, 3.6), layout="constrained")
     width = 0.8 / max(len(runs_by_label), 1)
     for group, (cell, variant) in enumerate(TABLE_VARIANTS):
         name = f"{cell}-{variant}"
@@ -50,6 +52,5 @@ def seed_results_figure(
     axis.set_xticks(range(len(TABLE_VARIANTS)))
     axis.set_xticklabels([LABELS[f"{c}-{v}"] for c, v in TABLE_VARIANTS])
     axis.set_ylabel("test NLL per step (nats)")
-    axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False)
-    figure.tight_layout()
-    return finish(figure)
+    axis.legend()
+    return legends_below(figure, columns=2)

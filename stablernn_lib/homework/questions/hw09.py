@@ -212,7 +212,7 @@ HOMEWORK = Homework(
         ),
         Question(
             id="hw09.q4",
-            title="Judgement: how much context does a model use?",
+            title="How much context does a model use?",
             points=2,
             function="context_used",
             task=(
@@ -236,9 +236,9 @@ HOMEWORK = Homework(
             task=(
                 "Chapter 9 reads every model trained as the authors did as a model of short "
                 "context (within 1% of its recurrent NLL with a few frames), while the "
-                "unconstrained LSTM's gradient still keeps a sizeable share after 32 frames and "
-                "its curve still falls past k = 32. Decide whether the unconstrained LSTM is "
-                "'effectively of short context', say in nats what the 1% tolerance allows "
+                "unconstrained LSTM's gradient still keeps several percent of its size after 20 "
+                "frames and its curve still falls past k = 32. Decide whether the unconstrained "
+                "LSTM is 'effectively of short context', say in nats what the 1% tolerance allows "
                 "beside the gain the LSTM still makes from frames older than 32, and say which "
                 "result would change your verdict."
             ),

@@ -147,6 +147,7 @@ def chapter_values(baseline: float, results_dir: str | Path | None = None) -> di
     (``baseline``: the no-memory model's test NLL, which the notebook computes from the data)."""
     values: dict[str, Value] = {
         "seeds_needed": criteria.load_criteria()["seeds"]["jsb"],
+        "seeds_needed_wikitext2": criteria.load_criteria()["seeds"]["wikitext2"],
         "cost_tolerance": 100 * criteria.criterion("stability_cost")["relative_tolerance"],
         "baseline_margin": 100 * criteria.criterion("beats_baseline")["relative_margin"],
         "truncation_tolerance": 100 * criteria.criterion("truncation")["relative_tolerance"],
@@ -165,6 +166,7 @@ def chapter_values(baseline: float, results_dir: str | Path | None = None) -> di
     for name, run in full.items():
         values[f"full_{SHORT[name]}_nll"] = run["test_nll"]
         values[f"full_{SHORT[name]}_vs_base"] = -_percent(run["test_nll"], baseline)
+        values[f"full_{SHORT[name]}_above_base"] = _percent(run["test_nll"], baseline)
     adam = ma.load_results(results_dir, config="adam")
     for name, run in adam.items():
         values[f"adam_{SHORT[name]}_nll"] = run["test_nll"]
