@@ -842,7 +842,7 @@ def plot_truncated_nll(
     axis.set_yscale("log")  # a 1% band has the same height at every NLL
     axis.yaxis.set_major_formatter(ScalarFormatter())
     axis.yaxis.set_minor_formatter(ScalarFormatter())
-    return figure
+    return finish(figure)
 
 
 def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int | None:
