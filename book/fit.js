@@ -44,6 +44,11 @@
         img.style.minWidth = least + "px";
         box.style.overflowX = "auto";
         box.style.maxWidth = "100%";
+        box.tabIndex = 0;  // a region that scrolls is reached and scrolled by keyboard too
+        box.dataset.fitScrolls = "1";
+      } else if (box.dataset.fitScrolls) {
+        box.removeAttribute("tabindex");
+        delete box.dataset.fitScrolls;
       }
     });
   }

@@ -74,8 +74,9 @@ def missing_cells(notebook: nbformat.NotebookNode, page_words: list[str]) -> lis
     for cell in notebook.cells:
         if cell.cell_type != "markdown" or cell.get("id") in COLAB_ONLY:
             continue
-        if cell.get("id", "").endswith("-caption"):
-            continue  # a figure's caption: test_colab_notebooks.py compares them
+        if cell.get("id", "").endswith(("-caption", "-description")):
+            continue  # a figure's caption and description: test_colab_notebooks.py compares
+            # them (the site carries the description as the image's alt, not as text)
         cell_words = colab_cell_words(cell.source)
         if cell_words and f" {' '.join(cell_words)} " not in text:
             missing.append(" ".join(cell_words[:25]))

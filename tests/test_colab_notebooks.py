@@ -328,8 +328,8 @@ def test_chapter8_figures_draw_in_every_mode_and_carry_the_sites_numbers(edition
 
 
 def test_each_figure_carries_its_description_under_its_caption(editions):
-    """The text alternative of a figure (MyST-NB's image alt in the chapter) follows the
-    figure's numbered caption in the Colab notebook, as "*Description of Figure N:* ..."."""
+    """The text alternative of a numbered figure (MyST-NB's image alt in the chapter) follows
+    the figure's caption in the Colab notebook, as "*Description of Figure N:* ..."."""
     found = 0
     for path in generated(editions["student"]):
         source = ROOT / path.relative_to(editions["student"])
@@ -337,6 +337,7 @@ def test_each_figure_carries_its_description_under_its_caption(editions):
             cell.get("id"): " ".join(cell.metadata["mystnb"]["image"]["alt"].split())
             for cell in nbformat.read(source, as_version=4).cells
             if cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
+            and cell.metadata["mystnb"].get("figure", {}).get("caption")  # a numbered figure
         }
         cells, here = nbformat.read(path, as_version=4).cells, 0
         for before, cell in zip(cells, cells[1:], strict=False):

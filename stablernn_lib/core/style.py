@@ -44,6 +44,10 @@ DPI = 96  # CSS pixels per inch: a figure point is a page point
 COLUMN_PX = 800  # the site's text column at a 1400 px window: 848 px, less its margins (Chromium)
 MAX_WIDTH_IN = COLUMN_PX / DPI
 MIN_PT = 9.0
+# inches: a figure this wide, its legend below the axes (which adds about 33 px when the
+# inline backend crops to the drawn artists), is shown at 3/4 of its size or more in a
+# 400 px window's 368 px column, so its smallest text stays at 9 px or more
+PHONE_WIDTH_IN = 4.5
 # Markers that tell apart lines of one style whose colours differ (the first colour of such
 # a group keeps its plain line); at most about MARKS_PER_LINE markers on a long line.
 SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")

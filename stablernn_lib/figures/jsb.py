@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from stablernn_lib.core import paper_claims
-from stablernn_lib.core.style import BOUND_COLOR, model_color
+from stablernn_lib.core.style import BOUND_COLOR, PHONE_WIDTH_IN, model_color
 from stablernn_lib.figures.layout import legends_below
 from stablernn_lib.tasks.jsb.analysis import LABELS, PAPER_KEYS, TABLE_VARIANTS, seed_summary
 
@@ -28,7 +28,7 @@ def seed_results_figure(
     group of columns per model and one column per labelled set of runs
     (``{label: load_seed_results(config)}``); a star marks the paper's number, the dashed
     line the no-memory ``baseline``."""
-    figure, axis = plt.subplots(figsize=(5.0, 3.6), layout="constrained")
+    figure, axis = plt.subplots(figsize=(PHONE_WIDTH_IN, 3.6), layout="constrained")
     width = 0.8 / max(len(runs_by_label), 1)
     for group, (cell, variant) in enumerate(TABLE_VARIANTS):
         name = f"{cell}-{variant}"

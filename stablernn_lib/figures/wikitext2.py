@@ -1,6 +1,6 @@
 """Chapter 8's figures as the site shows them: the test perplexity of the four WikiText-2
 models over their seeds beside the numbers the paper reports, and the paper's Figure 2.
-Each is at most :data:`PHONE_WIDTH` inches wide with its legend below the axes, so that a
+Each is at most ``PHONE_WIDTH_IN`` inches wide with its legend below the axes, so that a
 phone shows the whole figure with its text at 9 px or more.
 
 The figure reads committed results (:func:`stablernn_lib.tasks.wikitext2.findings.
@@ -15,14 +15,11 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from stablernn_lib.core import paper_claims
-from stablernn_lib.core.style import BOUND_COLOR, model_color
+from stablernn_lib.core.style import BOUND_COLOR, PHONE_WIDTH_IN, model_color
 from stablernn_lib.figures.layout import legends_below
 from stablernn_lib.tasks.wikitext2.analysis import plot_figure2
 from stablernn_lib.tasks.wikitext2.findings import PAPER_TEST_PPL_KEYS, seed_summary
 from stablernn_lib.tasks.wikitext2.variants import MODEL_LABELS, MODEL_VARIANTS, variant_name
-
-# inches: 470 px at 96 dpi, shown at 3/4 (fonts 9 px) or more in a 400 px window's column
-PHONE_WIDTH = 4.9
 
 
 def cost_of_stability_figure(
@@ -31,7 +28,7 @@ def cost_of_stability_figure(
     """One column per model (RNN and LSTM, unconstrained and stable): each seed's test
     perplexity (dots), their mean ± sd (bar), and the paper's number (open diamond, with
     its mark: ✓ checked, † recalled).  ``seed_runs``: ``load_seed_results(config)``."""
-    figure, axis = plt.subplots(figsize=(PHONE_WIDTH, 3.4), layout="constrained")
+    figure, axis = plt.subplots(figsize=(PHONE_WIDTH_IN, 3.4), layout="constrained")
     labels, paper_drawn = [], False
     for position, (cell, stable) in enumerate(MODEL_VARIANTS):
         name = variant_name(cell, stable)
@@ -54,13 +51,13 @@ def cost_of_stability_figure(
     axis.set_ylabel("test perplexity")
     axis.set_title(f"WikiText-2, {scale}")
     axis.legend()
-    return legends_below(figure, columns=3)
+    return legends_below(figure, columns=2)
 
 
 def figure2_figure(analysis: dict[str, Any], title: str = "") -> Figure:
     """:func:`~stablernn_lib.tasks.wikitext2.analysis.plot_figure2` (gradient norm against
-    distance, log scale), :data:`PHONE_WIDTH` wide with its legend below the axes."""
+    distance, log scale), ``PHONE_WIDTH_IN`` wide with its legend below the axes."""
     figure = plot_figure2(analysis, title)
-    figure.set_size_inches(PHONE_WIDTH, figure.get_figheight())
+    figure.set_size_inches(PHONE_WIDTH_IN, figure.get_figheight())
     figure.set_layout_engine("constrained")
     return legends_below(figure, columns=2)
