@@ -338,9 +338,12 @@ def _widget_images(model: str, state: dict[str, Any], seen: set[str]) -> bool:
         return False
     seen.add(model)
     entry = state[model]
+    fields = entry.get("state", {})
     if entry.get("model_name") == "ImageModel":
         return True
-    fields = entry.get("state", {})
+    frame = '<img src="data:image/' in fields.get("value", "")
+    if entry.get("model_name") == "HTMLModel" and frame:
+        return True  # a precomputed frame: the image inline, with its alt text
     outputs = fields.get("outputs", []) if entry.get("model_name") == "OutputModel" else []
     if any(k.startswith("image/") for o in outputs for k in o.get("data", {})):
         return True
