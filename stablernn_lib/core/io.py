@@ -95,7 +95,8 @@ def device_name(device: torch.device | str | None = None) -> str:
     if device.type == "cuda" and torch.cuda.is_available():
         return torch.cuda.get_device_name(device)
     threads = torch.get_num_threads()
-    return readable_device(f"cpu ({platform.processor() or platform.machine()}, {threads} threads)")
+    unit = "thread" if threads == 1 else "threads"
+    return f"cpu ({platform.processor() or platform.machine()}, {threads} {unit})"
 
 
 def readable_device(device: str) -> str:
