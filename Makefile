@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 # Files that change what the virtual environment must contain.
-SETUP_FILES := pyproject.toml
+SETUP_FILES := pyproject.toml grader/pyproject.toml tools/pyproject.toml
 
 .PHONY: venv book instructor test colab-test lint student clean browser-deps mutants formula-mutants
 
@@ -22,7 +22,7 @@ $(STAMP): $(SETUP_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)" $(TORCH_INDEX)
-	$(BIN)/python -m pip install --quiet -e ".[book,test]"
+	$(BIN)/python -m pip install --quiet -e ".[book,test]" -e ./grader -e ./tools
 	touch $(STAMP)
 
 ## The STUDENT site (the public one) into _build/html: the student edition of every notebook

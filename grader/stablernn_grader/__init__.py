@@ -1,0 +1,1 @@
+"""Grader of the course: grades homework notebooks in a sandbox (for instructors)."""
