@@ -1,4 +1,5 @@
-"""Stability as contractivity: Lipschitz constants, spectral norms, projections.
+"""Contraction: the constant ``lambda``, the projection onto the stable set, measured Lipschitz
+constants.
 
 A model is ``lambda``-contractive when
 ``||phi_w(h, x) - phi_w(h', x)|| <= lambda ||h - h'||`` for all ``h, h', x``
