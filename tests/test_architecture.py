@@ -61,7 +61,7 @@ def layer(name: str) -> int | None:
 def test_the_graph_is_read():
     """Not vacuous: the graph holds every layer and the ties everyone knows of."""
     assert {layer(name) for name in MODULES} >= set(range(len(LAYERS)))
-    assert "stablernn_lib.core.models" in GRAPH["stablernn_lib.core.stability"]
+    assert "stablernn_lib.core.models" in GRAPH["stablernn_lib.core.contraction"]
     assert "stablernn_lib.core.norms" in GRAPH["stablernn_lib.core.models"]
     assert "stablernn_lib.book.tools" in GRAPH["stablernn_lib.homework.notebooks"]
 
@@ -80,6 +80,56 @@ def test_no_upward_import(name):
     assert not upward, (
         f"{name} (layer {LAYERS[own]}) imports {upward} from a layer above it; "
         "move the shared code down or pass it in as an argument"
+    )
+
+
+def training_steps(source: str) -> list[str]:
+    """The lines of ``source`` that train: ``.backward(...)``, ``.zero_grad()``, an optimizer
+    (``torch.optim``) or its argument-free ``.step()``, an update ``w -= ... w.grad ...``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name in ("backward", "zero_grad") or (name == "step" and not node.args):
+                found.append((node.lineno, f".{name}()"))
+        if isinstance(node, ast.Attribute) and node.attr == "optim":
+            found.append((node.lineno, "torch.optim"))
+        if isinstance(node, ast.AugAssign) and any(
+            isinstance(part, ast.Attribute) and part.attr == "grad" for part in ast.walk(node.value)
+        ):
+            found.append((node.lineno, "an update by .grad"))
+    return [f"line {line}: {what}" for line, what in sorted(set(found))]
+
+
+PLANTED_LOOP = """
+for _ in range(steps):
+    model.zero_grad()
+    loss = (model.run(inputs) - targets).pow(2).mean()
+    loss.backward()
+    with torch.no_grad():
+        for param in model.parameters():
+            param -= learning_rate * param.grad
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+optimizer.step()
+state = model.step(state, x)
+"""
+
+
+def test_the_training_check_finds_a_planted_loop():
+    """Not vacuous: each way of training is found; a recurrent map's ``step(h, x)`` is not."""
+    assert training_steps(PLANTED_LOOP) == [
+        "line 3: .zero_grad()", "line 5: .backward()", "line 8: an update by .grad",
+        "line 9: torch.optim", "line 10: .step()",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if layer(n) == LAYERS.index("figures")))
+def test_figures_never_train(name):
+    """The figures draw results handed to them; training lives in ``theory`` or ``tasks``."""
+    steps = training_steps(MODULES[name].read_text(encoding="utf-8"))
+    assert not steps, (
+        f"{name} trains ({', '.join(steps)}); move the experiment to stablernn_lib.theory or "
+        "stablernn_lib.tasks and pass its results to the figure"
     )
 
 

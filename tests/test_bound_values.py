@@ -21,7 +21,7 @@ from stablernn_lib.core.models import LSTMMap, random_vanilla_rnn
 from stablernn_lib.symbolic import lemma_algebra as la
 from stablernn_lib.theory import eventual_stability as ev
 from stablernn_lib.theory import general_lemmas as gl
-from stablernn_lib.theory import lstm_stability as ls
+from stablernn_lib.theory import lstm_certificate as ls
 
 # (lam, lx, bx, lp, sp, l_rho, l2_rho): l_rho != 1 so that no power of it can be dropped
 POINTS = [
@@ -430,7 +430,7 @@ def test_a_non_integer_context_is_named_in_the_error():
 
 
 def test_spectral_projection_defaults_to_the_unit_ball_and_jacobian_norms_are_spectral():
-    from stablernn_lib.core.stability import jacobian_norms, project_spectral_ball
+    from stablernn_lib.core.contraction import jacobian_norms, project_spectral_ball
 
     g = torch.Generator().manual_seed(5)
     W = 3 * torch.randn(4, 4, generator=g, dtype=torch.float64)
@@ -448,7 +448,7 @@ def test_spectral_projection_defaults_to_the_unit_ball_and_jacobian_norms_are_sp
 
 
 def test_eigh_projection_computes_in_float64_and_jacobian_norms_keep_the_dtype():
-    from stablernn_lib.core.stability import jacobian_norms, project_spectral_ball_by_eigh
+    from stablernn_lib.core.contraction import jacobian_norms, project_spectral_ball_by_eigh
 
     g = torch.Generator().manual_seed(6)
     for shape in ((5, 3), (3, 5)):  # the tall and the wide branch
@@ -463,7 +463,7 @@ def test_eigh_projection_computes_in_float64_and_jacobian_norms_keep_the_dtype()
 
 
 def test_stability_errors_name_the_problem():
-    from stablernn_lib.core.stability import (
+    from stablernn_lib.core.contraction import (
         contraction_constant,
         jacobian_norms,
         project_spectral_ball,

@@ -18,7 +18,7 @@ from stablernn_lib.theory.diagonal_scaling import (
     scaled_pair_ratios,
 )
 from stablernn_lib.theory.lemmas import truncation_gaps
-from stablernn_lib.theory.lstm_stability import concentrated_authors_lstm
+from stablernn_lib.theory.lstm_certificate import concentrated_authors_lstm
 
 EPS = torch.finfo(torch.float64).eps
 

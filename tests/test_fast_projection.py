@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stablernn_lib.core.stability import project_spectral_ball, project_spectral_ball_by_eigh
+from stablernn_lib.core.contraction import project_spectral_ball, project_spectral_ball_by_eigh
 from stablernn_lib.tasks.wikitext2 import model as lm
-from stablernn_lib.theory import lstm_stability as ls
+from stablernn_lib.theory import lstm_certificate as ls
 
 TOLERANCE = {torch.float32: 2e-5, torch.float64: 1e-10}
 

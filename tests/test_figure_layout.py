@@ -1,4 +1,4 @@
-"""Legends moved below the axes (stablernn_lib.figures.layout), as in Figure 7.2."""
+"""Legends moved below the axes (stablernn_lib.core.plot_helpers), as in Figure 7.2."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from stablernn_lib.figures.layout import legends_below
+from stablernn_lib.core.plot_helpers import legends_below
 
 
 def _grid(layout: str | None = "constrained") -> Figure:

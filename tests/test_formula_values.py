@@ -21,20 +21,20 @@ import torch
 
 from stablernn_lib.core import bounds
 from stablernn_lib.core import gradients as gr
+from stablernn_lib.core.contraction import contraction_constant, empirical_lipschitz
 from stablernn_lib.core.iterative_projection import (
     SIGN_ITERATIONS,
     iterative_projection_error_bound,
     spectral_norms_float64,
 )
 from stablernn_lib.core.models import LinearRNN, LSTMMap, VanillaRNN, random_vanilla_rnn
-from stablernn_lib.core.stability import contraction_constant, empirical_lipschitz
 from stablernn_lib.symbolic import lemma_algebra as la
 from stablernn_lib.tasks.wikitext2 import model as lm
 from stablernn_lib.tasks.wikitext2.model import spectral_norm_upper_bounds
 from stablernn_lib.theory import diagonal_scaling as ds
 from stablernn_lib.theory import eventual_stability as ev
 from stablernn_lib.theory import general_lemmas as gl
-from stablernn_lib.theory import lstm_stability as ls
+from stablernn_lib.theory import lstm_certificate as ls
 from stablernn_lib.theory import one_unit
 from stablernn_lib.theory import weights_close as wc
 

@@ -13,7 +13,7 @@ import torch
 from stablernn_lib.core.models import LSTMMap
 from stablernn_lib.symbolic import lemma_algebra as la
 from stablernn_lib.theory import general_lemmas as gl
-from stablernn_lib.theory import lstm_stability as ls
+from stablernn_lib.theory import lstm_certificate as ls
 
 
 def test_rsolve_solutions_match_iterating_the_recursions():

@@ -13,7 +13,7 @@ from stablernn_lib.core import gradients
 from stablernn_lib.core.models import random_vanilla_rnn
 from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
 from stablernn_lib.figures import gradients as figures_gradients
-from stablernn_lib.symbolic import gradients as symbolic_gradients
+from stablernn_lib.symbolic import bptt_algebra as symbolic_gradients
 from stablernn_lib.theory import one_unit
 
 matplotlib.use("Agg")

@@ -161,7 +161,7 @@ def test_stubs_are_not_attempted_and_score_zero() -> None:
 def test_calling_the_library_scores_zero() -> None:
     question = get_question("hw04.q1")
     source = (
-        "from stablernn_lib.core.stability import project_spectral_ball\n"
+        "from stablernn_lib.core.contraction import project_spectral_ball\n"
         "def spectral_projection(W, radius):\n    return project_spectral_ball(W, radius)\n"
     )
     answer = define(source, "spectral_projection")
@@ -226,7 +226,7 @@ def test_the_hidden_checks_note_agrees_with_their_number() -> None:
 def test_the_check_count_covers_every_line_shown(capsys: pytest.CaptureFixture[str]) -> None:
     """ "3 of 3" above four PASS lines confused students: the count includes the
     unweighted "written from scratch" check, which says that it carries no points."""
-    from stablernn_lib.core.stability import project_spectral_ball
+    from stablernn_lib.core.contraction import project_spectral_ball
     from stablernn_lib.homework import check
     from stablernn_lib.homework.registry import get_question
 

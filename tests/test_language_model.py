@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from stablernn_lib.core.contraction import project_spectral_ball
 from stablernn_lib.core.norms import spectral_norm
-from stablernn_lib.core.stability import project_spectral_ball
 from stablernn_lib.tasks.wikitext2.analysis import layer_map
 from stablernn_lib.tasks.wikitext2.data import batchify
 from stablernn_lib.tasks.wikitext2.model import (
@@ -20,7 +20,7 @@ from stablernn_lib.tasks.wikitext2.model import (
     truncated_loss,
     truncated_outputs,
 )
-from stablernn_lib.theory.lstm_stability import lstm_contraction_bound
+from stablernn_lib.theory.lstm_certificate import lstm_contraction_bound
 
 
 def tiny(cell: str, layers: int = 2, stable: bool = False) -> WordLanguageModel:
@@ -150,7 +150,7 @@ def test_truncated_loss_with_long_context_is_the_recurrent_loss(cell: str) -> No
 
 
 def test_lstm_constraint_choices_and_their_sets() -> None:
-    from stablernn_lib.theory.lstm_stability import (
+    from stablernn_lib.theory.lstm_certificate import (
         AUTHORS_RECURRENT_SCALES,
         COURSE_BIAS_BOUND,
         course_lstm_constraint,

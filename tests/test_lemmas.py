@@ -19,8 +19,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from tolerances import rounding_tolerance  # noqa: E402
 
 from stablernn_lib.core import bounds
+from stablernn_lib.core.contraction import project_spectral_ball  # noqa: E402
 from stablernn_lib.core.models import random_vanilla_rnn  # noqa: E402
-from stablernn_lib.core.stability import project_spectral_ball  # noqa: E402
 from stablernn_lib.core.truncation import truncated_states_reference  # noqa: E402
 from stablernn_lib.figures import lemmas as lemma_plots
 from stablernn_lib.symbolic import lemma_algebra  # noqa: E402
@@ -50,7 +50,7 @@ from stablernn_lib.theory.lemmas import (  # noqa: E402
     truncation_experiment,
     truncation_gaps,
 )
-from stablernn_lib.theory.lstm_stability import (  # noqa: E402
+from stablernn_lib.theory.lstm_certificate import (  # noqa: E402
     LSTMCertificate,
     lstm_certificate,
     random_stable_lstm,

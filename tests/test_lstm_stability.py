@@ -10,11 +10,11 @@ import torch
 from tolerances import close_kwargs
 from torch import nn
 
+from stablernn_lib.core.contraction import state_jacobians
 from stablernn_lib.core.models import LSTMMap, random_lstm
 from stablernn_lib.core.norms import ACTIVATION_LIPSCHITZ
-from stablernn_lib.core.stability import state_jacobians
-from stablernn_lib.symbolic import stability as ss
-from stablernn_lib.theory import lstm_stability as ls
+from stablernn_lib.symbolic import contraction_algebra as ss
+from stablernn_lib.theory import lstm_certificate as ls
 
 # ----------------------------------------------------------------------------
 # The l1-ball projection

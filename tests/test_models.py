@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from stablernn_lib.core.contraction import contraction_constant
 from stablernn_lib.core.models import (
     LinearRNN,
     LSTMMap,
@@ -13,7 +14,6 @@ from stablernn_lib.core.models import (
     random_lstm,
     random_vanilla_rnn,
 )
-from stablernn_lib.core.stability import contraction_constant
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

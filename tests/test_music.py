@@ -34,7 +34,7 @@ from stablernn_lib.tasks.wikitext2.analysis import (
     state_jacobian_norms,
     truncated_eval_curve,
 )
-from stablernn_lib.theory.lstm_stability import lstm_certificate_from_tensors
+from stablernn_lib.theory.lstm_certificate import lstm_certificate_from_tensors
 
 TINY = replace(CONFIGS["smoke"], name="tiny", hidden_size=16, epochs=3, train_sequences=None)
 
@@ -438,7 +438,7 @@ def test_train_music_command_takes_a_seed(rolls, tmp_path, monkeypatch):
 
 
 def test_jacobian_norms_of_a_float32_lstm_come_from_a_float64_svd():
-    from stablernn_lib.core.stability import jacobian_norms, state_jacobians
+    from stablernn_lib.core.contraction import jacobian_norms, state_jacobians
     from stablernn_lib.tasks.wikitext2.analysis import layer_map
 
     torch.manual_seed(0)

@@ -18,6 +18,7 @@ from stablernn_lib.book.mutation_report import (
     mutated_modules,
     read_meta,
     record_from_codes,
+    recorded_path,
     source_path,
     summarize,
     verdict,
@@ -111,20 +112,21 @@ def test_the_report_is_not_older_than_the_code_it_describes() -> None:
         if module not in records:
             continue  # a "not run" row claims nothing
         commit, path = records[module]["commit"], str(source_path(module))
+        then = recorded_path(module, records[module])
         if "+" in commit:
             stale.append(f"{module}: mutated with uncommitted changes ({commit})")
             continue
         if _git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
             pytest.skip(f"commit {commit} is not in this clone (shallow?)")
-        changed = _git("diff", "--quiet", commit, "--", path).returncode != 0
-        if changed and not mutants_unchanged(module, commit):
+        changed = then != path or _git("diff", "--quiet", commit, "--", path).returncode != 0
+        if changed and not mutants_unchanged(module, commit, then):
             stale.append(f"{module}: {path} changed since {commit}")
     assert not stale, "re-run make mutants for: " + "; ".join(stale)
 
 
 def test_an_edit_that_changes_no_mutant_is_not_stale(tmp_path, monkeypatch) -> None:
     """A comment, or a function mutmut does not mutate (a decorated one), keeps every mutant;
-    an edited formula does not."""
+    an edited formula does not; a moved module keeps them, compared with its path then."""
     module_dir = tmp_path / "pkg"
     module_dir.mkdir()
     source = module_dir / "fresh.py"
@@ -146,3 +148,9 @@ def test_an_edit_that_changes_no_mutant_is_not_stale(tmp_path, monkeypatch) -> N
     source.write_text('def f(a, b):\n    """Sum."""\n    return a + 2 * b\n', encoding="utf8")
     assert not mutants_unchanged("pkg.fresh", commit)
     assert not mutants_unchanged("pkg.fresh", "0" * 40)  # a commit git does not know
+    source.rename(module_dir / "moved.py")  # git mv: the same functions under a new name
+    (module_dir / "moved.py").write_text('def f(a, b):\n    """Sum."""\n    return a + b\n')
+    assert not mutants_unchanged("pkg.moved", commit)  # no pkg/moved.py at the commit
+    assert mutants_unchanged("pkg.moved", commit, "pkg/fresh.py")
+    assert recorded_path("pkg.moved", {"path": "pkg/fresh.py"}) == "pkg/fresh.py"
+    assert recorded_path("pkg.fresh", {}) == "pkg/fresh.py"

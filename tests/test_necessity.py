@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
+from stablernn_lib.core.contraction import project_spectral_ball
 from stablernn_lib.core.models import LinearRNN, VanillaRNN
-from stablernn_lib.core.stability import project_spectral_ball
 from stablernn_lib.core.truncation import truncated_states
 from stablernn_lib.symbolic.lemma_algebra import same_expression
 from stablernn_lib.theory import necessity

@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stablernn_lib.core.models import random_lstm, random_vanilla_rnn
-from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
-from stablernn_lib.core.stability import (
+from stablernn_lib.core.contraction import (
     contraction_constant,
     empirical_lipschitz,
     jacobian_norms,
@@ -19,6 +17,8 @@ from stablernn_lib.core.stability import (
     state_jacobians,
     svd_reproduces,
 )
+from stablernn_lib.core.models import random_lstm, random_vanilla_rnn
+from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
 
 
 @pytest.mark.parametrize(

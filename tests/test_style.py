@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from stablernn_lib.core import style
-from stablernn_lib.figures import plots
+from stablernn_lib.figures import full_vs_truncated
 from stablernn_lib.tasks.jsb import analysis as music_analysis
 from stablernn_lib.tasks.wikitext2 import analysis as lm_analysis
 
@@ -66,7 +66,7 @@ def test_histograms_and_theory_figures_are_legible_at_the_rendered_size():
     rng = np.random.default_rng(0)
     analysis = {name: {"jacobian_norms": [rng.random(200), rng.random(200)]} for name in MODELS}
     histograms = lm_analysis.plot_jacobian_norms(analysis, "smoke models")
-    for fig in (histograms, plots.full_vs_truncated_figure(0.8, 5)):
+    for fig in (histograms, full_vs_truncated.full_vs_truncated_figure(0.8, 5)):
         assert style.legibility_problems(fig) == []
         assert fig.get_figwidth() * fig.get_dpi() <= style.COLUMN_PX + 1e-6
     bars = {p.get_facecolor()[:3] for p in histograms.axes[0].patches}
@@ -194,7 +194,7 @@ def test_the_figure_functions_never_tell_series_apart_by_colour_alone():
         [0.5, 0.8, 0.95], [1, 2, 4], model="tanh", seed=0, num_instances=2, seq_len=20
     )
     figures = {
-        "full_vs_truncated_figure": plots.full_vs_truncated_figure(0.8, 5),
+        "full_vs_truncated_figure": full_vs_truncated.full_vs_truncated_figure(0.8, 5),
         "plot_truncated_eval": lm_analysis.plot_truncated_eval(
             truncation_analysis("ppl", "recurrent_ppl")
         ),

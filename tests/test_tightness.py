@@ -658,7 +658,7 @@ def _small_lstm():
 
 
 def test_lstm_box_and_jacobian_norm_match_the_certificate():
-    from stablernn_lib.theory.lstm_stability import jacobian_certificate_norms, lstm_certificate
+    from stablernn_lib.theory.lstm_certificate import jacobian_certificate_norms, lstm_certificate
 
     model = _small_lstm()
     certificate = lstm_certificate(model, 0.5)
@@ -744,7 +744,7 @@ def test_random_baselines_pass_the_config_and_take_the_worst(monkeypatch):
     ]
     # the LSTM baseline: one seeded draw of 300 states of D and inputs in [-1, 1]^D, its
     # Jacobians by autograd in the certificate's weighted max-norm, divided by lambda
-    from stablernn_lib.theory.lstm_stability import (
+    from stablernn_lib.theory.lstm_certificate import (
         lstm_certificate,
         random_stable_lstm,
         sample_box_states,
@@ -863,7 +863,7 @@ def test_lemma3_search_ascends_on_the_gradient_difference_quotient(monkeypatch, 
 
 
 def test_lstm_state_search_ascends_on_the_jacobian_norm_in_the_box(monkeypatch):
-    from stablernn_lib.theory.lstm_stability import jacobian_certificate_norms, lstm_certificate
+    from stablernn_lib.theory.lstm_certificate import jacobian_certificate_norms, lstm_certificate
 
     seen = _captured_ascent(monkeypatch)
     model = _small_lstm()
@@ -889,7 +889,7 @@ def test_lstm_state_search_ascends_on_the_jacobian_norm_in_the_box(monkeypatch):
 
 
 def test_lstm_search_keeps_only_certified_improvements(monkeypatch):
-    from stablernn_lib.theory import lstm_stability as ls
+    from stablernn_lib.theory import lstm_certificate as ls
 
     values = [0.5, 0.75, 0.75, 0.875, 0.875, 0.875]  # ties keep the earlier model
     searched = []
@@ -945,7 +945,7 @@ def test_tightness_command_line_defaults():
 
 
 def test_lstm_search_searches_exactly_the_certified_perturbations(monkeypatch):
-    from stablernn_lib.theory import lstm_stability as ls
+    from stablernn_lib.theory import lstm_certificate as ls
 
     candidates, searched = [], []
     perturb = tightness._perturbed

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from stablernn_lib.core.bounds import lemma1_context, lemma1_truncation_bound, state_norm_bound
+from stablernn_lib.core.contraction import contraction_constant
 from stablernn_lib.core.models import random_lstm, random_vanilla_rnn
 from stablernn_lib.core.norms import spectral_norm
-from stablernn_lib.core.stability import contraction_constant
 from stablernn_lib.core.truncation import truncated_states, truncated_states_reference
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from stablernn_lib.core.models import LSTMMap
-from stablernn_lib.theory import lstm_stability as ls
+from stablernn_lib.theory import lstm_certificate as ls
 
 SETS = {
     "course": ls.course_lstm_constraint(),

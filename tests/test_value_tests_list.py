@@ -35,10 +35,10 @@ EXEMPT = re.compile(r"(^|_)(tables?|format|experiment)(_|$)")
 # bounds, constants and certificates of the mutated modules whose names the rule misses
 NAMED_OTHERWISE = {
     "core/bounds.py": {"lemma1_context"},
-    "core/stability.py": {"jacobian_norms"},
+    "core/contraction.py": {"jacobian_norms"},
     "theory/general_lemmas.py": {"solved_recursions", "fixed_point_split"},
     "theory/tightness.py": {"lemma3_linear_unit_ratio", "proposition2_worst_case"},
-    "theory/lstm_stability.py": {
+    "theory/lstm_certificate.py": {
         "LSTMConstraint.matrix", "LSTMCertificate.unweighted_lam", "induced_norm",
         "course_lstm_constraint", "stable_lstm_constraint", "measured_contraction",
     },

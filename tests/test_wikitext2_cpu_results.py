@@ -491,7 +491,7 @@ def test_chapter8_says_which_factor_explains_the_lstm_gap() -> None:
     import math
 
     from stablernn_lib.tasks.wikitext2.findings import ablation_readings, ablation_readings_table
-    from stablernn_lib.theory.lstm_stability import (
+    from stablernn_lib.theory.lstm_certificate import (
         AUTHORS_INPUT_FORGET_SCALE,
         AUTHORS_RECURRENT_SCALES,
     )

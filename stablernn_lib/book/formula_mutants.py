@@ -50,7 +50,7 @@ class FormulaMutant:
 
 _B, _WC = "stablernn_lib/core/bounds.py", "stablernn_lib/theory/weights_close.py"
 _EV, _GL = "stablernn_lib/theory/eventual_stability.py", "stablernn_lib/theory/general_lemmas.py"
-_LS, _DS = "stablernn_lib/theory/lstm_stability.py", "stablernn_lib/theory/diagonal_scaling.py"
+_LS, _DS = "stablernn_lib/theory/lstm_certificate.py", "stablernn_lib/theory/diagonal_scaling.py"
 _LSTM_TESTS = ("tests/test_lstm_stability.py",)
 _TIGHT_TESTS = ("tests/test_tightness.py",)
 
@@ -146,7 +146,7 @@ MUTANTS: tuple[FormulaMutant, ...] = (
                   "math.sqrt(hidden_size + input_size * input_bound**2 + 1)\n    cell =",
                   "math.sqrt(hidden_size + input_size * input_bound**2)\n    cell =",
                   ("tests/test_general_lemmas.py", *VALUE_TESTS)),
-    # theory.lstm_stability: the LSTM certificate
+    # theory.lstm_certificate: the LSTM certificate
     FormulaMutant("LSTM cell box without 1 / (1 - f_max)", _LS, "drop a denominator",
                   "cell_bound = input_max * candidate_max / (1 - forget_max)",
                   "cell_bound = input_max * candidate_max", _LSTM_TESTS),
@@ -163,11 +163,11 @@ MUTANTS: tuple[FormulaMutant, ...] = (
                   "r = {g: W[g].sum(dim=1) + input_bound * U[g].sum(dim=1) for g in GATES}",
                   "r = {g: W[g].sum(dim=1) + 2 * input_bound * U[g].sum(dim=1) for g in GATES}",
                   _LSTM_TESTS),
-    # theory.necessity, core.stability, core.gradients, theory.diagonal_scaling
+    # theory.necessity, core.contraction, core.gradients, theory.diagonal_scaling
     FormulaMutant("necessity lower bound with 1 / (k + 1)", "stablernn_lib/theory/necessity.py",
                   "change an exponent", "(gap / state_bound) ** (1.0 / k)",
                   "(gap / state_bound) ** (1.0 / (k + 1))", ("tests/test_necessity.py",)),
-    FormulaMutant("contraction constant without L_rho", "stablernn_lib/core/stability.py",
+    FormulaMutant("contraction constant without L_rho", "stablernn_lib/core/contraction.py",
                   "drop a factor",
                   "return activation_lipschitz(model.activation) * spectral_norm(model.weight_hh)",
                   "return spectral_norm(model.weight_hh)", ("tests/test_stability.py",)),

@@ -7,10 +7,11 @@ detected; ``null`` = not run yet).  ``mutants/`` is not committed, so each modul
 verdicts are also kept in ``data/results/mutation_verdicts.json``
 (``{module: {"commit", "date", "mutmut", "mutants", "counts", "survivors", ...}}``):
 the counts per verdict, each survivor's name with its diff (``null`` when unknown), the
-names not run yet, and the commit whose version of the module was mutated.  A module's
-row comes from its meta file when mutmut has run any of its mutants there (and the
-committed record is rewritten from it), otherwise from the committed record, so a fresh
-checkout reproduces the table.  Survivors that cannot be killed are listed with the
+names not run yet, the commit whose version of the module was mutated and, for a module
+moved since (``git mv``, its functions unchanged), ``path``: its source path at that
+commit.  A module's row comes from its meta file when mutmut has run any of its mutants
+there (and the committed record is rewritten from it), otherwise from the committed record,
+so a fresh checkout reproduces the table.  Survivors that cannot be killed are listed with the
 reason in ``data/results/mutation_accepted.json`` (``{mutant name: reason}``).
 
 Kill rate of a module = (killed + timed out) / (run - accepted as equivalent).
@@ -99,19 +100,26 @@ def _top_level_functions(source: str, names: set[str]) -> str:
     return "\n\n\n".join(chunks) + "\n"
 
 
-def mutants_unchanged(module: str, commit: str) -> bool:
+def recorded_path(module: str, record: dict[str, Any]) -> str:
+    """The module's source path at the record's commit: ``record["path"]`` for a moved module."""
+    return record.get("path", str(source_path(module)))
+
+
+def mutants_unchanged(module: str, commit: str, path_then: str | None = None) -> bool:
     """Whether mutmut makes the same mutants of ``module`` at ``commit`` as on disk: the same
     mutant names and the same hash of every mutated function, mutmut's own test of which
     verdicts to reset when a module changes (e.g. after an edit of a comment or of a
     decorated function, which mutmut does not mutate).
 
     Functions whose syntax tree is unchanged make the same mutants, so only the changed
-    top-level functions are mutated (the whole module when a method changed).
+    top-level functions are mutated (the whole module when a method changed).  ``path_then``:
+    the module's path at ``commit`` when it moved since (default: its path now).
     """
     from mutmut.mutation.file_mutation import compute_function_hashes, mutate_file_contents
 
     path = str(source_path(module))
-    shown = subprocess.run(["git", "show", f"{commit}:{path}"], capture_output=True, text=True)
+    then_path = path_then or path
+    shown = subprocess.run(["git", "show", f"{commit}:{then_path}"], capture_output=True, text=True)
     if shown.returncode != 0:
         return False
     then_source, now_source = shown.stdout, Path(path).read_text(encoding="utf8")

@@ -1,2 +1,3 @@
-"""Layer 1, the math: state maps, truncation, norms and projections, bounds, gradients,
-atomic result files and where they live. Imports torch and numpy only, nothing of the course."""
+"""Layer 1, the math: state maps, truncation, norms, contraction and projections, bounds,
+gradients, the figure style and plotting helpers, atomic result files and where they live.
+Imports torch, numpy and matplotlib, nothing of the course."""

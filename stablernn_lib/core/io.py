@@ -100,8 +100,8 @@ def device_name(device: torch.device | str | None = None) -> str:
 
 
 def readable_device(device: str) -> str:
-    """A provenance device string as shown: ``"cpu (x86_64, 1 threads)"`` (written so by
-    earlier runs) reads ``"cpu (x86_64, 1 thread)"``; any other string is unchanged."""
+    """A provenance device string as shown: ``"cpu (x86_64, 1 threads)"`` (as some committed
+    records spell it) reads ``"cpu (x86_64, 1 thread)"``; any other string is unchanged."""
     return device.replace(", 1 threads)", ", 1 thread)")
 
 

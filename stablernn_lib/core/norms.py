@@ -1,6 +1,6 @@
 """The norms a model needs: Lipschitz constants of activations and the spectral norm.
 
-A leaf module (``models`` and ``stability`` both import it): ``L_rho = sup |rho'|`` and
+A leaf module (``models`` and ``contraction`` both import it): ``L_rho = sup |rho'|`` and
 ``||W||_2`` = the largest singular value, so that ``lambda = L_rho ||W||_2``.
 """
 

@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from stablernn_lib.core import paper_claims
+from stablernn_lib.core.plot_helpers import legends_below
 from stablernn_lib.core.style import BOUND_COLOR, PHONE_WIDTH_IN, model_color
-from stablernn_lib.figures.layout import legends_below
 from stablernn_lib.tasks.wikitext2.analysis import plot_figure2
 from stablernn_lib.tasks.wikitext2.findings import PAPER_TEST_PPL_KEYS, seed_summary
 from stablernn_lib.tasks.wikitext2.variants import MODEL_LABELS, MODEL_VARIANTS, variant_name

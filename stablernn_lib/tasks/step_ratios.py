@@ -35,8 +35,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from stablernn_lib.core.contraction import project_spectral_ball, project_spectral_ball_by_eigh
 from stablernn_lib.core.io import provenance, readable_device
-from stablernn_lib.core.stability import project_spectral_ball, project_spectral_ball_by_eigh
 from stablernn_lib.tasks.timing import benchmark_setup, constrained_step, zipf_tokens
 from stablernn_lib.tasks.wikitext2.model import (
     WordLanguageModel,

@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 
 from stablernn_lib.core import bounds
+from stablernn_lib.core.contraction import state_jacobians
 from stablernn_lib.core.models import RecurrentMap
-from stablernn_lib.core.stability import state_jacobians
 
 
 def eventual_truncation_bound(kappa: float, lam: float, lx: float, bx: float, k: int) -> float:

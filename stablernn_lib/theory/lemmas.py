@@ -24,11 +24,11 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from stablernn_lib.core import bounds
+from stablernn_lib.core.contraction import contraction_constant, project_spectral_ball
 from stablernn_lib.core.models import RecurrentMap, VanillaRNN, random_vanilla_rnn
 from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
-from stablernn_lib.core.stability import contraction_constant, project_spectral_ball
 from stablernn_lib.core.truncation import truncated_states
-from stablernn_lib.theory.lstm_stability import (
+from stablernn_lib.theory.lstm_certificate import (
     LSTMCertificate,
     lstm_certificate,
     random_stable_lstm,

@@ -7,7 +7,7 @@ states, inputs and targets.  Each search keeps the *constraint constants* fixed
 ``||y|| <= Y``) by projecting after every step, so the bound is a constant during the
 ascent; the final instance is then re-measured with the library's own functions
 (:mod:`stablernn_lib.core.bounds`, :mod:`stablernn_lib.theory.lemmas`,
-:mod:`stablernn_lib.theory.lstm_stability`) and with the constants read off the instance,
+:mod:`stablernn_lib.theory.lstm_certificate`) and with the constants read off the instance,
 which can only make the reported ratio larger.  A ratio above 1 (beyond rounding)
 would be a counterexample to a lemma.
 
@@ -42,11 +42,11 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from stablernn_lib.core import bounds
+from stablernn_lib.core.contraction import project_spectral_ball
 from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.core.models import LSTMMap, VanillaRNN, random_vanilla_rnn
 from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
 from stablernn_lib.core.results import results_path
-from stablernn_lib.core.stability import project_spectral_ball
 from stablernn_lib.theory.lemmas import (
     RegressionInstance,
     gradient_gap_experiment,
@@ -57,7 +57,7 @@ from stablernn_lib.theory.lemmas import (
     truncation_experiment,
     truncation_gaps,
 )
-from stablernn_lib.theory.lstm_stability import (
+from stablernn_lib.theory.lstm_certificate import (
     jacobian_certificate_norms,
     lstm_certificate,
     random_stable_lstm,

@@ -47,12 +47,12 @@ from stablernn_lib.core.bounds import (
     squared_loss_constants,
     state_norm_bound,
 )
+from stablernn_lib.core.contraction import project_to_stable_
 from stablernn_lib.core.io import atomic_write_json, atomic_write_text, provenance
 from stablernn_lib.core.models import VanillaRNN, random_vanilla_rnn
 from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
 from stablernn_lib.core.results import results_path
 from stablernn_lib.core.runtime import check_mode
-from stablernn_lib.core.stability import project_to_stable_
 
 SCHEDULES: tuple[str, ...] = ("decay", "constant")
 DEFAULT_OUT = Path("data/results/figure1")

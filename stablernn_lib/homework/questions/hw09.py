@@ -14,7 +14,7 @@ from stablernn_lib.homework.registry import (
     Homework,
     Question,
 )
-from stablernn_lib.theory.lstm_stability import project_l1_ball
+from stablernn_lib.theory.lstm_certificate import project_l1_ball
 
 
 def _reference_nll(logits: torch.Tensor, frames: torch.Tensor) -> float:

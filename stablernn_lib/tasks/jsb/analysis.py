@@ -30,6 +30,7 @@ from torch import Tensor
 
 from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.core.io import atomic_write_json, provenance, same_config
+from stablernn_lib.core.plot_helpers import finish_axis, plot_truncated_curves
 from stablernn_lib.core.style import finish, model_color
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.jsb.data import PianoRolls, load_jsb
@@ -43,7 +44,6 @@ from stablernn_lib.tasks.jsb.train import (
     music_run_name,
     result_file_name,
 )
-from stablernn_lib.tasks.plotting import finish_axis, plot_truncated_curves
 from stablernn_lib.tasks.wikitext2 import analysis as lma
 from stablernn_lib.tasks.wikitext2.model import truncated_outputs
 

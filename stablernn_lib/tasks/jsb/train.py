@@ -31,7 +31,7 @@ Where the course departs from that code, on purpose:
 * Stable variants are projected at initialization and after every step (theirs after
   every step only): the RNN's ``W`` onto ``{||W||_2 <= 1}`` by SVD clipping, as theirs;
   the LSTM onto the constraint Chapter 4 proves contractive
-  (:func:`~stablernn_lib.theory.lstm_stability.project_lstm_weights_`), not their column-sum
+  (:func:`~stablernn_lib.theory.lstm_certificate.project_lstm_weights_`), not their column-sum
   rescaling, which is not a projection.  That constraint needs bounded inputs: the frames
   ``v_t`` lie in ``[0, 1]^88``, so ``b = 1`` holds by itself; with the input layer (the
   ablation) its rows ``[A_i, a_i]`` are projected onto the l1 ball of radius ``b``, so
@@ -68,7 +68,7 @@ from stablernn_lib.tasks.wikitext2.model import (
     check_cell,
     project_spectral_balls_,
 )
-from stablernn_lib.theory.lstm_stability import project_l1_ball, project_lstm_weights_
+from stablernn_lib.theory.lstm_certificate import project_l1_ball, project_lstm_weights_
 
 RUNS_DIR = training.DATA_ROOT / "runs" / "jsb"
 RESULTS_DIR = results_path("jsb")  # the checkout's data/results/jsb, or the packaged copy

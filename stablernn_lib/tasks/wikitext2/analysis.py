@@ -34,11 +34,11 @@ from matplotlib.figure import Figure
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from stablernn_lib.core.contraction import jacobian_norms
 from stablernn_lib.core.io import atomic_write_json, provenance, same_config
 from stablernn_lib.core.models import LSTMMap, RecurrentMap, VanillaRNN
-from stablernn_lib.core.stability import jacobian_norms
+from stablernn_lib.core.plot_helpers import finish_axis, plot_truncated_curves
 from stablernn_lib.core.style import finish, model_color
-from stablernn_lib.tasks.plotting import finish_axis, plot_truncated_curves
 from stablernn_lib.tasks.wikitext2.data import (
     Corpus,
     batch_starts,

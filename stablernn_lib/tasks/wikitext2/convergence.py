@@ -22,8 +22,8 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from stablernn_lib.core import criteria
+from stablernn_lib.core.plot_helpers import finish_axis
 from stablernn_lib.core.style import model_color
-from stablernn_lib.tasks.plotting import finish_axis
 from stablernn_lib.tasks.wikitext2.findings import (
     load_full_results,
     load_seed_results,

@@ -21,7 +21,7 @@ from stablernn_lib.tasks.wikitext2 import convergence, findings, partial_runs
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, results_folder
 from stablernn_lib.tasks.wikitext2.variants import MODEL_VARIANTS, variant_name
-from stablernn_lib.theory.lstm_stability import authors_constants_constraint
+from stablernn_lib.theory.lstm_certificate import authors_constants_constraint
 
 Numbers = dict[str, float | int | str]
 

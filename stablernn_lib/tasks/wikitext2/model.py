@@ -37,14 +37,14 @@ import torch
 from torch import Tensor, nn
 from torch.nn.functional import cross_entropy
 
-from stablernn_lib.core.iterative_projection import (
-    project_spectral_ball_iterative,
-    spectral_norms_float64,
-)
-from stablernn_lib.core.stability import (
+from stablernn_lib.core.contraction import (
     check_finite,
     project_spectral_ball,
     project_spectral_ball_by_eigh,
+)
+from stablernn_lib.core.iterative_projection import (
+    project_spectral_ball_iterative,
+    spectral_norms_float64,
 )
 from stablernn_lib.tasks.wikitext2.data import batch_starts, get_batch
 
@@ -301,12 +301,12 @@ def project_spectral_balls_(
     :func:`spectral_solver` says:
 
     * weights on the CPU: the SVD in the weights' dtype
-      (:func:`~stablernn_lib.core.stability.project_spectral_ball`), as every CPU run of the
+      (:func:`~stablernn_lib.core.contraction.project_spectral_ball`), as every CPU run of the
       course was trained;
     * CUDA weights of a small size: copied to the host in one transfer (the one host
       synchronization of the call), projected there through the eigendecomposition of
       ``W^T W`` in the weights' dtype
-      (:func:`~stablernn_lib.core.stability.project_spectral_ball_by_eigh`, the same projection
+      (:func:`~stablernn_lib.core.contraction.project_spectral_ball_by_eigh`, the same projection
       up to rounding), copied back without waiting;
     * larger CUDA weights: the SVD on the GPU.
 
@@ -413,8 +413,8 @@ def project_stable_(model: WordLanguageModel, iterative: bool = False) -> None:
     LSTM: the embedding is clamped to ``[-b, b]`` (so ``||x_t||_inf <= b``); the
     inputs of layers above are LSTM outputs, already in ``(-1, 1)``; then every
     layer's weights and biases go through
-    :func:`stablernn_lib.theory.lstm_stability.project_lstm_weights_` with that input bound
-    (its default set, :func:`~stablernn_lib.theory.lstm_stability.course_lstm_constraint`: the
+    :func:`stablernn_lib.theory.lstm_certificate.project_lstm_weights_` with that input bound
+    (its default set, :func:`~stablernn_lib.theory.lstm_certificate.course_lstm_constraint`: the
     authors' constants read as row sums, forget bias <= 0, which Chapter 4 certifies
     contractive, plus generous bounds on the input rows and the biases that make the set
     compact, as Chapter 7's theorem for the LSTM needs).  "Every layer" means the first
@@ -440,7 +440,7 @@ def project_stable_(model: WordLanguageModel, iterative: bool = False) -> None:
     if model.lstm_constraint == "authors":
         rescale_authors_lstm_(model)
         return
-    from stablernn_lib.theory.lstm_stability import free_forget_constraint, project_lstm_weights_
+    from stablernn_lib.theory.lstm_certificate import free_forget_constraint, project_lstm_weights_
 
     model.encoder.weight.clamp_(-model.input_bound, model.input_bound)
     # built only when some layer lifts the cap ("authors" returned above)
@@ -462,14 +462,14 @@ def project_stable_(model: WordLanguageModel, iterative: bool = False) -> None:
 def rescale_authors_lstm_(model: WordLanguageModel) -> None:
     """The authors' LSTM rule on the first ``model.projected_layers`` layers, in place.
 
-    :func:`~stablernn_lib.theory.lstm_stability.authors_lstm_rescaling_` on each layer (every
+    :func:`~stablernn_lib.theory.lstm_certificate.authors_lstm_rescaling_` on each layer (every
     recurrent block to fixed column sums, ``U_f`` too) and the embedding clamped to
     ``[-1, 1]``: what the authors' code applies after every step.  Not certified
     contractive (Chapter 4); no host synchronization.
     """
     if model.cell != "lstm":
         raise ValueError(f"the authors' rescaling is for LSTMs, got a {model.cell!r} model")
-    from stablernn_lib.theory.lstm_stability import authors_lstm_rescaling_
+    from stablernn_lib.theory.lstm_certificate import authors_lstm_rescaling_
 
     for layer in range(model.projected_layers):
         authors_lstm_rescaling_(

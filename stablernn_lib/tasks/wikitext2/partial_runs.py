@@ -20,8 +20,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from stablernn_lib.core.plot_helpers import finish_axis
 from stablernn_lib.core.style import model_color
-from stablernn_lib.tasks.plotting import finish_axis
 from stablernn_lib.tasks.wikitext2.train import RESULTS_DIR
 from stablernn_lib.tasks.wikitext2.variants import MODEL_LABELS, MODEL_VARIANTS, variant_name
 

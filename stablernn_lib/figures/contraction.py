@@ -1,37 +1,28 @@
-"""Figures and small experiments of chapter 4 (stability as contractivity).
+"""The figures and tables of Chapter 4 (stability as contractivity) and its LSTM page.
 
-Every figure function returns a matplotlib ``Figure`` so it can feed
-:func:`stablernn_lib.figures.widgets.interactive_plot` or be shown as is.
+They draw what :mod:`stablernn_lib.theory.contraction_experiments` measured; the widget
+figures (two trajectories, the projection in three planes of ``2 x 2`` matrices) run their
+small models themselves.  Every figure function returns a matplotlib ``Figure`` so it can
+feed :func:`stablernn_lib.figures.widgets.interactive_plot` or be shown as is.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from tqdm.auto import tqdm
 
-from stablernn_lib.core.models import LSTMMap, random_lstm, random_vanilla_rnn
+from stablernn_lib.core.contraction import project_spectral_ball
+from stablernn_lib.core.models import LSTMMap, random_vanilla_rnn
 from stablernn_lib.core.norms import spectral_norm
-from stablernn_lib.core.stability import project_spectral_ball, project_to_stable_
 from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
 from stablernn_lib.core.tables import format_value
-from stablernn_lib.theory.lstm_stability import (
-    authors_rescaled_lstm,
-    concentrated_authors_lstm,
-    gate_blocks,
-    induced_norm,
-    iterated_jacobian_norms,
-    measured_contraction,
-    project_lstm_,
-    random_stable_lstm,
-    sample_box_states,
-)
+from stablernn_lib.theory.contraction_experiments import DescentHistory
+from stablernn_lib.theory.lstm_certificate import gate_blocks, induced_norm
 
 # ----------------------------------------------------------------------------
 # Two trajectories from different initial states
@@ -191,54 +182,6 @@ def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.
 # ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DescentHistory:
-    """Loss and ``||W||_2`` after every step of one (projected) gradient descent run."""
-
-    loss: np.ndarray
-    spectral_norm: np.ndarray
-    projected: bool
-
-
-def gradient_descent_rnn(
-    project: bool,
-    radius: float = 1.0,
-    steps: int = 120,
-    learning_rate: float = 0.5,
-    hidden_size: int = 8,
-    input_size: int = 3,
-    seq_len: int = 20,
-    batch: int = 32,
-    teacher_lam: float = 1.6,
-    seed: int = 0,
-) -> DescentHistory:
-    """Fit a tanh RNN to the states of a teacher RNN with ``||W||_2 = teacher_lam``.
-
-    Full-batch gradient descent on the mean squared error over all time steps;
-    with ``project=True`` the recurrent matrix is projected onto ``{||W||_2 <= radius}``
-    after every step (:func:`stablernn_lib.core.stability.project_to_stable_`).
-    """
-    generator = torch.Generator().manual_seed(seed)
-    teacher = random_vanilla_rnn(input_size, hidden_size, teacher_lam, generator=generator)
-    student = random_vanilla_rnn(input_size, hidden_size, 0.5, generator=generator)
-    inputs = torch.randn(seq_len, batch, input_size, generator=generator, dtype=torch.float64)
-    with torch.no_grad():
-        targets = teacher.run(inputs)
-    losses, norms = [], []
-    for _ in tqdm(range(steps), desc="projected GD" if project else "plain GD", leave=False):
-        student.zero_grad()
-        loss = (student.run(inputs) - targets).pow(2).mean()
-        loss.backward()
-        with torch.no_grad():
-            for param in student.parameters():
-                param -= learning_rate * param.grad
-        if project:
-            project_to_stable_(student, radius)
-        losses.append(float(loss.detach()))
-        norms.append(spectral_norm(student.weight_hh))
-    return DescentHistory(np.array(losses), np.array(norms), project)
-
-
 def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) -> Figure:
     """Loss and ``||W||_2`` against the step for plain and projected gradient descent."""
     apply_style()
@@ -262,59 +205,10 @@ def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) ->
 # ----------------------------------------------------------------------------
 
 
-def lstm_verification_rows(
-    hidden_size: int = 16,
-    input_size: int = 4,
-    lams: tuple[float, ...] = (0.6, 0.8, 0.95),
-    random_scales: tuple[float, ...] = (0.5, 1.0),
-    num_states: int = 240,
-    seed: int = 0,
-) -> list[dict[str, object]]:
-    """Certificates and measured contraction for random stable, random, projected and
-    authors'-constrained LSTMs (inputs with ``||x||_inf <= 1``); one dict per model."""
-    generator = torch.Generator().manual_seed(seed)
-    models: list[tuple[str, object]] = []
-    for lam in lams:
-        models.append(
-            (
-                f"built with λ = {lam}",
-                random_stable_lstm(input_size, hidden_size, lam, 1.0, generator=generator),
-            )
-        )
-    for scale in random_scales:
-        model = random_lstm(input_size, hidden_size, scale, generator=generator)
-        models.append((f"random, scale {scale}", model))
-        projected = random_lstm(input_size, hidden_size, scale, generator=generator)
-        project_lstm_(projected, lam=0.9)
-        models.append((f"random, scale {scale}, projected to 0.9", projected))
-    for forget_bias in (0.0, 1.0):
-        models.append(
-            (
-                f"authors' rescaling, forget bias {forget_bias:g}",
-                authors_rescaled_lstm(
-                    input_size,
-                    hidden_size,
-                    bias_std=0.1,
-                    forget_bias=forget_bias,
-                    generator=generator,
-                ),
-            )
-        )
-    for bias in (0.0, 5.0):
-        models.append(
-            (
-                f"authors' constraint, one unit reads all (bias {bias:g})",
-                concentrated_authors_lstm(input_size, hidden_size, bias),
-            )
-        )
-    rows = []
-    for name, model in tqdm(models, desc="measuring LSTMs", leave=False):
-        rows.append({"model": name, **measured_contraction(model, 1.0, num_states, generator)})
-    return rows
-
-
 def verification_table(rows: list[dict[str, object]]) -> str:
-    """Markdown table of :func:`lstm_verification_rows`: certificates and measurements.
+    """Markdown table of the rows of
+    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`:
+    certificates and measurements.
 
     Headers are short so that the table fits the 784 px column of a 1400 px window: the
     proved constants for ``p = inf`` and ``p = 1``, then the largest measured Jacobian norm
@@ -339,9 +233,10 @@ def verification_table(rows: list[dict[str, object]]) -> str:
 
 
 def contraction_table(rows: list[dict[str, object]]) -> str:
-    """Markdown table of rows of :func:`lstm_verification_rows`: the proved ``lambda_inf``
-    and the largest measured one-step constant (Jacobians and pairs of states) in the
-    certificate's norm and in the Euclidean norm, each with its verdict "< 1"."""
+    """Markdown table of the rows of
+    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`: the proved
+    ``lambda_inf`` and the largest measured one-step constant (Jacobians and pairs of states)
+    in the certificate's norm and in the Euclidean norm, each with its verdict "< 1"."""
     lines = [
         "| model | certified λ | measured, certificate's norm | measured, Euclidean |",
         "| --- | ---: | ---: | ---: |",
@@ -403,62 +298,14 @@ def lstm_verification_figure(rows: list[dict[str, object]]) -> Figure:
     return finish(fig)
 
 
-def spectral_projection_check(
-    shape: tuple[int, int] = (4, 3),
-    radius: float = 1.0,
-    num_candidates: int = 20000,
-    seed: int = 0,
-) -> dict[str, float]:
-    """Compare ``||W - P(W)||_F`` with ``||W - A||_F`` for random ``A`` in the spectral ball.
-
-    Candidates: random matrices rescaled into the ball, and perturbations of ``P(W)``
-    pulled back into the ball.  Returns the projection's distance, the smallest
-    candidate distance, and ``||P(W)||_2``.
-    """
-    generator = torch.Generator().manual_seed(seed)
-    W = 2 * torch.randn(shape, generator=generator, dtype=torch.float64)
-    P = project_spectral_ball(W, radius)
-    far = torch.randn((num_candidates // 2, *shape), generator=generator, dtype=torch.float64)
-    far = far * radius / torch.linalg.matrix_norm(far, ord=2)[:, None, None]
-    far = far * torch.rand(len(far), 1, 1, generator=generator, dtype=torch.float64)
-    near = P + 0.05 * torch.randn(
-        (num_candidates // 2, *shape), generator=generator, dtype=torch.float64
-    )
-    near = near / torch.linalg.matrix_norm(near, ord=2).clamp(min=radius)[:, None, None]
-    candidates = torch.cat([far, near]) * radius
-    return {
-        "distance_to_projection": float((W - P).norm()),
-        "closest_candidate": float((W - candidates).flatten(1).norm(dim=1).min()),
-        "projection_spectral_norm": spectral_norm(P),
-    }
-
-
-def iterated_norms_figure(
-    models: dict[str, LSTMMap],
-    max_steps: int = 40,
-    input_bound: float = 1.0,
-    num_states: int = 90,
-    seed: int = 0,
-) -> Figure:
-    """Largest spectral norm of the ``r``-step Jacobian over sampled states and inputs, vs ``r``."""
+def iterated_norms_figure(curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> Figure:
+    """Largest spectral norm of the ``r``-step Jacobian against ``r``, one curve per model, from
+    :func:`stablernn_lib.theory.contraction_experiments.iterated_norm_curves`."""
     apply_style()
-    generator = torch.Generator().manual_seed(seed)
     fig, axis = plt.subplots(figsize=(6.5, 3.4))
-    steps = np.unique(np.geomspace(1, max_steps, 12).astype(int))
-    for (name, model), color in zip(
-        models.items(), [FULL_COLOR, TRUNCATED_COLOR, BOUND_COLOR, "#7a9a01"], strict=False
+    for (name, (steps, norms)), color in zip(
+        curves.items(), [FULL_COLOR, TRUNCATED_COLOR, BOUND_COLOR, "#7a9a01"], strict=False
     ):
-        states, _ = sample_box_states(model, input_bound, num_states, generator)
-        norms = []
-        for r in steps:
-            inputs = input_bound * (
-                2
-                * torch.rand(
-                    (r, len(states), model.input_size), generator=generator, dtype=states.dtype
-                )
-                - 1
-            )
-            norms.append(float(iterated_jacobian_norms(model, states, inputs).max()))
         axis.semilogy(steps, norms, "o-", color=color, label=name, ms=3)
     axis.axhline(1.0, color="black", lw=0.8, ls=":")
     axis.set(xlabel="number of steps $r$", ylabel=r"max $\|\partial s_r / \partial s_0\|_2$")

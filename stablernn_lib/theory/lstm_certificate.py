@@ -677,7 +677,7 @@ def _row_bounds(
     """A per-gate bound repeated over the gate's rows: ``(4H, 1)`` on the weights' device.
 
     Cached (callers only read it): after the first step no host-to-device copy is left in
-    the projection, so a CUDA graph can capture it (issue 38)."""
+    the projection, so a CUDA graph can capture it."""
     return torch.tensor(per_gate, dtype=dtype).repeat_interleave(hidden)[:, None].to(device)
 
 

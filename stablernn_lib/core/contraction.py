@@ -1,4 +1,5 @@
-"""Stability as contractivity: Lipschitz constants, spectral norms, projections.
+"""Contraction: the constant ``lambda``, the projection onto the stable set, measured Lipschitz
+constants.
 
 A model is ``lambda``-contractive when
 ``||phi_w(h, x) - phi_w(h', x)|| <= lambda ||h - h'||`` for all ``h, h', x``
@@ -21,7 +22,7 @@ def contraction_constant(model: VanillaRNN) -> float:
     if not isinstance(model, VanillaRNN):
         raise TypeError(
             f"contraction_constant needs a VanillaRNN or LinearRNN, got {type(model).__name__}; "
-            "for an LSTM use stablernn_lib.theory.lstm_stability.lstm_contraction_bound"
+            "for an LSTM use stablernn_lib.theory.lstm_certificate.lstm_contraction_bound"
         )
     return activation_lipschitz(model.activation) * spectral_norm(model.weight_hh)
 

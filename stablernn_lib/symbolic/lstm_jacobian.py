@@ -1,4 +1,4 @@
-"""Symbolic (sympy) derivations used in the book, with numerical checks.
+"""The state Jacobian of the one-unit LSTM by sympy (Chapter 1), checked against autograd.
 
 The one-unit LSTM map ``(c, h) -> (c', h')``::
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import sympy as sp
 import torch
 
+from stablernn_lib.core.contraction import state_jacobians
 from stablernn_lib.core.models import LSTMMap
-from stablernn_lib.core.stability import state_jacobians
 
 GATES = ("i", "f", "z", "o")  # PyTorch order along the first axis of the LSTM weights
 

@@ -1,4 +1,4 @@
-"""The figures of Chapter 1 (the course style itself is :mod:`stablernn_lib.core.style`).
+"""Chapter 1's figure: the states of a recurrent model beside those of its truncation of context k.
 
 Every figure function returns a matplotlib ``Figure`` (never shows it), so it
 can feed :func:`stablernn_lib.figures.widgets.interactive_plot` or be displayed as is.
@@ -21,7 +21,6 @@ from stablernn_lib.core.style import (
     FULL_COLOR,
     STYLE,
     TRUNCATED_COLOR,
-    apply_style,  # noqa: F401 (the chapters call plots.apply_style)
     finish,
 )
 from stablernn_lib.core.truncation import truncated_states
