@@ -60,7 +60,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from stablernn_lib.core.io import atomic_write_json
 from stablernn_lib.core.results import results_path
-from stablernn_lib.tasks import training
+from stablernn_lib.tasks import checkpoints, training
 from stablernn_lib.tasks.jsb.data import NUM_KEYS, PianoRolls, load_jsb
 from stablernn_lib.tasks.wikitext2.model import (
     SequenceModel,
@@ -419,12 +419,12 @@ class MusicTask(training.Task):
     def epoch_order(self) -> list[int]:
         return torch.randperm(len(self.data.train), generator=self.shuffler).tolist()
 
-    def loss(self, index: int, carried: None) -> tuple[Tensor, float, float, int, None]:
+    def loss(self, index: int, carried: None) -> tuple[Tensor, float, int, None]:
         roll = self.data.train[index]
         outputs, _ = self.model.recur(self.model.embed(roll[:-1, None]))
         nll = self.model.token_nll(outputs, roll[1:, None])
         loss = nll.sum()  # the authors' objective: summed over the chorale's steps
-        return loss, loss.item() / nll.numel(), loss.item(), nll.numel(), None
+        return loss, loss.item() / nll.numel(), nll.numel(), None
 
     def project(self) -> None:
         if self.stable:
@@ -438,21 +438,20 @@ class MusicTask(training.Task):
     ) -> bool:
         return should_decay(epoch, val_loss, previous, self.config)
 
-    def epoch_metrics(self, stats: training.EpochStats) -> dict[str, Any]:
-        return {
+    def epoch_record(self, stats: training.EpochStats) -> tuple[dict[str, Any], str]:
+        metrics = {
             "epoch": stats.epoch,
             "train_nll": stats.train_loss,
             "val_nll": stats.val_loss,
             "lr": stats.lr,
             "epoch_seconds": stats.seconds,
         }
-
-    def epoch_line(self, metrics: dict[str, Any]) -> str:
-        return (
-            f"{self.name} epoch {metrics['epoch']}/{self.config.epochs}: "
-            f"train NLL {metrics['train_nll']:.3f}, val NLL {metrics['val_nll']:.3f}, "
-            f"lr {metrics['lr']:g}, {metrics['epoch_seconds']:.1f} s"
+        line = (
+            f"{self.name} epoch {stats.epoch}/{self.config.epochs}: "
+            f"train NLL {stats.train_loss:.3f}, val NLL {stats.val_loss:.3f}, "
+            f"lr {stats.lr:g}, {stats.seconds:.1f} s"
         )
+        return metrics, line
 
     def extra_state(self) -> dict[str, Any]:
         return {"stable": self.stable, "shuffler_state": self.shuffler.get_state()}
@@ -486,7 +485,8 @@ def train_music_model(
 
     ``stop_below_lr``: end the run (as completed, recorded in ``stopped_early``) at the
     start of an epoch (after the first) whose learning rate is below it
-    (:func:`~stablernn_lib.tasks.training.train` bounds what the skipped epochs could change).
+    (:meth:`~stablernn_lib.tasks.checkpoints.RunFolder.lr_below` bounds what the skipped
+    epochs could change).
     """
     cell = check_cell(model)
     variant = check_variant(cell, variant)
@@ -500,7 +500,7 @@ def train_music_model(
     name = music_run_name(cell, variant, config)
     out = Path(out_dir) if out_dir is not None else RUNS_DIR / name
     identity = {"model": cell, "variant": variant}
-    finished = training.finished_or_fresh(out, name, identity, config, resume, progress)
+    finished = checkpoints.finished_or_fresh(out, name, identity, config, resume, progress)
     if finished is not None:  # a rerun of a finished run: nothing to do
         return finished
     task = MusicTask(cell, variant, config, data)
@@ -517,7 +517,7 @@ def train_music_model(
         "seed": config.seed,
         "data": data.source,
         "data_sizes": data.sizes(),
-        "provenance": training.run_provenance(state, "cpu"),
+        "provenance": checkpoints.run_provenance(state, "cpu"),
         "torch_threads": torch.get_num_threads(),
         "wall_seconds": state["wall_seconds"],
         "steps": state["step"],
@@ -527,7 +527,7 @@ def train_music_model(
         "stopped_early": state.get("stopped_early"),
     }
     if status == "completed":
-        training.save_best_model(task, state, out / "model.pt")
+        checkpoints.save_best_model(task, state, out / "model.pt")
         result["test_nll"] = evaluate_nll(task.model, data.test)
         if config == training.published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
             where = Path(results_dir) if results_dir is not None else RESULTS_DIR
