@@ -56,7 +56,7 @@ def clip_each_group(optimizer: torch.optim.Optimizer, clip: float) -> None:
 
 
 class PlainStep:
-    """The step every run of the course was trained with: the loss read on the host each step."""
+    """The step of the committed runs: the loss read on the host every step."""
 
     sync_every = 1
     description = "plain"

@@ -7,9 +7,9 @@ The model follows the authors' code (millerjohnp/TCN, ``TCN/poly_music``)::
     logits_t = D h_t + d            decoder, 88 independent Bernoulli outputs
 
 and predicts ``v_{t+1}`` from ``h_t``.  Their model builds an input layer
-``x_t = A v_t + a`` (88 -> 88) but its forward never calls it; the course's first runs
-(configs ``full`` and ``adam``, committed before this was noticed) used that layer, and it
-is kept as a labelled ablation: ``MusicConfig.input_encoder``.  The loss of a time step is
+``x_t = A v_t + a`` (88 -> 88) but its forward never calls it; the configs ``full`` and
+``adam`` train with that layer, a labelled ablation: ``MusicConfig.input_encoder``.  The
+loss of a time step is
 the negative log-likelihood of the next frame, summed over the 88 keys
 (:meth:`MusicModel.token_nll`); results are in nats per time step.
 
@@ -88,8 +88,8 @@ class MusicConfig:
     ``train_sequences`` / ``eval_sequences`` keep only the first that many chorales
     (None: all); a step whose NLL per time step exceeds ``divergence_factor * 88 log 2``
     stops the run.  ``input_encoder``: an input layer ``88 -> 88`` before the recurrent
-    layer (the authors' forward has none; the default True is what the configs saved
-    before this field existed used); ``dropout``: the probability of dropping a unit of
+    layer (the authors' forward has none; default True, which a saved config without the
+    field also means); ``dropout``: the probability of dropping a unit of
     ``h_t`` before the decoder, in training only.
     """
 
@@ -158,7 +158,7 @@ CONFIGS: dict[str, MusicConfig] = {
     ),
 }
 # Where the results of each published config go, under data/results/jsb: (folder, suffix of
-# the file name). "full" and "adam" were committed before the folders; a run with another
+# the file name). "full" and "adam" lie in the top folder; a run with another
 # seed (``--seed N``, config ``<name>-seed<N>``) goes to ``<folder>/seed<N>/``.
 PUBLISHED_RESULTS: dict[str, tuple[str, str]] = {
     "full": ("", ""),
