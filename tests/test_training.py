@@ -295,3 +295,11 @@ def test_planned_seeds_follow_each_tasks_convention() -> None:
     assert planned_seeds(1111, 3, first_extra=2) == (1111, 2, 3)
     assert planned_seeds(1111, 5, first_extra=1) == (1111, 1, 2, 3, 4)
     assert planned_seeds(7, 1, first_extra=1) == (7,)
+
+
+def test_the_loop_fits_a_page_and_a_task_plugs_in_with_few_hooks() -> None:
+    import inspect
+
+    assert len(inspect.getsource(train).splitlines()) <= 80
+    hooks = [name for name, value in vars(Task).items() if callable(value) and name[0] != "_"]
+    assert len(hooks) <= 8, hooks
