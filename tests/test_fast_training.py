@@ -265,6 +265,39 @@ def test_a_group_of_models_trains_each_as_it_trains_alone(corpus, tmp_path) -> N
         )
 
 
+def test_a_group_stopped_by_its_deadline_resumes_bit_for_bit(corpus, tmp_path) -> None:
+    """A group stopped mid-epoch by ``stop_at`` (its members' loss sums and records in the
+    checkpoint) and resumed ends with the numbers and weights of the uninterrupted group."""
+    from stablernn_lib.tasks.wikitext2.group import train_language_models_together
+
+    config = replace(SMOKE, epochs=2)
+    runs = [("rnn", True, config), ("lstm", False, replace(config, lr=20.0, seed=2))]
+
+    def group(out: str, **kwargs) -> list[dict]:
+        return train_language_models_together(
+            runs,
+            tmp_path / out,
+            corpus=corpus,
+            step=FastStep(sync_every=7),
+            progress=False,
+            **kwargs,
+        )
+
+    whole = group("whole")
+    stopped = group("stopped", stop_at=0.0)  # a deadline already past: stop after one step
+    assert [result["status"] for result in stopped] == ["interrupted"] * 2
+    resumed = group("stopped", resume=True)
+    for mine, theirs in zip(resumed, whole, strict=True):
+        assert mine["status"] == "completed" and mine["test_ppl"] == theirs["test_ppl"]
+        for key in ("train_loss", "val_loss", "lr"):
+            assert [e[key] for e in mine["epochs"]] == [e[key] for e in theirs["epochs"]]
+    weights = [
+        torch.load(tmp_path / out / "checkpoint.pt", weights_only=False)["model_state"]
+        for out in ("whole", "stopped")
+    ]
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+
+
 def corpus_for(config, corpus: Corpus) -> Corpus:
     from stablernn_lib.tasks.wikitext2.train import prepare_corpus
 

@@ -184,7 +184,7 @@ def test_projection_of_a_wild_model_lands_in_the_set():
 
 
 def test_resume_after_an_interruption_ends_like_an_uninterrupted_run(rolls, tmp_path):
-    config = replace(TINY, epochs=2)
+    config = replace(TINY, epochs=3)  # epoch 3 draws its order from the restored shuffler
     whole = train_music_model(
         "lstm", "stable", config, rolls=rolls, out_dir=tmp_path / "a", progress=False
     )
@@ -209,9 +209,9 @@ def test_resume_after_an_interruption_ends_like_an_uninterrupted_run(rolls, tmp_
         "lstm", "stable", config, rolls=rolls, out_dir=tmp_path / "b", resume=True, progress=False
     )
     assert resumed["status"] == "completed" and resumed["steps"] == whole["steps"]
-    eps = torch.finfo(torch.float32).eps
-    for key in ("best_val_nll", "test_nll"):
-        assert resumed[key] == pytest.approx(whole[key], rel=1000 * eps)
+    for key in ("train_nll", "val_nll", "lr"):  # the same computation: the same bits
+        assert [e[key] for e in resumed["epochs"]] == [e[key] for e in whole["epochs"]]
+    assert resumed["test_nll"] == whole["test_nll"]
     with pytest.raises(ValueError, match="another run"):
         train_music_model("rnn", "stable", config, rolls=rolls, out_dir=tmp_path / "b", resume=True)
 

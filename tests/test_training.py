@@ -17,14 +17,12 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from stablernn_lib.tasks.checkpoints import check_fresh_start, finished_result, run_provenance
 from stablernn_lib.tasks.training import (
     EpochStats,
     Task,
     TrainingDivergedError,
-    check_fresh_start,
-    finished_result,
     published_config,
-    run_provenance,
     split_seed,
     train,
 )
@@ -55,10 +53,10 @@ class ToyTask(Task):
         self.diverge_above = config.divergence_factor
         self.steps_per_epoch = 8
 
-    def loss(self, index: int, carried: Any) -> tuple[Tensor, float, float, int, Any]:
+    def loss(self, index: int, carried: Any) -> tuple[Tensor, float, int, Any]:
         prediction = self.model(self.inputs[index : index + 1]).squeeze(-1)
         loss = ((prediction - self.targets[index : index + 1]) ** 2).mean()
-        return loss, loss.item(), loss.item(), 1, None
+        return loss, loss.item(), 1, None
 
     def project(self) -> None:
         if self.radius is not None:
@@ -72,16 +70,9 @@ class ToyTask(Task):
             prediction = self.model(self.inputs).squeeze(-1)
         return float(((prediction - self.targets) ** 2).mean())
 
-    def epoch_metrics(self, stats: EpochStats) -> dict[str, Any]:
-        return {
-            "epoch": stats.epoch,
-            "train": stats.train_loss,
-            "val": stats.val_loss,
-            "lr": stats.lr,
-        }
-
-    def epoch_line(self, metrics: dict[str, Any]) -> str:
-        return f"epoch {metrics['epoch']}"
+    def epoch_record(self, stats: EpochStats) -> tuple[dict[str, Any], str]:
+        metrics = {"epoch": stats.epoch, "train": stats.train_loss, "val": stats.val_loss}
+        return {**metrics, "lr": stats.lr}, f"epoch {stats.epoch}"
 
 
 def _numbers(state: dict[str, Any]) -> list[tuple[float, float, float]]:
@@ -112,22 +103,79 @@ def test_resume_after_a_kill_or_a_ctrl_c_ends_like_an_uninterrupted_run(tmp_path
     assert len((tmp_path / "int" / "metrics.jsonl").read_text().splitlines()) == 3
 
 
+class MomentumTask(ToyTask):
+    """The toy task under SGD with momentum: its optimizer carries state between steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
+
+
+def _stop_at(step: int, how: str) -> Any:
+    def on_step(now: int, model: nn.Module) -> None:
+        if now == step and how == "kill":
+            raise RuntimeError("killed")
+        if now == step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return on_step
+
+
+def test_stopped_and_resumed_runs_end_bit_for_bit_like_an_uninterrupted_one(
+    tmp_path: Path,
+) -> None:
+    """One run stopped four times (SIGTERM mid-epoch, SIGTERM after an epoch's last step, a
+    kill after the checkpoint of an epoch's end, a kill after a mid-epoch checkpoint), each
+    time resumed by a new process's task: the weights, the optimizer's momentum and the
+    log equal those of the uninterrupted run exactly (dropout draws from the random state)."""
+    whole_task = MomentumTask()
+    _, whole = train(whole_task, tmp_path / "whole", progress=False)
+    out = tmp_path / "stopped"
+    stops = [(5, "sigterm", None), (8, "sigterm", None), (11, "kill", None), (19, "kill", 0.0)]
+    kept = [(0, 5), (0, 8), (1, 0), (2, 2)]  # (epochs done, next step) of each checkpoint
+    for resume, ((step, how, every), where) in enumerate(zip(stops, kept, strict=True)):
+        try:
+            status, _ = train(
+                MomentumTask(),
+                out,
+                resume=bool(resume),
+                progress=False,
+                on_step=_stop_at(step, how),
+                checkpoint_every=every,
+            )
+            assert status == "interrupted"
+        except RuntimeError as error:
+            assert how == "kill" and "killed" in str(error)
+        saved = torch.load(out / "checkpoint.pt", weights_only=False)["progress"]
+        assert (saved["epoch"], saved["next"]) == where
+    task = MomentumTask()
+    status, resumed = train(task, out, resume=True, progress=False)
+    assert status == "completed" and resumed["step"] == whole["step"] == 24
+    for mine, theirs in zip(task.model.parameters(), whole_task.model.parameters(), strict=True):
+        assert torch.equal(mine, theirs)
+        momentum = task.optimizer.state[mine]["momentum_buffer"]
+        assert torch.equal(momentum, whole_task.optimizer.state[theirs]["momentum_buffer"])
+    assert resumed["history"] == whole["history"]
+    log = (out / "metrics.jsonl").read_text()
+    assert log == (tmp_path / "whole" / "metrics.jsonl").read_text() and log.count("\n") == 3
+
+
 def test_each_training_session_records_the_commit_it_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import stablernn_lib.tasks.training as training
+    import stablernn_lib.tasks.checkpoints as checkpoints
 
     def stop(step: int, model: nn.Module) -> None:
         if step in (3, 6):
             os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(training, "git_commit", lambda: "aaa")
+    monkeypatch.setattr(checkpoints, "git_commit", lambda: "aaa")
     status, state = train(ToyTask(), tmp_path, progress=False, on_step=stop)
     assert status == "interrupted" and state["trained_at_commits"] == ["aaa"]
     status, state = train(ToyTask(), tmp_path, resume=True, progress=False, on_step=stop)
     assert status == "interrupted" and state["step"] == 6
     assert state["trained_at_commits"] == ["aaa"]  # same checkout: recorded once
-    monkeypatch.setattr(training, "git_commit", lambda: "bbb")
+    monkeypatch.setattr(checkpoints, "git_commit", lambda: "bbb")
     status, state = train(ToyTask(), tmp_path, resume=True, progress=False)
     assert status == "completed" and state["trained_at_commits"] == ["aaa", "bbb"]
     record = run_provenance(state, "cpu")
@@ -199,7 +247,7 @@ def test_stop_below_lr_ends_the_run_with_the_bound_on_what_was_skipped(tmp_path:
     assert stopped["max_weight_change"] == pytest.approx(3 * 8 * stopped["lr"] * config.clip)
 
 
-def test_a_checkpoint_written_before_the_loop_was_shared_still_resumes(tmp_path: Path) -> None:
+def test_a_checkpoint_with_older_progress_names_still_resumes(tmp_path: Path) -> None:
     def kill(step: int, model: nn.Module) -> None:
         if step == 9:
             raise RuntimeError("killed")
@@ -247,3 +295,11 @@ def test_planned_seeds_follow_each_tasks_convention() -> None:
     assert planned_seeds(1111, 3, first_extra=2) == (1111, 2, 3)
     assert planned_seeds(1111, 5, first_extra=1) == (1111, 1, 2, 3, 4)
     assert planned_seeds(7, 1, first_extra=1) == (7,)
+
+
+def test_the_loop_fits_a_page_and_a_task_plugs_in_with_few_hooks() -> None:
+    import inspect
+
+    assert len(inspect.getsource(train).splitlines()) <= 80
+    hooks = [name for name, value in vars(Task).items() if callable(value) and name[0] != "_"]
+    assert len(hooks) <= 8, hooks

@@ -24,8 +24,12 @@ implementation for every step and reads the step's loss on the host every
   the projections switch it off around themselves, see
   :func:`~stablernn_lib.tasks.wikitext2.model.full_precision_matmuls`).
 
-A task that a fast step trains provides ``batch(index) -> (inputs, targets)`` and
-``forward_loss(inputs, targets, carried) -> (mean loss, carried)``.
+Both clip the gradient of each of the optimizer's parameter groups (a model, or a member
+of a group of models) by its own global norm (:func:`clip_each_group`).  A task that a
+fast step trains provides ``batch(index) -> (inputs, targets)``,
+``forward_loss(inputs, targets, carried) -> (mean loss, carried)`` and
+``step_value(loss)``: what the loop reads of a step's loss (a device tensor; a copy, since
+a captured graph overwrites its output), the loss per token or a group's largest.
 """
 
 from __future__ import annotations
@@ -45,8 +49,14 @@ def diverged(task: Any, per_token: float) -> bool:
     return not math.isfinite(per_token) or per_token > task.diverge_above
 
 
+def clip_each_group(optimizer: torch.optim.Optimizer, clip: float) -> None:
+    """Clip the gradient of each parameter group to global norm ``clip``, each by its own."""
+    for group in optimizer.param_groups:
+        torch.nn.utils.clip_grad_norm_(group["params"], clip)
+
+
 class PlainStep:
-    """The step every run of the course was trained with: the loss read on the host each step."""
+    """The step of the committed runs: the loss read on the host every step."""
 
     sync_every = 1
     description = "plain"
@@ -55,11 +65,11 @@ class PlainStep:
         """One step at batch ``index``: ``(loss per token, tokens, carried state)``; no update
         when the loss diverged (the loop raises on it at once)."""
         task.optimizer.zero_grad(set_to_none=True)
-        loss, per_token, _, tokens, carried = task.loss(index, carried)
+        loss, per_token, tokens, carried = task.loss(index, carried)
         if diverged(task, per_token):
             return per_token, tokens, carried
         loss.backward()
-        task.clip_gradients(clip)
+        clip_each_group(task.optimizer, clip)
         task.optimizer.step()
         task.project()
         return per_token, tokens, carried
@@ -152,7 +162,7 @@ class FastStep:
         task.optimizer.zero_grad(set_to_none=True)
         loss, carried = forward(inputs, targets, carried)
         loss.backward()
-        task.clip_gradients(clip)
+        clip_each_group(task.optimizer, clip)
         task.optimizer.step()
         task.project()
         return task.step_value(loss), targets.numel(), carried
@@ -161,7 +171,7 @@ class FastStep:
 
     def _update_(self, task: Any, clip: float) -> None:
         """Clip and SGD with the learning rate of the device tensor, then the projection."""
-        task.clip_gradients(clip)
+        clip_each_group(task.optimizer, clip)
         for group, neg_lr in zip(task.optimizer.param_groups, self._neg_lr, strict=True):
             params = [p for p in group["params"] if p.grad is not None]
             torch._foreach_add_(params, torch._foreach_mul([p.grad for p in params], neg_lr))

@@ -7,9 +7,9 @@ The model follows the authors' code (millerjohnp/TCN, ``TCN/poly_music``)::
     logits_t = D h_t + d            decoder, 88 independent Bernoulli outputs
 
 and predicts ``v_{t+1}`` from ``h_t``.  Their model builds an input layer
-``x_t = A v_t + a`` (88 -> 88) but its forward never calls it; the course's first runs
-(configs ``full`` and ``adam``, committed before this was noticed) used that layer, and it
-is kept as a labelled ablation: ``MusicConfig.input_encoder``.  The loss of a time step is
+``x_t = A v_t + a`` (88 -> 88) but its forward never calls it; the configs ``full`` and
+``adam`` train with that layer, a labelled ablation: ``MusicConfig.input_encoder``.  The
+loss of a time step is
 the negative log-likelihood of the next frame, summed over the 88 keys
 (:meth:`MusicModel.token_nll`); results are in nats per time step.
 
@@ -60,7 +60,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from stablernn_lib.core.io import atomic_write_json
 from stablernn_lib.core.results import results_path
-from stablernn_lib.tasks import training
+from stablernn_lib.tasks import checkpoints, training
 from stablernn_lib.tasks.jsb.data import NUM_KEYS, PianoRolls, load_jsb
 from stablernn_lib.tasks.wikitext2.model import (
     SequenceModel,
@@ -88,8 +88,8 @@ class MusicConfig:
     ``train_sequences`` / ``eval_sequences`` keep only the first that many chorales
     (None: all); a step whose NLL per time step exceeds ``divergence_factor * 88 log 2``
     stops the run.  ``input_encoder``: an input layer ``88 -> 88`` before the recurrent
-    layer (the authors' forward has none; the default True is what the configs saved
-    before this field existed used); ``dropout``: the probability of dropping a unit of
+    layer (the authors' forward has none; default True, which a saved config without the
+    field also means); ``dropout``: the probability of dropping a unit of
     ``h_t`` before the decoder, in training only.
     """
 
@@ -158,7 +158,7 @@ CONFIGS: dict[str, MusicConfig] = {
     ),
 }
 # Where the results of each published config go, under data/results/jsb: (folder, suffix of
-# the file name). "full" and "adam" were committed before the folders; a run with another
+# the file name). "full" and "adam" lie in the top folder; a run with another
 # seed (``--seed N``, config ``<name>-seed<N>``) goes to ``<folder>/seed<N>/``.
 PUBLISHED_RESULTS: dict[str, tuple[str, str]] = {
     "full": ("", ""),
@@ -419,12 +419,12 @@ class MusicTask(training.Task):
     def epoch_order(self) -> list[int]:
         return torch.randperm(len(self.data.train), generator=self.shuffler).tolist()
 
-    def loss(self, index: int, carried: None) -> tuple[Tensor, float, float, int, None]:
+    def loss(self, index: int, carried: None) -> tuple[Tensor, float, int, None]:
         roll = self.data.train[index]
         outputs, _ = self.model.recur(self.model.embed(roll[:-1, None]))
         nll = self.model.token_nll(outputs, roll[1:, None])
         loss = nll.sum()  # the authors' objective: summed over the chorale's steps
-        return loss, loss.item() / nll.numel(), loss.item(), nll.numel(), None
+        return loss, loss.item() / nll.numel(), nll.numel(), None
 
     def project(self) -> None:
         if self.stable:
@@ -438,21 +438,20 @@ class MusicTask(training.Task):
     ) -> bool:
         return should_decay(epoch, val_loss, previous, self.config)
 
-    def epoch_metrics(self, stats: training.EpochStats) -> dict[str, Any]:
-        return {
+    def epoch_record(self, stats: training.EpochStats) -> tuple[dict[str, Any], str]:
+        metrics = {
             "epoch": stats.epoch,
             "train_nll": stats.train_loss,
             "val_nll": stats.val_loss,
             "lr": stats.lr,
             "epoch_seconds": stats.seconds,
         }
-
-    def epoch_line(self, metrics: dict[str, Any]) -> str:
-        return (
-            f"{self.name} epoch {metrics['epoch']}/{self.config.epochs}: "
-            f"train NLL {metrics['train_nll']:.3f}, val NLL {metrics['val_nll']:.3f}, "
-            f"lr {metrics['lr']:g}, {metrics['epoch_seconds']:.1f} s"
+        line = (
+            f"{self.name} epoch {stats.epoch}/{self.config.epochs}: "
+            f"train NLL {stats.train_loss:.3f}, val NLL {stats.val_loss:.3f}, "
+            f"lr {stats.lr:g}, {stats.seconds:.1f} s"
         )
+        return metrics, line
 
     def extra_state(self) -> dict[str, Any]:
         return {"stable": self.stable, "shuffler_state": self.shuffler.get_state()}
@@ -486,7 +485,8 @@ def train_music_model(
 
     ``stop_below_lr``: end the run (as completed, recorded in ``stopped_early``) at the
     start of an epoch (after the first) whose learning rate is below it
-    (:func:`~stablernn_lib.tasks.training.train` bounds what the skipped epochs could change).
+    (:meth:`~stablernn_lib.tasks.checkpoints.RunFolder.lr_below` bounds what the skipped
+    epochs could change).
     """
     cell = check_cell(model)
     variant = check_variant(cell, variant)
@@ -500,7 +500,7 @@ def train_music_model(
     name = music_run_name(cell, variant, config)
     out = Path(out_dir) if out_dir is not None else RUNS_DIR / name
     identity = {"model": cell, "variant": variant}
-    finished = training.finished_or_fresh(out, name, identity, config, resume, progress)
+    finished = checkpoints.finished_or_fresh(out, name, identity, config, resume, progress)
     if finished is not None:  # a rerun of a finished run: nothing to do
         return finished
     task = MusicTask(cell, variant, config, data)
@@ -517,7 +517,7 @@ def train_music_model(
         "seed": config.seed,
         "data": data.source,
         "data_sizes": data.sizes(),
-        "provenance": training.run_provenance(state, "cpu"),
+        "provenance": checkpoints.run_provenance(state, "cpu"),
         "torch_threads": torch.get_num_threads(),
         "wall_seconds": state["wall_seconds"],
         "steps": state["step"],
@@ -527,7 +527,7 @@ def train_music_model(
         "stopped_early": state.get("stopped_early"),
     }
     if status == "completed":
-        training.save_best_model(task, state, out / "model.pt")
+        checkpoints.save_best_model(task, state, out / "model.pt")
         result["test_nll"] = evaluate_nll(task.model, data.test)
         if config == training.published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
             where = Path(results_dir) if results_dir is not None else RESULTS_DIR

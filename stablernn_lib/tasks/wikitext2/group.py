@@ -27,7 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from stablernn_lib.tasks import training
+from stablernn_lib.tasks import checkpoints, training
+from stablernn_lib.tasks.fast_step import PlainStep
 from stablernn_lib.tasks.wikitext2.model import State, perplexity
 from stablernn_lib.tasks.wikitext2.train import LanguageModelTask
 
@@ -95,28 +96,20 @@ class ModelGroup(training.Task):
         """The largest member loss (the loop stops the group when one member diverges)."""
         return self._last.detach().max().clone()
 
-    def loss(self, index: int, carried: Any) -> tuple[Tensor, float, float, int, Any]:
+    def loss(self, index: int, carried: Any) -> tuple[Tensor, float, int, Any]:
         tokens, targets = self.batch(index)
         loss, carried = self.forward_loss(tokens, targets, carried)
-        value = float(self.step_value(loss))
-        return loss, value, value * targets.numel(), targets.numel(), carried
-
-    def clip_gradients(self, clip: float) -> None:
-        for member in self.members:
-            member.clip_gradients(clip)
+        return loss, float(self.step_value(loss)), targets.numel(), carried
 
     def project(self) -> None:
         for member in self.members:
             member.project()
 
-    def end_epoch(self) -> None:
-        for member in self.members:
-            member.end_epoch()
-
     # -- epochs -----------------------------------------------------------------------
 
     def validate(self) -> float:
-        """Every member's validation loss (kept for the epoch's records); returns their mean."""
+        """Every member's validation loss (each after its own end-of-epoch work, kept for the
+        epoch's records); returns their mean."""
         self.val_losses = [member.validate() for member in self.members]
         return sum(self.val_losses) / len(self.val_losses)
 
@@ -138,7 +131,7 @@ class ModelGroup(training.Task):
             record["val_losses"].append(loss)
         return False
 
-    def epoch_metrics(self, stats: training.EpochStats) -> dict[str, Any]:
+    def epoch_record(self, stats: training.EpochStats) -> tuple[dict[str, Any], str]:
         """The group's line: each member's metrics (its own training and validation loss and
         the learning rate it ran the epoch at), which also go to its record."""
         tokens = stats.tokens
@@ -149,15 +142,13 @@ class ModelGroup(training.Task):
             member_stats = training.EpochStats(
                 stats.epoch, sums[n] / tokens, self.val_losses[n], lr, stats.seconds, tokens
             )
-            metrics = member.epoch_metrics(member_stats)
+            metrics, _ = member.epoch_record(member_stats)
             members[member.name] = metrics
             self.records[n]["history"].append(metrics)
         self.train_sums.zero_()
-        return {"epoch": stats.epoch, "epoch_seconds": stats.seconds, "members": members}
-
-    def epoch_line(self, metrics: dict[str, Any]) -> str:
-        parts = [f"{name} val ppl {m['val_ppl']:.1f}" for name, m in metrics["members"].items()]
-        return f"epoch {metrics['epoch']} ({metrics['epoch_seconds']:.0f} s): " + "; ".join(parts)
+        parts = [f"{name} val ppl {m['val_ppl']:.1f}" for name, m in members.items()]
+        line = f"epoch {stats.epoch} ({stats.seconds:.0f} s): " + "; ".join(parts)
+        return {"epoch": stats.epoch, "epoch_seconds": stats.seconds, "members": members}, line
 
     def extra_state(self) -> dict[str, Any]:
         return {"records": self.records, "train_sums": self.train_sums.cpu()}
@@ -195,7 +186,7 @@ def member_results(
             "config": asdict(member.config),
             "seed": member.config.seed,
             "vocab_size": member.vocab_size,
-            "provenance": training.run_provenance(state, device),
+            "provenance": checkpoints.run_provenance(state, device),
             "wall_seconds": state["wall_seconds"],
             "epochs": record["history"],
             "best_val_loss": record["best_val_loss"],
@@ -242,7 +233,7 @@ def train_language_models_together(
     ]
     group = ModelGroup(members)
     out = Path(out_dir)
-    training.check_fresh_start(out, resume)
+    checkpoints.check_fresh_start(out, resume)
     status, state = training.train(
         group,
         out,
@@ -253,7 +244,7 @@ def train_language_models_together(
         step=step,
         stop_at=stop_at,
     )
-    description = (step or training.PlainStep()).description
+    description = (step or PlainStep()).description
     trained = sum(epoch["epoch_seconds"] for epoch in state["history"])
     mean_step_ms = 1000 * trained / max(1, len(state["history"])) / group.steps_per_epoch
     return [

@@ -16,12 +16,12 @@ the authors extended with a projection after every SGD step:
   starts inside the stable set, so that every iterate is a stable model, as in
   the projected gradient descent of the theory.
 
-Robustness (the loop of :mod:`stablernn_lib.tasks.training`, shared with JSB): a
-checkpoint is written atomically after every epoch, every
-``checkpoint_every`` seconds mid-epoch, and when a run is interrupted (Ctrl-C,
-SIGTERM or the notebook's stop button: the current step finishes, the exact state
-is saved, a second Ctrl-C stops at once).  ``resume=True``
-continues from the checkpoint, restoring weights, learning rate, best model,
+Robustness (:mod:`stablernn_lib.tasks.checkpoints`, called by the one loop of
+:mod:`stablernn_lib.tasks.training`): a checkpoint is written atomically after every
+epoch, every ``checkpoint_every`` seconds mid-epoch, and when a run is interrupted
+(Ctrl-C, SIGTERM or the notebook's stop button: the current step finishes, the exact
+state is saved, a second Ctrl-C stops at once).  ``resume=True`` continues from the
+checkpoint, restoring weights, learning rate, best model,
 position in the epoch, carried state and random-number state, so a resumed run
 ends with the same metrics as an uninterrupted one (bit for bit on a CPU; cuDNN
 kernels are not bitwise deterministic).  A loss that is not finite or exceeds
@@ -50,7 +50,7 @@ import torch
 from stablernn_lib.core.io import atomic_write_json
 from stablernn_lib.core.results import results_path
 from stablernn_lib.core.runtime import refuse_paper_scale_on_cpu
-from stablernn_lib.tasks import training
+from stablernn_lib.tasks import checkpoints, training
 from stablernn_lib.tasks.fast_step import FastStep, PlainStep
 from stablernn_lib.tasks.wikitext2.data import (
     Corpus,
@@ -399,26 +399,28 @@ class LanguageModelTask(training.Task):
         outputs, carried = self.model.recur(self.model.embed(tokens), detach_state(carried))
         return self.model.token_nll(outputs, targets).mean(), carried
 
-    def loss(self, index: int, carried: State) -> tuple[torch.Tensor, float, float, int, State]:
+    def step_value(self, loss: torch.Tensor) -> torch.Tensor:
+        """What a fast step reads of a window's loss: a copy of the loss per token."""
+        return loss.detach().clone()
+
+    def loss(self, index: int, carried: State) -> tuple[torch.Tensor, float, int, State]:
         tokens, targets = self.batch(index)
         loss, carried = self.forward_loss(tokens, targets, carried)
-        value = loss.item()
-        return loss, value, value * targets.numel(), targets.numel(), carried
+        return loss, loss.item(), targets.numel(), carried
 
     def project(self) -> None:
         if self.stable:
             project_stable_(self.model, iterative=self.projection == "iterative")
 
-    def end_epoch(self) -> None:
-        """A stable RNN projected iteratively gets the exact certificate (float64 SVD)."""
+    def validate(self) -> float:
+        """The validation NLL per token; a stable RNN projected iteratively first gets the
+        exact certificate (float64 SVD)."""
         if self.stable and self.projection == "iterative" and self.model.cell == "rnn":
             self.certificate = certify_stable_rnn_(self.model)
-
-    def validate(self) -> float:
         return evaluate_loss(self.model, self.valid_source, self.config.bptt)
 
-    def epoch_metrics(self, stats: training.EpochStats) -> dict[str, Any]:
-        return {
+    def epoch_record(self, stats: training.EpochStats) -> tuple[dict[str, Any], str]:
+        metrics = {
             "epoch": stats.epoch,
             "train_loss": stats.train_loss,
             "train_ppl": perplexity(stats.train_loss),
@@ -429,16 +431,11 @@ class LanguageModelTask(training.Task):
             "train_tokens_per_second": stats.tokens / stats.seconds,
             **({"certificate": self.certificate} if self.certificate is not None else {}),
         }
-
-    def epoch_line(self, metrics: dict[str, Any]) -> str:
-        return (
-            f"{self.name} epoch {metrics['epoch']}: train ppl {metrics['train_ppl']:.1f}, "
-            f"val ppl {metrics['val_ppl']:.1f}, lr {metrics['lr']:g}, "
-            f"{metrics['epoch_seconds']:.0f} s"
+        line = (
+            f"{self.name} epoch {stats.epoch}: train ppl {metrics['train_ppl']:.1f}, "
+            f"val ppl {metrics['val_ppl']:.1f}, lr {stats.lr:g}, {stats.seconds:.0f} s"
         )
-
-    def postfix(self, loss: float) -> dict[str, str]:
-        return {"ppl": f"{math.exp(loss):.1f}"}
+        return metrics, line
 
 
 def train_language_model(
@@ -482,7 +479,7 @@ def train_language_model(
     name = run_name(cell, stable, config)
     out = Path(out_dir) if out_dir is not None else RUNS_DIR / name
     identity = {"model": cell, "stable": stable}
-    finished = training.finished_or_fresh(out, name, identity, config, resume, progress)
+    finished = checkpoints.finished_or_fresh(out, name, identity, config, resume, progress)
     if finished is not None:  # a rerun of a finished run: nothing to do
         return finished
     task = LanguageModelTask(cell, stable, config, data, device, projection)
@@ -508,7 +505,7 @@ def train_language_model(
         "seed": config.seed,
         "corpus": data.source,
         "vocab_size": data.vocab_size,
-        "provenance": training.run_provenance(state, device),
+        "provenance": checkpoints.run_provenance(state, device),
         "wall_seconds": state["wall_seconds"],
         "epochs": state["history"],
         "best_val_loss": state["best_val_loss"],
@@ -522,7 +519,7 @@ def train_language_model(
         / task.steps_per_epoch,
     }
     if status == "completed":
-        training.save_best_model(task, state, out / "model.pt", vocab_size=data.vocab_size)
+        checkpoints.save_best_model(task, state, out / "model.pt", vocab_size=data.vocab_size)
         test_loss = evaluate_loss(task.model, task.test_source, config.bptt)
         result.update(test_loss=test_loss, test_ppl=perplexity(test_loss))
         published = published_result_path(config, cell, stable, results_dir)
