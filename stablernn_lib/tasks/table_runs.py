@@ -422,7 +422,7 @@ def format_status(out: str | Path) -> str:
 
 @dataclass
 class TableRun:
-    """A picklable call of :func:`run_table` on the plan's jobs: what submitit runs."""
+    """A picklable call of :func:`run_table`: what ``run`` calls here and submitit runs."""
 
     records: list[dict[str, Any]]
     out: str
@@ -430,22 +430,16 @@ class TableRun:
     corpus_folder: str | None = None
     data_dir: str | None = None
     budget_s: float | None = None
+    reserve_s: float = DEFAULT_RESERVE_S
     together: bool = False
     archive: str | None = None
 
     def __call__(self) -> dict[str, Any]:
         folder = self.corpus_folder
         corpus = Corpus.from_folder(folder) if folder else load_wikitext2(self.data_dir)
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        return run_table(
-            [Job.from_json(record) for record in self.records],
-            self.out,
-            corpus=corpus,
-            budget_s=self.budget_s,
-            how=replace(self.how, device=device),
-            together=self.together,
-            archive=self.archive,
-        )
+        jobs = [Job.from_json(record) for record in self.records]
+        fields = ("budget_s", "how", "reserve_s", "together", "archive")
+        return run_table(jobs, self.out, corpus=corpus, **{k: getattr(self, k) for k in fields})
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Called by submitit at a time limit or preemption: requeue this call (it resumes
@@ -485,6 +479,8 @@ def submit(
             parameters["slurm_partition"] = partition
     executor.update_parameters(name="stablernn-table", **parameters)
     tables = [[job] for job in pending] if executor.cluster == "slurm" else [pending]
+    if executor.cluster == "slurm":  # the submitting machine may have no GPU; a job has one
+        call["how"] = replace(call.get("how") or Training(), device="cuda")
     submitted = []
     for table in tables if pending else []:
         records = [job.to_json() for job in table]
@@ -551,25 +547,17 @@ def _command(args: argparse.Namespace) -> int:
         bench = read_json(Path(args.bench_file))
         left = math.inf if budget is None else budget - args.reserve_s
         together = bench is not None and group_pays_off(bench, left)
-    call = {"budget_s": budget, "together": together, "archive": args.archive, "how": how}
+    corpus_folder = args.corpus_folder and str(Path(args.corpus_folder).resolve())
+    records = [job.to_json() for job in jobs]
+    call = {"how": how, "corpus_folder": corpus_folder, "data_dir": args.data}
+    call.update(budget_s=budget, reserve_s=args.reserve_s, together=together, archive=args.archive)
     if args.action == "submit":
-        folder = None if args.corpus_folder is None else str(Path(args.corpus_folder).resolve())
-        submitted = submit(
-            jobs,
-            out,
-            cluster=args.cluster,
-            timeout_min=args.timeout_min,
-            partition=args.partition,
-            corpus_folder=folder,
-            data_dir=args.data,
-            **call,
-        )
+        where = {"cluster": args.cluster, "partition": args.partition}
+        submitted = submit(jobs, out, timeout_min=args.timeout_min, **where, **call)
         print(f"submitted {len(submitted)} job(s): {[job.job_id for job in submitted]}")
         return 0
-    folder = args.corpus_folder
-    corpus = Corpus.from_folder(folder) if folder else load_wikitext2(args.data)
     print(f"table: {budget} s, {'as one group' if together else 'one job after another'}")
-    summary = run_table(jobs, out, corpus=corpus, reserve_s=args.reserve_s, **call)
+    summary = TableRun(records, str(out), **call)()
     print(format_status(out))
     print(
         f"table: {summary['completed']} of {len(jobs)} completed in {summary['wall_seconds']:.0f} s"
