@@ -304,11 +304,7 @@ def run_table(
 
 
 def time_steps(
-    jobs: list[Job],
-    corpus: Corpus,
-    how: Training,
-    steps: int = 50,
-    warmup: int = 5,
+    jobs: list[Job], corpus: Corpus, how: Training, steps: int = 50, warmup: int = 5
 ) -> tuple[float, Any]:
     """Milliseconds of one training step of throwaway models of ``jobs`` (one job, or all
     of them as one model group), timed by ``torch.utils.benchmark.Timer`` over ``steps``
@@ -321,16 +317,11 @@ def time_steps(
 
     if steps < 1:
         raise ValueError(f"the number of timed steps must be >= 1, got {steps}")
+    where = torch.device(how.device)
+    data = [prepare_corpus(job.config, corpus, None) for job in jobs]
     tasks = [
-        LanguageModelTask(
-            job.cell,
-            job.stable,
-            job.config,
-            prepare_corpus(job.config, corpus, None),
-            torch.device(how.device),
-            how.projection,
-        )
-        for job in jobs
+        LanguageModelTask(job.cell, job.stable, job.config, one, where, how.projection)
+        for job, one in zip(jobs, data, strict=True)
     ]
     task = tasks[0] if len(tasks) == 1 else ModelGroup(tasks)
     runner = make_step(how.step, how.tf32, sync_every=10**9)

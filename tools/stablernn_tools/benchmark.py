@@ -54,7 +54,6 @@ from stablernn_lib.tasks.wikitext2.data import (
     Corpus,
     batch_starts,
     batchify,
-    get_batch,
     load_wikitext2,
 )
 from stablernn_lib.tasks.wikitext2.model import (
@@ -88,19 +87,9 @@ STEP_VARIANTS: dict[str, tuple[str, Constrain | None, int | None]] = {
     "lstm-authors-first-layer": ("lstm", rescale_authors_lstm_, 1),
     "lstm-course": ("lstm", project_stable_, None),
 }
-RATIOS: dict[str, tuple[str, str]] = {
-    f"{variant} / {STEP_VARIANTS[variant][0]}-unconstrained": (
-        variant,
-        f"{STEP_VARIANTS[variant][0]}-unconstrained",
-    )
-    for variant in (
-        "rnn-stable",
-        "lstm-authors",
-        "lstm-authors-first-layer",
-        "lstm-course",
-        "rnn-stable-svd-on-device",
-    )
-}
+TWIN = {name: f"{cell}-unconstrained" for name, (cell, _, _) in STEP_VARIANTS.items()}
+# ratio name -> (a constrained variant, its unconstrained twin)
+RATIOS = {f"{v} / {TWIN[v]}": (v, TWIN[v]) for v in STEP_VARIANTS if v != TWIN[v]}
 TARGET_RATIO = 1.3  # a constrained step on a GPU at most 1.3 x its unconstrained twin's
 # name fragment -> (FP32 FLOP/s, TF32 tensor FLOP/s, bytes/s): vendors' datasheets, dense,
 # SXM parts where there are several.
@@ -120,10 +109,6 @@ def seconds_per_call(function: Callable[[], Any], min_run_time: float) -> float:
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
-def _kind(device: torch.device) -> str:
-    return "cpu" if device.type == "cpu" else "gpu"
-
-
 def _setup(
     config: str, device: str | None, vocab: int | None = None
 ) -> tuple[LMConfig, torch.device, int, torch.Tensor]:
@@ -139,25 +124,51 @@ def _setup(
     return lm, where, vocab, tokens.view(lm.bptt + 1, lm.batch_size).to(where)
 
 
-def training_step(
-    model: WordLanguageModel, tokens: torch.Tensor, lm: LMConfig, constrain: Constrain | None
-) -> Callable[[], None]:
-    """One SGD step on ``tokens`` (loss read on the host), then ``constrain(model)``."""
+def sgd_step(
+    model: WordLanguageModel, lm: LMConfig, constrain: Constrain | None
+) -> Callable[[torch.Tensor], float]:
+    """``step(window)``: one SGD step on a ``(L + 1, batch)`` window of tokens (inputs and
+    the targets one row later; the loss read on the host), then ``constrain(model)``."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lm.lr)
     carried: list[Any] = [None]
 
-    def step() -> None:
+    def step(window: torch.Tensor) -> float:
         optimizer.zero_grad(set_to_none=True)
-        outputs, carried[0] = model.recur(model.embed(tokens[:-1]), detach_state(carried[0]))
-        loss = model.token_nll(outputs, tokens[1:]).mean()
-        loss.item()
+        outputs, carried[0] = model.recur(model.embed(window[:-1]), detach_state(carried[0]))
+        loss = model.token_nll(outputs, window[1:]).mean()
+        value = loss.item()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), lm.clip)
         optimizer.step()
         if constrain is not None:
             constrain(model)
+        return value
 
     return step
+
+
+def step_seconds(
+    model: WordLanguageModel,
+    lm: LMConfig,
+    constrain: Constrain | None,
+    window: torch.Tensor,
+    min_run_time: float,
+) -> float:
+    """The median seconds of one :func:`sgd_step` on ``window``."""
+    step = sgd_step(model, lm, constrain)
+    return seconds_per_call(lambda: step(window), min_run_time)
+
+
+def _record(config: str, where: torch.device, min_run_time: float, **fields: Any) -> dict[str, Any]:
+    """A result: what was measured where, then ``fields``."""
+    return {
+        "config": config,
+        "device_type": where.type,
+        "threads": torch.get_num_threads(),
+        "min_run_time": min_run_time,
+        "provenance": provenance(where),
+        **fields,
+    }
 
 
 def _variant(name: str, lm: LMConfig, vocab: int, device: torch.device) -> WordLanguageModel:
@@ -176,9 +187,7 @@ def step_ratios(
     lm, where, vocab, tokens = _setup(config, device)
     load = os.getloadavg()[0]  # other work on the machine: the timings are noisier under load
     seconds = {
-        name: seconds_per_call(
-            training_step(_variant(name, lm, vocab, where), tokens, lm, constrain), min_run_time
-        )
+        name: step_seconds(_variant(name, lm, vocab, where), lm, constrain, tokens, min_run_time)
         for name, (_, constrain, _) in STEP_VARIANTS.items()
     }
     shape = (lm.num_layers, lm.hidden_size, lm.hidden_size)
@@ -192,23 +201,18 @@ def step_ratios(
     }
     if where.type == "cuda":
         solvers["device_svd_float32"] = lambda: project_spectral_ball(on_device, 1.0)
-    return {
-        "config": config,
-        "device_type": where.type,
-        "threads": torch.get_num_threads(),
-        "load_average_before": load,
-        "min_run_time": min_run_time,
-        "model": {
-            key: getattr(lm, key)
-            for key in ("hidden_size", "num_layers", "output", "batch_size", "bptt")
-        }
-        | {"vocab_size": vocab},
-        "provenance": provenance(where),
-        "step_seconds": seconds,
-        "ratios": {name: seconds[a] / seconds[b] for name, (a, b) in RATIOS.items()},
-        "target_ratio_on_gpu": TARGET_RATIO,
-        "solver_seconds": {k: seconds_per_call(f, min_run_time) for k, f in solvers.items()},
-    }
+    sizes = ("hidden_size", "num_layers", "output", "batch_size", "bptt")
+    return _record(
+        config,
+        where,
+        min_run_time,
+        load_average_before=load,
+        model={key: getattr(lm, key) for key in sizes} | {"vocab_size": vocab},
+        step_seconds=seconds,
+        ratios={name: seconds[a] / seconds[b] for name, (a, b) in RATIOS.items()},
+        target_ratio_on_gpu=TARGET_RATIO,
+        solver_seconds={k: seconds_per_call(f, min_run_time) for k, f in solvers.items()},
+    )
 
 
 def overhead(
@@ -233,10 +237,8 @@ def overhead(
     for cell, stable in (("rnn", "rnn-stable"), ("lstm", "lstm-course")):
         plain_model = _variant(f"{cell}-unconstrained", lm, vocab, where)
         stable_model = _variant(stable, lm, vocab, where)
-        plain = seconds_per_call(training_step(plain_model, tokens, lm, None), min_run_time)
-        constrained = seconds_per_call(
-            training_step(stable_model, tokens, lm, project_stable_), min_run_time
-        )
+        plain = step_seconds(plain_model, lm, None, tokens, min_run_time)
+        constrained = step_seconds(stable_model, lm, project_stable_, tokens, min_run_time)
         alone = seconds_per_call(lambda m=stable_model: project_stable_(m), min_run_time)
         evaluation = batchify(
             torch.randint(vocab, (lm.eval_batch_size * 20 * lm.bptt,), generator=generator),
@@ -270,18 +272,17 @@ def overhead(
             lambda f=method: f(model, source, figure2_distance, max_windows=1), min_run_time
         )
     pairs = zip(profiles["fast"]["mean_norm"], profiles["naive"]["mean_norm"], strict=True)
-    return {
-        "config": config,
-        "device_type": where.type,
-        "vocab_size": vocab,
-        "batch_size": lm.batch_size,
-        "bptt": lm.bptt,
-        "steps_per_epoch": steps_per_epoch,
-        "epochs": lm.epochs,
-        "min_run_time": min_run_time,
-        "provenance": provenance(where),
-        "models": models,
-        "figure2": {
+    return _record(
+        config,
+        where,
+        min_run_time,
+        vocab_size=vocab,
+        batch_size=lm.batch_size,
+        bptt=lm.bptt,
+        steps_per_epoch=steps_per_epoch,
+        epochs=lm.epochs,
+        models=models,
+        figure2={
             "max_distance": figure2_distance,
             "pairs": int(sum(profiles["fast"]["count"])),
             "fast_seconds": profiles["fast_seconds"],
@@ -289,7 +290,7 @@ def overhead(
             "speedup": profiles["naive_seconds"] / profiles["fast_seconds"],
             "max_relative_difference": max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs),
         },
-    }
+    )
 
 
 def output_layer(
@@ -302,22 +303,19 @@ def output_layer(
     for output, cells in seconds.items():
         for cell in ("rnn", "lstm"):
             model = build_model(cell, False, replace(lm, output=output), WIKITEXT2_VOCAB_SIZE)
-            step = training_step(model.to(where).train(), tokens, lm, None)
-            cells[cell] = seconds_per_call(step, min_run_time)
-    return {
-        "config": config,
-        "device_type": where.type,
-        "vocab_size": WIKITEXT2_VOCAB_SIZE,
+            cells[cell] = step_seconds(model.to(where).train(), lm, None, tokens, min_run_time)
+    return _record(
+        config,
+        where,
+        min_run_time,
+        vocab_size=WIKITEXT2_VOCAB_SIZE,
         **{k: getattr(lm, k) for k in ("hidden_size", "num_layers", "batch_size", "bptt")},
-        "adaptive_cutoffs": list(lm.adaptive_cutoffs),
-        "adaptive_div_value": lm.adaptive_div_value,
-        "targets": "Zipf-distributed token ids, p(rank r) proportional to 1/r",
-        "min_run_time": min_run_time,
-        "threads": torch.get_num_threads(),
-        "provenance": provenance(where),
-        "step_seconds": seconds,
-        "speedup": {c: seconds["softmax"][c] / seconds["adaptive"][c] for c in ("rnn", "lstm")},
-    }
+        adaptive_cutoffs=list(lm.adaptive_cutoffs),
+        adaptive_div_value=lm.adaptive_div_value,
+        targets="Zipf-distributed token ids, p(rank r) proportional to 1/r",
+        step_seconds=seconds,
+        speedup={c: seconds["softmax"][c] / seconds["adaptive"][c] for c in ("rnn", "lstm")},
+    )
 
 
 def step_floor(
@@ -464,71 +462,54 @@ def learning_rate_probe(
     trials = []
     for cell, lr in LR_PROBE_TRIALS:
         model = build_model(cell, False, replace(lm, lr=lr), data.vocab_size).train()
-        optimizer, state, losses = torch.optim.SGD(model.parameters(), lr=lr), None, []
-        for start in batch_starts(source.shape[0], lm.bptt)[:steps]:
-            tokens, targets = get_batch(source, start, lm.bptt)
-            outputs, state = model.recur(model.embed(tokens), detach_state(state))
-            loss = model.token_nll(outputs, targets).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), lm.clip)
-            optimizer.step()
-            losses.append(loss.item())
+        step = sgd_step(model, replace(lm, lr=lr), None)
+        starts = batch_starts(source.shape[0], lm.bptt)[:steps]
+        losses = [step(source[start : start + lm.bptt + 1]) for start in starts]
         blocks = [losses[i : i + every] for i in range(0, len(losses), every)]
         trials.append(
             {"cell": cell, "lr": lr, "block_ppl": [math.exp(sum(b) / len(b)) for b in blocks]}
         )
-    return {
-        "config": config,
-        "steps": steps,
-        "every": every,
-        "output": lm.output,
-        "threads": torch.get_num_threads(),
-        "provenance": provenance(torch.device("cpu")),
-        "trials": trials,
-    }
+    cpu = torch.device("cpu")
+    return _record(config, cpu, 0.0, steps=steps, every=every, output=lm.output, trials=trials)
+
+
+# what -> (its result file, the lines it prints)
+FILES: dict[str, tuple[str, Callable[[dict[str, Any]], str] | None]] = {
+    "overhead": ("benchmark-{kind}-{config}.json", reports.format_benchmark),
+    "ratios": ("benchmark-{config}-{kind}-ratios.json", reports.format_step_ratios),
+    "output-layer": ("benchmark-{kind}-output-layer.json", reports.format_output_layer),
+    "fast-step": ("benchmark-{config}-{kind}-fast-step.json", None),
+    "lr-probe": ("lr-probe-{config}{output}.json", None),
+}
 
 
 def _command(args: argparse.Namespace) -> int:
-    device, folder = args.device, Path(args.out or RESULTS_DIR)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    name, show = FILES[args.what]
+    output = f"-{args.output}" if args.output else ""
+    path = Path(args.out or RESULTS_DIR) / name.format(
+        kind="cpu" if device == "cpu" else "gpu", config=args.config, output=output
+    )
     if args.what == "fast-step":
         jobs = make_jobs(args.variants, args.config, args.seeds)
-        corpus = (
-            Corpus.from_folder(args.corpus_folder)
-            if args.corpus_folder
-            else load_wikitext2(args.data)
-        )
-        where = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        common = {"device": where, "projection": args.projection, "steps": args.steps}
+        folder = args.corpus_folder
+        corpus = Corpus.from_folder(folder) if folder else load_wikitext2(args.data)
+        common = {"device": device, "projection": args.projection, "steps": args.steps}
         result = fast_step(
             jobs, corpus, modes=tuple(args.modes), group_mode=args.group_mode, **common
         )
-        print(format_fast_step(result))
-        kind = "cpu" if result["device_name"] == "cpu" else "gpu"
-        path = folder / f"benchmark-{args.config}-{kind}-fast-step.json"
-        fast = [mode for mode in args.modes if mode != "plain"]
+        show, fast = format_fast_step, [mode for mode in args.modes if mode != "plain"]
         if args.tf32_check and fast:
             tf32 = fast_step(jobs, corpus, modes=(fast[-1],), tf32=True, **common)
             print(format_fast_step(tf32))
-            atomic_write_json(folder / "tf32" / path.name, tf32)
+            atomic_write_json(path.parent / "tf32" / path.name, tf32)
     elif args.what == "lr-probe":
-        result = learning_rate_probe(args.config, data_dir=args.data)
-        path = folder / f"lr-probe-{args.config}.json"
-    elif args.what == "ratios":
-        result = step_ratios(args.config, device, args.min_run_time)
-        print(reports.format_step_ratios(result))
-        path = (
-            folder
-            / f"benchmark-{args.config}-{_kind(torch.device(result['device_type']))}-ratios.json"
-        )
-    elif args.what == "output-layer":
-        result = output_layer(args.config, device, args.min_run_time)
-        print(reports.format_output_layer(result))
-        path = folder / f"benchmark-{_kind(torch.device(result['device_type']))}-output-layer.json"
+        result = learning_rate_probe(args.config, data_dir=args.data, output=args.output)
     else:
-        result = overhead(args.config, device, args.min_run_time)
-        print(reports.format_benchmark(result))
-        path = folder / f"benchmark-{_kind(torch.device(result['device_type']))}-{args.config}.json"
+        measure = {"overhead": overhead, "ratios": step_ratios, "output-layer": output_layer}
+        result = measure[args.what](args.config, device, args.min_run_time)
+    if show is not None:
+        print(show(result))
     print(f"written to {atomic_write_json(path, result)}")
     return 0
 
@@ -548,6 +529,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default=None, help="the results folder (data/results/wikitext2)")
     parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
     parser.add_argument("--data", default=None, help="WikiText-2 folder ($STABLERNN_DATA)")
+    parser.add_argument("--output", default=None, help="lr-probe: this output layer instead")
     fast = parser.add_argument_group("fast-step")
     fast.add_argument(
         "--variants",
