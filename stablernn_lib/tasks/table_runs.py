@@ -426,8 +426,7 @@ class TableRun:
     archive: str | None = None
 
     def __call__(self) -> dict[str, Any]:
-        folder = self.corpus_folder
-        corpus = Corpus.from_folder(folder) if folder else load_wikitext2(self.data_dir)
+        corpus = load_corpus(self.corpus_folder, self.data_dir)
         jobs = [Job.from_json(record) for record in self.records]
         fields = ("budget_s", "how", "reserve_s", "together", "archive")
         return run_table(jobs, self.out, corpus=corpus, **{k: getattr(self, k) for k in fields})
@@ -529,8 +528,9 @@ def _command(args: argparse.Namespace) -> int:
         refuse_paper_scale_on_cpu("the full configs train paper-size models, hours on a CPU")
     how = Training(device, args.step, args.projection, args.tf32)
     budget = args.budget_s
-    if args.deadline_unix is not None:  # the wall clock of the caller's budget
-        budget = args.deadline_unix - time.time()
+    if args.deadline_unix is not None:  # the caller's budget, partly spent: past its end,
+        # one second of training still writes the unfinished records and the archive
+        budget = max(args.deadline_unix - time.time(), args.reserve_s + 1)
     together = args.together == "yes"
     if args.together == "auto":
         if args.bench_file is None:
@@ -556,6 +556,25 @@ def _command(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_job_arguments(parser: argparse.ArgumentParser, config: str, variants: list[str]) -> None:
+    """The arguments naming a table's jobs, their device, projection and corpus."""
+    parser.add_argument(
+        "--variants", nargs="+", default=variants, help="<rnn|lstm>-<kind>[@config]"
+    )
+    parser.add_argument("--config", choices=sorted(CONFIGS), default=config)
+    parser.add_argument("--seeds", nargs="+", type=int, default=None)
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    parser.add_argument("--projection", choices=["iterative", "exact"], default="iterative")
+    parser.add_argument("--data", default=None, help="WikiText-2 folder ($STABLERNN_DATA)")
+    parser.add_argument("--corpus-folder", default=None, help="train/valid/test.txt, unchecked")
+
+
+def load_corpus(corpus_folder: str | None, data_dir: str | None) -> Corpus:
+    """The ``train/valid/test.txt`` of ``corpus_folder`` (unchecked: tests and dry runs),
+    else WikiText-2 from ``data_dir`` / ``$STABLERNN_DATA`` / the download."""
+    return Corpus.from_folder(corpus_folder) if corpus_folder else load_wikitext2(data_dir)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """``python -m stablernn_lib paper-run run|submit|status --out DIR ...``."""
     parser = subparsers.add_parser(
@@ -565,17 +584,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("action", choices=["run", "submit", "status"])
     parser.add_argument("--out", required=True, help="the run folder")
-    parser.add_argument("--variants", nargs="+", default=list(FULL_TABLE_VARIANTS))
-    parser.add_argument("--config", choices=sorted(CONFIGS), default="full")
-    parser.add_argument("--seeds", nargs="+", type=int, default=None)
-    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
-    parser.add_argument("--data", default=None, help="WikiText-2 folder ($STABLERNN_DATA)")
-    parser.add_argument("--corpus-folder", default=None, help="train/valid/test.txt, unchecked")
+    add_job_arguments(parser, "full", list(FULL_TABLE_VARIANTS))
     parser.add_argument("--budget-s", type=float, default=None, help="wall seconds in all")
     parser.add_argument("--deadline-unix", type=float, default=None, help="the budget's end")
     parser.add_argument("--reserve-s", type=float, default=DEFAULT_RESERVE_S)
     parser.add_argument("--step", choices=["plain", "eager", "graph", "compile"], default="graph")
-    parser.add_argument("--projection", choices=["iterative", "exact"], default="iterative")
     parser.add_argument("--tf32", action="store_true", help="TF32 matrix products (CUDA)")
     parser.add_argument("--together", choices=["yes", "no", "auto"], default="no")
     parser.add_argument("--bench-file", default=None, help="--together auto: its benchmark")

@@ -46,7 +46,14 @@ from torch.utils.benchmark import Timer
 
 from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.core.stability import project_spectral_ball, project_spectral_ball_by_eigh
-from stablernn_lib.tasks.table_runs import Job, Training, make_jobs, time_steps
+from stablernn_lib.tasks.table_runs import (
+    Job,
+    Training,
+    add_job_arguments,
+    load_corpus,
+    make_jobs,
+    time_steps,
+)
 from stablernn_lib.tasks.wikitext2 import benchmark_reports as reports
 from stablernn_lib.tasks.wikitext2.data import (
     WIKITEXT2_TOKENS,
@@ -54,7 +61,6 @@ from stablernn_lib.tasks.wikitext2.data import (
     Corpus,
     batch_starts,
     batchify,
-    load_wikitext2,
 )
 from stablernn_lib.tasks.wikitext2.model import (
     WordLanguageModel,
@@ -492,8 +498,7 @@ def _command(args: argparse.Namespace) -> int:
     )
     if args.what == "fast-step":
         jobs = make_jobs(args.variants, args.config, args.seeds)
-        folder = args.corpus_folder
-        corpus = Corpus.from_folder(folder) if folder else load_wikitext2(args.data)
+        corpus = load_corpus(args.corpus_folder, args.data)
         common = {"device": device, "projection": args.projection, "steps": args.steps}
         result = fast_step(
             jobs, corpus, modes=tuple(args.modes), group_mode=args.group_mode, **common
@@ -524,23 +529,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "what", choices=["overhead", "ratios", "output-layer", "fast-step", "lr-probe"]
     )
-    parser.add_argument("--config", choices=sorted(CONFIGS), default="smoke")
-    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     parser.add_argument("--out", default=None, help="the results folder (data/results/wikitext2)")
     parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
-    parser.add_argument("--data", default=None, help="WikiText-2 folder ($STABLERNN_DATA)")
     parser.add_argument("--output", default=None, help="lr-probe: this output layer instead")
-    fast = parser.add_argument_group("fast-step")
-    fast.add_argument(
-        "--variants",
-        nargs="+",
-        default=["rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable"],
+    add_job_arguments(
+        parser, "smoke", ["rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable"]
     )
-    fast.add_argument("--seeds", nargs="+", type=int, default=None)
-    fast.add_argument("--corpus-folder", default=None, help="train/valid/test.txt, unchecked")
+    fast = parser.add_argument_group("fast-step")
     fast.add_argument("--modes", nargs="+", default=["plain", "graph"], help="steps to time")
     fast.add_argument("--group-mode", default=None, help="also all jobs as one group, this mode")
-    fast.add_argument("--projection", choices=["iterative", "exact"], default="iterative")
     fast.add_argument("--steps", type=int, default=50, help="timed steps per mode")
     fast.add_argument("--tf32-check", action="store_true", help="the last fast mode in TF32 too")
     parser.set_defaults(func=_command)
