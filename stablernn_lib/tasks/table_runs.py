@@ -324,7 +324,7 @@ def time_steps(
         for job, one in zip(jobs, data, strict=True)
     ]
     task = tasks[0] if len(tasks) == 1 else ModelGroup(tasks)
-    runner = make_step(how.step, how.tf32, sync_every=10**9)
+    runner = make_step(how.step, how.tf32)
     state: dict[str, Any] = {"carried": None, "losses": []}
 
     def one_step() -> None:
