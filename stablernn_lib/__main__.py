@@ -47,6 +47,7 @@ COMMANDS: dict[str, Command] = {
     "paper-run": Command(
         "stablernn_lib.tasks.table_runs",
         "train the WikiText-2 table: here within a budget, or through submitit (paper scale)",
+        "slurm",  # submitit, for `paper-run submit` only
     ),
     "tightness": Command(
         "stablernn_lib.theory.tightness",

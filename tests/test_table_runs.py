@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tarfile
 import time
 from dataclasses import replace
@@ -251,7 +252,7 @@ def test_the_device_script_dry_run_finishes_on_its_own_and_archives(tmp_path) ->
     out, table = tmp_path / "out", tmp_path / "table"
     env = dict(os.environ, SMOKE="1", BUDGET_S="60", OUT=str(out), PYTHONPATH=str(blocked))
     env["TABLE_DIR"] = str(table)
-    env["PYTHON"] = os.environ.get("STABLERNN_TEST_PYTHON", str(Path(os.sys.executable)))
+    env["PYTHON"] = os.environ.get("STABLERNN_TEST_PYTHON", sys.executable)
     done = subprocess.run(
         [str(ROOT / "scripts" / "device_check.sh")],
         env=env,
@@ -271,3 +272,12 @@ def test_the_device_script_dry_run_finishes_on_its_own_and_archives(tmp_path) ->
     assert len(summary["rows"]) == 4 and summary["budget_s"] < 60
     assert bench["group"]["members"] == [row["job"] for row in summary["rows"]]
     assert {row["status"] for row in summary["rows"]} <= {"completed", "unfinished"}
+
+
+def test_submit_without_submitit_names_the_extra(tmp_path, monkeypatch, capsys) -> None:
+    from stablernn_lib.__main__ import main
+
+    monkeypatch.setitem(sys.modules, "submitit", None)  # not installed
+    argv = ["paper-run", "submit", "--out", str(tmp_path), "--config", "smoke", "--device", "cpu"]
+    assert main(argv) == 2
+    assert "install the 'slurm' extra" in capsys.readouterr().err

@@ -452,12 +452,8 @@ def submit(
     the submitit jobs.  ``cluster``: ``"local"`` (one detached process for the whole
     table), ``"slurm"`` (one job per model, one GPU each), ``"debug"`` (in this process),
     None (Slurm when found, else local).  ``call``: the other fields of :class:`TableRun`."""
-    try:
-        import submitit
-    except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            "paper-run submit needs submitit: pip install 'stablernn_lib[slurm]'", name="submitit"
-        ) from error
+    import submitit  # `python -m stablernn_lib paper-run` names the extra when it is missing
+
     out = Path(out).resolve()
     pending = [job for job in jobs if final_result(out, job.name) is None]
     executor = submitit.AutoExecutor(folder=out / "jobs", cluster=cluster)
