@@ -118,12 +118,16 @@ def test_the_table_trained_together_as_one_group(corpus, tmp_path, monkeypatch) 
         assert result["test_ppl"] > 1
 
 
-def test_a_diverging_job_is_a_final_result(corpus, tmp_path) -> None:
+def test_a_diverging_job_is_a_final_result_beside_another_calls_job(corpus, tmp_path) -> None:
     job = tr.Job("rnn", False, replace(TINY, lr=1e4, clip=1e4))
-    tr.run_table([job], tmp_path, corpus=corpus, how=tr.Training("cpu", "plain"))
+    other = tr.Job("lstm", False, TINY)  # planned by another call, e.g. a queued Slurm job
+    tr.write_plan(tmp_path, [other])
+    summary = tr.run_table([job], tmp_path, corpus=corpus, how=tr.Training("cpu", "plain"))
     result = tr.final_result(tmp_path, job.name)
     assert result["status"] == "diverged" and "diverged" in result["error"]
     assert "reason" not in result and "diverged" in tr.format_status(tmp_path)
+    assert [row["status"] for row in summary["rows"]] == ["pending", "diverged"]
+    assert summary["planned_jobs"] == [other.name, job.name]
 
 
 def _children(pid: int) -> list[int]:
@@ -187,6 +191,9 @@ def test_slurm_gets_one_requeueable_job_per_model(tmp_path, monkeypatch) -> None
     assert [[r["name"] for r in run.records] for run in runs] == [[j.name] for j in jobs]
     assert parameters["gpus_per_node"] == 1 and parameters["slurm_partition"] == "gpu"
     assert parameters["folder"] == tmp_path.resolve() / "jobs"
+    plan = tr.read_json(tmp_path / "plan.json")
+    assert [record["name"] for record in plan["jobs"]] == [job.name for job in jobs]
+    assert tr.format_status(tmp_path).count("pending") == 2  # queued: no epoch yet
     requeued = runs[0].checkpoint()
     assert isinstance(requeued, submitit.helpers.DelayedSubmission)
     assert requeued.function is runs[0]
@@ -213,7 +220,7 @@ def test_the_full_table_on_the_readers_gpu_estimates_then_trains_and_resumes(
     assert (drive / "stablernn-runs" / "results" / "table.json").exists()
     again = tr.run_full_table_on_this_gpu(checkpoint_dir=drive / "stablernn-runs")
     assert "2 of 2 models already finished" in capsys.readouterr().out
-    assert again["completed"] == 2
+    assert again["completed"] == len(again["planned_jobs"]) == 4  # the folder's whole plan
 
 
 def test_a_group_pays_off_when_faster_and_its_run_fits() -> None:

@@ -268,29 +268,23 @@ def run_table(
         raise ValueError("no jobs to run; give at least one variant")
     how, out, start = how or Training(), Path(out), time.monotonic()
     stop_at = None if budget_s is None else start + budget_s - reserve_s
-    plan = {"jobs": [job.to_json() for job in jobs], "budget_s": budget_s, **asdict(how)}
-    atomic_write_json(out / "plan.json", {**plan, "provenance": provenance(how.device)})
+    planned = write_plan(out, jobs, budget_s=budget_s, **asdict(how))
     pending = [job for job in jobs if final_result(out, job.name) is None]
-    grouped = {}
-    if together and len(pending) > 1:
-        grouped = {r["job"]: r for r in train_jobs(pending, out, corpus, how, stop_at)}
-    rows = []
+    grouped = together and len(pending) > 1
+    if grouped:
+        train_jobs(pending, out, corpus, how, stop_at)
     for job in jobs:
-        result = grouped.get(job.name) or final_result(out, job.name)
-        if result is None and stop_at is not None and time.monotonic() >= stop_at:
+        left = not grouped and final_result(out, job.name) is None
+        if left and stop_at is not None and time.monotonic() >= stop_at:
             reason = "the budget ended before it started"
-            result = unfinished_record(job, out / "runs" / job.name, reason)
-            atomic_write_json(out / "results" / f"{job.name}.json", result)
-        elif result is None:
-            (result,) = train_jobs([job], out, corpus, how, stop_at)
-        keys = ("job", "status", "test_ppl", "best_val_ppl", "mean_step_ms", "step_implementation")
-        row = {key: result[key] for key in keys if key in result}
-        rows.append(
-            {**row, "epochs_done": len(result.get("epochs") or []), "epochs": job.config.epochs}
-        )
+            record = unfinished_record(job, out / "runs" / job.name, reason)
+            atomic_write_json(out / "results" / f"{job.name}.json", record)
+        elif left:
+            train_jobs([job], out, corpus, how, stop_at)
+        rows = [_row(out, record) for record in planned]
         summary = {
             "rows": rows,
-            "planned_jobs": [job.name for job in jobs],
+            "planned_jobs": [record["name"] for record in planned],
             "completed": sum(row["status"] == "completed" for row in rows),
             "budget_s": budget_s,
             "wall_seconds": time.monotonic() - start,
@@ -301,6 +295,29 @@ def run_table(
         if archive is not None:
             archive_run(out, archive)
     return summary
+
+
+def write_plan(out: Path, jobs: list[Job], **fields: Any) -> list[dict[str, Any]]:
+    """Add ``jobs`` to the plan of the run folder ``out`` (``plan.json``, with ``fields``:
+    the jobs of every call, so that status and table cover calls running side by side);
+    returns the plan's jobs."""
+    known = {
+        record["name"]: record for record in (read_json(out / "plan.json") or {"jobs": []})["jobs"]
+    }
+    known.update({job.name: job.to_json() for job in jobs})
+    plan = {"jobs": list(known.values()), **fields, "provenance": provenance(fields.get("device"))}
+    atomic_write_json(out / "plan.json", plan)
+    return plan["jobs"]
+
+
+def _row(out: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """A job's row of ``results/table.json``: its status (``pending`` without a result) and
+    how far it got."""
+    result = read_json(out / "results" / f"{record['name']}.json") or {"status": "pending"}
+    keys = ("status", "test_ppl", "best_val_ppl", "mean_step_ms", "step_implementation")
+    row = {"job": record["name"], **{key: result[key] for key in keys if key in result}}
+    done = len(result.get("epochs") or [])
+    return {**row, "epochs_done": done, "epochs": record["config"]["epochs"]}
 
 
 def time_steps(
@@ -457,6 +474,7 @@ def submit(
     out = Path(out).resolve()
     pending = [job for job in jobs if final_result(out, job.name) is None]
     executor = submitit.AutoExecutor(folder=out / "jobs", cluster=cluster)
+    write_plan(out, jobs, scheduler=f"submitit ({executor.cluster})")
     gpus = 1 if executor.cluster == "slurm" or torch.cuda.is_available() else 0
     parameters: dict[str, Any] = {"timeout_min": timeout_min, "gpus_per_node": gpus}
     if executor.cluster == "slurm":
