@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 38's whole device check in one command: benchmark (plain vs fast step per model,
-# ratio to the device's floor), then the WikiText-2 table inside the rest of the budget,
-# with every small result file in one archive.  What it leaves in $OUT:
+# The whole device check in one command: the fast-step benchmark (plain vs fast step per
+# model, ratio to the device's floor, all models as one group), then the WikiText-2 table
+# inside the rest of the budget, with every small result file in one archive.  What it
+# leaves in $OUT:
 #   benchmark-<config>-<cpu|gpu>-fast-step.json (and tf32/ the same with TF32 on a GPU),
 #   table.tgz (the table's plan, results/*.json with results/table.json, each job's
 #   metrics.jsonl; the archive's folder is named after TABLE_DIR),
@@ -28,9 +29,9 @@ START=$(date +%s)
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/device_check.log") 2>&1
 
-# The library runs from the checkout (no install): torch and tqdm are all it imports on
-# this path.  A module that is missing comes from carried wheels, never from the network.
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# The library and the tooling run from the checkout (no install): torch and tqdm are all
+# they import on this path.  A missing module comes from carried wheels, never the network.
+export PYTHONPATH="$PWD:$PWD/tools${PYTHONPATH:+:$PYTHONPATH}"
 if [ -d data/cache/gitdir ]; then export GIT_DIR=$PWD/data/cache/gitdir GIT_WORK_TREE=$PWD; fi
 for module in torch tqdm; do
   if ! "$PY" -c "import $module" 2>/dev/null; then
@@ -43,13 +44,13 @@ if [ "${SMOKE:-0}" = 1 ]; then
   CONFIG=smoke VARIANTS="rnn-unconstrained rnn-stable lstm-unconstrained lstm-stable"
   CORPUS_DIR="$OUT/synthetic-corpus"
   DATA=(--corpus-folder "$CORPUS_DIR")
-  BENCH=(--bench plain eager --group-mode eager --bench-steps 3)
+  BENCH=(--modes plain eager --group-mode eager --steps 3)
   RESERVE=10
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 else
   CONFIG=full CORPUS_DIR=""
   DATA=(--data "${STABLERNN_DATA:-data/cache}")
-  BENCH=(--bench plain eager graph --group-mode graph --bench-steps 30 --tf32-check)
+  BENCH=(--modes plain eager graph --group-mode graph --steps 30 --tf32-check)
   RESERVE=30
 fi
 "$PY" - "$CORPUS_DIR" <<'PY'
@@ -64,16 +65,20 @@ PY
 read -r -a VARIANT_LIST <<< "$VARIANTS"
 read -r -a SEED_LIST <<< "$SEEDS"
 
-# One process: the benchmark (plain and fast steps of every model, all of them as one
-# group; on a GPU also TF32 against FP32), then the table in what is left of the budget,
-# as one group when the benchmark says it pays off and fits, else one job after another.
-# It writes the archive after every job; `timeout` only guards against a hang.
+# The benchmark (plain and fast steps of every model, all of them as one group; on a GPU
+# also TF32 against FP32), then the table in what is left of the budget, as one group when
+# the benchmark says it pays off and fits, else one job after another.  The table writes
+# the archive after every job; `timeout` only guards against a hang.
+COMMON=(--config "$CONFIG" --variants "${VARIANT_LIST[@]}" --seeds "${SEED_LIST[@]}")
+echo "== benchmark ($CONFIG) =="
+"$PY" -m stablernn_tools.benchmark fast-step "${COMMON[@]}" "${DATA[@]}" "${BENCH[@]}" \
+  --out "$OUT" || echo "benchmark exited $?"
+KIND=$([ "$CONFIG" = smoke ] && echo cpu || echo gpu)
 LEFT=$(( BUDGET_S - ($(date +%s) - START) - 3 ))
-echo "== benchmark and table ($CONFIG): $LEFT s =="
-timeout --signal=TERM $(( LEFT + 20 )) "$PY" -m stablernn_lib paper-run table \
-  --out "$TABLE_DIR" --config "$CONFIG" --variants "${VARIANT_LIST[@]}" \
-  --seeds "${SEED_LIST[@]}" "${DATA[@]}" "${BENCH[@]}" --bench-out "$OUT" \
-  --deadline-unix $(( START + BUDGET_S - 3 )) --reserve-s "$RESERVE" --together auto \
+echo "== table ($CONFIG): $LEFT s =="
+timeout --signal=TERM $(( LEFT + 20 )) "$PY" -m stablernn_lib paper-run run \
+  --out "$TABLE_DIR" "${COMMON[@]}" "${DATA[@]}" --deadline-unix $(( START + BUDGET_S - 3 )) \
+  --reserve-s "$RESERVE" --together auto --bench-file "$OUT/benchmark-$CONFIG-$KIND-fast-step.json" \
   --step graph --projection iterative --archive "$OUT/table.tgz" || echo "table exited $?"
 [ -f "$OUT/table.tgz" ] && echo "archive: $OUT/table.tgz ($(du -k "$OUT/table.tgz" | cut -f1) KiB)"
 echo "device check done in $(( $(date +%s) - START )) s"

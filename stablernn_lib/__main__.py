@@ -1,7 +1,7 @@
 """Command line: ``python -m stablernn_lib <command> ...``.
 
 ``COMMANDS`` names each subcommand's module and one-line help. A module is imported
-only when its subcommand runs, so ``--help``, ``train`` and ``benchmark`` work without
+only when its subcommand runs, so ``--help``, ``train`` and ``paper-run`` work without
 the ``book`` extra; the module's ``register(subparsers)`` adds the subcommand's
 arguments and sets ``func`` to the function that runs it.
 
@@ -44,13 +44,10 @@ COMMANDS: dict[str, Command] = {
         "stablernn_lib.tasks.wikitext2.analysis",
         "Figure 2, truncated evaluation, Jacobians, weights close (WikiText-2)",
     ),
-    "benchmark": Command(
-        "stablernn_lib.tasks.benchmark",
-        "projection overhead, Figure-2 speed-up, tokens/s (WikiText-2 models)",
-    ),
     "paper-run": Command(
-        "stablernn_lib.tasks.paper_run",
-        "train a list of variants in parallel, detached, on one GPU (paper scale)",
+        "stablernn_lib.tasks.table_runs",
+        "train the WikiText-2 table: here within a budget, or through submitit (paper scale)",
+        "slurm",  # submitit, for `paper-run submit` only
     ),
     "tightness": Command(
         "stablernn_lib.theory.tightness",

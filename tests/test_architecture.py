@@ -170,12 +170,12 @@ for args in json.loads(sys.argv[2]):
 
 
 def test_the_plain_install_runs_the_cli_without_the_book_extra(tmp_path):
-    """``--help``, ``train`` and ``benchmark`` need no ``book`` extra; the book and homework
+    """``--help``, ``train`` and ``paper-run`` need no ``book`` extra; the book and homework
     commands name it."""
     commands = [
         ["--help"],
         ["train", "--help"],
-        ["benchmark", "--help"],
+        ["paper-run", "--help"],
         ["book", "check-toc"],
         ["homework", "student-edition", "--out", str(tmp_path)],
     ]
@@ -191,5 +191,5 @@ def test_the_plain_install_runs_the_cli_without_the_book_extra(tmp_path):
     assert [part.split()[0] for part in parts[1:]] == ["0", "0", "0", "2", "2"], run.stdout[-2000:]
     outputs = [parts[0]] + [part.partition("\n")[2] for part in parts[1:3]]
     assert all(output.startswith("usage: python -m stablernn_lib") for output in outputs)
-    assert "train-music" in outputs[0] and "--model" in outputs[1] and "--repeats" in outputs[2]
+    assert "train-music" in outputs[0] and "--model" in outputs[1] and "--budget-s" in outputs[2]
     assert run.stderr.count("install the 'book' extra") == 2, run.stderr[-2000:]

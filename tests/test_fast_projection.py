@@ -170,26 +170,6 @@ def test_cuda_fast_paths_equal_the_exact_projections(generator) -> None:
         torch.testing.assert_close(got.cpu(), expected, atol=1e-6, rtol=0, msg=name)
 
 
-def test_step_ratio_benchmark_measures_every_variant(monkeypatch, tmp_path) -> None:
-    from dataclasses import replace
-
-    from stablernn_lib.tasks import step_ratios
-    from stablernn_lib.tasks.wikitext2.train import CONFIGS
-
-    tiny = replace(CONFIGS["smoke"], name="tiny", hidden_size=8, embedding_size=8, num_layers=2)
-    monkeypatch.setitem(CONFIGS, "tiny", tiny)
-    result = step_ratios.step_ratio_benchmark("tiny", "cpu", repeats=1, warmup=0, progress=False)
-    assert set(result["step_seconds"]) == set(step_ratios.STEP_VARIANTS)
-    for name, (variant, baseline) in step_ratios.RATIOS.items():
-        seconds = result["step_seconds"]
-        assert result["ratios"][name] == pytest.approx(seconds[variant] / seconds[baseline])
-    assert {"host_eigh_float32", "host_svd_float32", "fast_path"} <= set(result["solver_seconds"])
-    assert result["provenance"]["git_commit"] and result["threads"] >= 1
-    path = step_ratios.ratios_path(result, tmp_path)
-    assert path.name == "benchmark-tiny-cpu-ratios.json"
-    assert "rnn-stable / rnn-unconstrained" in step_ratios.format_step_ratios(result)
-
-
 def test_chapter8_reading_of_the_committed_step_ratios_holds() -> None:
     """Every number Chapter 8's evidence page states about the two committed ratio files,
     from the files (the page glues ``chapter8_numbers``)."""

@@ -1,1 +1,1 @@
-"""Maintainers' tools of the course: book checks, Colab conversion, benchmarks (not for students)."""
+"""Maintainers' tools of the course: book checks, Colab, benchmarks (not for students)."""

@@ -282,7 +282,7 @@ def spectral_solver(matrices: Tensor) -> tuple[torch.device, str]:
     than the float32 SVD (two 200 x 200 matrices on this course's busy 2-core CPU, one
     thread: 29 ms against 40 ms, ``solver_seconds`` of ``benchmark-cpu-cpu-ratios.json``).
     CPU weights keep the SVD in their dtype, the projection every CPU run of the course was
-    trained with.  ``python -m stablernn_lib benchmark --ratios`` times every solver on the
+    trained with.  ``python -m stablernn_tools benchmark ratios`` times every solver on the
     machine at hand; 1024 is a guess above every model of the course (at most 650 units),
     not a measured crossover.
     """

@@ -1,0 +1,613 @@
+"""The WikiText-2 table's runs: one run folder, trained here or handed to submitit.
+
+::
+
+    python -m stablernn_lib paper-run run --out DIR --config full \\
+        --variants rnn-unconstrained@full-rnn-lr2 rnn-stable@full-rnn-lr2 \\
+                   lstm-unconstrained lstm-stable [--seeds 1111 2 3] \\
+        [--budget-s S | --deadline-unix T] [--together yes|no|auto --bench-file F] \\
+        [--step graph|compile|eager|plain] [--archive FILE.tgz]
+    python -m stablernn_lib paper-run submit --out DIR --cluster local|slurm ...
+    python -m stablernn_lib paper-run status --out DIR
+
+A job is one model (cell, projection, config with its seed; a variant is
+``<rnn|lstm>-<unconstrained|stable>[@config]``).  ``run`` trains the jobs in this process
+with the fast step (:mod:`~stablernn_lib.tasks.fast_step`), one after the other or all as
+one model group (``--together``), until the budget minus ``--reserve-s`` (kept for the
+last validation, the test evaluation and the archive) has passed.  ``submit`` hands the
+same call (:class:`TableRun`) to a submitit executor: ``local``, one detached process
+training the whole table; ``slurm``, one job per model, one GPU each.  At a time limit or
+a preemption submitit calls :meth:`TableRun.checkpoint`, which requeues the call; a
+requeued, killed or repeated call resumes every model from its checkpoint and skips the
+finished ones.
+
+The run folder ``DIR``: ``plan.json`` (the jobs, every config field); ``results/<job>.json``
+(``completed`` with test perplexity, ``diverged`` with the error, or ``unfinished`` with
+the epochs so far); ``results/table.json`` (one row per job, the budget, the wall time);
+``runs/<job>/`` or ``runs/group-.../`` (checkpoints, ``metrics.jsonl``); ``jobs/``
+(submitit's logs).  :func:`archive_run` packs the small files, never a checkpoint.
+
+submitit is imported only where a call is handed to it (:func:`submit`): training in this
+process, as Chapter 8's full mode does on Colab, needs nothing beyond the base
+dependencies.  :meth:`TableRun.checkpoint` is what ``submitit.helpers.Checkpointable``
+provides, written out so that the class needs no submitit at import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import tarfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stablernn_lib.core.io import atomic_write_json, provenance
+from stablernn_lib.core.runtime import refuse_paper_scale_on_cpu
+from stablernn_lib.tasks.fast_step import make_step
+from stablernn_lib.tasks.wikitext2.data import Corpus, load_wikitext2
+from stablernn_lib.tasks.wikitext2.train import CONFIGS, LMConfig, get_config
+
+FINAL_STATUSES = ("completed", "diverged")
+DEFAULT_RESERVE_S = 30.0  # a validation, the test evaluation and the archive at `full` on a GPU
+_VARIANT = re.compile(r"^(rnn|lstm)-(stable|unconstrained)(?:@([\w.-]+))?$")
+FULL_TABLE_CONFIG = "full"
+FULL_TABLE_VARIANTS = (
+    "rnn-unconstrained@full-rnn-lr2",
+    "rnn-stable@full-rnn-lr2",
+    "lstm-unconstrained",
+    "lstm-stable",
+)
+GOOGLE_DRIVE = Path("/content/drive/MyDrive")  # where Colab mounts the reader's Drive
+
+
+@dataclass(frozen=True)
+class Job:
+    """One model to train: cell, projection, config (its seed included)."""
+
+    cell: str
+    stable: bool
+    config: LMConfig
+
+    @property
+    def name(self) -> str:
+        variant = "stable" if self.stable else "unconstrained"
+        return f"{self.cell}-{variant}-{self.config.name}-seed{self.config.seed}"
+
+    def to_json(self) -> dict[str, Any]:
+        config = asdict(self.config)
+        return {"name": self.name, "cell": self.cell, "stable": self.stable, "config": config}
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Job:
+        config = LMConfig(**record["config"])
+        config = replace(config, adaptive_cutoffs=tuple(config.adaptive_cutoffs))
+        return cls(record["cell"], record["stable"], config)
+
+
+def make_jobs(
+    variants: list[str], config: str = "full", seeds: list[int] | None = None
+) -> list[Job]:
+    """The jobs of ``variants`` (``rnn-stable``, ``lstm-unconstrained@cpu``, ...) x ``seeds``
+    (None: each config's own seed)."""
+    jobs = []
+    for variant in variants:
+        match = _VARIANT.match(variant)
+        if match is None:
+            raise ValueError(
+                f"unknown variant {variant!r}; use <rnn|lstm>-<unconstrained|stable>, "
+                "optionally @<config>, e.g. rnn-unconstrained@full-rnn-lr2"
+            )
+        cell, kind, name = match.groups()
+        base = get_config(name or config)
+        for seed in seeds if seeds else [base.seed]:
+            jobs.append(Job(cell, kind == "stable", replace(base, seed=seed)))
+    names = [job.name for job in jobs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a job is listed twice: {sorted(names)}; list each variant once")
+    return jobs
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def final_result(out: Path, name: str) -> dict[str, Any] | None:
+    """The result of a finished job (completed or diverged), else None."""
+    result = read_json(Path(out) / "results" / f"{name}.json")
+    return result if result is not None and result.get("status") in FINAL_STATUSES else None
+
+
+def archive_run(out: str | Path, archive: str | Path) -> Path:
+    """Write ``plan.json``, ``results/`` and every ``runs/*/metrics.jsonl`` of a run folder
+    to the gzipped tar ``archive`` (atomically), under the folder's name; never the
+    checkpoints and weights (about 110 MB a model at `full`)."""
+    out, archive = Path(out), Path(archive)
+    members = [out / "plan.json", out / "results", *sorted(out.glob("runs/*/metrics.jsonl"))]
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(archive.name + ".partial")
+    with tarfile.open(partial, "w:gz") as tar:
+        for member in members:
+            if member.exists():
+                tar.add(member, arcname=str(member.relative_to(out.parent)))
+    os.replace(partial, archive)
+    return archive
+
+
+def _metrics(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    lines = path.read_text(encoding="utf8").splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines if line]
+
+
+def unfinished_record(job: Job, run_dir: Path, reason: str) -> dict[str, Any]:
+    """The record of a job the budget cut (or never reached): its epochs so far."""
+    return {
+        "task": "wikitext2",
+        "job": job.name,
+        "model": job.cell,
+        "stable": job.stable,
+        "status": "unfinished",
+        "reason": reason,
+        "config": asdict(job.config),
+        "seed": job.config.seed,
+        "epochs": _metrics(run_dir),
+        "provenance": provenance(None),
+    }
+
+
+@dataclass(frozen=True)
+class Training:
+    """How the jobs of a table train: device, step, projection, checkpoints."""
+
+    device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
+    step: str = "graph"
+    projection: str = "iterative"
+    tf32: bool = False
+    checkpoint_every: float | None = 120.0
+    progress: bool = False
+
+
+def group_folder(jobs: list[Job]) -> str:
+    """The run folder of a group: its members' names, hashed (the same set, the same folder)."""
+    digest = hashlib.sha256("\n".join(sorted(job.name for job in jobs)).encode()).hexdigest()
+    return f"group-{len(jobs)}-{digest[:10]}"
+
+
+def train_jobs(
+    jobs: list[Job], out: Path, corpus: Corpus, how: Training, stop_at: float | None
+) -> list[dict[str, Any]]:
+    """Train ``jobs`` of the folder ``out`` to their end or to ``stop_at`` (a
+    ``time.monotonic()`` deadline), resuming their checkpoint: one job alone in
+    ``runs/<job>``, several as one model group in ``runs/group-...`` (one checkpoint).
+    Writes and returns each job's ``results/<job>.json``: ``completed``, ``unfinished``
+    (its epochs so far) or ``diverged`` (a group stops when one member diverges; the
+    error says at which step, not which member)."""
+    from stablernn_lib.tasks.training import TrainingDivergedError
+    from stablernn_lib.tasks.wikitext2.group import train_language_models_together
+    from stablernn_lib.tasks.wikitext2.train import train_language_model
+
+    alone, start = len(jobs) == 1, time.monotonic()
+    run_dir = out / "runs" / (jobs[0].name if alone else group_folder(jobs))
+    loop = {
+        "corpus": corpus,
+        "device": how.device,
+        "step": make_step(how.step, how.tf32),
+        "projection": how.projection,
+        "resume": True,
+        "progress": how.progress,
+        "checkpoint_every": how.checkpoint_every,
+        "stop_at": stop_at,
+    }
+    try:
+        if alone:
+            job, published = jobs[0], run_dir / "published"
+            results = [
+                train_language_model(
+                    job.cell, job.stable, job.config, out_dir=run_dir, results_dir=published, **loop
+                )
+            ]
+        else:
+            runs = [(job.cell, job.stable, job.config) for job in jobs]
+            results = train_language_models_together(runs, run_dir, **loop)
+    except TrainingDivergedError as error:
+        results = [{"status": "diverged", "error": str(error)} for _ in jobs]
+    written = []
+    for job, result in zip(jobs, results, strict=True):
+        if result["status"] == "diverged":
+            result = {**unfinished_record(job, run_dir, ""), **result}
+            result.update(provenance=provenance(how.device))
+            del result["reason"]
+        elif result["status"] == "interrupted" and alone:
+            kept = ("provenance", "mean_step_ms", "step_implementation")
+            reason = "the budget (or a stop request) ended it during its training"
+            result = {**unfinished_record(job, run_dir, reason), **{k: result[k] for k in kept}}
+        elif result["status"] == "interrupted":
+            result = {**result, "status": "unfinished", "group": run_dir.name}
+            result["reason"] = "the budget (or a stop request) ended its group's training"
+        elif not alone:
+            result = {**result, "group": run_dir.name}
+        result = {**result, "job": job.name, "seconds_this_call": time.monotonic() - start}
+        atomic_write_json(out / "results" / f"{job.name}.json", result)
+        written.append(result)
+    return written
+
+
+def run_table(
+    jobs: list[Job],
+    out: str | Path,
+    *,
+    corpus: Corpus,
+    budget_s: float | None = None,
+    how: Training | None = None,
+    reserve_s: float = DEFAULT_RESERVE_S,
+    together: bool = False,
+    archive: str | Path | None = None,
+) -> dict[str, Any]:
+    """Train ``jobs`` in ``out`` inside ``budget_s`` seconds (None: no budget), one after the
+    other or, with ``together``, the unfinished ones as one model group; returns the
+    summary also written to ``results/table.json`` (and, with ``archive``, the archive
+    after every job).  Finished jobs are skipped and cut ones resume, so the same call
+    continues an earlier one."""
+    if budget_s is not None and budget_s <= reserve_s:
+        raise ValueError(
+            f"the budget ({budget_s} s) must exceed the reserve ({reserve_s} s) kept for the "
+            "validation, the test evaluation and the archive; raise --budget-s"
+        )
+    if not jobs:
+        raise ValueError("no jobs to run; give at least one variant")
+    how, out, start = how or Training(), Path(out), time.monotonic()
+    stop_at = None if budget_s is None else start + budget_s - reserve_s
+    planned = write_plan(out, jobs, budget_s=budget_s, **asdict(how))
+    pending = [job for job in jobs if final_result(out, job.name) is None]
+    grouped = together and len(pending) > 1
+    if grouped:
+        train_jobs(pending, out, corpus, how, stop_at)
+    for job in jobs:
+        left = not grouped and final_result(out, job.name) is None
+        if left and stop_at is not None and time.monotonic() >= stop_at:
+            reason = "the budget ended before it started"
+            record = unfinished_record(job, out / "runs" / job.name, reason)
+            atomic_write_json(out / "results" / f"{job.name}.json", record)
+        elif left:
+            train_jobs([job], out, corpus, how, stop_at)
+        rows = [_row(out, record) for record in planned]
+        summary = {
+            "rows": rows,
+            "planned_jobs": [record["name"] for record in planned],
+            "completed": sum(row["status"] == "completed" for row in rows),
+            "budget_s": budget_s,
+            "wall_seconds": time.monotonic() - start,
+            **asdict(how),
+            "provenance": provenance(how.device),
+        }
+        atomic_write_json(out / "results" / "table.json", summary)
+        if archive is not None:
+            archive_run(out, archive)
+    return summary
+
+
+def write_plan(out: Path, jobs: list[Job], **fields: Any) -> list[dict[str, Any]]:
+    """Add ``jobs`` to the plan of the run folder ``out`` (``plan.json``, with ``fields``:
+    the jobs of every call, so that status and table cover calls running side by side);
+    returns the plan's jobs."""
+    known = {
+        record["name"]: record for record in (read_json(out / "plan.json") or {"jobs": []})["jobs"]
+    }
+    known.update({job.name: job.to_json() for job in jobs})
+    plan = {"jobs": list(known.values()), **fields, "provenance": provenance(fields.get("device"))}
+    atomic_write_json(out / "plan.json", plan)
+    return plan["jobs"]
+
+
+def _row(out: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """A job's row of ``results/table.json``: its status (``pending`` without a result) and
+    how far it got."""
+    result = read_json(out / "results" / f"{record['name']}.json") or {"status": "pending"}
+    keys = ("status", "test_ppl", "best_val_ppl", "mean_step_ms", "step_implementation")
+    row = {"job": record["name"], **{key: result[key] for key in keys if key in result}}
+    done = len(result.get("epochs") or [])
+    return {**row, "epochs_done": done, "epochs": record["config"]["epochs"]}
+
+
+def time_steps(
+    jobs: list[Job], corpus: Corpus, how: Training, steps: int = 50, warmup: int = 5
+) -> tuple[float, Any]:
+    """Milliseconds of one training step of throwaway models of ``jobs`` (one job, or all
+    of them as one model group), timed by ``torch.utils.benchmark.Timer`` over ``steps``
+    steps after ``warmup`` (which include a graph capture); returns ``(ms, task)``, the
+    task with ``last_loss`` (of the last step) and ``steps_taken``."""
+    from torch.utils.benchmark import Timer
+
+    from stablernn_lib.tasks.wikitext2.group import ModelGroup
+    from stablernn_lib.tasks.wikitext2.train import LanguageModelTask, prepare_corpus
+
+    if steps < 1:
+        raise ValueError(f"the number of timed steps must be >= 1, got {steps}")
+    where = torch.device(how.device)
+    data = [prepare_corpus(job.config, corpus, None) for job in jobs]
+    tasks = [
+        LanguageModelTask(job.cell, job.stable, job.config, one, where, how.projection)
+        for job, one in zip(jobs, data, strict=True)
+    ]
+    task = tasks[0] if len(tasks) == 1 else ModelGroup(tasks)
+    runner = make_step(how.step, how.tf32)
+    state: dict[str, Any] = {"carried": None, "losses": []}
+
+    def one_step() -> None:
+        index = len(state["losses"]) % task.steps_per_epoch
+        loss, _, state["carried"] = runner.run(task, index, state["carried"], jobs[0].config.clip)
+        state["losses"].append(loss)
+
+    task.model.train()
+    for _ in range(warmup):
+        one_step()
+    timer = Timer("one_step()", globals={"one_step": one_step}, num_threads=torch.get_num_threads())
+    seconds = timer.timeit(steps).mean
+    task.last_loss = runner.values(state["losses"])[-1]
+    task.steps_taken = len(state["losses"])
+    task.step_description = runner.description
+    torch.backends.cuda.matmul.allow_tf32 = False  # a TF32 step must not leak into the next
+    return 1000 * seconds, task
+
+
+def estimate_table(
+    jobs: list[Job], corpus: Corpus, how: Training, estimate_steps: int = 50
+) -> dict[str, Any]:
+    """Per job: ``step_ms`` (:func:`time_steps`), ``steps_per_epoch`` and ``seconds`` =
+    epochs x (steps x step time + a validation pass) + the test pass, a pass taken as a
+    third of a step per window of validation data (forward only).  An extrapolation."""
+    rows = {}
+    for job in jobs:
+        step_ms, task = time_steps([job], corpus, how, steps=estimate_steps)
+        eval_s = task.valid_source.shape[0] / job.config.bptt * step_ms / 3000
+        rows[job.name] = {
+            "step_ms": step_ms,
+            "steps_per_epoch": task.steps_per_epoch,
+            "epochs": job.config.epochs,
+            "seconds": job.config.epochs * (task.steps_per_epoch * step_ms / 1000 + eval_s)
+            + eval_s,
+        }
+    return {"jobs": rows, "seconds": sum(row["seconds"] for row in rows.values())}
+
+
+def format_estimate(estimate: dict[str, Any], device_name: str) -> str:
+    """The estimate as lines a reader can act on (per job, then the table)."""
+    lines = [f"estimated on {device_name}:"]
+    for name, row in estimate["jobs"].items():
+        lines.append(
+            f"  {name:45s} {row['step_ms']:7.2f} ms/step x {row['steps_per_epoch']} steps "
+            f"x {row['epochs']} epochs ~ {row['seconds'] / 60:6.1f} min"
+        )
+    lines.append(f"  the whole table ~ {estimate['seconds'] / 60:.1f} min")
+    return "\n".join(lines)
+
+
+def group_pays_off(bench: dict[str, Any], seconds_left: float) -> bool:
+    """Whether to train a fast-step benchmark's jobs as one group: its step beats the jobs'
+    steps alone, summed, by 5%, and its whole run fits in 90% of ``seconds_left`` (a cut
+    group finishes no job at all)."""
+    group = bench.get("group")
+    if not group or not group.get("sum_of_alone_step_ms"):
+        return False
+    row = next(iter(bench["jobs"].values()))
+    run_s = group["group_step_ms"] * row["steps_per_epoch"] * row["epochs"] / 1000
+    faster = group["group_step_ms"] < 0.95 * group["sum_of_alone_step_ms"]
+    return faster and run_s < 0.9 * seconds_left
+
+
+def format_status(out: str | Path) -> str:
+    """One line per job of the plan in ``out``: its state and how far it got."""
+    out = Path(out)
+    plan = read_json(out / "plan.json")
+    if plan is None:
+        raise ValueError(f"{out} holds no plan.json; run or submit a table there first")
+    lines = []
+    for record in plan["jobs"]:
+        result = read_json(out / "results" / f"{record['name']}.json") or {}
+        epochs = result.get("epochs") or _metrics(out / "runs" / record["name"])
+        state = result.get("status", "pending")
+        detail = [f"epoch {len(epochs)}/{record['config']['epochs']}"]
+        if epochs:
+            detail.append(f"val ppl {epochs[-1]['val_ppl']:.1f}")
+        if "test_ppl" in result:
+            detail.append(f"best val {result['best_val_ppl']:.1f}, test {result['test_ppl']:.1f}")
+        if result.get("error"):
+            detail.append(result["error"].split(". ")[0])
+        lines.append(f"{record['name']:45s} {state:10s} {', '.join(detail)}")
+    return "\n".join(lines)
+
+
+@dataclass
+class TableRun:
+    """A picklable call of :func:`run_table`: what ``run`` calls here and submitit runs."""
+
+    records: list[dict[str, Any]]
+    out: str
+    how: Training = field(default_factory=Training)
+    corpus_folder: str | None = None
+    data_dir: str | None = None
+    budget_s: float | None = None
+    reserve_s: float = DEFAULT_RESERVE_S
+    together: bool = False
+    archive: str | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        corpus = load_corpus(self.corpus_folder, self.data_dir)
+        jobs = [Job.from_json(record) for record in self.records]
+        fields = ("budget_s", "how", "reserve_s", "together", "archive")
+        return run_table(jobs, self.out, corpus=corpus, **{k: getattr(self, k) for k in fields})
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """Called by submitit at a time limit or preemption: requeue this call (it resumes
+        from the checkpoints of its run folder)."""
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self, *args, **kwargs)
+
+
+def submit(
+    jobs: list[Job],
+    out: str | Path,
+    *,
+    cluster: str | None = "local",
+    timeout_min: int = 120,
+    partition: str | None = None,
+    **call: Any,
+) -> list[Any]:
+    """Hand the jobs of ``out`` that have no final result to a submitit executor; returns
+    the submitit jobs.  ``cluster``: ``"local"`` (one detached process for the whole
+    table), ``"slurm"`` (one job per model, one GPU each), ``"debug"`` (in this process),
+    None (Slurm when found, else local).  ``call``: the other fields of :class:`TableRun`."""
+    import submitit  # `python -m stablernn_lib paper-run` names the extra when it is missing
+
+    out = Path(out).resolve()
+    pending = [job for job in jobs if final_result(out, job.name) is None]
+    executor = submitit.AutoExecutor(folder=out / "jobs", cluster=cluster)
+    write_plan(out, jobs, scheduler=f"submitit ({executor.cluster})")
+    gpus = 1 if executor.cluster == "slurm" or torch.cuda.is_available() else 0
+    parameters: dict[str, Any] = {"timeout_min": timeout_min, "gpus_per_node": gpus}
+    if executor.cluster == "slurm":
+        parameters.update(cpus_per_task=4, slurm_signal_delay_s=120)
+        if partition is not None:
+            parameters["slurm_partition"] = partition
+    executor.update_parameters(name="stablernn-table", **parameters)
+    tables = [[job] for job in pending] if executor.cluster == "slurm" else [pending]
+    if executor.cluster == "slurm":  # the submitting machine may have no GPU; a job has one
+        call["how"] = replace(call.get("how") or Training(), device="cuda")
+    submitted = []
+    for table in tables if pending else []:
+        records = [job.to_json() for job in table]
+        submitted.append(executor.submit(TableRun(records, str(out), **call)))
+    return submitted
+
+
+def default_checkpoint_dir() -> Path:
+    """``stablernn-runs`` on the reader's Google Drive when it is mounted (Colab), else
+    ``data/runs/wikitext2/full-table`` here."""
+    if GOOGLE_DRIVE.is_dir():
+        return GOOGLE_DRIVE / "stablernn-runs"
+    from stablernn_lib.tasks.training import DATA_ROOT
+
+    return DATA_ROOT / "runs" / "wikitext2" / "full-table"
+
+
+def run_full_table_on_this_gpu(
+    checkpoint_dir: str | Path | None = None,
+    seeds: tuple[int, ...] = (1111,),
+    estimate_steps: int = 50,
+) -> dict[str, Any]:
+    """Train the WikiText-2 table at paper scale (``FULL_TABLE_VARIANTS`` of
+    ``FULL_TABLE_CONFIG`` x ``seeds``) on this machine's GPU, resumably, in this process.
+
+    First prints the estimated time of the models not finished yet
+    (:func:`estimate_table`, ``estimate_steps`` steps each); then trains them one after
+    the other, checkpointing every five minutes to ``checkpoint_dir`` (default
+    :func:`default_checkpoint_dir`: Google Drive when mounted, so that calling this again
+    after a disconnection resumes).  Returns the table summary.  To pause: the notebook's
+    stop button (the current step finishes and a checkpoint is written).
+    """
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir()
+    jobs = make_jobs(list(FULL_TABLE_VARIANTS), FULL_TABLE_CONFIG, list(seeds))
+    how = Training(checkpoint_every=300.0, progress=True)
+    name = torch.cuda.get_device_name() if how.device == "cuda" else "this CPU (no GPU found)"
+    corpus = load_wikitext2(None)
+    left = [job for job in jobs if final_result(folder, job.name) is None]
+    print(f"{len(jobs) - len(left)} of {len(jobs)} models already finished in {folder}")
+    if left:
+        print(format_estimate(estimate_table(left, corpus, how, estimate_steps), name))
+        print("training now; stop the cell to pause, run it again to resume", flush=True)
+    return run_table(jobs, folder, corpus=corpus, how=how)
+
+
+def _command(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if args.action == "status":
+        print(format_status(out))
+        return 0
+    jobs = make_jobs(args.variants, args.config, args.seeds)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    full = any(job.config.name.startswith("full") for job in jobs)
+    if args.action == "run" and device == "cpu" and args.device is None and full:
+        refuse_paper_scale_on_cpu("the full configs train paper-size models, hours on a CPU")
+    how = Training(device, args.step, args.projection, args.tf32)
+    budget = args.budget_s
+    if args.deadline_unix is not None:  # the caller's budget, partly spent: past its end,
+        # one second of training still writes the unfinished records and the archive
+        budget = max(args.deadline_unix - time.time(), args.reserve_s + 1)
+    together = args.together == "yes"
+    if args.together == "auto":
+        if args.bench_file is None:
+            raise ValueError("--together auto reads the fast-step benchmark: give --bench-file")
+        bench = read_json(Path(args.bench_file))
+        left = math.inf if budget is None else budget - args.reserve_s
+        together = bench is not None and group_pays_off(bench, left)
+    corpus_folder = args.corpus_folder and str(Path(args.corpus_folder).resolve())
+    records = [job.to_json() for job in jobs]
+    call = {"how": how, "corpus_folder": corpus_folder, "data_dir": args.data}
+    call.update(budget_s=budget, reserve_s=args.reserve_s, together=together, archive=args.archive)
+    if args.action == "submit":
+        where = {"cluster": args.cluster, "partition": args.partition}
+        submitted = submit(jobs, out, timeout_min=args.timeout_min, **where, **call)
+        print(f"submitted {len(submitted)} job(s): {[job.job_id for job in submitted]}")
+        return 0
+    print(f"table: {budget} s, {'as one group' if together else 'one job after another'}")
+    summary = TableRun(records, str(out), **call)()
+    print(format_status(out))
+    print(
+        f"table: {summary['completed']} of {len(jobs)} completed in {summary['wall_seconds']:.0f} s"
+    )
+    return 0
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, config: str, variants: list[str]) -> None:
+    """The arguments naming a table's jobs, their device, projection and corpus."""
+    parser.add_argument(
+        "--variants", nargs="+", default=variants, help="<rnn|lstm>-<kind>[@config]"
+    )
+    parser.add_argument("--config", choices=sorted(CONFIGS), default=config)
+    parser.add_argument("--seeds", nargs="+", type=int, default=None)
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
+    parser.add_argument("--projection", choices=["iterative", "exact"], default="iterative")
+    parser.add_argument("--data", default=None, help="WikiText-2 folder ($STABLERNN_DATA)")
+    parser.add_argument("--corpus-folder", default=None, help="train/valid/test.txt, unchecked")
+
+
+def load_corpus(corpus_folder: str | None, data_dir: str | None) -> Corpus:
+    """The ``train/valid/test.txt`` of ``corpus_folder`` (unchecked: tests and dry runs),
+    else WikiText-2 from ``data_dir`` / ``$STABLERNN_DATA`` / the download."""
+    return Corpus.from_folder(corpus_folder) if corpus_folder else load_wikitext2(data_dir)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """``python -m stablernn_lib paper-run run|submit|status --out DIR ...``."""
+    parser = subparsers.add_parser(
+        "paper-run",
+        help="train the WikiText-2 table: here within a budget, or through submitit",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("action", choices=["run", "submit", "status"])
+    parser.add_argument("--out", required=True, help="the run folder")
+    add_job_arguments(parser, "full", list(FULL_TABLE_VARIANTS))
+    parser.add_argument("--budget-s", type=float, default=None, help="wall seconds in all")
+    parser.add_argument("--deadline-unix", type=float, default=None, help="the budget's end")
+    parser.add_argument("--reserve-s", type=float, default=DEFAULT_RESERVE_S)
+    parser.add_argument("--step", choices=["plain", "eager", "graph", "compile"], default="graph")
+    parser.add_argument("--tf32", action="store_true", help="TF32 matrix products (CUDA)")
+    parser.add_argument("--together", choices=["yes", "no", "auto"], default="no")
+    parser.add_argument("--bench-file", default=None, help="--together auto: its benchmark")
+    parser.add_argument("--archive", default=None, help="the small files' .tgz, after each job")
+    parser.add_argument("--cluster", default="local", help="submit: local, slurm or debug")
+    parser.add_argument("--partition", default=None, help="submit: the Slurm partition")
+    parser.add_argument("--timeout-min", type=int, default=120, help="submit: a job's limit")
+    parser.set_defaults(func=_command)

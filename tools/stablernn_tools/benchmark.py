@@ -1,0 +1,555 @@
+"""Step times of the course's WikiText-2 models, timed by ``torch.utils.benchmark``.
+
+Every time is the median per call of :func:`seconds_per_call` (``Timer.blocked_autorange``:
+warm-up, blocks of calls, the device synchronised around each block).  The models have
+the sizes of one LM config and, except ``fast-step`` and ``lr-probe``, read random tokens
+distributed like word frequencies (``p(rank r) ~ 1/r``: an adaptive softmax's cost depends
+on how many targets are rare).  Each training step reads its loss on the host, as the
+training loop's divergence check does.  ``python -m stablernn_tools benchmark WHAT``:
+
+* ``overhead``: per cell, the stable step against the unconstrained one, the projection
+  alone, training and evaluation tokens/s, an epoch's time; Figure 2's batched gradient
+  profile against the per-pair one (``benchmark-<cpu|gpu>-<config>.json``);
+* ``ratios``: every constrained step of ``STEP_VARIANTS`` over its unconstrained twin
+  (``RATIOS``), and the projection of the stacked recurrent matrices ``(L, H, H)`` alone
+  per solver, ours against PyTorch's SVD (``benchmark-<config>-<cpu|gpu>-ratios.json``);
+* ``output-layer``: a plain softmax over the vocabulary against the adaptive softmax
+  (``benchmark-<cpu|gpu>-output-layer.json``);
+* ``fast-step``: per job, the plain step against each fast mode of
+  :mod:`~stablernn_lib.tasks.fast_step`, their ratio to the device's floor, all jobs as
+  one group (``benchmark-<config>-<cpu|gpu>-fast-step.json``);
+* ``lr-probe``: training perplexity of the first steps on WikiText-2 per learning rate
+  (``lr-probe-<config>.json``).
+
+The floor of a step (``fast-step``), with ``N`` = batch x bptt tokens, ``H`` hidden units,
+``V`` words, from the vendors' dense peaks (``DEVICE_PEAKS``)::
+
+    floor = max(6 N H V / peak FLOP/s,  16 N V bytes / bandwidth)
+
+(decoder forward and backward; the float32 logits written, read by the softmax, their
+gradient written and read).  The recurrence, latency-bound, is not in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.benchmark import Timer
+
+from stablernn_lib.core.contraction import project_spectral_ball, project_spectral_ball_by_eigh
+from stablernn_lib.core.io import atomic_write_json, provenance
+from stablernn_lib.tasks.table_runs import (
+    Job,
+    Training,
+    add_job_arguments,
+    load_corpus,
+    make_jobs,
+    time_steps,
+)
+from stablernn_lib.tasks.wikitext2 import benchmark_reports as reports
+from stablernn_lib.tasks.wikitext2.data import (
+    WIKITEXT2_TOKENS,
+    WIKITEXT2_VOCAB_SIZE,
+    Corpus,
+    batch_starts,
+    batchify,
+)
+from stablernn_lib.tasks.wikitext2.model import (
+    WordLanguageModel,
+    detach_state,
+    evaluate_loss,
+    project_spectral_balls_,
+    project_stable_,
+    rescale_authors_lstm_,
+)
+from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, LMConfig, build_model
+
+Constrain = Callable[[WordLanguageModel], None]
+
+
+@torch.no_grad()
+def _svd_per_layer_(model: WordLanguageModel) -> None:
+    """The RNN projection by one SVD per layer, where the weights live (PyTorch's kernel)."""
+    for layer in range(model.projected_layers):
+        weight = getattr(model.rnn, f"weight_hh_l{layer}")
+        weight.copy_(project_spectral_ball(weight, 1.0))
+
+
+# name -> (cell, the constraint after every step, projected layers: None = all)
+STEP_VARIANTS: dict[str, tuple[str, Constrain | None, int | None]] = {
+    "rnn-unconstrained": ("rnn", None, None),
+    "rnn-stable": ("rnn", project_stable_, None),
+    "rnn-stable-svd-on-device": ("rnn", _svd_per_layer_, None),
+    "lstm-unconstrained": ("lstm", None, None),
+    "lstm-authors": ("lstm", rescale_authors_lstm_, None),
+    "lstm-authors-first-layer": ("lstm", rescale_authors_lstm_, 1),
+    "lstm-course": ("lstm", project_stable_, None),
+}
+TWIN = {name: f"{cell}-unconstrained" for name, (cell, _, _) in STEP_VARIANTS.items()}
+# ratio name -> (a constrained variant, its unconstrained twin)
+RATIOS = {f"{v} / {TWIN[v]}": (v, TWIN[v]) for v in STEP_VARIANTS if v != TWIN[v]}
+TARGET_RATIO = 1.3  # a constrained step on a GPU at most 1.3 x its unconstrained twin's
+# name fragment -> (FP32 FLOP/s, TF32 tensor FLOP/s, bytes/s): vendors' datasheets, dense,
+# SXM parts where there are several.
+DEVICE_PEAKS: dict[str, tuple[float, float, float]] = {
+    "H200": (67e12, 495e12, 4.8e12),
+    "H100": (67e12, 495e12, 3.35e12),
+    "A100": (19.5e12, 156e12, 2.0e12),
+    "L4": (30.3e12, 120e12, 0.3e12),
+    "T4": (8.1e12, 8.1e12, 0.32e12),  # no TF32: its float32 products run at FP32 rate
+}
+
+
+def seconds_per_call(function: Callable[[], Any], min_run_time: float) -> float:
+    """The median seconds of one call of ``function`` (``Timer.blocked_autorange``, at this
+    process's thread count)."""
+    timer = Timer("f()", globals={"f": function}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+def _setup(
+    config: str, device: str | None, vocab: int | None = None
+) -> tuple[LMConfig, torch.device, int, torch.Tensor]:
+    """The LM config (``vocab`` words: default its own), the device (default: CUDA if
+    present), the vocabulary and a ``(bptt + 1, batch)`` window of Zipf tokens."""
+    lm = CONFIGS[config]
+    where = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    vocab = vocab or lm.vocab_size or WIKITEXT2_VOCAB_SIZE
+    zipf = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(0)
+    count = (lm.bptt + 1) * lm.batch_size
+    tokens = torch.multinomial(zipf, count, True, generator=generator)
+    return lm, where, vocab, tokens.view(lm.bptt + 1, lm.batch_size).to(where)
+
+
+def sgd_step(
+    model: WordLanguageModel, lm: LMConfig, constrain: Constrain | None
+) -> Callable[[torch.Tensor], float]:
+    """``step(window)``: one SGD step on a ``(L + 1, batch)`` window of tokens (inputs and
+    the targets one row later; the loss read on the host), then ``constrain(model)``."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lm.lr)
+    carried: list[Any] = [None]
+
+    def step(window: torch.Tensor) -> float:
+        optimizer.zero_grad(set_to_none=True)
+        outputs, carried[0] = model.recur(model.embed(window[:-1]), detach_state(carried[0]))
+        loss = model.token_nll(outputs, window[1:]).mean()
+        value = loss.item()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), lm.clip)
+        optimizer.step()
+        if constrain is not None:
+            constrain(model)
+        return value
+
+    return step
+
+
+def step_seconds(
+    model: WordLanguageModel,
+    lm: LMConfig,
+    constrain: Constrain | None,
+    window: torch.Tensor,
+    min_run_time: float,
+) -> float:
+    """The median seconds of one :func:`sgd_step` on ``window``."""
+    step = sgd_step(model, lm, constrain)
+    return seconds_per_call(lambda: step(window), min_run_time)
+
+
+def _record(config: str, where: torch.device, min_run_time: float, **fields: Any) -> dict[str, Any]:
+    """A result: what was measured where, then ``fields``."""
+    return {
+        "config": config,
+        "device_type": where.type,
+        "threads": torch.get_num_threads(),
+        "min_run_time": min_run_time,
+        "provenance": provenance(where),
+        **fields,
+    }
+
+
+def _variant(name: str, lm: LMConfig, vocab: int, device: torch.device) -> WordLanguageModel:
+    """The variant's model (same seed, same initial weights), constrained once at the start."""
+    cell, constrain, layers = STEP_VARIANTS[name]
+    model = build_model(cell, False, replace(lm, projected_layers=layers), vocab).to(device)
+    if constrain is not None:
+        constrain(model)
+    return model.train()
+
+
+def step_ratios(
+    config: str = "cpu", device: str | None = None, min_run_time: float = 1.0
+) -> dict[str, Any]:
+    """The step of every ``STEP_VARIANTS`` entry, the ``RATIOS`` and the solvers alone."""
+    lm, where, vocab, tokens = _setup(config, device)
+    load = os.getloadavg()[0]  # other work on the machine: the timings are noisier under load
+    seconds = {
+        name: step_seconds(_variant(name, lm, vocab, where), lm, constrain, tokens, min_run_time)
+        for name, (_, constrain, _) in STEP_VARIANTS.items()
+    }
+    shape = (lm.num_layers, lm.hidden_size, lm.hidden_size)
+    host = 1.2 * torch.randn(shape, generator=torch.Generator().manual_seed(1)) / shape[1] ** 0.5
+    weights, on_device = list(host.to(where).clone()), host.to(where)
+    solvers: dict[str, Callable[[], Any]] = {
+        "host_eigh_float32": lambda: project_spectral_ball_by_eigh(host, 1.0, host.dtype),
+        "host_eigh_float64": lambda: project_spectral_ball_by_eigh(host, 1.0),
+        "host_svd_float32": lambda: project_spectral_ball(host, 1.0),
+        "fast_path": lambda: project_spectral_balls_(weights),
+    }
+    if where.type == "cuda":
+        solvers["device_svd_float32"] = lambda: project_spectral_ball(on_device, 1.0)
+    sizes = ("hidden_size", "num_layers", "output", "batch_size", "bptt")
+    return _record(
+        config,
+        where,
+        min_run_time,
+        load_average_before=load,
+        model={key: getattr(lm, key) for key in sizes} | {"vocab_size": vocab},
+        step_seconds=seconds,
+        ratios={name: seconds[a] / seconds[b] for name, (a, b) in RATIOS.items()},
+        target_ratio_on_gpu=TARGET_RATIO,
+        solver_seconds={k: seconds_per_call(f, min_run_time) for k, f in solvers.items()},
+    )
+
+
+def overhead(
+    config: str = "smoke",
+    device: str | None = None,
+    min_run_time: float = 1.0,
+    figure2_distance: int = 8,
+) -> dict[str, Any]:
+    """Per cell, the stable step (``rnn-stable``, ``lstm-course``) against the unconstrained
+    one, the projection alone, tokens/s and epoch times; Figure 2's two methods."""
+    from stablernn_lib.tasks.wikitext2.analysis import (  # matplotlib: not on the fast-step path
+        gradient_by_distance,
+        gradient_by_distance_naive,
+    )
+
+    lm, where, vocab, tokens = _setup(config, device)
+    steps_per_epoch = len(
+        batch_starts((lm.train_tokens or WIKITEXT2_TOKENS["train"]) // lm.batch_size, lm.bptt)
+    )
+    generator = torch.Generator().manual_seed(0)
+    models: dict[str, Any] = {}
+    for cell, stable in (("rnn", "rnn-stable"), ("lstm", "lstm-course")):
+        plain_model = _variant(f"{cell}-unconstrained", lm, vocab, where)
+        stable_model = _variant(stable, lm, vocab, where)
+        plain = step_seconds(plain_model, lm, None, tokens, min_run_time)
+        constrained = step_seconds(stable_model, lm, project_stable_, tokens, min_run_time)
+        alone = seconds_per_call(lambda m=stable_model: project_stable_(m), min_run_time)
+        evaluation = batchify(
+            torch.randint(vocab, (lm.eval_batch_size * 20 * lm.bptt,), generator=generator),
+            lm.eval_batch_size,
+        ).to(where)
+        eval_s = seconds_per_call(
+            lambda m=plain_model, e=evaluation: evaluate_loss(m, e, lm.bptt), min_run_time
+        )
+        per_step = lm.bptt * lm.batch_size
+        models[cell] = {
+            "step_seconds_unconstrained": plain,
+            "step_seconds_stable": constrained,
+            "projection_seconds": alone,
+            "stable_overhead": constrained / plain - 1,
+            "projection_overhead": alone / plain,
+            "train_tokens_per_second": per_step / plain,
+            "train_tokens_per_second_stable": per_step / constrained,
+            "epoch_seconds_unconstrained": steps_per_epoch * plain,
+            "epoch_seconds_stable": steps_per_epoch * constrained,
+            "eval_tokens_per_second": (evaluation.shape[0] - 1) * lm.eval_batch_size / eval_s,
+        }
+    model = build_model("lstm", False, lm, vocab).to(where).eval()
+    source = batchify(
+        torch.randint(vocab, ((figure2_distance + 2) * lm.eval_batch_size,), generator=generator),
+        lm.eval_batch_size,
+    ).to(where)
+    profiles = {}
+    for name, method in (("fast", gradient_by_distance), ("naive", gradient_by_distance_naive)):
+        profiles[name] = method(model, source, figure2_distance, max_windows=1)
+        profiles[f"{name}_seconds"] = seconds_per_call(
+            lambda f=method: f(model, source, figure2_distance, max_windows=1), min_run_time
+        )
+    pairs = zip(profiles["fast"]["mean_norm"], profiles["naive"]["mean_norm"], strict=True)
+    return _record(
+        config,
+        where,
+        min_run_time,
+        vocab_size=vocab,
+        batch_size=lm.batch_size,
+        bptt=lm.bptt,
+        steps_per_epoch=steps_per_epoch,
+        epochs=lm.epochs,
+        models=models,
+        figure2={
+            "max_distance": figure2_distance,
+            "pairs": int(sum(profiles["fast"]["count"])),
+            "fast_seconds": profiles["fast_seconds"],
+            "naive_seconds": profiles["naive_seconds"],
+            "speedup": profiles["naive_seconds"] / profiles["fast_seconds"],
+            "max_relative_difference": max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs),
+        },
+    )
+
+
+def output_layer(
+    config: str = "cpu", device: str | None = None, min_run_time: float = 1.0
+) -> dict[str, Any]:
+    """The unconstrained step with a plain softmax over all 33,278 words against the
+    adaptive softmax of the config, RNN and LSTM."""
+    lm, where, _, tokens = _setup(config, device, WIKITEXT2_VOCAB_SIZE)
+    seconds: dict[str, dict[str, float]] = {"softmax": {}, "adaptive": {}}
+    for output, cells in seconds.items():
+        for cell in ("rnn", "lstm"):
+            model = build_model(cell, False, replace(lm, output=output), WIKITEXT2_VOCAB_SIZE)
+            cells[cell] = step_seconds(model.to(where).train(), lm, None, tokens, min_run_time)
+    return _record(
+        config,
+        where,
+        min_run_time,
+        vocab_size=WIKITEXT2_VOCAB_SIZE,
+        **{k: getattr(lm, k) for k in ("hidden_size", "num_layers", "batch_size", "bptt")},
+        adaptive_cutoffs=list(lm.adaptive_cutoffs),
+        adaptive_div_value=lm.adaptive_div_value,
+        targets="Zipf-distributed token ids, p(rank r) proportional to 1/r",
+        step_seconds=seconds,
+        speedup={c: seconds["softmax"][c] / seconds["adaptive"][c] for c in ("rnn", "lstm")},
+    )
+
+
+def step_floor(
+    tokens: int, hidden: int, vocab: int, device_name: str, tf32: bool
+) -> dict[str, Any]:
+    """The floor of a step on a device (see the module's text); None parts when unknown."""
+    flops, moved = 6.0 * tokens * hidden * vocab, 4 * 4.0 * tokens * vocab
+    peaks = next((p for key, p in DEVICE_PEAKS.items() if key in device_name), None)
+    if peaks is None:
+        return {"flops": flops, "bytes": moved, "compute_ms": None, "memory_ms": None}
+    compute, memory = 1000 * flops / (peaks[1] if tf32 else peaks[0]), 1000 * moved / peaks[2]
+    floor = max(compute, memory)
+    return {
+        "flops": flops,
+        "bytes": moved,
+        "compute_ms": compute,
+        "memory_ms": memory,
+        "floor_ms": floor,
+    }
+
+
+def fast_step(
+    jobs: list[Job],
+    corpus: Corpus,
+    *,
+    device: str,
+    modes: tuple[str, ...],
+    projection: str = "iterative",
+    tf32: bool = False,
+    steps: int = 50,
+    group_mode: str | None = None,
+) -> dict[str, Any]:
+    """Per job: ms per step of each mode (``plain`` on the exact projection, the fast modes
+    on ``projection``, with TF32 when ``tf32``), the speed-up over plain, the ratio to the
+    floor, the loss of the last step, a stable step over its unconstrained twin's; with
+    ``tf32`` the first fast mode once more in FP32 (``tf32_vs_fp32``: the relative
+    difference of the loss after the same steps); with ``group_mode``, all jobs as one
+    group in that mode beside the sum of their steps alone."""
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    fast = [mode for mode in modes if mode != "plain"]
+    rows: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        row: dict[str, Any] = {"step_ms": {}, "last_loss": {}, "step_implementation": {}}
+        for mode in modes:
+            exact = "exact" if mode == "plain" else projection
+            how = Training(device, mode, exact, tf32 and mode != "plain")
+            row["step_ms"][mode], task = time_steps([job], corpus, how, steps)
+            row["last_loss"][mode] = task.last_loss
+            row["step_implementation"][mode] = task.step_description
+        if tf32 and fast:
+            _, fp32 = time_steps([job], corpus, Training(device, fast[0], projection), steps)
+            loss = row["last_loss"][fast[0]]
+            row["tf32_vs_fp32"] = {
+                "mode": fast[0],
+                "after_steps": fp32.steps_taken,
+                "loss_fp32": fp32.last_loss,
+                "loss_tf32": loss,
+                "relative_difference": abs(loss - fp32.last_loss) / abs(fp32.last_loss),
+            }
+        row.update(steps_per_epoch=task.steps_per_epoch, epochs=job.config.epochs)
+        tokens = job.config.batch_size * job.config.bptt
+        row["floor"] = step_floor(tokens, job.config.hidden_size, task.vocab_size, name, tf32)
+        plain, floor = row["step_ms"].get("plain"), row["floor"].get("floor_ms")
+        if plain is not None and fast:
+            row["speedup_over_plain"] = {mode: plain / row["step_ms"][mode] for mode in fast}
+        if floor:
+            row["ratio_to_floor"] = {mode: ms / floor for mode, ms in row["step_ms"].items()}
+        rows[job.name] = row
+    for job_name, row in rows.items():  # a stable step against its unconstrained twin's
+        twin = rows.get(job_name.replace("-stable-", "-unconstrained-", 1))
+        if "-stable-" in job_name and twin is not None:
+            row["over_unconstrained"] = {
+                m: ms / twin["step_ms"][m] for m, ms in row["step_ms"].items()
+            }
+    group = None
+    if group_mode is not None and len(jobs) > 1:
+        ms, task = time_steps(jobs, corpus, Training(device, group_mode, projection, tf32), steps)
+        alone = [rows[job.name]["step_ms"].get(group_mode) for job in jobs]
+        group = {
+            "mode": group_mode,
+            "step_implementation": task.step_description,
+            "members": [job.name for job in jobs],
+            "group_step_ms": ms,
+            "sum_of_alone_step_ms": None if None in alone else sum(alone),
+        }
+    return {
+        "device_name": name,
+        "corpus": getattr(corpus, "source", None),
+        "modes": list(modes),
+        "group": group,
+        "projection": projection,
+        "tf32": tf32,
+        "steps": steps,
+        "threads": torch.get_num_threads(),
+        "load_average_before": load,
+        "jobs": rows,
+        "provenance": provenance(device),
+    }
+
+
+def format_fast_step(result: dict[str, Any]) -> str:
+    """One line per job: ms per step of each mode, speed-up, ratio to the floor."""
+    lines = [f"step times on {result['device_name']} (ms):"]
+    for name, row in result["jobs"].items():
+        parts = [", ".join(f"{mode} {ms:.2f}" for mode, ms in row["step_ms"].items())]
+        for key, label, unit in (
+            ("speedup_over_plain", "speed-up", ".2f"),
+            ("ratio_to_floor", "/ floor", ".1f"),
+        ):
+            if key in row:
+                parts.append(
+                    label + " " + ", ".join(f"{m} {v:{unit}}x" for m, v in row[key].items())
+                )
+        lines.append(f"  {name:45s} {' '.join(parts)}")
+    group = result.get("group")
+    if group:
+        alone = group["sum_of_alone_step_ms"] or math.nan
+        lines.append(
+            f"  all {len(group['members'])} as one group ({group['mode']}): "
+            f"{group['group_step_ms']:.2f} ms a step; alone, summed: {alone:.2f} ms"
+        )
+    return "\n".join(lines)
+
+
+LR_PROBE_TRIALS = (("rnn", 20.0), ("rnn", 10.0), ("rnn", 5.0), ("lstm", 20.0), ("lstm", 5.0))
+
+
+def learning_rate_probe(
+    config: str = "cpu",
+    steps: int = 300,
+    every: int = 50,
+    data_dir: str | None = None,
+    output: str | None = None,
+) -> dict[str, Any]:
+    """Training perplexity of each block of ``every`` of the first ``steps`` SGD steps on
+    WikiText-2, per (cell, lr) of ``LR_PROBE_TRIALS``: unconstrained models of the config
+    (``output`` replacing its output layer)."""
+    from stablernn_lib.tasks.wikitext2.train import prepare_corpus
+
+    lm = replace(CONFIGS[config], output=output or CONFIGS[config].output)
+    data = prepare_corpus(lm, None, data_dir)
+    source = batchify(data.train, lm.batch_size)
+    trials = []
+    for cell, lr in LR_PROBE_TRIALS:
+        model = build_model(cell, False, replace(lm, lr=lr), data.vocab_size).train()
+        step = sgd_step(model, replace(lm, lr=lr), None)
+        starts = batch_starts(source.shape[0], lm.bptt)[:steps]
+        losses = [step(source[start : start + lm.bptt + 1]) for start in starts]
+        blocks = [losses[i : i + every] for i in range(0, len(losses), every)]
+        trials.append(
+            {"cell": cell, "lr": lr, "block_ppl": [math.exp(sum(b) / len(b)) for b in blocks]}
+        )
+    cpu = torch.device("cpu")
+    return _record(config, cpu, 0.0, steps=steps, every=every, output=lm.output, trials=trials)
+
+
+# what -> (its result file, the lines it prints)
+FILES: dict[str, tuple[str, Callable[[dict[str, Any]], str] | None]] = {
+    "overhead": ("benchmark-{kind}-{config}.json", reports.format_benchmark),
+    "ratios": ("benchmark-{config}-{kind}-ratios.json", reports.format_step_ratios),
+    "output-layer": ("benchmark-{kind}-output-layer.json", reports.format_output_layer),
+    "fast-step": ("benchmark-{config}-{kind}-fast-step.json", None),
+    "lr-probe": ("lr-probe-{config}{output}.json", None),
+}
+
+
+def _command(args: argparse.Namespace) -> int:
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    name, show = FILES[args.what]
+    output = f"-{args.output}" if args.output else ""
+    path = Path(args.out or RESULTS_DIR) / name.format(
+        kind="cpu" if device == "cpu" else "gpu", config=args.config, output=output
+    )
+    if args.what == "fast-step":
+        jobs = make_jobs(args.variants, args.config, args.seeds)
+        corpus = load_corpus(args.corpus_folder, args.data)
+        common = {"device": device, "projection": args.projection, "steps": args.steps}
+        result = fast_step(
+            jobs, corpus, modes=tuple(args.modes), group_mode=args.group_mode, **common
+        )
+        show, fast = format_fast_step, [mode for mode in args.modes if mode != "plain"]
+        if args.tf32_check and fast:
+            tf32 = fast_step(jobs, corpus, modes=(fast[-1],), tf32=True, **common)
+            print(format_fast_step(tf32))
+            atomic_write_json(path.parent / "tf32" / path.name, tf32)
+    elif args.what == "lr-probe":
+        result = learning_rate_probe(args.config, data_dir=args.data, output=args.output)
+    else:
+        measure = {"overhead": overhead, "ratios": step_ratios, "output-layer": output_layer}
+        result = measure[args.what](args.config, device, args.min_run_time)
+    if show is not None:
+        print(show(result))
+    print(f"written to {atomic_write_json(path, result)}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """``benchmark overhead|ratios|output-layer|fast-step|lr-probe --config NAME ...``."""
+    parser = subparsers.add_parser(
+        "benchmark",
+        help="step times and ratios of the WikiText-2 models (torch.utils.benchmark)",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument(
+        "what", choices=["overhead", "ratios", "output-layer", "fast-step", "lr-probe"]
+    )
+    parser.add_argument("--out", default=None, help="the results folder (data/results/wikitext2)")
+    parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
+    parser.add_argument("--output", default=None, help="lr-probe: this output layer instead")
+    add_job_arguments(
+        parser, "smoke", ["rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable"]
+    )
+    fast = parser.add_argument_group("fast-step")
+    fast.add_argument("--modes", nargs="+", default=["plain", "graph"], help="steps to time")
+    fast.add_argument("--group-mode", default=None, help="also all jobs as one group, this mode")
+    fast.add_argument("--steps", type=int, default=50, help="timed steps per mode")
+    fast.add_argument("--tf32-check", action="store_true", help="the last fast mode in TF32 too")
+    parser.set_defaults(func=_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m stablernn_tools.benchmark WHAT ...``: this command alone."""
+    parser = argparse.ArgumentParser(prog="python -m stablernn_tools.benchmark")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["benchmark", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
