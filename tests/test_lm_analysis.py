@@ -29,6 +29,7 @@ from stablernn_lib.tasks.wikitext2.data import (
     batchify,
     write_synthetic_corpus,
 )
+from stablernn_lib.tasks.wikitext2.model import WordLanguageModel, project_stable_
 from stablernn_lib.tasks.wikitext2.results import (
     epochs_table,
     load_full_results,
@@ -36,7 +37,6 @@ from stablernn_lib.tasks.wikitext2.results import (
     table_by_scale,
     time_budget_table,
 )
-from stablernn_lib.tasks.wikitext2.model import WordLanguageModel, project_stable_
 from stablernn_lib.tasks.wikitext2.train import CONFIGS
 
 
