@@ -547,7 +547,9 @@ def test_chapter9_is_a_lesson_and_the_evidence_is_on_its_companion_page() -> Non
         "early_stop_table(full)",
         "measurements_table(",
     ]
-    calls += [f'results.run_commands("{config}")' for config in ("authors", "adam-tcn", "full", "adam")]
+    calls += [
+        f'results.run_commands("{config}")' for config in ("authors", "adam-tcn", "full", "adam")
+    ]
     for call in calls:
         assert call in code, call
     toc = (ROOT / "_toc.yml").read_text(encoding="utf8")

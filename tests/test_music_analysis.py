@@ -202,7 +202,7 @@ def test_baseline_comparison_needs_the_seeds_and_the_margin():
     assert mr.baseline_comparison(five, 11.0) == "-9.1%: beats it"
     close = mr.seed_summary(_runs(m=[10.7] * 5)["m"])  # 2.7% below: within the 5% margin
     assert mr.baseline_comparison(close, 11.0).endswith("no better than the baseline")
-    assert mr.uses_memory(one, 11.0) and not mr.uses_memory(close, 11.0)
+    assert mr.memory_reading("m", {"m": {"seed": 1, "test_nll": 10.0}}, 11.0) == "beats it"
 
 
 def test_seeds_table_reads_every_seed_folder(tmp_path):

@@ -45,9 +45,6 @@ LABELS = {
     "lstm-stable": "LSTM, stable",
     "lstm-authors-bug": "LSTM, authors' bug (no recurrence)",
 }
-# A measurement reads one trained model (the config's own seed), not the seeds the criteria
-# ask of a comparison: its verdict is indicative.
-ONE_MODEL = "one model, seed 1111: indicative"
 BASELINE_LABEL = "no memory: each key on at its training frequency"
 # The configs whose setting is the authors' (their architecture, without the input layer, and
 # their SGD schedule, with the departures listed in Chapter 9): their tables carry the paper's
@@ -140,21 +137,11 @@ def baseline_comparison(summary: criteria.SeedSummary, baseline: float) -> str:
     return f"{gap}: {'beats it' if beats else 'no better than the baseline'}"
 
 
-def uses_memory(summary: criteria.SeedSummary, baseline: float) -> bool:
-    """Whether the mean NLL is below the baseline by the margin of ``beats_baseline`` (the
-    measured fact, whatever the number of seeds)."""
-    return criteria.beats_baseline(summary, baseline)
-
-
 def _baseline_row(baseline: float, header: str) -> str:
     """A table row for the baseline under ``header`` (a markdown table's first line): its
     NLL in the first column after the label, the other columns empty."""
     columns = header.count("|") - 1
     return f"| {BASELINE_LABEL} | {baseline:.2f} |" + " |" * (columns - 2)
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min"
 
 
 def results_table(
@@ -181,7 +168,7 @@ def results_table(
             versus = baseline_comparison(seed_summary(by_seed({name: result})[name]), baseline)
             ran = str(len(result["epochs"]))
             best = str(result["best_epoch"])
-            wall = _minutes(result["wall_seconds"])
+            wall = f"{result['wall_seconds'] / 60:.0f} min"
         else:
             ours, versus, ran, best, wall = "not yet run", "", "", "", ""
         row = f"| {LABELS[name]} | {ours} | {versus} | {ran} | {best} | {wall} |"
@@ -698,7 +685,7 @@ def memory_reading(name: str, results: dict[str, dict[str, Any]], baseline: floa
     if run is None or "test_nll" not in run:
         return ""
     summary = seed_summary(by_seed({name: run})[name])
-    if uses_memory(summary, baseline):
+    if criteria.beats_baseline(summary, baseline):
         return "beats it"
     if not criteria.enough_seeds("jsb", summary):
         return f"not below it by the margin ({criteria.seeds_label(summary.n)}: indicative)"
