@@ -19,7 +19,7 @@ def chapter8_prose() -> str:
 
 
 def chapter8_numbers() -> dict:
-    """Every number the two pages glue (``lesson_numbers.chapter8_numbers``)."""
-    from stablernn_lib.tasks.wikitext2.lesson_numbers import chapter8_numbers as numbers
+    """Every number the two pages glue (``results.chapter8_numbers``)."""
+    from stablernn_lib.tasks.wikitext2.results import chapter8_numbers as numbers
 
     return numbers()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from chapter8_text import chapter8_numbers, chapter8_prose
 
-from stablernn_lib.tasks.wikitext2 import convergence
-from stablernn_lib.tasks.wikitext2.findings import load_seed_results
+from stablernn_lib.tasks.wikitext2 import results
+from stablernn_lib.tasks.wikitext2.results import PAIR, load_seed_results
 
 
 def _run(val_ppl: list[float], rates: list[float], test_ppl: float, stop: float | None = None):
@@ -36,54 +36,22 @@ STABLE = _run([330, 260, 240, 230, 231, 225], [5, 5, 5, 5, 5, 1.25], 210.0)
 
 
 def test_best_epoch_is_the_first_lowest_validation_loss() -> None:
-    assert convergence.best_epoch(FREE) == 6
-    assert convergence.best_epoch(_run([3, 2, 2, 5], [1, 1, 1, 1], 1.0)) == 2
+    assert results.best_epoch(FREE) == 6
+    assert results.best_epoch(_run([3, 2, 2, 5], [1, 1, 1, 1], 1.0)) == 2
 
 
 def test_cuts_count_the_rate_changes_between_trained_epochs() -> None:
-    assert convergence.learning_rate_cuts(FREE) == 1
-    assert convergence.learning_rate_cuts(_run([3, 2], [1, 1], 1.0)) == 0
+    assert results.learning_rate_cuts(FREE) == 1
+    assert results.learning_rate_cuts(_run([3, 2], [1, 1], 1.0)) == 0
 
 
-def test_extent_says_why_a_run_ended_and_counts_the_cut_before_an_early_stop() -> None:
-    extent = convergence.run_extent(FREE)
-    assert (extent.epochs, extent.planned, extent.cuts) == (7, 40, 2)
-    assert extent.final_lr == 0.3125 and extent.stop_below == 0.5
-    assert (extent.best_val_ppl, extent.best_epoch, extent.test_ppl) == (148.0, 6, 140.0)
-    extent = convergence.run_extent(STABLE)
-    assert (extent.cuts, extent.final_lr, extent.stop_below) == (1, 1.25, None)
-
-
-def test_gaps_at_convergence_after_six_epochs_and_at_equal_epochs() -> None:
-    from stablernn_lib.tasks.wikitext2.partial_runs import equal_epoch_gaps
-
-    short = load_seed_results("cpu")
-    free6, stable6 = (short[name] for name in convergence.PAIR)
-    gap_same = stable6[1111]["test_ppl"] / free6[1111]["test_ppl"] - 1
-    mean = [sum(r["test_ppl"] for r in runs.values()) / len(runs) for runs in (free6, stable6)]
+def test_gaps_at_equal_epochs_before_a_cut_and_at_the_last_common_epoch() -> None:
     runs = {"lstm-unconstrained": FREE, "lstm-stable": STABLE}
-    gap = convergence.converged_gap(runs)
-    assert gap.converged == pytest.approx(50.0)
-    assert gap.same_seed_short == pytest.approx(100 * gap_same)
-    assert gap.mean_short == pytest.approx(100 * (mean[1] / mean[0] - 1))
     # epoch 5 is the last before either cut; epoch 6 the last both ran (stable's last)
-    equal = equal_epoch_gaps(runs)["lstm"]
+    equal = results.equal_epoch_gaps(runs)["lstm"]
     assert equal["uncut"]["epoch"] == 5 and equal["uncut"]["gap"] == pytest.approx(231 / 151 - 1)
     assert equal["last"]["epoch"] == 6 and equal["last"]["gap"] == pytest.approx(225 / 148 - 1)
-    assert convergence.converged_gap({"lstm-stable": STABLE}) is None
-
-
-@pytest.mark.parametrize("name", convergence.PAIR)
-def test_a_converged_model_is_read_against_the_six_epoch_seeds(name: str) -> None:
-    six = load_seed_results("cpu")[name]
-    values = [run["test_ppl"] for run in six.values()]
-    mean = sum(values) / len(values)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    far = convergence.against_short(name, {**FREE, "test_ppl": mean - 5 * sd - 0.5})
-    assert far.readable and far.limit == pytest.approx(5 * sd)
-    assert far.same_seed == six[1111]["test_ppl"] and far.change == pytest.approx(-5 * sd - 0.5)
-    near = convergence.against_short(name, {**FREE, "test_ppl": mean + 5 * sd - 0.5})
-    assert not near.readable
+    assert results.equal_epoch_gaps({"lstm-stable": STABLE}) == {}
 
 
 def test_first_epochs_agreement_is_the_largest_relative_difference() -> None:
@@ -91,11 +59,11 @@ def test_first_epochs_agreement_is_the_largest_relative_difference() -> None:
     moved = [{**row, "val_ppl": row["val_ppl"] * (1.002 if row["epoch"] == 3 else 1.0)}
              for row in six]  # fmt: skip
     run = {"epochs": [*moved, {"epoch": 7, "val_ppl": 1.0}]}  # epoch 7 has no 6-epoch twin
-    assert convergence.first_epochs_agreement("lstm-stable", run) == pytest.approx(0.002)
+    assert results.first_epochs_agreement("lstm-stable", run) == pytest.approx(0.002)
 
 
 def test_the_figure_draws_both_curves_the_gap_and_the_six_epoch_mark() -> None:
-    figure = convergence.plot_convergence({"lstm-unconstrained": FREE, "lstm-stable": STABLE})
+    figure = results.plot_convergence({"lstm-unconstrained": FREE, "lstm-stable": STABLE})
     curves, gaps = figure.axes
     assert [len(line.get_xdata()) for line in curves.lines[:2]] == [7, 6]
     pairs = zip([330, 260, 240, 230, 231, 225], [300, 200, 150, 149, 151, 148], strict=True)
@@ -107,14 +75,14 @@ def test_the_six_epoch_lstms_were_still_improving() -> None:
     """Why the converged pair was trained: every 6-epoch LSTM run still improved at epoch 6."""
     drops = [
         100 * (1 - run["epochs"][5]["val_ppl"] / run["epochs"][4]["val_ppl"])
-        for name in convergence.PAIR
+        for name in PAIR
         for run in load_seed_results("cpu")[name].values()
     ]
     assert len(drops) == 6 and min(drops) > 0
     assert "Six epochs stop both LSTMs while they are still improving" in chapter8_prose()
 
 
-def test_models_table_sets_each_converged_model_beside_its_six_epoch_run(tmp_path, monkeypatch):
+def test_converged_table_sets_each_converged_model_beside_its_six_epoch_run(tmp_path, monkeypatch):
     from stablernn_lib.tasks.wikitext2.train import results_folder
 
     for name, run in (("lstm-unconstrained", FREE), ("lstm-stable", STABLE)):
@@ -124,11 +92,11 @@ def test_models_table_sets_each_converged_model_beside_its_six_epoch_run(tmp_pat
     (tmp_path / "analysis.json").write_text(json.dumps(analysis))
     real = results_folder
     monkeypatch.setattr(
-        convergence, "results_folder", lambda c: tmp_path if c == convergence.CONFIG else real(c)
+        results, "results_folder", lambda c: tmp_path if c == results.CONVERGED else real(c)
     )
-    rows = convergence.models_table().splitlines()
+    rows = results.converged_table().splitlines()
     six = load_seed_results("cpu")
-    free6, stable6 = (six[name][1111]["test_ppl"] for name in convergence.PAIR)
+    free6, stable6 = (six[name][1111]["test_ppl"] for name in PAIR)
     assert rows[2].startswith(f"| unconstrained, 6 epochs | {free6:.1f} | — |")  # the reference
     assert rows[3].startswith(
         f"| stable, 6 epochs | {stable6:.1f} | {100 * (stable6 / free6 - 1):+.1f}% |"
@@ -152,13 +120,10 @@ def _commit_unfinished(folder: Path, name: str, run: dict) -> None:
 @pytest.fixture
 def converged_folder(tmp_path, monkeypatch) -> Path:
     """An empty results folder standing in for ``cpu-converged``'s."""
-    from stablernn_lib.tasks.wikitext2 import findings
-
-    real = findings.results_folder
-    for module in (findings, convergence):
-        monkeypatch.setattr(
-            module, "results_folder", lambda c: tmp_path if c == convergence.CONFIG else real(c)
-        )
+    real = results.results_folder
+    monkeypatch.setattr(
+        results, "results_folder", lambda c: tmp_path if c == results.CONVERGED else real(c)
+    )
     return tmp_path
 
 
@@ -169,7 +134,7 @@ def test_an_unfinished_run_is_read_from_its_committed_metrics_and_never_judged(
         json.dumps({**FREE, "seed": 1111, "status": "completed"})
     )
     _commit_unfinished(converged_folder, "lstm-stable", STABLE)
-    runs = convergence.load_converged()
+    runs = results.load_converged()
     assert "unfinished" not in runs["lstm-unconstrained"]
     stable = runs["lstm-stable"]
     assert stable["unfinished"] and [r["val_ppl"] for r in stable["epochs"]] == [
@@ -180,12 +145,8 @@ def test_an_unfinished_run_is_read_from_its_committed_metrics_and_never_judged(
         231,
         225,
     ]
-    extent = convergence.run_extent(stable)
-    assert extent.unfinished and extent.test_ppl is None
-    assert (extent.epochs, extent.cuts, extent.final_lr, extent.best_val_ppl) == (6, 1, 1.25, 225)
-    assert convergence.against_short("lstm-stable", stable) is None
-    assert convergence.converged_gap(runs) is None  # no gap in test perplexity, no verdict
-    table = convergence.models_table().splitlines()
+    assert "test_ppl" not in stable and results.learning_rate_cuts(stable) == 1
+    table = results.converged_table().splitlines()
     assert (
         table[5] == "| stable, until the decay is used up (unfinished, 6 epochs so far) "
         "| no result yet | | | |"
@@ -195,34 +156,30 @@ def test_an_unfinished_run_is_read_from_its_committed_metrics_and_never_judged(
 def test_no_gap_is_read_while_both_runs_are_unfinished(converged_folder):
     for name, run in (("lstm-unconstrained", FREE), ("lstm-stable", STABLE)):
         _commit_unfinished(converged_folder, name, run)
-    runs = convergence.load_converged()
-    assert all(run["unfinished"] for run in runs.values())
-    assert convergence.converged_gap(runs) is None
+    runs = results.load_converged()
+    assert all(run["unfinished"] for run in runs.values()) and len(runs) == 2
+    assert all("test_ppl" not in run for run in runs.values())
 
 
 def test_the_ablation_table_says_how_far_an_unfinished_row_got(converged_folder) -> None:
-    from stablernn_lib.tasks.wikitext2 import findings
-
     _commit_unfinished(converged_folder, "lstm-stable", STABLE)
-    table, _ = findings.ablation_table()
+    table, _ = results.ablation_table()
     row = next(line for line in table.splitlines() if "every layer, until the decay" in line)
     assert "| unfinished (6 of at most 40 epochs so far) |" in row
-    readings = findings.ablation_readings()  # an unfinished row is not read
-    assert readings and all(r.config != convergence.CONFIG for r in readings)
+    readings = results.ablation_readings()  # an unfinished row is not read
+    assert readings and all(r.config != results.CONVERGED for r in readings)
 
 
 def test_metrics_out_of_epoch_order_are_refused(tmp_path) -> None:
-    from stablernn_lib.tasks.wikitext2.partial_runs import read_metrics
-
     path = tmp_path / "m.jsonl"
     path.write_text('{"epoch": 1}\n{"epoch": 3}\n')
     with pytest.raises(ValueError, match="not 1, 2, ... in order"):
-        read_metrics(path)
+        results.read_metrics(path)
 
 
 def test_chapter8_reads_the_epochs_the_converged_pair_trained_at_the_same_rate() -> None:
-    runs = convergence.load_converged()  # finished result files, or the committed metrics
-    free, stable = (runs[name]["epochs"] for name in convergence.PAIR)
+    runs = results.load_converged()  # finished result files, or the committed metrics
+    free, stable = (runs[name]["epochs"] for name in PAIR)
     both = range(1, min(len(free), len(stable)) + 1)
     same_rate = [e for e in both if free[e - 1]["lr"] == stable[e - 1]["lr"] == 5.0]
     assert same_rate == list(range(1, 13))  # the unconstrained rate was cut after epoch 12
@@ -235,13 +192,13 @@ def test_chapter8_reads_the_epochs_the_converged_pair_trained_at_the_same_rate()
 
 
 def test_chapter8_states_how_far_the_converged_runs_drift_from_the_six_epoch_runs() -> None:
-    runs = convergence.load_converged()
+    runs = results.load_converged()
     short = load_seed_results("cpu")
-    values = [run["test_ppl"] for run in short[convergence.PAIR[0]].values()]
+    values = [run["test_ppl"] for run in short[PAIR[0]].values()]
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
     numbers = chapter8_numbers()
-    for key, name in (("conv_free", convergence.PAIR[0]), ("conv_stable", convergence.PAIR[1])):
+    for key, name in (("conv_free", PAIR[0]), ("conv_stable", PAIR[1])):
         ran, six = runs[name]["epochs"], short[name][1111]["epochs"]
         worst = max(abs(a["val_ppl"] / b["val_ppl"] - 1) for a, b in zip(ran, six, strict=False))
         assert numbers[f"{key}_drift"] == pytest.approx(100 * worst)
@@ -252,20 +209,20 @@ def test_chapter8_states_how_far_the_converged_runs_drift_from_the_six_epoch_run
 def test_chapter8_reads_the_finished_unconstrained_converged_lstm() -> None:
     import torch
 
-    from stablernn_lib.tasks.wikitext2.findings import load_full_results, smallest_k_within
+    from stablernn_lib.tasks.wikitext2.results import load_full_results, smallest_k_within
     from stablernn_lib.tasks.wikitext2.train import results_folder
 
-    free = convergence.load_converged()[convergence.PAIR[0]]
+    free = results.load_converged()[PAIR[0]]
     assert "unfinished" not in free and free["stopped_early"]["after_epoch"] == 26
-    assert convergence.learning_rate_cuts(free) + 1 == 4  # the stop follows the fourth cut
-    six = [run["test_ppl"] for run in load_seed_results("cpu")[convergence.PAIR[0]].values()]
+    assert results.learning_rate_cuts(free) + 1 == 4  # the stop follows the fourth cut
+    six = [run["test_ppl"] for run in load_seed_results("cpu")[PAIR[0]].values()]
     mean = sum(six) / len(six)
     sd = math.sqrt(sum((v - mean) ** 2 for v in six) / (len(six) - 1))
     analysis = {
-        config: load_full_results(results_folder(config))["analysis"][convergence.PAIR[0]]
-        for config in ("cpu", convergence.CONFIG)
+        config: load_full_results(results_folder(config))["analysis"][PAIR[0]]
+        for config in ("cpu", results.CONVERGED)
     }
-    curve = analysis[convergence.CONFIG]["truncated_eval"]
+    curve = analysis[results.CONVERGED]["truncated_eval"]
     assert smallest_k_within(curve) is None and curve["k"][-1] == 100
     medians = {c: [float(torch.tensor(n).median()) for n in a["jacobian_norms"]]
                for c, a in analysis.items()}  # fmt: skip
@@ -278,7 +235,7 @@ def test_chapter8_reads_the_finished_unconstrained_converged_lstm() -> None:
     assert numbers["conv_free_k"] == "none up to 100"
     at_100 = 100 * (curve["ppl"][-1] / curve["recurrent_ppl"] - 1)
     assert numbers["conv_free_k100_excess"] == pytest.approx(at_100)
-    (a, b), (c, d) = medians["cpu"], medians[convergence.CONFIG]
+    (a, b), (c, d) = medians["cpu"], medians[results.CONVERGED]
     assert [numbers[f"conv_free_short_jac_l{i}"] for i in (1, 2)] == pytest.approx([a, b])
     assert [numbers[f"conv_free_jac_l{i}"] for i in (1, 2)] == pytest.approx([c, d])
     assert c > a and d > b  # "rose": further from contraction
@@ -288,12 +245,12 @@ def test_chapter8_reads_the_finished_unconstrained_converged_lstm() -> None:
 
 
 def test_chapter8_reads_the_finished_converged_pair() -> None:
-    runs = convergence.load_converged()
-    free, stable = (runs[name] for name in convergence.PAIR)
+    runs = results.load_converged()
+    free, stable = (runs[name] for name in PAIR)
     assert not free.get("unfinished") and not stable.get("unfinished")
     assert stable["stopped_early"]["after_epoch"] == 29
     short = load_seed_results("cpu")
-    six_free, six_stable = (short[name] for name in convergence.PAIR)
+    six_free, six_stable = (short[name] for name in PAIR)
     gap = stable["test_ppl"] / free["test_ppl"] - 1
     same = six_stable[1111]["test_ppl"] / six_free[1111]["test_ppl"] - 1
     seed_gaps = [six_stable[s]["test_ppl"] / six_free[s]["test_ppl"] - 1 for s in six_free]
@@ -308,11 +265,11 @@ def test_chapter8_reads_the_finished_converged_pair() -> None:
 
 
 def test_chapter8_reads_the_finished_stable_converged_lstm() -> None:
-    from stablernn_lib.tasks.wikitext2.findings import load_full_results, smallest_k_within
+    from stablernn_lib.tasks.wikitext2.results import load_full_results, smallest_k_within
     from stablernn_lib.tasks.wikitext2.train import results_folder
 
-    name = convergence.PAIR[1]
-    analysis = load_full_results(results_folder(convergence.CONFIG))["analysis"][name]
+    name = PAIR[1]
+    analysis = load_full_results(results_folder(results.CONVERGED))["analysis"][name]
     largest = max(max(layer) for layer in analysis["jacobian_norms"])
     assert largest < 1  # the certificate holds where measured
     numbers = chapter8_numbers()

@@ -176,7 +176,7 @@ def test_chapter8_reading_of_the_committed_step_ratios_holds() -> None:
     import json
     from pathlib import Path
 
-    from stablernn_lib.tasks.wikitext2.lesson_numbers import benchmark_numbers
+    from stablernn_lib.tasks.wikitext2.results import benchmark_numbers
 
     root = Path(__file__).resolve().parents[1]
     folder = root / "data" / "results" / "wikitext2"

@@ -52,7 +52,7 @@ PHONE_COLUMN_PX = 360  # the text column of a 400 px window, less the page's mar
 
 def _chapter8_figures() -> list[Figure]:
     from stablernn_lib.figures.wikitext2 import cost_of_stability_figure, figure2_figure
-    from stablernn_lib.tasks.wikitext2.findings import load_seed_results
+    from stablernn_lib.tasks.wikitext2.results import load_seed_results
 
     profile = {"distance": list(range(6)), "mean_norm": [10.0**-k for k in range(6)]}
     names = ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")

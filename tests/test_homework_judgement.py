@@ -32,15 +32,14 @@ def _context(ks: list[int], losses: list[float], recurrent: float, tol: float) -
 
 def test_an_honest_cost_of_stability_passes_and_reads_chapter8_as_the_chapter_does() -> None:
     from stablernn_lib.homework.questions.hw08 import CHAPTER8_SEEDS
-    from stablernn_lib.tasks.wikitext2 import findings
-    from stablernn_lib.tasks.wikitext2.lesson_numbers import chapter8_numbers
+    from stablernn_lib.tasks.wikitext2.results import chapter8_numbers, load_seed_results
 
     question = get_question("hw08.q4")
     for seed in (0, 7):
         result = run_question(question, _cost, hidden=True, seed=seed)
         assert result.points == question.points, result.outcomes
     # the check's seeds are the committed ones, and its verdicts the chapter's
-    committed = findings.load_seed_results("cpu")
+    committed = load_seed_results("cpu")
     numbers = chapter8_numbers()
     for cell, (stable, free) in CHAPTER8_SEEDS.items():
         name = "rnn" if cell == "RNN" else "lstm"

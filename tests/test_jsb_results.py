@@ -1,5 +1,5 @@
 """The committed JSB Chorales results: complete, written by the code as it is now, and the
-numbers Chapter 9 and its companion page glue from them (``tasks/jsb/findings.py``).
+numbers Chapter 9 and its companion page glue from them (``tasks/jsb/results.py``).
 
 Chapter 9 draws its table and figures from ``data/results/jsb``: the four variants and the
 authors' non-recurrent LSTM at the authors' scale (config ``full``), the four variants of
@@ -23,9 +23,10 @@ import pytest
 
 from stablernn_lib.core.io import same_config
 from stablernn_lib.tasks.jsb import analysis as ma
-from stablernn_lib.tasks.jsb import findings
-from stablernn_lib.tasks.jsb.analysis import ALL_VARIANTS, ANALYSIS, TABLE_VARIANTS
+from stablernn_lib.tasks.jsb import results as mr
+from stablernn_lib.tasks.jsb.analysis import ANALYSIS
 from stablernn_lib.tasks.jsb.data import JSB_SPLIT_SIZES
+from stablernn_lib.tasks.jsb.results import ALL_VARIANTS, TABLE_VARIANTS
 from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
     PUBLISHED_RESULTS,
@@ -102,32 +103,32 @@ def test_committed_runs_are_the_encoder_variant_and_most_ran_every_epoch() -> No
         result = _load(result_file_name(cell, variant, config))
         # written before the field existed: read with its default, the input layer
         assert "input_encoder" not in result["config"] and CONFIGS[config].input_encoder
-    full = ma.load_results()
+    full = mr.load_results()
     ran_all = [name for name, r in full.items() if len(r["epochs"]) == r["config"]["epochs"]]
     assert sorted(set(full) - set(ran_all)) == ["lstm-unconstrained"]  # --stop-below-lr ended it
-    stopped = [r for r in ma.early_stop_table(full).splitlines() if "(ran every epoch)" not in r]
+    stopped = [r for r in mr.early_stop_table(full).splitlines() if "(ran every epoch)" not in r]
     assert len(stopped) == 2 + 1 and stopped[2].startswith("| LSTM | 299 of 500 | 1e-06 |")
 
 
 def test_chapter9_tables_are_computed_from_the_committed_files() -> None:
-    full, adam = ma.load_results(), ma.load_results(config="adam")
+    full, adam = mr.load_results(), mr.load_results(config="adam")
     assert set(full) == {f"{c}-{v}" for c, v in ALL_VARIANTS}
     assert set(adam) == {f"{c}-{v}" for c, v in TABLE_VARIANTS}
-    table = ma.results_table(full, BASELINE).splitlines()
-    diagnostic = ma.optimizer_diagnostic_table(full, adam, BASELINE).splitlines()
+    table = mr.results_table(full, BASELINE).splitlines()
+    diagnostic = mr.optimizer_diagnostic_table(full, adam, BASELINE).splitlines()
     for name, result in full.items():
-        row = next(line for line in table if line.startswith(f"| {ma.LABELS[name]} |"))
+        row = next(line for line in table if line.startswith(f"| {mr.LABELS[name]} |"))
         cells = [cell.strip() for cell in row.split("|")[1:-1]]
         assert cells[1] == f"{result['test_nll']:.2f}"
         gap = 100 * (result["test_nll"] - BASELINE) / BASELINE
         assert cells[2].startswith(f"{gap:+.1f}%")
         assert cells[3:5] == [str(len(result["epochs"])), str(result["best_epoch"])]
     for name, result in adam.items():
-        row = next(line for line in diagnostic if line.startswith(f"| {ma.LABELS[name]} |"))
+        row = next(line for line in diagnostic if line.startswith(f"| {mr.LABELS[name]} |"))
         assert f"| {result['test_nll']:.2f} ({result['best_epoch']}) |" in row
         assert f"| {full[name]['test_nll']:.2f} ({len(full[name]['epochs'])}) |" in row
     for lines in (table, diagnostic):
-        assert lines[-1].startswith(f"| {ma.BASELINE_LABEL} | {BASELINE:.2f} |")
+        assert lines[-1].startswith(f"| {mr.BASELINE_LABEL} | {BASELINE:.2f} |")
 
 
 @pytest.mark.parametrize("name", SEEDED)
@@ -146,10 +147,10 @@ def test_seeded_result_is_complete_and_matches_its_config(name: str) -> None:
 def test_reruns_table_rows_are_computed_from_the_committed_files() -> None:
     """Every rerun of ``adam-tcn/reruns.json`` whose result file was written by a later
     commit shows that file's test NLL and the change from the earlier run."""
-    reruns = ma.load_reruns("adam-tcn")
+    reruns = mr.load_reruns("adam-tcn")
     assert reruns is not None and "svd_reproduces" in reruns["why"]
-    runs = ma.load_seed_results("adam-tcn")
-    rows = ma.reruns_table("adam-tcn").splitlines()[2:]
+    runs = mr.load_seed_results("adam-tcn")
+    rows = mr.reruns_table("adam-tcn").splitlines()[2:]
     assert len(rows) == len(reruns["runs"])
     for entry, row in zip(reruns["runs"], rows, strict=True):
         current = runs.get(entry["model"], {}).get(entry["seed"])
@@ -176,14 +177,14 @@ def test_chapter9_reading_of_the_damaged_reruns_holds(
     """Chapter 9: the earlier stable RNN seeds 1 and 2 part from their reruns at a learning
     rate where no optimizer step can move a model, after their best epoch, and end worse;
     seed 1111 never parts from its rerun."""
-    reruns = ma.load_reruns("adam-tcn")
+    reruns = mr.load_reruns("adam-tcn")
     assert reruns is not None
     (entry,) = [r for r in reruns["runs"] if (r["model"], r["seed"]) == ("rnn-stable", seed)]
     split = entry["earlier"]["validation_split"]
     assert split["epoch"] == epoch and split["lr"] == pytest.approx(lr)
     assert split["epoch"] > split["best_epoch_earlier"]
     assert split["final_val_nll_earlier"] > split["final_val_nll_rerun"] + worse
-    assert ma.load_seed_results("adam-tcn")["rnn-stable"][seed]["test_nll"] == pytest.approx(
+    assert mr.load_seed_results("adam-tcn")["rnn-stable"][seed]["test_nll"] == pytest.approx(
         entry["earlier"]["test_nll"], abs=1e-6
     )
     (clean,) = [r for r in reruns["runs"] if (r["model"], r["seed"]) == ("rnn-stable", 1111)]
@@ -193,7 +194,7 @@ def test_chapter9_reading_of_the_damaged_reruns_holds(
 def test_analysis_of_the_authors_models_is_complete_and_matches_the_code() -> None:
     """jsb-analysis --config authors: the four table models of seed 1111 (the non-recurrent
     LSTM is not trained at this config), with both truncation curves."""
-    analysis = ma.load_full_analysis(config="authors")
+    analysis = mr.load_full_analysis(config="authors")
     assert analysis is not None
     assert analysis["missing"] == ["lstm-authors-bug"]
     assert analysis["config"] == json.loads(json.dumps(asdict(ANALYSIS)))
@@ -254,7 +255,7 @@ def _prose(path: Path) -> str:
 
 @functools.cache
 def _values() -> dict:
-    return findings.chapter_values(BASELINE)
+    return mr.chapter_values(BASELINE)
 
 
 def _seeds(config: str, name: str) -> list[float]:
@@ -276,12 +277,12 @@ def _glued(path: Path, rendered: dict) -> str:
 
 
 def test_every_glued_key_of_chapter9_is_computed_from_the_results() -> None:
-    """Both pages glue ``findings.chapter_values`` (and the baseline, from the data) and
+    """Both pages glue ``results.chapter_values`` (and the baseline, from the data) and
     quote nothing else through glue; each role's format applies to its value."""
     computed = set(_values()) | {"baseline", "busiest"}
     for path in (CHAPTER, COMPANION):
         code = "\n".join(_text(c) for c in _cells(path) if c["cell_type"] == "code")
-        assert "findings.chapter_values(baseline)" in code and "glue(key, value" in code
+        assert "results.chapter_values(baseline)" in code and "glue(key, value" in code
         assert "baseline = independent_keys_nll(rolls.train, rolls.test)" in code
         keys = [m["key"] for m in GLUE_ROLE.finditer(_prose(path))]
         assert len(keys) >= 20, path.name
@@ -294,7 +295,7 @@ def test_chapter9_values_of_the_main_table_match_the_committed_files() -> None:
     files with the standard library."""
     values = _values()
     for config, prefix in (("authors", "sgd"), ("adam-tcn", "tcn")):
-        for name, short in findings.SHORT.items():
+        for name, short in mr.SHORT.items():
             nlls = _seeds(config, name)
             if not nlls:
                 continue
@@ -317,16 +318,16 @@ def test_chapter9_values_of_the_main_table_match_the_committed_files() -> None:
     assert all(v > 20 for k, v in values.items() if k.startswith("tcn_") and k.endswith("_vs_base"))
     # against the paper (recalled numbers): the stable RNN within 5%, the RNN not; the LSTM
     # rows not compared; the adam-tcn means all below the paper's numbers
-    for name, short in list(findings.SHORT.items())[:4]:
+    for name, short in list(mr.SHORT.items())[:4]:
         cell, variant = name.split("-", 1)
-        paper = float(ma.paper_claims.value(f"jsb-{cell}-{variant}-nll"))
+        paper = float(mr.paper_claims.value(f"jsb-{cell}-{variant}-nll"))
         mean = statistics.mean(_seeds("authors", name))
         assert values[f"paper_{short}_diff"] == pytest.approx(100 * (mean / paper - 1))
         tcn = statistics.mean(_seeds("adam-tcn", name))
         assert values[f"tcn_{short}_below_paper"] == pytest.approx(100 * (1 - tcn / paper))
         assert tcn < paper
     # the paper's JSB numbers are unverified (†): a difference, never a verdict
-    assert values["paper_srnn_verdict"] == values["paper_rnn_verdict"] == ma.UNVERIFIED_PAPER
+    assert values["paper_srnn_verdict"] == values["paper_rnn_verdict"] == mr.UNVERIFIED_PAPER
     assert values["paper_lstm_verdict"] == values["paper_slstm_verdict"] == "not comparable"
     below = [v for k, v in values.items() if k.endswith("_below_paper")]
     assert (values["tcn_below_paper_least"], values["tcn_below_paper_most"]) == (
@@ -337,7 +338,7 @@ def test_chapter9_values_of_the_main_table_match_the_committed_files() -> None:
 
 def test_chapter9_values_of_the_training_extents_match_the_committed_files() -> None:
     values = _values()
-    runs = ma.load_seed_results("authors")
+    runs = mr.load_seed_results("authors")
     stable_best = [run["best_epoch"] for run in runs["lstm-stable"].values()]
     assert values["sgd_slstm_best_first"] == min(stable_best) >= 490  # "still improving"
     early = sorted(
@@ -351,8 +352,8 @@ def test_chapter9_values_of_the_training_extents_match_the_committed_files() -> 
         early[-1][0],
     )
     assert values["sgd_lstm_early_lr"] == max(lr for _, lr in early) <= 1.0001e-7
-    tcn = ma.load_seed_results("adam-tcn")
-    for name, short in list(findings.SHORT.items())[:4]:
+    tcn = mr.load_seed_results("adam-tcn")
+    for name, short in list(mr.SHORT.items())[:4]:
         best = sorted(run["best_epoch"] for run in tcn[name].values())
         assert (values[f"tcn_{short}_best_first"], values[f"tcn_{short}_best_last"]) == (
             best[0],
@@ -376,9 +377,9 @@ def test_chapter9_truncation_gaps_in_nats_match_the_analysis_file() -> None:
     analysis file (frames 34 on), the 1% tolerance in nats, and the readings of its prose:
     1% is coarser than the unconstrained LSTM's gap at k = 32, which is not zero."""
     values = _values()
-    analysis = ma.load_full_analysis(config="authors")
+    analysis = mr.load_full_analysis(config="authors")
     assert analysis is not None
-    for name, short in findings.SHORT.items():
+    for name, short in mr.SHORT.items():
         if name not in analysis:
             continue
         curve = analysis[name]["truncated_eval_after"]
@@ -400,9 +401,9 @@ def test_chapter9_values_of_the_measurements_match_the_analysis_files() -> None:
         ("adam-tcn", "m_tcn", "truncated_eval"),
         ("full", "m_full", "truncated_eval"),
     ):
-        analysis = ma.load_full_analysis(config=config)
+        analysis = mr.load_full_analysis(config=config)
         assert analysis is not None
-        for name, short in findings.SHORT.items():
+        for name, short in mr.SHORT.items():
             if name not in analysis:
                 continue
             k = f"{prefix}_{short}"
@@ -429,11 +430,11 @@ def test_chapter9_values_of_the_measurements_match_the_analysis_files() -> None:
     # "reads each pair, RNN and LSTM, as <one verdict>"
     assert values["sgd_rnn_cost_verdict"] == values["sgd_lstm_cost_verdict"]
     # the same contexts on the first 32 frames (the companion page says so)
-    authors = ma.load_full_analysis(config="authors")
-    for name in findings.SHORT:
+    authors = mr.load_full_analysis(config="authors")
+    for name in mr.SHORT:
         if name in authors:
-            first = ma.context_used(authors[name]["truncated_eval"])
-            assert first == ma.context_used(authors[name]["truncated_eval_after"])
+            first = mr.context_used(authors[name]["truncated_eval"])
+            assert first == mr.context_used(authors[name]["truncated_eval_after"])
     # `adam-tcn`: the unconstrained gradients reach further, no Jacobian below 1, the
     # smallest norm quoted is the smallest of both unconstrained models, contexts within 16
     assert values["m_tcn_srnn_grad"] < 0.2 and values["m_tcn_slstm_grad"] < 0.2
@@ -452,17 +453,17 @@ def test_chapter9_values_of_the_measurements_match_the_analysis_files() -> None:
 
 def test_chapter9_companion_values_of_the_ablations_match_the_files() -> None:
     values = _values()
-    full, adam = ma.load_results(), ma.load_results(config="adam")
+    full, adam = mr.load_results(), mr.load_results(config="adam")
     margin = values["baseline_margin"]
     gaps = {n: 100 * (1 - r["test_nll"] / BASELINE) for n, r in full.items()}
-    for name, short in findings.SHORT.items():
+    for name, short in mr.SHORT.items():
         assert values[f"full_{short}_vs_base"] == pytest.approx(gaps[name])
     # "only the two RNNs end below the baseline by more than the margin"
     assert {n for n, g in gaps.items() if g > margin} == {"rnn-unconstrained", "rnn-stable"}
     # "several runs were still improving at their last epoch"
     assert sum(r["best_epoch"] == len(r["epochs"]) == 500 for r in full.values()) >= 3
     # the input-layer table: only the stable LSTM's row may be read, and it ends above
-    rows = ma.input_layer_table(full, ma.load_seed_results("authors")).splitlines()[2:]
+    rows = mr.input_layer_table(full, mr.load_seed_results("authors")).splitlines()[2:]
     readable = [r.split("|")[1].strip() for r in rows if r.endswith("| yes |")]
     assert readable == ["LSTM, stable"]
     assert full["lstm-stable"]["test_nll"] > max(_seeds("authors", "lstm-stable"))
@@ -479,9 +480,9 @@ def test_chapter9_companion_values_of_the_ablations_match_the_files() -> None:
     # the non-recurrent LSTM: "about two hours on one core", no row in the seeded configs
     bug = full["lstm-authors-bug"]
     assert 1.5 * 3600 < bug["wall_seconds"] < 2.5 * 3600 and bug["torch_threads"] == 1
-    assert "lstm-authors-bug" not in ma.load_seed_results("authors")
+    assert "lstm-authors-bug" not in mr.load_seed_results("authors")
     # every earlier adam-tcn run parts from its rerun after its best epoch, if at all
-    for entry in ma.load_reruns("adam-tcn")["runs"]:
+    for entry in mr.load_reruns("adam-tcn")["runs"]:
         split = entry["earlier"].get("validation_split")
         if split and entry["model"] == "rnn-stable":
             assert split["epoch"] > split["best_epoch_earlier"]
@@ -533,7 +534,7 @@ def test_chapter9_is_a_lesson_and_the_evidence_is_on_its_companion_page() -> Non
     # the main table carries the paper's numbers; every earlier table is on a page
     code = "\n".join(_text(c) for c in lesson + companion if c["cell_type"] == "code")
     lesson_code = "\n".join(_text(c) for c in lesson if c["cell_type"] == "code")
-    assert "ma.main_table(baseline)" in lesson_code
+    assert "results.main_table(baseline)" in lesson_code
     calls = [
         'seeds_table("authors", baseline)',
         'seeds_table("adam-tcn", baseline)',
@@ -546,7 +547,9 @@ def test_chapter9_is_a_lesson_and_the_evidence_is_on_its_companion_page() -> Non
         "early_stop_table(full)",
         "measurements_table(",
     ]
-    calls += [f'ma.run_commands("{config}")' for config in ("authors", "adam-tcn", "full", "adam")]
+    calls += [
+        f'results.run_commands("{config}")' for config in ("authors", "adam-tcn", "full", "adam")
+    ]
     for call in calls:
         assert call in code, call
     toc = (ROOT / "_toc.yml").read_text(encoding="utf8")
@@ -570,7 +573,7 @@ def test_chapter9_glued_values_on_the_built_site_are_the_computed_ones() -> None
         glued = executed_glue(BUILD_DIR / "jupyter_execute" / "chapters" / path.name)
         baseline = float(glued["baseline"]["text/plain"])
         assert baseline == pytest.approx(BASELINE, abs=0.005)
-        for key, value in findings.chapter_values(baseline).items():
+        for key, value in mr.chapter_values(baseline).items():
             shown = glued[key]["text/plain"]
             if isinstance(value, str):
                 assert shown.strip("'\"") == value, key

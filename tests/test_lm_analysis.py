@@ -23,14 +23,14 @@ from stablernn_lib.tasks.wikitext2.data import (
     batchify,
     write_synthetic_corpus,
 )
-from stablernn_lib.tasks.wikitext2.findings import (
+from stablernn_lib.tasks.wikitext2.model import WordLanguageModel, project_stable_
+from stablernn_lib.tasks.wikitext2.results import (
     epochs_table,
     load_full_results,
-    projection_scope_table,
+    lstm_models_table,
     table_by_scale,
     time_budget_table,
 )
-from stablernn_lib.tasks.wikitext2.model import WordLanguageModel, project_stable_
 from stablernn_lib.tasks.wikitext2.train import CONFIGS
 
 
@@ -183,7 +183,7 @@ def test_time_budget_table_adds_measured_and_estimated_minutes():
     assert rows[5] == "| **total** | **130** | **54** |"
 
 
-def test_projection_scope_table_compares_the_three_lstms():
+def test_lstm_models_table_sets_each_model_beside_its_reference():
     curve = {"k": [1, 10, 100], "ppl": [300.0, 151.0, 150.5], "recurrent_ppl": 150.0}
     long_curve = {"k": [1, 10, 100], "ppl": [300.0, 200.0, 160.0], "recurrent_ppl": 150.0}
     cpu = {
@@ -194,15 +194,18 @@ def test_projection_scope_table_compares_the_three_lstms():
             "lstm-stable": {"truncated_eval": curve, "jacobian_norms": [[0.5, 0.7], [0.9]]},
         },
     }
-    table = projection_scope_table(cpu, {})
-    rows = table.splitlines()[2:]
-    assert rows[0] == "| unconstrained | 100.0 | +0.0% | none up to 100 | 2.00 / 3.00 |"
-    assert rows[1].startswith("| stable, every layer projected | 125.0 | +25.0% | 10 |")
-    assert rows[2] == "| stable, first layer projected | no result yet | | | |"
     first = {"lstm-stable": {"test_ppl": 105.0}}  # trained, not yet measured
-    row = projection_scope_table(cpu, first).splitlines()[-1]
-    assert row == "| stable, first layer projected | 105.0 | +5.0% | not measured | not measured |"
-    # the header names the seed of the runs it shows (one seed each)
-    assert table.startswith("| LSTM, cpu scale | test ppl")  # no seed recorded: none named
-    cpu["lstm-unconstrained"]["seed"] = cpu["lstm-stable"]["seed"] = 1111
-    assert projection_scope_table(cpu, {}).startswith("| LSTM, cpu scale, seed 1111 | test ppl")
+    rows = [
+        ("unconstrained", cpu, "lstm-unconstrained", 100.0),
+        ("stable, every layer", cpu, "lstm-stable", 100.0),
+        ("stable, first layer", {}, "lstm-stable", 100.0),
+        ("stable, first layer", first, "lstm-stable", 100.0),
+        ("reference", cpu, "lstm-unconstrained", None),
+    ]
+    table = lstm_models_table(rows, "LSTM, cpu scale").splitlines()
+    assert table[0].startswith("| LSTM, cpu scale | test ppl | vs unconstrained")
+    assert table[2] == "| unconstrained | 100.0 | +0.0% | none up to 100 | 2.00 / 3.00 |"
+    assert table[3].startswith("| stable, every layer | 125.0 | +25.0% | 10 |")
+    assert table[4] == "| stable, first layer | no result yet | | | |"
+    assert table[5] == "| stable, first layer | 105.0 | +5.0% | not measured | not measured |"
+    assert table[6].startswith("| reference | 100.0 | — |")  # no reference, no gap

@@ -10,6 +10,7 @@ import pytest
 
 from stablernn_lib.core import paper_claims
 from stablernn_lib.tasks.jsb import analysis as ma
+from stablernn_lib.tasks.jsb import results as mr
 from stablernn_lib.tasks.jsb.data import read_piano_rolls, write_synthetic_jsb
 from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
@@ -38,13 +39,13 @@ def test_analysis_of_trained_models(rolls, tmp_path, monkeypatch):
     bug = analysis["lstm-authors-bug"]["truncated_eval"]
     # no recurrence: every context gives the recurrent model's NLL
     assert max(bug["loss"]) == pytest.approx(min(bug["loss"]), rel=1e-5)
-    assert ma.context_used(bug) == 1
+    assert mr.context_used(bug) == 1
     stable = analysis["rnn-stable"]
     assert len(stable["jacobian_norms"][0]) == 6 * (32 - ma.ANALYSIS.burn_in)  # all there are
     assert max(stable["jacobian_norms"][0]) <= 1 + 1e-4  # ||W||_2 <= 1 and tanh' <= 1
     roll = stable["piano_roll"]
     assert set(roll["probs"]) == {str(k) for k in ma.ANALYSIS.roll_ks}
-    figure = ma.draw_piano_roll(roll, ma.ANALYSIS.roll_ks[0], "rnn-stable")
+    figure = mr.draw_piano_roll(roll, ma.ANALYSIS.roll_ks[0], "rnn-stable")
     assert len(figure.axes) == 3
     again = ma.run_music_analysis("smoke", rolls=rolls, runs_dir=tmp_path, progress=False)
     assert again["rnn-stable"]["seconds"] == stable["seconds"]  # kept, not recomputed
@@ -103,18 +104,18 @@ def test_truncated_eval_after_scores_only_truncated_frames(rolls, cell):
 
 
 def test_truncation_verdict_decides_only_what_was_measured():
-    assert ma.truncation_verdict(4, 32, exact_from=31) == "supported"
-    assert ma.truncation_verdict(31, 32, exact_from=31).startswith("no verdict (from k = 31")
-    assert ma.truncation_verdict(None, 32, exact_from=None).startswith("no verdict (measured up")
-    assert ma.truncation_verdict(None, 100, exact_from=None) == "not supported"
-    assert ma.truncation_verdict(32, 32, exact_from=None) == "supported"
+    assert mr.truncation_verdict(4, 32, exact_from=31) == "supported"
+    assert mr.truncation_verdict(31, 32, exact_from=31).startswith("no verdict (from k = 31")
+    assert mr.truncation_verdict(None, 32, exact_from=None).startswith("no verdict (measured up")
+    assert mr.truncation_verdict(None, 100, exact_from=None) == "not supported"
+    assert mr.truncation_verdict(32, 32, exact_from=None) == "supported"
     # the first-frames curve: the context that reaches k = frames - 1 decides nothing
     analysis = {
         "config": {"frames": 4},
         "rnn-stable": {"truncated_eval": {"k": [1, 2, 3], "loss": [9.5, 9.2, 9.0],
                                           "recurrent_loss": 9.0}},
     }  # fmt: skip
-    found = ma.measured(analysis)["rnn-stable"]
+    found = mr.measured(analysis)["rnn-stable"]
     assert found.context == 3 and found.first_nll == 9.5 and found.recurrent_nll == 9.0
     assert found.truncation == "no verdict (from k = 3 the context covers every scored frame)"
 
@@ -129,9 +130,9 @@ def test_table_marks_paper_numbers_and_pending_runs():
             "epochs": [{}] * 20,
         }
     }
-    table = ma.results_table(results, baseline=11.0)
+    table = mr.results_table(results, baseline=11.0)
     assert "9.50" in table and "not yet run" in table
-    assert f"| {ma.BASELINE_LABEL} | 11.00 |" in table
+    assert f"| {mr.BASELINE_LABEL} | 11.00 |" in table
     assert "-13.6% (1 seed: no verdict)" in table  # (9.5 - 11) / 11, one seed
     assert paper_claims.marked("jsb-rnn-unconstrained-nll") in table
 
@@ -142,15 +143,15 @@ def test_optimizer_diagnostic_table_reads_each_config_under_its_own_name(tmp_pat
 
     (tmp_path / "rnn-stable.json").write_text(json.dumps(result(9.9, 400, 420)))
     (tmp_path / "rnn-stable-adam.json").write_text(json.dumps(result(8.8, 17, 50)))
-    sgd, adam = ma.load_results(tmp_path), ma.load_results(tmp_path, config="adam")
+    sgd, adam = mr.load_results(tmp_path), mr.load_results(tmp_path, config="adam")
     assert set(sgd) == set(adam) == {"rnn-stable"}
-    table = ma.optimizer_diagnostic_table(sgd, adam, baseline=11.09)
+    table = mr.optimizer_diagnostic_table(sgd, adam, baseline=11.09)
     row = next(line for line in table.splitlines() if line.startswith("| RNN, stable |"))
     assert "9.90 (420)" in row and "8.80 (17)" in row
     assert paper_claims.marked("jsb-rnn-stable-nll") in row
     assert table.count("not yet run") == 6  # three other variants, two columns each
     assert "clip 1," in table.splitlines()[0]  # the diagnostic's clip, not the TCN default 0.2
-    assert table.splitlines()[-1] == f"| {ma.BASELINE_LABEL} | 11.09 | | |"
+    assert table.splitlines()[-1] == f"| {mr.BASELINE_LABEL} | 11.09 | | |"
 
 
 def _runs(**values: list[float]) -> dict[str, dict[int, dict]]:
@@ -166,11 +167,11 @@ def _runs(**values: list[float]) -> dict[str, dict[int, dict]]:
 def test_stability_cost_verdicts_follow_the_criteria_file():
     # one seed each: numbers, no verdict (criteria.json asks for 5 seeds on JSB)
     one = _runs(rnn_unconstrained=[10.0], rnn_stable=[10.1], lstm_unconstrained=[8.0])
-    costs = ma.stability_costs(one)
+    costs = mr.stability_costs(one)
     assert set(costs) == {"rnn"}  # the LSTM pair has a missing run: no entry, no verdict
     assert costs["rnn"].relative == pytest.approx(0.01)
     assert costs["rnn"].verdict == "no verdict (fewer than 5 seeds)"
-    assert ma.by_seed({"rnn-stable": {"seed": 4, "test_nll": 9.0}}) == {
+    assert mr.by_seed({"rnn-stable": {"seed": 4, "test_nll": 9.0}}) == {
         "rnn-stable": {4: {"seed": 4, "test_nll": 9.0}}
     }
     five = _runs(
@@ -179,7 +180,7 @@ def test_stability_cost_verdicts_follow_the_criteria_file():
         lstm_unconstrained=[8.0, 8.1, 7.9, 8.0, 8.0],
         lstm_stable=[8.8, 8.9, 8.7, 8.8, 8.8],  # +10%, far beyond 2 sd of seed noise
     )
-    costs = ma.stability_costs(five)
+    costs = mr.stability_costs(five)
     assert costs["rnn"].verdict == "supported" and costs["rnn"].relative == pytest.approx(0.03)
     assert costs["lstm"].verdict == "not supported"
     assert costs["lstm"].relative == pytest.approx(0.10)
@@ -187,21 +188,21 @@ def test_stability_cost_verdicts_follow_the_criteria_file():
         rnn_unconstrained=[10.0, 8.0, 12.0, 10.0, 10.0],
         rnn_stable=[10.6, 8.6, 12.6, 10.6, 10.6],  # +6%, within seed noise
     )
-    assert ma.stability_costs(noisy)["rnn"].verdict == "inconclusive"
-    table = ma.stability_cost_table({"five": five, "one": one}).splitlines()
+    assert mr.stability_costs(noisy)["rnn"].verdict == "inconclusive"
+    table = mr.stability_cost_table({"five": five, "one": one}).splitlines()
     _assert_rectangular("\n".join(table))
     assert len(table) == 2 + 3 and table[2].endswith("| +3.0% | supported |")
     assert table[4].startswith("| one | RNN | 10.00 (one seed, 1)")
 
 
 def test_baseline_comparison_needs_the_seeds_and_the_margin():
-    one = ma.seed_summary(_runs(m=[10.0])["m"])
-    assert ma.baseline_comparison(one, 11.0) == "-9.1% (1 seed: no verdict)"
-    five = ma.seed_summary(_runs(m=[10.0] * 5)["m"])
-    assert ma.baseline_comparison(five, 11.0) == "-9.1%: beats it"
-    close = ma.seed_summary(_runs(m=[10.7] * 5)["m"])  # 2.7% below: within the 5% margin
-    assert ma.baseline_comparison(close, 11.0).endswith("no better than the baseline")
-    assert ma.uses_memory(one, 11.0) and not ma.uses_memory(close, 11.0)
+    one = mr.seed_summary(_runs(m=[10.0])["m"])
+    assert mr.baseline_comparison(one, 11.0) == "-9.1% (1 seed: no verdict)"
+    five = mr.seed_summary(_runs(m=[10.0] * 5)["m"])
+    assert mr.baseline_comparison(five, 11.0) == "-9.1%: beats it"
+    close = mr.seed_summary(_runs(m=[10.7] * 5)["m"])  # 2.7% below: within the 5% margin
+    assert mr.baseline_comparison(close, 11.0).endswith("no better than the baseline")
+    assert mr.memory_reading("m", {"m": {"seed": 1, "test_nll": 10.0}}, 11.0) == "beats it"
 
 
 def test_seeds_table_reads_every_seed_folder(tmp_path):
@@ -217,10 +218,10 @@ def test_seeds_table_reads_every_seed_folder(tmp_path):
     write("adam-tcn/seed2/rnn-stable.json", 2, 8.5)
     write("adam-tcn/seed9/rnn-stable.json", 9, float("nan"))  # not completed: ignored
     (tmp_path / "adam-tcn/seed9/rnn-stable.json").write_text('{"status": "interrupted"}')
-    runs = ma.load_seed_results("adam-tcn", tmp_path)
+    runs = mr.load_seed_results("adam-tcn", tmp_path)
     assert sorted(runs["rnn-unconstrained"]) == [1, 2, 3, 4, 1111]
     assert sorted(runs["rnn-stable"]) == [2, 1111]
-    table = ma.seeds_table("adam-tcn", 11.09, tmp_path)
+    table = mr.seeds_table("adam-tcn", 11.09, tmp_path)
     rows = {line.split(" | ")[0]: line for line in table.splitlines()}
     assert (
         "8.00 ± 0.16 (n = 5; seed 1: 8.20, 2: 7.90, 3: 8.10, 4: 7.80, 1111: 8.00)" in rows["| RNN"]
@@ -228,8 +229,8 @@ def test_seeds_table_reads_every_seed_folder(tmp_path):
     assert "beats it" in rows["| RNN"]
     assert "no verdict (fewer than 5 seeds)" in rows["| RNN, stable"]
     assert "--config adam-tcn --resume" in rows["| LSTM"]
-    assert table.splitlines()[-1].startswith(f"| {ma.BASELINE_LABEL} | 11.09 |")
-    assert ma.rerun_command("adam-tcn", "lstm", "stable", 3).endswith(
+    assert table.splitlines()[-1].startswith(f"| {mr.BASELINE_LABEL} | 11.09 |")
+    assert mr.rerun_command("adam-tcn", "lstm", "stable", 3).endswith(
         "--config adam-tcn --seed 3 --resume --threads 1"
     )
     _assert_rectangular(table)
@@ -243,23 +244,23 @@ def _assert_rectangular(table: str) -> None:
 
 
 def test_every_jsb_table_is_rectangular():
-    results = ma.load_results()
-    _assert_rectangular(ma.results_table(results, 11.09))
+    results = mr.load_results()
+    _assert_rectangular(mr.results_table(results, 11.09))
     _assert_rectangular(
-        ma.optimizer_diagnostic_table(results, ma.load_results(config="adam"), 11.09)
+        mr.optimizer_diagnostic_table(results, mr.load_results(config="adam"), 11.09)
     )
     for config in ("adam-tcn", "authors"):
-        _assert_rectangular(ma.seeds_table(config, 11.09))
-    _assert_rectangular(ma.reruns_table("adam-tcn"))
-    authors = ma.load_seed_results("authors")
-    _assert_rectangular(ma.main_table(11.09))
-    _assert_rectangular(ma.stability_cost_table({"authors": authors, "full": ma.by_seed(results)}))
-    _assert_rectangular(ma.input_layer_table(results, authors))
-    _assert_rectangular(ma.early_stop_table(results))
-    _assert_rectangular(ma.training_extent_table(authors))
+        _assert_rectangular(mr.seeds_table(config, 11.09))
+    _assert_rectangular(mr.reruns_table("adam-tcn"))
+    authors = mr.load_seed_results("authors")
+    _assert_rectangular(mr.main_table(11.09))
+    _assert_rectangular(mr.stability_cost_table({"authors": authors, "full": mr.by_seed(results)}))
+    _assert_rectangular(mr.input_layer_table(results, authors))
+    _assert_rectangular(mr.early_stop_table(results))
+    _assert_rectangular(mr.training_extent_table(authors))
     for config in ("full", "authors", "adam-tcn"):
-        analysis = ma.load_full_analysis(config=config)
-        _assert_rectangular(ma.measurements_table(analysis, results, 11.09))
+        analysis = mr.load_full_analysis(config=config)
+        _assert_rectangular(mr.measurements_table(analysis, results, 11.09))
 
 
 def test_reruns_table_sets_each_earlier_run_beside_the_committed_one(tmp_path):
@@ -283,9 +284,9 @@ def test_reruns_table_sets_each_earlier_run_beside_the_committed_one(tmp_path):
                      "validation_split": None}},
         {"model": "rnn-stable", "seed": 2, "earlier": {"test_nll": 8.6, "git_commit": "a" * 40}},
     ]  # fmt: skip
-    assert ma.reruns_table("adam-tcn", tmp_path).startswith("no reruns recorded")
+    assert mr.reruns_table("adam-tcn", tmp_path).startswith("no reruns recorded")
     (tmp_path / "adam-tcn/reruns.json").write_text(json.dumps({"runs": runs}))
-    rows = ma.reruns_table("adam-tcn", tmp_path).splitlines()[2:]
+    rows = mr.reruns_table("adam-tcn", tmp_path).splitlines()[2:]
     assert rows[0] == ("| RNN, stable | 1111 | 8.650 | 8.700 | +0.050 | epoch 47 (lr 1e-11) |")
     assert rows[1] == "| RNN, stable | 1 | 8.660 | not yet rerun |  |  |"
     assert rows[2] == ("| RNN, stable | 3 | stopped: NaN | 8.610 |  | never |")
@@ -298,7 +299,7 @@ def test_early_stop_table_gives_the_epochs_run_and_the_bound_of_a_stopped_run():
         return {"config": {"epochs": 500}, "epochs": [{}] * epochs, "stopped_early": stopped}
 
     early = {"lr": 1e-6, "stop_below_lr": 1e-5, "max_weight_change": 0.046}
-    table = ma.early_stop_table(
+    table = mr.early_stop_table(
         {"rnn-stable": run(500, None), "lstm-unconstrained": run(299, early)}
     )
     _assert_rectangular(table)
@@ -309,7 +310,7 @@ def test_early_stop_table_gives_the_epochs_run_and_the_bound_of_a_stopped_run():
 
 def test_piano_roll_contexts_are_in_increasing_order_after_a_json_round_trip():
     entry = {"probs": {k: [[0.5]] for k in (1, 2, 4, 8, 16, 48)}}
-    assert ma.piano_roll_contexts(json.loads(json.dumps(entry))) == [1, 2, 4, 8, 16, 48]
+    assert mr.piano_roll_contexts(json.loads(json.dumps(entry))) == [1, 2, 4, 8, 16, 48]
 
 
 def test_measured_reads_the_criteria_and_marks_models_near_the_baseline():
@@ -329,7 +330,7 @@ def test_measured_reads_the_criteria_and_marks_models_near_the_baseline():
         "rnn-stable": {"seed": 1111, "test_nll": 9.0},  # 18.8% below the baseline
         "lstm-unconstrained": {"seed": 1111, "test_nll": 10.9},  # 1.7% below: within 5%
     }
-    found = ma.measured(analysis, results, 11.09)
+    found = mr.measured(analysis, results, 11.09)
     stable, lstm = found["rnn-stable"], found["lstm-unconstrained"]
     assert stable.gradient_ratio == pytest.approx(0.5**20) and stable.vanishes == "supported"
     assert lstm.gradient_ratio == pytest.approx(0.08) and lstm.vanishes == "not supported"
@@ -340,8 +341,8 @@ def test_measured_reads_the_criteria_and_marks_models_near_the_baseline():
     # one seed: indicative, never the criteria's "no better than the baseline"
     assert stable.memory == "beats it"
     assert lstm.memory == "not below it by the margin (1 seed: indicative)"
-    assert ma.measured(analysis)["lstm-unconstrained"].memory == ""  # no results: unread
-    table = ma.measurements_table(analysis, results, 11.09)
+    assert mr.measured(analysis)["lstm-unconstrained"].memory == ""  # no results: unread
+    table = mr.measurements_table(analysis, results, 11.09)
     _assert_rectangular(table)
     row = next(r for r in table.splitlines() if r.startswith("| LSTM |"))
     assert "| none: no verdict (measured up to k = 4, the rule's max_k is 100) |" in row
@@ -354,12 +355,12 @@ def test_validation_split_is_the_first_epoch_apart_by_more_than_the_threshold():
         return {"epochs": epochs, "best_epoch": 2}
 
     earlier, rerun = run([9.0, 8.6, 8.60, 8.70]), run([9.005, 8.6, 8.61, 8.60])
-    assert ma.validation_split(earlier, rerun) == {
+    assert mr.validation_split(earlier, rerun) == {
         "epoch": 4, "lr": 1e-3, "val_nll_earlier": 8.70, "val_nll_rerun": 8.60,
         "best_epoch_earlier": 2, "final_val_nll_earlier": 8.70, "final_val_nll_rerun": 8.60,
     }  # fmt: skip
-    assert ma.validation_split(earlier, rerun, threshold=0.2) is None
-    assert ma.validation_split(earlier, rerun, threshold=0.001)["epoch"] == 1
+    assert mr.validation_split(earlier, rerun, threshold=0.2) is None
+    assert mr.validation_split(earlier, rerun, threshold=0.001)["epoch"] == 1
 
 
 def _write_run(root, relative: str, seed: int, nll: float) -> None:
@@ -387,11 +388,11 @@ def test_run_commands_list_each_missing_run_with_its_seed(tmp_path):
     _write_run(tmp_path, "authors/rnn-unconstrained.json", 1111, 9.5)
     _write_run(tmp_path, "authors/seed2/rnn-unconstrained.json", 2, 9.4)
     _write_run(tmp_path, "authors/seed1/lstm-stable.json", 1, 10.0)
-    missing = ma.missing_runs("authors", tmp_path)
+    missing = mr.missing_runs("authors", tmp_path)
     assert len(missing) == 4 * 5 - 3
     assert ("rnn", "unconstrained", 2) not in missing and ("rnn", "unconstrained", 3) in missing
     assert ("lstm", "stable", 1111) in missing and ("lstm", "stable", 1) not in missing
-    shown = ma.run_commands("authors", tmp_path)
+    shown = mr.run_commands("authors", tmp_path)
     blocks = [block.split("```")[0] for block in shown.split("```bash\n")[1:]]
     text = " ".join(shown.replace("\\\n", " ").split())  # each command on one line
     assert "Not yet run (17 of 20)" in text
@@ -406,32 +407,32 @@ def test_run_commands_list_each_missing_run_with_its_seed(tmp_path):
         seed = args.seed if args.seed is not None else CONFIGS["authors"].seed
         assert (args.model, args.variant, seed) in missing
     # seed 1111 is the config's own: no --seed, and the CLI trains the config itself
-    own = ma.rerun_command("authors", "lstm", "stable", 1111)
+    own = mr.rerun_command("authors", "lstm", "stable", 1111)
     assert "--seed" not in own and _parse_train_music(own).seed is None
     assert training.with_seed(CONFIGS["authors"], 1111) is CONFIGS["authors"]
     assert "--seed <N>" in blocks[0] and "1111, the config's own seed" in shown.splitlines()[0]
     # one-seed configs: no --seed; the full runs' own flag; nothing missing on the files
-    full = " ".join(ma.run_commands("full").replace("\\\n", " ").split())
+    full = " ".join(mr.run_commands("full").replace("\\\n", " ").split())
     assert "--config full --resume --stop-below-lr 1e-5 --threads 1" in full
     assert "--seed" not in full and "not yet run" not in full.lower()
-    adam = " ".join(ma.run_commands("adam").replace("\\\n", " ").split())
+    adam = " ".join(mr.run_commands("adam").replace("\\\n", " ").split())
     assert "--config adam --resume --threads 1" in adam
-    args = _parse_train_music(ma.rerun_command("full", "lstm", "authors-bug"))
+    args = _parse_train_music(mr.rerun_command("full", "lstm", "authors-bug"))
     assert args.stop_below_lr == 1e-5 and args.variant == "authors-bug"
 
 
 def test_seeds_table_carries_the_paper_number_only_for_the_authors_setting(tmp_path):
     _write_run(tmp_path, "authors/rnn-stable.json", 1111, 9.2)
     _write_run(tmp_path, "adam-tcn/rnn-stable.json", 1111, 8.6)
-    authors = ma.seeds_table("authors", 11.09, tmp_path)
+    authors = mr.seeds_table("authors", 11.09, tmp_path)
     _assert_rectangular(authors)
     assert authors.splitlines()[0].endswith("| reported by the paper |")
-    for (cell, variant), key in ma.PAPER_KEYS.items():
+    for (cell, variant), key in mr.PAPER_KEYS.items():
         row = next(
-            r for r in authors.splitlines() if r.startswith(f"| {ma.LABELS[f'{cell}-{variant}']} |")
+            r for r in authors.splitlines() if r.startswith(f"| {mr.LABELS[f'{cell}-{variant}']} |")
         )
         assert row.endswith(f"| {paper_claims.marked(key)} |"), row
-    tcn = ma.seeds_table("adam-tcn", 11.09, tmp_path)
+    tcn = mr.seeds_table("adam-tcn", 11.09, tmp_path)
     assert "paper" not in tcn and "†" not in tcn
 
 
@@ -441,15 +442,15 @@ def test_paper_comparisons_give_a_verdict_only_with_the_seeds(tmp_path, monkeypa
     for seed in (1, 2, 3, 4):  # five seeds within 2% of the paper's number
         _write_run(tmp_path, f"authors/seed{seed}/rnn-stable.json", seed, paper * 1.02)
     _write_run(tmp_path, "authors/rnn-stable.json", 1111, paper * 1.02)
-    found = ma.paper_comparisons("authors", tmp_path)
+    found = mr.paper_comparisons("authors", tmp_path)
     rnn, stable, lstm = found["rnn-unconstrained"], found["rnn-stable"], found["lstm-unconstrained"]
     # the JSB numbers are recalled (†): no verdict against them, whatever the seeds
-    assert found["rnn-stable"].verdict == ma.UNVERIFIED_PAPER
+    assert found["rnn-stable"].verdict == mr.UNVERIFIED_PAPER
     recalled = paper_claims.claim  # the rule itself, as it would read checked numbers
     monkeypatch.setattr(
-        ma.paper_claims, "claim", lambda key: replace(recalled(key), status="checked", source="a")
+        mr.paper_claims, "claim", lambda key: replace(recalled(key), status="checked", source="a")
     )
-    found = ma.paper_comparisons("authors", tmp_path)
+    found = mr.paper_comparisons("authors", tmp_path)
     rnn, stable, lstm = found["rnn-unconstrained"], found["rnn-stable"], found["lstm-unconstrained"]
     assert rnn.relative == pytest.approx(0.10) and rnn.verdict == "no verdict"
     assert rnn.difference == pytest.approx(0.1 * paper)
@@ -457,35 +458,35 @@ def test_paper_comparisons_give_a_verdict_only_with_the_seeds(tmp_path, monkeypa
     assert lstm.ours is None and lstm.verdict == "not yet run"
     for seed in (1, 2, 3, 4):
         _write_run(tmp_path, f"authors/seed{seed}/rnn-unconstrained.json", seed, paper * 1.10)
-    assert ma.paper_comparisons("authors", tmp_path)["rnn-unconstrained"].verdict == (
+    assert mr.paper_comparisons("authors", tmp_path)["rnn-unconstrained"].verdict == (
         "not reproduced"
     )
     # the LSTM of the authors' code has no recurrence: our recurrent LSTM is another model
     for seed in (1, 2, 3, 4, 1111):
         _write_run(tmp_path, f"authors/{'' if seed == 1111 else f'seed{seed}/'}lstm-stable.json",
                    seed, float(paper_claims.value("jsb-lstm-stable-nll")))  # fmt: skip
-    lstm_stable = ma.paper_comparisons("authors", tmp_path)["lstm-stable"]
+    lstm_stable = mr.paper_comparisons("authors", tmp_path)["lstm-stable"]
     assert lstm_stable.relative == pytest.approx(0.0) and lstm_stable.verdict == "not comparable"
-    table = ma.main_table(11.09, tmp_path)
+    table = mr.main_table(11.09, tmp_path)
     _assert_rectangular(table)
     row = next(r for r in table.splitlines() if r.startswith("| LSTM, stable |"))
     assert paper_claims.marked("jsb-lstm-stable-nll") in row and "another model" in row
     assert "reproduced" not in table  # no verdict against the paper's unverified numbers
     assert "| not yet run |" in table  # the unconstrained LSTM
     with pytest.raises(ValueError):
-        ma.paper_comparisons("adam-tcn", tmp_path)
+        mr.paper_comparisons("adam-tcn", tmp_path)
 
 
 def test_memory_reading_on_one_seed_is_indicative_not_a_verdict(monkeypatch):
     results = {"lstm-unconstrained": {"seed": 1111, "test_nll": 11.18},
                "rnn-stable": {"seed": 1111, "test_nll": 9.08}}  # fmt: skip
-    reading = ma.memory_reading("lstm-unconstrained", results, 11.09)
+    reading = mr.memory_reading("lstm-unconstrained", results, 11.09)
     assert reading == "not below it by the margin (1 seed: indicative)"
-    assert ma.memory_reading("rnn-stable", results, 11.09) == "beats it"
-    assert ma.memory_reading("lstm-stable", results, 11.09) == ""  # not run: unread
+    assert mr.memory_reading("rnn-stable", results, 11.09) == "beats it"
+    assert mr.memory_reading("lstm-stable", results, 11.09) == ""  # not run: unread
     # with the seeds the criteria ask for, the reading is the criteria's verdict
-    monkeypatch.setattr(ma.criteria, "enough_seeds", lambda task, *summaries: True)
-    assert ma.memory_reading("lstm-unconstrained", results, 11.09) == (
+    monkeypatch.setattr(mr.criteria, "enough_seeds", lambda task, *summaries: True)
+    assert mr.memory_reading("lstm-unconstrained", results, 11.09) == (
         "no better than the baseline"
     )
 
@@ -498,12 +499,12 @@ def test_jacobian_stats_give_range_median_and_share_below_one():
         "lstm-authors-bug": {"truncated_eval": {}},  # no recurrence: no Jacobians
         "missing": ["rnn-unconstrained"],
     }
-    assert ma.jacobian_stats(analysis["rnn-stable"]) == ma.JacobianStats(0.5, 0.7, 0.9, 1.0, 2)
-    assert ma.jacobian_stats(analysis["lstm-unconstrained"]) == ma.JacobianStats(
+    assert mr.jacobian_stats(analysis["rnn-stable"]) == mr.JacobianStats(0.5, 0.7, 0.9, 1.0, 2)
+    assert mr.jacobian_stats(analysis["lstm-unconstrained"]) == mr.JacobianStats(
         0.5, 1.05, 3.0, 0.5, 4
     )
-    assert ma.jacobian_stats(analysis["lstm-authors-bug"]) is None
-    found = ma.measured(analysis)
+    assert mr.jacobian_stats(analysis["lstm-authors-bug"]) is None
+    found = mr.measured(analysis)
     assert set(found) == {"rnn-stable", "lstm-unconstrained", "lstm-authors-bug"}
     assert found["lstm-authors-bug"].jacobians is None
 
@@ -516,7 +517,7 @@ def test_training_extent_gives_each_seeds_best_epoch_and_final_rate():
     epochs = [{"epoch": e, "lr": 0.01 if e < 3 else 0.001} for e in (1, 2, 3, 4)]
     runs = {"rnn-stable": {1111: {"best_epoch": 4, "epochs": epochs},
                            2: {"best_epoch": 2, "epochs": epochs[:2]}}}  # fmt: skip
-    rows = ma.training_extent_table(runs).splitlines()[2:]
+    rows = mr.training_extent_table(runs).splitlines()[2:]
     assert rows == ["| RNN, stable | 2 | 2 | 2 | 1e-02 |", "| RNN, stable | 1111 | 4 | 4 | 1e-03 |"]
 
 
@@ -527,6 +528,6 @@ def test_input_layer_rows_are_read_by_the_single_seed_rule():
     results = {"rnn-unconstrained": {"test_nll": 9.2 + 0.80},  # just beyond: readable
                "lstm-unconstrained": {"test_nll": 9.2 + 0.78},  # just within: not
                "rnn-stable": {"test_nll": 12.0}}  # no reference: no row  # fmt: skip
-    rnn, lstm = ma.input_layer_table(results, reference).splitlines()[2:]
+    rnn, lstm = mr.input_layer_table(results, reference).splitlines()[2:]
     assert rnn == "| RNN | 10.00 | 9.20 ± 0.16 | +0.80 | 0.79 | yes |"
     assert lstm == "| LSTM | 9.98 | 9.20 ± 0.16 | +0.78 | 0.79 | no: needs seeds |"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stablernn_lib.core.io import same_config
-from stablernn_lib.tasks.wikitext2 import partial_runs
+from stablernn_lib.tasks.wikitext2 import results
 from stablernn_lib.tasks.wikitext2.train import CONFIGS
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
@@ -31,8 +31,8 @@ def _write_run(folder: Path, jobs: list[tuple[str, bool, str, list[tuple[float, 
 
 
 def test_a_folder_without_plan_has_no_runs(tmp_path: Path) -> None:
-    assert partial_runs.load_partial_runs(tmp_path) == {}
-    assert partial_runs.equal_epoch_gaps({}) == {}
+    assert results.load_partial_runs(tmp_path) == {}
+    assert results.equal_epoch_gaps({}) == {}
 
 
 def test_gaps_at_the_last_common_epoch_and_before_the_first_cut(tmp_path: Path) -> None:
@@ -43,9 +43,9 @@ def test_gaps_at_the_last_common_epoch_and_before_the_first_cut(tmp_path: Path) 
             ("lstm", True, "full", [(330.0, 20), (260.0, 20), (240.0, 20)]),
         ],
     )
-    runs = partial_runs.load_partial_runs(tmp_path)
+    runs = results.load_partial_runs(tmp_path)
     assert set(runs) == {"lstm-unconstrained", "lstm-stable"}
-    gaps = partial_runs.equal_epoch_gaps(runs)["lstm"]
+    gaps = results.equal_epoch_gaps(runs)["lstm"]
     # last common epoch: 3 (the stable run stopped there); rates differ there (5 vs 20)
     assert gaps["last"]["epoch"] == 3
     assert gaps["last"]["gap"] == pytest.approx(240 / 150 - 1)
@@ -54,7 +54,7 @@ def test_gaps_at_the_last_common_epoch_and_before_the_first_cut(tmp_path: Path) 
     assert gaps["uncut"]["epoch"] == 2
     assert gaps["uncut"]["gap"] == pytest.approx(260 / 200 - 1)
     assert runs["lstm-stable"]["provenance"]["device"] == "Test GPU"
-    table = partial_runs.partial_runs_table(runs)
+    table = results.partial_runs_table(runs)
     assert "| LSTM, unconstrained | `full` (lr 20) | 4 of 40 | 140.0 (4) |" in table
     assert "| LSTM, stable | `full` (lr 20) | 3 of 40 | 240.0 (3) |" in table
 
@@ -67,7 +67,7 @@ def test_equal_rates_need_no_second_comparison(tmp_path: Path) -> None:
             ("rnn", True, "full-rnn-lr2", [(390.0, 2), (294.0, 2)]),
         ],
     )
-    gaps = partial_runs.equal_epoch_gaps(partial_runs.load_partial_runs(tmp_path))["rnn"]
+    gaps = results.equal_epoch_gaps(results.load_partial_runs(tmp_path))["rnn"]
     assert gaps["last"]["gap"] == pytest.approx(-0.02)
     assert gaps["uncut"] == gaps["last"]  # never cut: the two comparisons coincide
 
@@ -80,7 +80,7 @@ def test_a_run_cut_at_the_first_epoch_has_no_uncut_comparison(tmp_path: Path) ->
             ("rnn", True, "full-rnn-lr2", [(390.0, 2), (294.0, 2)]),
         ],
     )
-    gaps = partial_runs.equal_epoch_gaps(partial_runs.load_partial_runs(tmp_path))["rnn"]
+    gaps = results.equal_epoch_gaps(results.load_partial_runs(tmp_path))["rnn"]
     assert "uncut" not in gaps and gaps["last"]["epoch"] == 2
 
 
@@ -90,7 +90,7 @@ def test_damaged_files_are_refused_with_the_reason(tmp_path: Path) -> None:
     lines = metrics.read_text().splitlines()
     metrics.write_text("\n".join(reversed(lines)) + "\n")
     with pytest.raises(ValueError, match="not 1, 2, ... in order"):
-        partial_runs.load_partial_runs(tmp_path)
+        results.load_partial_runs(tmp_path)
 
 
 def test_two_unfinished_runs_of_one_model_are_refused(tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ def test_two_unfinished_runs_of_one_model_are_refused(tmp_path: Path) -> None:
         ],
     )
     with pytest.raises(ValueError, match="two unfinished runs of lstm-unconstrained"):
-        partial_runs.load_partial_runs(tmp_path)
+        results.load_partial_runs(tmp_path)
 
 
 # --- the committed files -----------------------------------------------------------------
@@ -114,12 +114,12 @@ def _committed_curves() -> dict[str, list[dict]]:
         path.name.removesuffix(".metrics.jsonl"): [
             json.loads(line) for line in path.read_text().splitlines() if line.strip()
         ]
-        for path in partial_runs.PARTIAL_DIR.glob("*.metrics.jsonl")
+        for path in results.PARTIAL_DIR.glob("*.metrics.jsonl")
     }
 
 
 def test_committed_unfinished_runs_match_the_code_and_say_where_they_ran() -> None:
-    plan = json.loads((partial_runs.PARTIAL_DIR / "plan.json").read_text())
+    plan = json.loads((results.PARTIAL_DIR / "plan.json").read_text())
     jobs = {job["name"]: job for job in plan["jobs"]}
     curves = _committed_curves()
     assert set(curves) == {
@@ -138,7 +138,7 @@ def test_committed_unfinished_runs_match_the_code_and_say_where_they_ran() -> No
 
 
 def test_table_rows_are_the_files_best_epochs() -> None:
-    table = partial_runs.partial_runs_table(partial_runs.load_partial_runs())
+    table = results.partial_runs_table(results.load_partial_runs())
     for name, rows in _committed_curves().items():
         best = min(row["val_ppl"] for row in rows)
         at = 1 + [row["val_ppl"] for row in rows].index(best)
@@ -164,10 +164,10 @@ def _gap(curves: dict[str, list[dict]], cell: str, config: str, epoch: int) -> f
 
 def test_chapter8_reading_of_the_unfinished_runs_holds() -> None:
     """The numbers of the reading, each recomputed from the metrics files."""
-    from stablernn_lib.tasks.wikitext2.lesson_numbers import unfinished_numbers
+    from chapter8_text import chapter8_numbers
 
     curves = _committed_curves()
-    numbers = unfinished_numbers()
+    numbers = chapter8_numbers()
     text = _prose()
     lstm_free = curves["lstm-unconstrained-full-seed1111"]
     lstm_stable = curves["lstm-stable-full-seed1111"]
@@ -187,14 +187,14 @@ def test_chapter8_reading_of_the_unfinished_runs_holds() -> None:
     assert numbers["full_rnn_last_gap"] == pytest.approx(_gap(curves, "rnn", "full-rnn-lr2", 14))
     assert len(rnn_stable) == 14 and rnn_stable[13]["lr"] == 2
     # like with like after 6 epochs: seed 1111 here and at the cpu scale
-    cpu = partial_runs.RESULTS_DIR / "cpu"
+    cpu = results.RESULTS_DIR / "cpu"
     cpu_free, cpu_stable = (
         json.loads((cpu / f"lstm-{v}.json").read_text())["epochs"][5]["val_ppl"]
         for v in ("unconstrained", "stable")
     )
     assert numbers["full_lstm_gap6"] == pytest.approx(_gap(curves, "lstm", "full", 6))
     assert numbers["cpu_lstm_val_gap6"] == pytest.approx(100 * (cpu_stable - cpu_free) / cpu_free)
-    plan = json.loads((partial_runs.PARTIAL_DIR / "plan.json").read_text())
+    plan = json.loads((results.PARTIAL_DIR / "plan.json").read_text())
     full_lr = next(
         j["config"]["lr"] for j in plan["jobs"] if j["name"] == "lstm-stable-full-seed1111"
     )

@@ -123,7 +123,7 @@ def test_cpu_results_are_complete() -> None:
 
 
 def test_table_by_scale_and_claim_readings_say_what_ran_and_what_did_not() -> None:
-    from stablernn_lib.tasks.wikitext2.findings import (
+    from stablernn_lib.tasks.wikitext2.results import (
         claim_readings,
         claims_table,
         smallest_k_within,
@@ -168,7 +168,7 @@ def test_table_by_scale_and_claim_readings_say_what_ran_and_what_did_not() -> No
 def test_chapter8_claim_readings_use_the_seed_means_and_agree_with_the_seeds_table() -> None:
     """The evidence page's table of claims gives the same verdict as the seeds table, from
     the same seed means."""
-    from stablernn_lib.tasks.wikitext2.findings import (
+    from stablernn_lib.tasks.wikitext2.results import (
         claim_readings,
         load_full_results,
         load_seed_results,
@@ -237,7 +237,7 @@ def _committed_runs(config: str) -> dict[str, dict[int, float]]:
 
 
 def test_seeds_commands_name_each_planned_seed_and_whether_it_is_committed() -> None:
-    from stablernn_lib.tasks.wikitext2.findings import seeds_commands
+    from stablernn_lib.tasks.wikitext2.results import seeds_commands
 
     runs = _committed_runs("cpu")
     lines = seeds_commands("cpu").splitlines()
@@ -253,7 +253,7 @@ def test_seeds_commands_name_each_planned_seed_and_whether_it_is_committed() -> 
 
 
 def test_schedule_table_shows_each_runs_rates_from_the_files() -> None:
-    from stablernn_lib.tasks.wikitext2.findings import schedule_table
+    from stablernn_lib.tasks.wikitext2.results import schedule_table
 
     rows = schedule_table("cpu").splitlines()[2:]
     runs = _committed_runs("cpu")
@@ -270,7 +270,7 @@ def test_schedule_table_shows_each_runs_rates_from_the_files() -> None:
 
 
 def test_seeds_table_rows_are_computed_from_the_committed_files() -> None:
-    from stablernn_lib.tasks.wikitext2.findings import schedule_table, seeds_table
+    from stablernn_lib.tasks.wikitext2.results import schedule_table, seeds_table
 
     table, each_seed = seeds_table("cpu"), schedule_table("cpu")
     for variant, by_seed in _committed_runs("cpu").items():
@@ -285,7 +285,7 @@ def test_seeds_table_rows_are_computed_from_the_committed_files() -> None:
 
 
 def test_ablation_rows_are_computed_from_the_committed_files() -> None:
-    from stablernn_lib.tasks.wikitext2.findings import ABLATION_ROWS, ablation_table
+    from stablernn_lib.tasks.wikitext2.results import ABLATION_ROWS, ablation_table
 
     table, commands = ablation_table()
     rows = table.splitlines()[2:]
@@ -325,7 +325,7 @@ def test_chapter8_reading_of_the_cpu_seeds_holds() -> None:
     """The main table and its reading: three seeds of each model; the RNN pair's gap is over
     5% but inconclusive, its noise one run whose schedule cut the learning rate; the stable
     LSTM is about a quarter worse: not supported."""
-    from stablernn_lib.tasks.wikitext2.findings import seed_summary, seeds_table
+    from stablernn_lib.tasks.wikitext2.results import seed_summary, seeds_table
 
     runs = _committed_runs("cpu")
     assert all(len(runs[variant]) >= 3 for variant in VARIANTS)
@@ -379,7 +379,7 @@ def test_chapter8_measurement_numbers_match_the_committed_files() -> None:
     import torch
 
     from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.findings import smallest_k_within
+    from stablernn_lib.tasks.wikitext2.results import smallest_k_within
 
     analysis = _load("analysis.json")
     assert analysis["lm_config"]["seed"] == 1111
@@ -436,7 +436,7 @@ def test_every_one_seed_row_is_read_against_both_references_as_the_rule_says() -
     model and against the unconstrained LSTM, whether its effect exceeds 5 of that model's
     seed sd (criteria.single_seed_ablation), and carries no verdict."""
     from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.findings import ABLATION_ROWS, ablation_readings
+    from stablernn_lib.tasks.wikitext2.results import ABLATION_ROWS, ablation_readings
 
     runs = _committed_runs("cpu")
     references = {
@@ -490,7 +490,7 @@ def test_chapter8_says_which_factor_explains_the_lstm_gap() -> None:
     constants; the ranking of the readings table agrees."""
     import math
 
-    from stablernn_lib.tasks.wikitext2.findings import ablation_readings, ablation_readings_table
+    from stablernn_lib.tasks.wikitext2.results import ablation_readings, ablation_readings_table
     from stablernn_lib.theory.lstm_certificate import (
         AUTHORS_INPUT_FORGET_SCALE,
         AUTHORS_RECURRENT_SCALES,
@@ -571,7 +571,7 @@ def test_chapter8_reading_of_the_authors_first_layer_row_holds() -> None:
     """The authors' rescaling on the first layer, three seeds: within 5% ("supported"), its
     worst one-step Jacobian norm above 1 (not contractive)."""
     from stablernn_lib.core import criteria
-    from stablernn_lib.tasks.wikitext2.findings import ablation_readings, seed_summary
+    from stablernn_lib.tasks.wikitext2.results import ablation_readings, seed_summary
 
     runs = _committed_runs("cpu-authors-first")["lstm-stable"]
     assert len(runs) >= 3

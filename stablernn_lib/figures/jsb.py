@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from stablernn_lib.core import paper_claims
 from stablernn_lib.core.plot_helpers import legends_below
 from stablernn_lib.core.style import BOUND_COLOR, PHONE_WIDTH_IN, model_color
-from stablernn_lib.tasks.jsb.analysis import LABELS, PAPER_KEYS, TABLE_VARIANTS, seed_summary
+from stablernn_lib.tasks.jsb.results import LABELS, PAPER_KEYS, TABLE_VARIANTS, seed_summary
 
 MARKERS = ("o", "s", "^")
 

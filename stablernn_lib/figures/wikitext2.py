@@ -3,7 +3,7 @@ models over their seeds beside the numbers the paper reports, and the paper's Fi
 Each is at most ``PHONE_WIDTH_IN`` inches wide with its legend below the axes, so that a
 phone shows the whole figure with its text at 9 px or more.
 
-The figure reads committed results (:func:`stablernn_lib.tasks.wikitext2.findings.
+The figure reads committed results (:func:`stablernn_lib.tasks.wikitext2.results.
 load_seed_results`) and the paper's numbers (:mod:`stablernn_lib.core.paper_claims`).
 """
 
@@ -18,7 +18,7 @@ from stablernn_lib.core import paper_claims
 from stablernn_lib.core.plot_helpers import legends_below
 from stablernn_lib.core.style import BOUND_COLOR, PHONE_WIDTH_IN, model_color
 from stablernn_lib.tasks.wikitext2.analysis import plot_figure2
-from stablernn_lib.tasks.wikitext2.findings import PAPER_TEST_PPL_KEYS, seed_summary
+from stablernn_lib.tasks.wikitext2.results import PAPER_TEST_PPL_KEYS, seed_summary
 from stablernn_lib.tasks.wikitext2.variants import MODEL_LABELS, MODEL_VARIANTS, variant_name
 
 

@@ -103,9 +103,9 @@ def marginal_random(function, ctx: CheckContext) -> str:
 
 
 def _context_match(function, ctx: CheckContext, curve: dict, tolerance: float, given: str) -> str:
-    from stablernn_lib.tasks.jsb import analysis  # matplotlib: imported when a check runs
+    from stablernn_lib.tasks.jsb import results  # matplotlib: imported when a check runs
 
-    expected = analysis.context_used(curve, tolerance)
+    expected = results.context_used(curve, tolerance)
     got = ctx.call(
         function,
         list(curve["k"]),
@@ -121,9 +121,9 @@ def _context_match(function, ctx: CheckContext, curve: dict, tolerance: float, g
 
 def context_visible(function, ctx: CheckContext) -> str:
     """The truncation curves of Chapter 9's four models trained as the authors did (seed 1111)."""
-    from stablernn_lib.tasks.jsb import analysis
+    from stablernn_lib.tasks.jsb import results
 
-    measured = analysis.load_full_analysis(None, "authors") or {}
+    measured = results.load_full_analysis(None, "authors") or {}
     curves = {n: e["truncated_eval_after"] for n, e in measured.items()
               if isinstance(e, dict) and "truncated_eval_after" in e}  # fmt: skip
     if not curves:

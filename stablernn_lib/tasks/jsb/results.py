@@ -1,0 +1,986 @@
+"""The committed JSB Chorales results (``data/results/jsb/``) as the numbers, tables and
+figures Chapter 9 and its companion page show.
+
+* Loading: :func:`load_results` (one run per model), :func:`load_seed_results` (``{model:
+  {seed: run}}``), :func:`load_full_analysis` (the measurements of a config's models).
+* Tables (Markdown strings) with the verdicts of ``criteria.json``, and the figures.
+* :func:`chapter_values`: every number and verdict word the prose glues, one flat mapping
+  (percentages in percent, NLLs in nats per time step; no sentences).
+
+The measurements on trained models are :mod:`stablernn_lib.tasks.jsb.analysis`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
+
+from stablernn_lib.core import criteria, paper_claims
+from stablernn_lib.core.plot_helpers import finish_axis, plot_truncated_curves
+from stablernn_lib.core.style import finish, model_color
+from stablernn_lib.tasks import training
+from stablernn_lib.tasks.jsb.train import CONFIGS, PUBLISHED_RESULTS, RESULTS_DIR, result_file_name
+
+# The variants of the chapter's table, in order (model, variant).
+TABLE_VARIANTS: tuple[tuple[str, str], ...] = (
+    ("rnn", "unconstrained"),
+    ("rnn", "stable"),
+    ("lstm", "unconstrained"),
+    ("lstm", "stable"),
+)
+ALL_VARIANTS = (*TABLE_VARIANTS, ("lstm", "authors-bug"))
+PAPER_KEYS = {(cell, variant): f"jsb-{cell}-{variant}-nll" for cell, variant in TABLE_VARIANTS}
+LABELS = {
+    "rnn-unconstrained": "RNN",
+    "rnn-stable": "RNN, stable",
+    "lstm-unconstrained": "LSTM",
+    "lstm-stable": "LSTM, stable",
+    "lstm-authors-bug": "LSTM, authors' bug (no recurrence)",
+}
+BASELINE_LABEL = "no memory: each key on at its training frequency"
+# The configs whose setting is the authors' (their architecture, without the input layer, and
+# their SGD schedule, with the departures listed in Chapter 9): their tables carry the paper's
+# numbers.
+PAPER_SETTING_CONFIGS: tuple[str, ...] = ("authors",)
+# The configs trained with several seeds (the config's own, then 1, 2, ...), and the flags
+# beyond the config that the committed runs of a config used (data/results/jsb/README.md).
+SEEDED_CONFIGS: tuple[str, ...] = ("authors", "adam-tcn")
+# The cells whose model is not the one the authors' code trains, so that its number in the
+# paper's table is not ours to reproduce (Chapter 9's departures), with the reason.
+NOT_THE_AUTHORS_MODEL: dict[str, str] = {
+    "lstm": "our LSTM is recurrent, the LSTM of the authors' code is not (departure 1)"
+}
+RUN_FLAGS: dict[str, str] = {"full": "--stop-below-lr 1e-5"}
+# The verdict of ``reproduces_paper`` against a number the course has not checked in the
+# paper (marked †): none, as the course's page on the paper's numbers says.
+UNVERIFIED_PAPER = "no verdict: the paper's number is unverified"
+
+
+def _results_root(results_dir: str | Path | None) -> Path:
+    """The folder of committed results: ``results_dir`` when given, else ``RESULTS_DIR``."""
+    return Path(results_dir) if results_dir is not None else RESULTS_DIR
+
+
+# ---------------------------------------------------------------------------
+# The chapter's table and figures
+# ---------------------------------------------------------------------------
+
+
+def load_full_analysis(
+    results_dir: str | Path | None = None, config: str = "full"
+) -> dict[str, Any] | None:
+    """The committed measurements of a config's models (``full``: the authors' scale with the
+    input layer; ``adam-tcn``, ``authors``), or None when not yet run."""
+    folder = PUBLISHED_RESULTS[config][0]
+    path = _results_root(results_dir) / folder / "analysis.json"
+    return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
+
+
+def load_results(
+    results_dir: str | Path | None = None, config: str = "full"
+) -> dict[str, dict[str, Any]]:
+    """The committed result files of a published config (``"full"``, or the ``"adam"``
+    diagnostic), by ``<model>-<variant>`` (missing ones absent)."""
+    folder = _results_root(results_dir)
+    found = {}
+    for cell, variant in ALL_VARIANTS:
+        path = folder / result_file_name(cell, variant, config)
+        if path.is_file():
+            found[f"{cell}-{variant}"] = json.loads(path.read_text(encoding="utf8"))
+    return found
+
+
+def load_seed_results(
+    config: str, results_dir: str | Path | None = None
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every committed completed run of a published config, by ``<model>-<variant>`` and seed:
+    the config's own seed (:func:`result_file_name`) and every ``seed<N>/`` beside it."""
+    root = _results_root(results_dir)
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    for cell, variant in ALL_VARIANTS:
+        own = Path(result_file_name(cell, variant, config))
+        for path in [root / own, *sorted((root / own.parent).glob(f"seed*/{own.name}"))]:
+            if not path.is_file():
+                continue
+            run = json.loads(path.read_text(encoding="utf8"))
+            if run.get("status") == "completed" and "test_nll" in run:
+                found.setdefault(f"{cell}-{variant}", {})[int(run["seed"])] = run
+    return found
+
+
+def seed_summary(runs: dict[int, dict[str, Any]]) -> criteria.SeedSummary:
+    """Test NLL over the seeds of one model (``load_seed_results(...)[name]``)."""
+    return criteria.summarize({seed: run["test_nll"] for seed, run in runs.items()})
+
+
+def by_seed(results: dict[str, dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """``{name: result}`` (one run each, as :func:`load_results` gives) as ``{name: {seed:
+    result}}``, the form the verdicts read."""
+    return {name: {int(run["seed"]): run} for name, run in results.items() if "test_nll" in run}
+
+
+def baseline_comparison(summary: criteria.SeedSummary, baseline: float) -> str:
+    """The model's gap to the no-memory baseline and, with the seeds the criteria require,
+    the verdict of ``beats_baseline`` in ``criteria.json``."""
+    gap = f"{100 * criteria.relative_gap(summary.mean, baseline):+.1f}%"
+    if not criteria.enough_seeds("jsb", summary):
+        return f"{gap} ({criteria.seeds_label(summary.n)}: no verdict)"
+    beats = criteria.beats_baseline(summary, baseline)
+    return f"{gap}: {'beats it' if beats else 'no better than the baseline'}"
+
+
+def _baseline_row(baseline: float, header: str) -> str:
+    """A table row for the baseline under ``header`` (a markdown table's first line): its
+    NLL in the first column after the label, the other columns empty."""
+    columns = header.count("|") - 1
+    return f"| {BASELINE_LABEL} | {baseline:.2f} |" + " |" * (columns - 2)
+
+
+def results_table(
+    results: dict[str, dict[str, Any]], baseline: float, smoke: dict[str, dict] | None = None
+) -> str:
+    """Markdown table: test NLL per time step of the ``full`` runs (the authors' scale and
+    schedule, with the input layer their forward never calls: the ablation), their gap to the
+    no-memory ``baseline``, the smoke runs if given, and the paper's number."""
+    header = (
+        "| model | ours, with input layer | vs baseline | epochs run | best epoch | wall time |"
+    )
+    rule = "| --- | --- | --- | --- | --- | --- |"
+    if smoke is not None:
+        header += " ours, smoke |"
+        rule += " --- |"
+    header += " reported by the paper |"
+    rule += " --- |"
+    lines = [header, rule]
+    for cell, variant in ALL_VARIANTS:
+        name = f"{cell}-{variant}"
+        result = results.get(name)
+        if result is not None and "test_nll" in result:
+            ours = f"{result['test_nll']:.2f}"
+            versus = baseline_comparison(seed_summary(by_seed({name: result})[name]), baseline)
+            ran = str(len(result["epochs"]))
+            best = str(result["best_epoch"])
+            wall = f"{result['wall_seconds'] / 60:.0f} min"
+        else:
+            ours, versus, ran, best, wall = "not yet run", "", "", "", ""
+        row = f"| {LABELS[name]} | {ours} | {versus} | {ran} | {best} | {wall} |"
+        if smoke is not None:
+            entry = smoke.get(name)
+            row += f" {entry['test_nll']:.2f} |" if entry and "test_nll" in entry else " |"
+        key = PAPER_KEYS.get((cell, variant))
+        row += f" {paper_claims.marked(key)} |" if key else " (not a row of the paper) |"
+        lines.append(row)
+    lines.append(_baseline_row(baseline, header))
+    return "\n".join(lines)
+
+
+def optimizer_diagnostic_table(
+    sgd: dict[str, dict[str, Any]], adam: dict[str, dict[str, Any]], baseline: float
+) -> str:
+    """Markdown table: test NLL of each ``full`` model (input layer included) trained by the
+    authors' SGD schedule and by the ``adam`` diagnostic (same model, data, seed and clip 1),
+    the no-memory ``baseline``, and the paper's number."""
+    clip = CONFIGS["adam"].clip
+    lines = [
+        "| model | SGD, authors' schedule (epochs) | Adam lr 1e-3, clip "
+        f"{clip:g}, diagnostic (best epoch of {CONFIGS['adam'].epochs}) | reported by the paper |",
+        "| --- | --- | --- | --- |",
+    ]
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        cells = []
+        for results in (sgd, adam):
+            result = results.get(name)
+            if result is not None and "test_nll" in result:
+                epochs = len(result["epochs"]) if results is sgd else result["best_epoch"]
+                cells.append(f"{result['test_nll']:.2f} ({epochs})")
+            else:
+                cells.append("not yet run")
+        marked = paper_claims.marked(PAPER_KEYS[(cell, variant)])
+        lines.append(f"| {LABELS[name]} | {cells[0]} | {cells[1]} | {marked} |")
+    lines.append(_baseline_row(baseline, lines[0]))
+    return "\n".join(lines)
+
+
+def rerun_command(config: str, cell: str, variant: str, seed: int | str | None = None) -> str:
+    """The one command that trains (or resumes, or returns when done) one run of a published
+    config, with the flags its committed runs used (:data:`RUN_FLAGS`) and one thread.  The
+    config's own seed (1111) takes no ``--seed``: the CLI trains the config itself then.  A
+    string ``seed`` (e.g. ``"<N>"``) is written as given, for a command pattern."""
+    command = f"python -m stablernn_lib train-music --model {cell} --variant {variant}"
+    command += f" --config {config}"
+    if seed is not None and seed != CONFIGS[config].seed:
+        command += f" --seed {seed}"
+    flags = RUN_FLAGS.get(config, "")
+    return command + " --resume" + (f" {flags}" if flags else "") + " --threads 1"
+
+
+def planned_seeds(config: str) -> tuple[int, ...]:
+    """The seeds a published config is meant to have: for a seeded config, its own seed and
+    1, 2, ... up to the number ``criteria.json`` asks for on JSB; else its own seed only."""
+    own = CONFIGS[config].seed
+    if config not in SEEDED_CONFIGS:
+        return (own,)
+    return training.planned_seeds(own, criteria.load_criteria()["seeds"]["jsb"], first_extra=1)
+
+
+def planned_variants(config: str) -> tuple[tuple[str, str], ...]:
+    """The (model, variant) pairs of a published config's table: the four of the paper, and
+    the authors' non-recurrent LSTM for ``full``."""
+    return ALL_VARIANTS if config == "full" else TABLE_VARIANTS
+
+
+def missing_runs(config: str, results_dir: str | Path | None = None) -> list[tuple[str, str, int]]:
+    """The planned runs of a published config (model, variant, seed) with no completed result
+    file, in the order of the table and then of :func:`planned_seeds`."""
+    done = load_seed_results(config, results_dir)
+    return [
+        (cell, variant, seed)
+        for cell, variant in planned_variants(config)
+        for seed in planned_seeds(config)
+        if seed not in done.get(f"{cell}-{variant}", {})
+    ]
+
+
+def run_commands(config: str, results_dir: str | Path | None = None) -> str:
+    """Markdown to print under a config's table: the command pattern that reruns any of its
+    rows, and one command for each planned run without a result file (:func:`missing_runs`),
+    each command in its own code block."""
+    seeds = planned_seeds(config)
+    pattern = rerun_command(config, "<model>", "<variant>", "<N>" if len(seeds) > 1 else None)
+    variants = "unconstrained or stable"
+    if config == "full":
+        variants += " (authors-bug: the authors' non-recurrent LSTM, with `--model lstm`)"
+    lines = [
+        f"Any row, with `<model>` rnn or lstm and `<variant>` {variants}"
+        + (
+            f"; `<N>` is a seed of the table ({seeds[0]}, the config's own seed, is the "
+            "command without `--seed`)"
+            if len(seeds) > 1
+            else ""
+        )
+        + ":",
+        *_code_block(pattern),
+    ]
+    missing = missing_runs(config, results_dir)
+    if missing:
+        planned = len(seeds) * len(planned_variants(config))
+        lines.append(f"\nNot yet run ({len(missing)} of {planned}):")
+        for c, v, seed in missing:
+            lines += _code_block(rerun_command(config, c, v, seed))
+    return "\n".join(lines)
+
+
+def _code_block(command: str, width: int = 34) -> list[str]:
+    """The lines of a Markdown code block holding one shell command, continued with ``\\``
+    at flag boundaries so that lines stay short on a phone: flags join a line while it
+    stays within ``width`` characters (the command's head or a single flag may be longer)."""
+    words = command.split(" --")
+    lines = [words[0]]
+    for flag in words[1:]:
+        if len(lines[-1]) + len(flag) + 3 <= width:
+            lines[-1] += f" --{flag}"
+        else:
+            lines.append(f"  --{flag}")
+    return ["", "```bash", " \\\n".join(lines), "```"]
+
+
+def seeds_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
+    """Markdown table of a seeded config (``adam-tcn``, ``authors``): every model's test NLL
+    over its seeds (mean ± sd, each seed), its gap to the no-memory ``baseline``, and the
+    stable model's gap to its unconstrained twin with the verdict of ``criteria.json``; for a
+    config whose setting is the authors' (:data:`PAPER_SETTING_CONFIGS`), the paper's number
+    with its mark."""
+    runs = load_seed_results(config, results_dir)
+    paper = config in PAPER_SETTING_CONFIGS
+    lines = [
+        f"| model (config `{config}`) | test NLL over seeds | vs baseline "
+        "| stable vs unconstrained | stability costs little? (criteria.json) |"
+        + (" reported by the paper |" if paper else ""),
+        "| --- | --- | --- | ---: | --- |" + (" --- |" if paper else ""),
+    ]
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        reported = f" {paper_claims.marked(PAPER_KEYS[(cell, variant)])} |" if paper else ""
+        if name not in runs:
+            lines.append(f"| {LABELS[name]} | not yet run: `{rerun_command(config, cell, variant)}`"
+                         " | | | |" + reported)  # fmt: skip
+            continue
+        summary = seed_summary(runs[name])
+        gap = verdict = ""
+        free = runs.get(f"{cell}-unconstrained")
+        if variant == "stable" and free:
+            reference = seed_summary(free)
+            gap = f"{100 * criteria.relative_gap(summary.mean, reference.mean):+.1f}%"
+            verdict = criteria.stability_cost_verdict("jsb", reference, summary)
+        versus = baseline_comparison(summary, baseline)
+        lines.append(
+            f"| {LABELS[name]} | {summary.describe(2)} | {versus} | {gap} | {verdict} |" + reported
+        )
+    lines.append(_baseline_row(baseline, lines[0]))
+    return "\n".join(lines)
+
+
+def load_reruns(config: str, results_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """``<config>/reruns.json``: committed runs that were trained again, with what the
+    earlier run gave (``earlier``) and why it was rerun; None when there is none."""
+    root = _results_root(results_dir)
+    path = root / config / "reruns.json"
+    return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
+
+
+def validation_split(
+    earlier: dict[str, Any], rerun: dict[str, Any], threshold: float = 0.01
+) -> dict[str, Any] | None:
+    """Where two runs of one config and seed part: the first epoch whose validation NLL
+    differs by more than ``threshold``, its learning rate and both values, the earlier run's
+    best epoch and both runs' final validation NLL (``earlier.validation_split`` of
+    ``reruns.json``); None when they never differ by that much."""
+    for old, new in zip(earlier["epochs"], rerun["epochs"], strict=False):
+        if abs(old["val_nll"] - new["val_nll"]) > threshold:
+            return {
+                "epoch": old["epoch"], "lr": old["lr"],
+                "val_nll_earlier": old["val_nll"], "val_nll_rerun": new["val_nll"],
+                "best_epoch_earlier": earlier["best_epoch"],
+                "final_val_nll_earlier": earlier["epochs"][-1]["val_nll"],
+                "final_val_nll_rerun": rerun["epochs"][-1]["val_nll"],
+            }  # fmt: skip
+    return None
+
+
+def reruns_table(config: str, results_dir: str | Path | None = None) -> str:
+    """Markdown table of ``<config>/reruns.json``: each run trained twice, the first run's
+    outcome beside the test NLL of the run in the seeds table (read from its result file),
+    the change, and the first epoch whose validation NLL differs by more than 0.01 between
+    the two (``earlier.validation_split``, with its learning rate)."""
+    reruns = load_reruns(config, results_dir)
+    if reruns is None:
+        return f"no reruns recorded for config `{config}`"
+    runs = load_seed_results(config, results_dir)
+    lines = [
+        "| model | seed | first run | run of the table | change | validation NLL parts (> 0.01) |",
+        "| --- | ---: | --- | --- | ---: | --- |",
+    ]
+    for entry in reruns["runs"]:
+        earlier = entry["earlier"]
+        before = f"{earlier['test_nll']:.3f}" if "test_nll" in earlier else earlier["outcome"]
+        current = runs.get(entry["model"], {}).get(entry["seed"])
+        split = ""
+        if current is None or current["provenance"]["git_commit"] == earlier["git_commit"]:
+            now, change = "not yet rerun", ""
+        else:
+            if "validation_split" in earlier:
+                where = earlier["validation_split"]
+                split = f"epoch {where['epoch']} (lr {where['lr']:.0e})" if where else "never"
+            now = f"{current['test_nll']:.3f}"
+            change = (
+                f"{current['test_nll'] - earlier['test_nll']:+.3f}" if "test_nll" in earlier else ""
+            )
+        lines.append(
+            f"| {LABELS[entry['model']]} | {entry['seed']} | {before} | {now} | {change} "
+            f"| {split} |"
+        )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class PaperComparison:
+    """Our test NLL of one model over its seeds against the paper's number: ``difference`` =
+    ours - paper (nats per step), ``relative`` = that over the paper's, and the verdict of
+    ``reproduces_paper`` ("reproduced", "not reproduced", "not comparable" for a cell of
+    :data:`NOT_THE_AUTHORS_MODEL`, :data:`UNVERIFIED_PAPER` against a recalled number,
+    "no verdict" with too few seeds, "not yet run")."""
+
+    ours: criteria.SeedSummary | None
+    paper: float
+    difference: float | None
+    relative: float | None
+    verdict: str
+
+
+def paper_comparisons(
+    config: str = "authors", results_dir: str | Path | None = None
+) -> dict[str, PaperComparison]:
+    """:class:`PaperComparison` of every model of a config whose setting is the authors'
+    (:data:`PAPER_SETTING_CONFIGS`), by ``<model>-<variant>``."""
+    if config not in PAPER_SETTING_CONFIGS:
+        raise ValueError(f"config {config!r} is not the authors' setting; "
+                         f"{list(PAPER_SETTING_CONFIGS)} are")  # fmt: skip
+    runs = load_seed_results(config, results_dir)
+    found = {}
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        paper = float(paper_claims.value(PAPER_KEYS[(cell, variant)]))
+        if name not in runs:
+            found[name] = PaperComparison(None, paper, None, None, "not yet run")
+            continue
+        summary = seed_summary(runs[name])
+        if cell in NOT_THE_AUTHORS_MODEL:
+            verdict = "not comparable"
+        elif paper_claims.claim(PAPER_KEYS[(cell, variant)]).status == paper_claims.RECALLED:
+            verdict = UNVERIFIED_PAPER
+        elif criteria.enough_seeds("jsb", summary):
+            verdict = criteria.reproduces_paper(summary, paper, config, True)
+        else:
+            verdict = "no verdict"
+        found[name] = PaperComparison(
+            summary, paper, summary.mean - paper, criteria.relative_gap(summary.mean, paper),
+            verdict,
+        )  # fmt: skip
+    return found
+
+
+@dataclass(frozen=True)
+class StabilityCost:
+    """A stable model against its unconstrained twin over their seeds: ``relative`` =
+    (stable - unconstrained) / unconstrained, and the verdict of ``stability_cost``."""
+
+    free: criteria.SeedSummary
+    stable: criteria.SeedSummary
+    relative: float
+    verdict: str
+
+
+def stability_costs(runs: dict[str, dict[int, dict[str, Any]]]) -> dict[str, StabilityCost]:
+    """:class:`StabilityCost` of the RNN and of the LSTM (``"rnn"``, ``"lstm"``) from
+    ``load_seed_results`` or :func:`by_seed`; a pair with a missing run is left out."""
+    found = {}
+    for cell in ("rnn", "lstm"):
+        free, stable = runs.get(f"{cell}-unconstrained"), runs.get(f"{cell}-stable")
+        if free and stable:
+            a, b = seed_summary(free), seed_summary(stable)
+            found[cell] = StabilityCost(
+                a, b, criteria.relative_gap(b.mean, a.mean),
+                criteria.stability_cost_verdict("jsb", a, b),
+            )  # fmt: skip
+    return found
+
+
+def stability_cost_table(runs_by_label: dict[str, dict[str, dict[int, dict[str, Any]]]]) -> str:
+    """Markdown table: for each labelled set of runs (``{label: load_seed_results(...)}``)
+    and each cell, the stable and unconstrained test NLL, the gap and the verdict of
+    ``stability_cost`` in ``criteria.json``."""
+    lines = [
+        "| runs | model | unconstrained | stable | stable vs unconstrained "
+        "| stability costs little? |",
+        "| --- | --- | --- | --- | ---: | --- |",
+    ]
+    for label, runs in runs_by_label.items():
+        for cell, cost in stability_costs(runs).items():
+            lines.append(
+                f"| {label} | {LABELS[f'{cell}-unconstrained']} | {cost.free.describe(2)} "
+                f"| {cost.stable.describe(2)} | {100 * cost.relative:+.1f}% | {cost.verdict} |"
+            )
+    return "\n".join(lines)
+
+
+def main_table(baseline: float, results_dir: str | Path | None = None) -> str:
+    """Markdown table of the chapter's main result (config ``authors``): each model's test
+    NLL over its seeds (mean ± sample sd), the paper's number with its mark and our
+    difference from it (a number, never a verdict: the paper's numbers are unverified), the
+    gap to the no-memory ``baseline``, and the stable model's gap to its twin with the
+    verdict of ``stability_cost``."""
+    runs = load_seed_results("authors", results_dir)
+    compared = paper_comparisons("authors", results_dir)
+    costs = stability_costs(runs)
+    lines = [
+        "| model | ours | the paper | ours − paper | vs no-memory baseline "
+        "| stable vs unconstrained |",
+        "| --- | --- | --- | ---: | --- | --- |",
+    ]
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        marked = paper_claims.marked(PAPER_KEYS[(cell, variant)])
+        found = compared[name]
+        if found.ours is None:
+            lines.append(f"| {LABELS[name]} | not yet run | {marked} | | | |")
+            continue
+        cost = costs.get(cell)
+        versus = (
+            f"{100 * cost.relative:+.1f}%: {cost.verdict}" if variant == "stable" and cost else ""
+        )
+        difference = f"{found.difference:+.2f} ({100 * found.relative:+.1f}%)"
+        if cell in NOT_THE_AUTHORS_MODEL:
+            difference += ", another model"
+        lines.append(
+            f"| {LABELS[name]} | {found.ours.mean:.2f} ± {found.ours.sd:.2f} | {marked} "
+            f"| {difference} | {baseline_comparison(found.ours, baseline)} | {versus} |"
+        )
+    lines.append(_baseline_row(baseline, lines[0]))
+    return "\n".join(lines)
+
+
+def training_extent_table(runs: dict[str, dict[int, dict[str, Any]]]) -> str:
+    """Markdown table: for every model and seed of a seeded config, the best validation epoch
+    (the weights the test NLL is measured on) against the epochs run, and the final learning
+    rate. A best epoch near the last says the epochs ran out while the model still improved;
+    an early one with a tiny final rate says the schedule's cuts froze it."""
+    lines = [
+        "| model | seed | best epoch | epochs run | final lr |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, each in runs.items():
+        for seed, run in sorted(each.items()):
+            lines.append(
+                f"| {LABELS[name]} | {seed} | {run['best_epoch']} | {len(run['epochs'])} "
+                f"| {run['epochs'][-1]['lr']:.0e} |"
+            )
+    return "\n".join(lines)
+
+
+def early_stop_table(results: dict[str, dict[str, Any]]) -> str:
+    """Markdown table: each run of ``results`` (one per model), the epochs it ran of its
+    config's, and for a run ended by ``--stop-below-lr`` its learning rate then and the
+    bound on how far the skipped epochs could have moved its weights."""
+    lines = [
+        "| model | epochs run | stopped early at lr "
+        "| skipped epochs could move the weights by at most |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, result in results.items():
+        early = result.get("stopped_early") or {}
+        ran = f"{len(result['epochs'])} of {result['config']['epochs']}"
+        lr = f"{early['lr']:.0e}" if early else "(ran every epoch)"
+        bound = f"{early['max_weight_change']:.3f} in norm" if early else ""
+        lines.append(f"| {LABELS[name]} | {ran} | {lr} | {bound} |")
+    return "\n".join(lines)
+
+
+def input_layer_table(
+    results: dict[str, dict[str, Any]], reference: dict[str, dict[int, dict[str, Any]]]
+) -> str:
+    """Markdown table: the ``single_seed_ablation`` rule of ``criteria.json`` on each one-seed
+    row of the input-layer ablation (``results``, config ``full``) against the same model
+    without the layer over its seeds (``reference``, config ``authors``): the row may be read
+    on one seed only when its effect exceeds ``sd_multiple`` seed sds of the reference."""
+    k = criteria.criterion("single_seed_ablation")["sd_multiple"]
+    lines = [
+        "| model | with input layer (one seed) | without (config `authors`) | effect "
+        f"| {k:g} sd | read on one seed? |",
+        "| --- | ---: | --- | ---: | ---: | --- |",
+    ]
+    for cell, variant in TABLE_VARIANTS:
+        name = f"{cell}-{variant}"
+        if name not in results or name not in reference or "test_nll" not in results[name]:
+            continue
+        row, summary = results[name]["test_nll"], seed_summary(reference[name])
+        readable = "yes" if criteria.single_seed_readable(row, summary) else "no: needs seeds"
+        lines.append(
+            f"| {LABELS[name]} | {row:.2f} | {summary.mean:.2f} ± {summary.sd:.2f} "
+            f"| {row - summary.mean:+.2f} | {k * summary.sd:.2f} | {readable} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_learning_curves(results: dict[str, dict[str, Any]], title: str = "") -> Figure:
+    """Validation NLL per epoch of every run (log epochs), with the epochs where lr dropped."""
+    figure, axis = plt.subplots(figsize=(6.5, 3.6))
+    for name, result in results.items():
+        epochs = [m["epoch"] for m in result["epochs"]]
+        axis.semilogx(
+            epochs, [m["val_nll"] for m in result["epochs"]], color=model_color(name),
+            label=LABELS[name],
+        )  # fmt: skip
+    return finish_axis(figure, axis, "epoch", "validation NLL per step", title)
+
+
+def plot_truncated_nll(
+    analysis: dict[str, Any], title: str = "", curve_key: str = "truncated_eval"
+) -> Figure:
+    """Test NLL of the context-``k`` model against ``k``, both axes logarithmic; dashed: the
+    recurrent model. ``curve_key``: ``"truncated_eval"`` (the first frames of each chorale) or
+    ``"truncated_eval_after"`` (the frames after them, :func:`truncated_eval_after`)."""
+    figure = plot_truncated_curves(
+        analysis,
+        "loss",
+        lambda name: LABELS[name],
+        "context k (frames)",
+        "test NLL per step (log axis)",
+        title,
+        6.5,
+        curve_key,
+    )
+    axis = figure.axes[0]
+    axis.set_yscale("log")  # a 1% band has the same height at every NLL
+    axis.yaxis.set_major_formatter(ScalarFormatter())
+    axis.yaxis.set_minor_formatter(ScalarFormatter())
+    return finish(figure)
+
+
+def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int | None:
+    """The smallest ``k`` whose NLL is within ``tolerance`` (relative; default the
+    ``truncation`` rule of ``criteria.json``) of the recurrent one."""
+    if tolerance is None:
+        tolerance = criteria.criterion("truncation")["relative_tolerance"]
+    for k, loss in zip(curve["k"], curve["loss"], strict=True):
+        if loss <= curve["recurrent_loss"] * (1 + tolerance):
+            return k
+    return None
+
+
+def truncation_verdict(k: int | None, measured_up_to: int, exact_from: int | None) -> str:
+    """The ``truncation`` rule of ``criteria.json`` for a curve whose smallest context within
+    the tolerance is ``k`` (None: none), measured up to ``measured_up_to``; from
+    ``exact_from`` on (None: never) a context covers every scored frame, so a ``k`` there is
+    equal by construction and decides nothing."""
+    max_k = criteria.criterion("truncation")["max_k"]
+    if k is not None and exact_from is not None and k >= exact_from:
+        return f"no verdict (from k = {exact_from} the context covers every scored frame)"
+    if k is not None:
+        return "supported" if k <= max_k else "not supported"
+    if measured_up_to >= max_k:
+        return "not supported"
+    return f"no verdict (measured up to k = {measured_up_to}, the rule's max_k is {max_k})"
+
+
+@dataclass(frozen=True)
+class JacobianStats:
+    """The sampled state-Jacobian spectral norms of one model: range, median, the share
+    below 1 (states where the step contracts locally) and how many were sampled."""
+
+    smallest: float
+    median: float
+    largest: float
+    below_one: float
+    count: int
+
+
+def jacobian_stats(entry: dict[str, Any]) -> JacobianStats | None:
+    """:class:`JacobianStats` of one model's analysis entry (None without Jacobians)."""
+    if not entry.get("jacobian_norms"):
+        return None
+    norms = np.array([x for layer in entry["jacobian_norms"] for x in layer])
+    return JacobianStats(
+        float(norms.min()), float(np.median(norms)), float(norms.max()),
+        float(np.mean(norms < 1)), int(norms.size),
+    )  # fmt: skip
+
+
+def gradient_ratio(entry: dict[str, Any], distance: int | None = None) -> float | None:
+    """Mean gradient norm at ``distance`` (default: the ``gradient_vanishes`` rule's) over the
+    one at distance 0, from one model's analysis entry (None when not measured)."""
+    if "figure2" not in entry:
+        return None
+    distance = criteria.criterion("gradient_vanishes")["distance"] if distance is None else distance
+    norms = dict(zip(entry["figure2"]["distance"], entry["figure2"]["mean_norm"], strict=True))
+    if distance not in norms or not norms[0]:
+        return None
+    return norms[distance] / norms[0]
+
+
+def memory_reading(name: str, results: dict[str, dict[str, Any]], baseline: float) -> str:
+    """Whether a model (one run per model, :func:`load_results`, or its seeds) has memory to
+    measure, in the words of ``beats_baseline``: "beats it", "not below it by the margin
+    (one seed: indicative)" with fewer seeds than the criteria require, or "no better than
+    the baseline"."""
+    run = results.get(name)
+    if run is None or "test_nll" not in run:
+        return ""
+    summary = seed_summary(by_seed({name: run})[name])
+    if criteria.beats_baseline(summary, baseline):
+        return "beats it"
+    if not criteria.enough_seeds("jsb", summary):
+        return f"not below it by the margin ({criteria.seeds_label(summary.n)}: indicative)"
+    return "no better than the baseline"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One model's measurements of memory: the truncation curve (recurrent NLL, NLL at the
+    smallest context, the smallest context within the ``truncation`` tolerance and its
+    verdict), the gradient ratio at the rule's distance and the ``gradient_vanishes``
+    verdict, the sampled Jacobian norms, and the :func:`memory_reading` ("" unread)."""
+
+    recurrent_nll: float | None
+    first_nll: float | None
+    context: int | None
+    truncation: str
+    gradient_ratio: float | None
+    vanishes: str
+    jacobians: JacobianStats | None
+    memory: str
+
+
+def measured(
+    analysis: dict[str, Any],
+    results: dict[str, dict[str, Any]] | None = None,
+    baseline: float | None = None,
+    curve_key: str = "truncated_eval",
+) -> dict[str, Measured]:
+    """:class:`Measured` of every model of ``analysis``. On ``truncated_eval`` (the first
+    ``frames`` frames of each chorale) a context ``k >= frames - 1`` sees every scored frame,
+    so the truncation verdict gives none there."""
+    frames = analysis.get("config", {}).get("frames")
+    exact_from = frames - 1 if curve_key == "truncated_eval" and frames else None
+    ratio_needed = criteria.criterion("gradient_vanishes")["ratio"]
+    found = {}
+    for name in LABELS:
+        entry = analysis.get(name)
+        if not isinstance(entry, dict):
+            continue
+        curve = entry.get(curve_key)
+        k = context_used(curve) if curve else None
+        ratio = gradient_ratio(entry)
+        found[name] = Measured(
+            recurrent_nll=curve["recurrent_loss"] if curve else None,
+            first_nll=curve["loss"][0] if curve else None,
+            context=k,
+            truncation=truncation_verdict(k, curve["k"][-1], exact_from) if curve else "",
+            gradient_ratio=ratio,
+            vanishes=(
+                "" if ratio is None else "supported" if ratio < ratio_needed else "not supported"
+            ),  # fmt: skip
+            jacobians=jacobian_stats(entry),
+            memory=memory_reading(name, results, baseline) if results and baseline else "",
+        )
+    return found
+
+
+def measurements_table(
+    analysis: dict[str, Any],
+    results: dict[str, dict[str, Any]] | None = None,
+    baseline: float | None = None,
+    curve_key: str = "truncated_eval",
+) -> str:
+    """Markdown table of :func:`measured`: one row per model, with the verdicts of the
+    ``truncation`` and ``gradient_vanishes`` rules (read on one model: indicative) beside the
+    smallest context within the tolerance and the gradient ratio, and the sampled Jacobian
+    norms as ``min–max (median); share below 1``."""
+    distance = criteria.criterion("gradient_vanishes")["distance"]
+    reading = results is not None and baseline is not None
+    lines = [
+        "| model | recurrent NLL | NLL at k = 1 | smallest k within 1%: short context? "
+        f"| gradient at {distance} / at 0: vanishes? | Jacobian norms: min–max (median); "
+        "below 1 |" + (" vs no-memory baseline |" if reading else ""),
+        "| --- | ---: | ---: | --- | --- | --- |" + (" --- |" if reading else ""),
+    ]
+    for name, m in measured(analysis, results, baseline, curve_key).items():
+        nll = f"{m.recurrent_nll:.2f}" if m.recurrent_nll is not None else ""
+        first = f"{m.first_nll:.2f}" if m.first_nll is not None else ""
+        k = m.context if m.context is not None else "none"
+        short = f"{k}: {m.truncation}" if m.truncation else ""
+        ratio = (
+            f"{100 * m.gradient_ratio:.2g}%: {m.vanishes}" if m.gradient_ratio is not None else ""
+        )
+        jac = m.jacobians
+        norms = (
+            f"{jac.smallest:.3f}–{jac.largest:.3f} ({jac.median:.3f}); "
+            f"{100 * jac.below_one:.0f}% of {jac.count}"
+            if jac
+            else "(no state map)"
+        )
+        row = f"| {LABELS[name]} | {nll} | {first} | {short} | {ratio} | {norms} |"
+        lines.append(row + (f" {m.memory} |" if reading else ""))
+    return "\n".join(lines)
+
+
+def piano_roll_contexts(entry: dict[str, Any]) -> list[int]:
+    """The contexts ``k`` of a piano-roll entry in increasing order (read back from JSON, its
+    keys are strings, which sort as text: "1", "16", "2")."""
+    return sorted(int(k) for k in entry["probs"])
+
+
+def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
+    """The chorale (black: keys that sound) and the context-``k`` model's probabilities."""
+    roll = np.array(entry["roll"], dtype=float)
+    probs = np.array(entry["probs"][str(k)], dtype=float)
+    low, high = entry["keys"]
+    figure, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
+    extent = (0.5, roll.shape[0] + 0.5, low - 0.5, high - 0.5)
+    axes[0].imshow(roll.T, origin="lower", aspect="auto", cmap="Greys", extent=extent)
+    axes[0].set_title("the chorale")
+    axes[0].set_ylabel("piano key")
+    image = axes[1].imshow(
+        probs.T, origin="lower", aspect="auto", cmap="magma", vmin=0, vmax=1,
+        extent=(1.5, probs.shape[0] + 1.5, low - 0.5, high - 0.5),
+    )  # fmt: skip
+    frames, keys = roll[1:].nonzero()
+    axes[1].scatter(  # outlined, so the probability under each note stays visible
+        frames + 2, keys + low, s=14, marker="s", facecolors="none", edgecolors="cyan", lw=0.8
+    )
+    axes[1].set_title(f"{LABELS.get(name, name)}: predicted, context k = {k}", fontsize=9)
+    for axis in axes:
+        axis.set_xlabel("frame (time step of the score)")
+    figure.colorbar(image, ax=axes[1], fraction=0.05, label="P(key sounds)")
+    figure.tight_layout()
+    return finish(figure)
+
+
+# ---------------------------------------------------------------------------
+# The numbers of the prose
+# ---------------------------------------------------------------------------
+
+
+Value = float | int | str
+SHORT = {"rnn-unconstrained": "rnn", "rnn-stable": "srnn", "lstm-unconstrained": "lstm",
+         "lstm-stable": "slstm", "lstm-authors-bug": "bug"}  # fmt: skip
+
+
+def _percent(value: float, reference: float) -> float:
+    return 100 * criteria.relative_gap(value, reference)
+
+
+def seeded_values(config: str, baseline: float, results_dir: str | Path | None = None) -> dict:
+    """``<prefix>_<model>_mean|sd|n|vs_base`` of every model of a seeded config, and
+    ``<prefix>_<cell>_stable_below|cost_verdict`` of each pair (how far, in percent, the
+    stable mean lies below the unconstrained one, and the verdict of ``stability_cost``);
+    prefix ``sgd`` for ``authors``, ``tcn`` for ``adam-tcn``."""
+    prefix = {"authors": "sgd", "adam-tcn": "tcn"}[config]
+    runs = load_seed_results(config, results_dir)
+    values: dict[str, Value] = {}
+    for name, each in runs.items():
+        summary = seed_summary(each)
+        key = f"{prefix}_{SHORT[name]}"
+        values |= {f"{key}_mean": summary.mean, f"{key}_sd": summary.sd, f"{key}_n": summary.n,
+                   f"{key}_vs_base": -_percent(summary.mean, baseline)}  # fmt: skip
+        best = sorted(run["best_epoch"] for run in each.values())
+        values |= {f"{key}_best_first": best[0], f"{key}_best_last": best[-1]}
+    for cell, cost in stability_costs(runs).items():
+        values[f"{prefix}_{cell}_stable_below"] = -100 * cost.relative
+        values[f"{prefix}_{cell}_cost_verdict"] = cost.verdict
+    return values
+
+
+def paper_values(results_dir: str | Path | None = None) -> dict[str, Value]:
+    """``paper_<model>_diff|verdict`` at the authors' setting, and ``tcn_<model>_below_paper``
+    (how far the ``adam-tcn`` mean lies below the paper's number, in percent; the least and
+    the most of these as ``tcn_below_paper_least|most``)."""
+    values: dict[str, Value] = {}
+    for name, found in paper_comparisons("authors", results_dir).items():
+        if found.relative is not None:
+            values[f"paper_{SHORT[name]}_diff"] = 100 * found.relative
+        values[f"paper_{SHORT[name]}_verdict"] = found.verdict
+    tcn = load_seed_results("adam-tcn", results_dir)
+    for name, found in paper_comparisons("authors", results_dir).items():
+        if name in tcn:
+            below = -_percent(seed_summary(tcn[name]).mean, found.paper)
+            values[f"tcn_{SHORT[name]}_below_paper"] = below
+    below = [v for k, v in values.items() if k.endswith("_below_paper")]
+    if below:
+        values["tcn_below_paper_least"], values["tcn_below_paper_most"] = min(below), max(below)
+    return values
+
+
+def extent_values(results_dir: str | Path | None = None) -> dict[str, Value]:
+    """How far the ``authors`` LSTMs trained: the unconstrained seeds whose best epoch came
+    before epoch 400 (how many, the first and last such epoch, their largest final learning
+    rate) and the stable LSTMs' earliest best epoch."""
+    runs = load_seed_results("authors", results_dir)
+    early = sorted(
+        (run["best_epoch"], run["epochs"][-1]["lr"])
+        for run in runs["lstm-unconstrained"].values()
+        if run["best_epoch"] < 400
+    )
+    return {
+        "sgd_lstm_early_count": len(early),
+        "sgd_lstm_early_first": early[0][0] if early else 0,
+        "sgd_lstm_early_last": early[-1][0] if early else 0,
+        "sgd_lstm_early_lr": max((lr for _, lr in early), default=0.0),
+    }
+
+
+def measured_values(
+    config: str, results_dir: str | Path | None = None, curve_key: str = "truncated_eval"
+) -> dict[str, Value]:
+    """``<prefix>_<model>_k|short|grad|vanishes|jac_min|jac_median|jac_max|jac_below`` of the
+    seed-1111 models of a config (prefix ``m_sgd`` for ``authors``, ``m_tcn`` for
+    ``adam-tcn``, ``m_full`` for ``full``); ``grad`` and ``jac_below`` in percent."""
+    prefix = {"authors": "m_sgd", "adam-tcn": "m_tcn", "full": "m_full"}[config]
+    analysis = load_full_analysis(results_dir, config)
+    if analysis is None:
+        return {}
+    values: dict[str, Value] = {}
+    for name, found in measured(analysis, curve_key=curve_key).items():
+        key = f"{prefix}_{SHORT[name]}"
+        if found.context is not None:
+            values[f"{key}_k"] = found.context
+        values[f"{key}_short"] = found.truncation
+        if found.gradient_ratio is not None:
+            values[f"{key}_grad"] = 100 * found.gradient_ratio
+            values[f"{key}_vanishes"] = found.vanishes
+        if found.jacobians is not None:
+            jac = found.jacobians
+            values[f"{key}_jac_min"], values[f"{key}_jac_max"] = jac.smallest, jac.largest
+            values[f"{key}_jac_median"], values[f"{key}_jac_below"] = (
+                jac.median,
+                100 * jac.below_one,
+            )
+    return values
+
+
+GAP_CONTEXTS = (1, 4, 8, 16, 32)
+
+
+def truncation_gaps(
+    config: str = "authors",
+    results_dir: str | Path | None = None,
+    curve_key: str = "truncated_eval_after",
+) -> dict[str, Value]:
+    """``m_sgd_<model>_gap<k>``: the gap g(k) = NLL(k) - NLL(recurrent), in nats per step, of
+    each seed-1111 model's truncation curve at the contexts :data:`GAP_CONTEXTS`, and
+    ``m_sgd_<model>_tolerance``: what the ``truncation`` rule's relative tolerance is in nats
+    for that model (its recurrent NLL times the tolerance)."""
+    prefix = {"authors": "m_sgd", "adam-tcn": "m_tcn", "full": "m_full"}[config]
+    analysis = load_full_analysis(results_dir, config)
+    if analysis is None:
+        return {}
+    tolerance = criteria.criterion("truncation")["relative_tolerance"]
+    values: dict[str, Value] = {}
+    for name, entry in analysis.items():
+        if not isinstance(entry, dict) or curve_key not in entry:
+            continue
+        curve = entry[curve_key]
+        key = f"{prefix}_{SHORT[name]}"
+        losses = dict(zip(curve["k"], curve["loss"], strict=True))
+        for k in GAP_CONTEXTS:
+            if k in losses:
+                values[f"{key}_gap{k}"] = losses[k] - curve["recurrent_loss"]
+        values[f"{key}_tolerance"] = tolerance * curve["recurrent_loss"]
+    return values
+
+
+def chapter_values(baseline: float, results_dir: str | Path | None = None) -> dict[str, Value]:
+    """Every number and verdict word the prose of Chapter 9 and its companion page quotes
+    (``baseline``: the no-memory model's test NLL, which the notebook computes from the data)."""
+    values: dict[str, Value] = {
+        "seeds_needed": criteria.load_criteria()["seeds"]["jsb"],
+        "seeds_needed_wikitext2": criteria.load_criteria()["seeds"]["wikitext2"],
+        "cost_tolerance": 100 * criteria.criterion("stability_cost")["relative_tolerance"],
+        "baseline_margin": 100 * criteria.criterion("beats_baseline")["relative_margin"],
+        "truncation_tolerance": 100 * criteria.criterion("truncation")["relative_tolerance"],
+        "gradient_distance": criteria.criterion("gradient_vanishes")["distance"],
+        "gradient_ratio": 100 * criteria.criterion("gradient_vanishes")["ratio"],
+        "reproduce_tolerance": 100 * criteria.criterion("reproduces_paper")["relative_tolerance"],
+        "single_seed_sd": criteria.criterion("single_seed_ablation")["sd_multiple"],
+    }
+    for config in ("authors", "adam-tcn"):
+        values |= seeded_values(config, baseline, results_dir)
+    values |= paper_values(results_dir) | extent_values(results_dir)
+    values |= measured_values("authors", results_dir, "truncated_eval_after")
+    values |= truncation_gaps("authors", results_dir)
+    values |= measured_values("adam-tcn", results_dir) | measured_values("full", results_dir)
+    full = load_results(results_dir)
+    for name, run in full.items():
+        values[f"full_{SHORT[name]}_nll"] = run["test_nll"]
+        values[f"full_{SHORT[name]}_vs_base"] = -_percent(run["test_nll"], baseline)
+        values[f"full_{SHORT[name]}_above_base"] = _percent(run["test_nll"], baseline)
+    adam = load_results(results_dir, config="adam")
+    for name, run in adam.items():
+        values[f"adam_{SHORT[name]}_nll"] = run["test_nll"]
+    rises = [
+        later["train_nll"] - earlier["train_nll"]
+        for runs in (full, adam)
+        if "rnn-stable" in runs
+        for earlier, later in itertools.pairwise(runs["rnn-stable"]["epochs"])
+    ]
+    if rises:
+        values["ablation_srnn_largest_rise"] = max(rises)
+    return values
