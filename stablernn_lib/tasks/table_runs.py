@@ -10,27 +10,23 @@
     python -m stablernn_lib paper-run submit --out DIR --cluster local|slurm ...
     python -m stablernn_lib paper-run status --out DIR
 
-A job is one model (cell, projection, config with its seed; a variant is
-``<rnn|lstm>-<unconstrained|stable>[@config]``).  ``run`` trains the jobs in this process
-with the fast step (:mod:`~stablernn_lib.tasks.fast_step`), one after the other or all as
-one model group (``--together``), until the budget minus ``--reserve-s`` (kept for the
-last validation, the test evaluation and the archive) has passed.  ``submit`` hands the
-same call (:class:`TableRun`) to a submitit executor: ``local``, one detached process
-training the whole table; ``slurm``, one job per model, one GPU each.  At a time limit or
-a preemption submitit calls :meth:`TableRun.checkpoint`, which requeues the call; a
-requeued, killed or repeated call resumes every model from its checkpoint and skips the
-finished ones.
+A job is one model (a variant ``<rnn|lstm>-<unconstrained|stable>[@config]`` and a seed).
+``run`` trains the jobs here with the fast step (:mod:`~stablernn_lib.tasks.fast_step`),
+one after the other or as one model group (``--together``), until the budget minus
+``--reserve-s`` (the last validation, the test evaluation, the archive).  ``submit`` hands
+the same call (:class:`TableRun`) to submitit: ``local``, one detached process for the
+table; ``slurm``, one job per model, one GPU each.  At a time limit or a preemption
+submitit calls :meth:`TableRun.checkpoint`, which requeues the call; a requeued, killed or
+repeated call resumes every model from its checkpoint and skips the finished ones.
 
-The run folder ``DIR``: ``plan.json`` (the jobs, every config field); ``results/<job>.json``
-(``completed`` with test perplexity, ``diverged`` with the error, or ``unfinished`` with
-the epochs so far); ``results/table.json`` (one row per job, the budget, the wall time);
-``runs/<job>/`` or ``runs/group-.../`` (checkpoints, ``metrics.jsonl``); ``jobs/``
-(submitit's logs).  :func:`archive_run` packs the small files, never a checkpoint.
+The run folder: ``plan.json`` (the jobs, every config field); ``results/<job>.json``
+(``completed``, ``diverged`` or ``unfinished``, with the epochs so far);
+``results/table.json`` (one row per job); ``runs/<job>/`` or ``runs/group-.../``
+(checkpoints, ``metrics.jsonl``); ``jobs/`` (submitit's logs).
 
-submitit is imported only where a call is handed to it (:func:`submit`): training in this
-process, as Chapter 8's full mode does on Colab, needs nothing beyond the base
-dependencies.  :meth:`TableRun.checkpoint` is what ``submitit.helpers.Checkpointable``
-provides, written out so that the class needs no submitit at import.
+submitit is imported only in :func:`submit` (``checkpoint`` is what
+``submitit.helpers.Checkpointable`` provides, written out): training in this process, as
+Chapter 8's full mode does on Colab, needs only the base dependencies.
 """
 
 from __future__ import annotations
@@ -84,12 +80,6 @@ class Job:
     def to_json(self) -> dict[str, Any]:
         config = asdict(self.config)
         return {"name": self.name, "cell": self.cell, "stable": self.stable, "config": config}
-
-    @classmethod
-    def from_json(cls, record: dict[str, Any]) -> Job:
-        config = LMConfig(**record["config"])
-        config = replace(config, adaptive_cutoffs=tuple(config.adaptive_cutoffs))
-        return cls(record["cell"], record["stable"], config)
 
 
 def make_jobs(
@@ -150,19 +140,20 @@ def _metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line]
 
 
-def unfinished_record(job: Job, run_dir: Path, reason: str) -> dict[str, Any]:
-    """The record of a job the budget cut (or never reached): its epochs so far."""
+def job_record(job: Job, run_dir: Path, device: str, status: str, **fields: Any) -> dict[str, Any]:
+    """The record of a job with no result from the loop (cut before it started, or
+    diverged): ``fields`` and its epochs so far."""
     return {
         "task": "wikitext2",
         "job": job.name,
         "model": job.cell,
         "stable": job.stable,
-        "status": "unfinished",
-        "reason": reason,
+        "status": status,
         "config": asdict(job.config),
         "seed": job.config.seed,
         "epochs": _metrics(run_dir),
-        "provenance": provenance(None),
+        "provenance": provenance(device),
+        **fields,
     }
 
 
@@ -186,11 +177,11 @@ def group_folder(jobs: list[Job]) -> str:
 
 def train_jobs(
     jobs: list[Job], out: Path, corpus: Corpus, how: Training, stop_at: float | None
-) -> list[dict[str, Any]]:
+) -> None:
     """Train ``jobs`` of the folder ``out`` to their end or to ``stop_at`` (a
     ``time.monotonic()`` deadline), resuming their checkpoint: one job alone in
     ``runs/<job>``, several as one model group in ``runs/group-...`` (one checkpoint).
-    Writes and returns each job's ``results/<job>.json``: ``completed``, ``unfinished``
+    Writes each job's ``results/<job>.json``: ``completed``, ``unfinished``
     (its epochs so far) or ``diverged`` (a group stops when one member diverges; the
     error says at which step, not which member)."""
     from stablernn_lib.tasks.training import TrainingDivergedError
@@ -211,36 +202,23 @@ def train_jobs(
     }
     try:
         if alone:
-            job, published = jobs[0], run_dir / "published"
-            results = [
-                train_language_model(
-                    job.cell, job.stable, job.config, out_dir=run_dir, results_dir=published, **loop
-                )
-            ]
+            job = jobs[0]
+            published = {"out_dir": run_dir, "results_dir": run_dir / "published"}
+            results = [train_language_model(job.cell, job.stable, job.config, **published, **loop)]
         else:
             runs = [(job.cell, job.stable, job.config) for job in jobs]
             results = train_language_models_together(runs, run_dir, **loop)
     except TrainingDivergedError as error:
-        results = [{"status": "diverged", "error": str(error)} for _ in jobs]
-    written = []
+        error_text = str(error)
+        results = [job_record(j, run_dir, how.device, "diverged", error=error_text) for j in jobs]
     for job, result in zip(jobs, results, strict=True):
-        if result["status"] == "diverged":
-            result = {**unfinished_record(job, run_dir, ""), **result}
-            result.update(provenance=provenance(how.device))
-            del result["reason"]
-        elif result["status"] == "interrupted" and alone:
-            kept = ("provenance", "mean_step_ms", "step_implementation")
+        if result["status"] == "interrupted":
             reason = "the budget (or a stop request) ended it during its training"
-            result = {**unfinished_record(job, run_dir, reason), **{k: result[k] for k in kept}}
-        elif result["status"] == "interrupted":
-            result = {**result, "status": "unfinished", "group": run_dir.name}
-            result["reason"] = "the budget (or a stop request) ended its group's training"
-        elif not alone:
-            result = {**result, "group": run_dir.name}
+            result = {**result, "status": "unfinished", "reason": reason}
+        if not alone:
+            result["group"] = run_dir.name
         result = {**result, "job": job.name, "seconds_this_call": time.monotonic() - start}
         atomic_write_json(out / "results" / f"{job.name}.json", result)
-        written.append(result)
-    return written
 
 
 def run_table(
@@ -277,7 +255,9 @@ def run_table(
         left = not grouped and final_result(out, job.name) is None
         if left and stop_at is not None and time.monotonic() >= stop_at:
             reason = "the budget ended before it started"
-            record = unfinished_record(job, out / "runs" / job.name, reason)
+            record = job_record(
+                job, out / "runs" / job.name, how.device, "unfinished", reason=reason
+            )
             atomic_write_json(out / "results" / f"{job.name}.json", record)
         elif left:
             train_jobs([job], out, corpus, how, stop_at)
@@ -312,12 +292,14 @@ def write_plan(out: Path, jobs: list[Job], **fields: Any) -> list[dict[str, Any]
 
 def _row(out: Path, record: dict[str, Any]) -> dict[str, Any]:
     """A job's row of ``results/table.json``: its status (``pending`` without a result) and
-    how far it got."""
+    how far it got (its last validation perplexity, from its metrics while it trains)."""
     result = read_json(out / "results" / f"{record['name']}.json") or {"status": "pending"}
-    keys = ("status", "test_ppl", "best_val_ppl", "mean_step_ms", "step_implementation")
+    keys = ("status", "test_ppl", "best_val_ppl", "mean_step_ms", "step_implementation", "error")
     row = {"job": record["name"], **{key: result[key] for key in keys if key in result}}
-    done = len(result.get("epochs") or [])
-    return {**row, "epochs_done": done, "epochs": record["config"]["epochs"]}
+    epochs = result.get("epochs") or _metrics(out / "runs" / record["name"])
+    if epochs:
+        row["val_ppl"] = epochs[-1]["val_ppl"]
+    return {**row, "epochs_done": len(epochs), "epochs": record["config"]["epochs"]}
 
 
 def time_steps(
@@ -361,43 +343,30 @@ def time_steps(
     return 1000 * seconds, task
 
 
-def estimate_table(
-    jobs: list[Job], corpus: Corpus, how: Training, estimate_steps: int = 50
-) -> dict[str, Any]:
-    """Per job: ``step_ms`` (:func:`time_steps`), ``steps_per_epoch`` and ``seconds`` =
-    epochs x (steps x step time + a validation pass) + the test pass, a pass taken as a
-    third of a step per window of validation data (forward only).  An extrapolation."""
-    rows = {}
+def estimate_table(jobs: list[Job], corpus: Corpus, how: Training, steps: int = 50) -> str:
+    """Per job and for the table, the estimated training time as lines a reader can act on:
+    epochs x (steps x the step time of :func:`time_steps` + a validation pass) + the test
+    pass, a pass taken as a third of a step per window of data (forward only)."""
+    name = torch.cuda.get_device_name() if how.device == "cuda" else "this CPU (no GPU found)"
+    lines, total = [f"estimated on {name}:"], 0.0
     for job in jobs:
-        step_ms, task = time_steps([job], corpus, how, steps=estimate_steps)
+        step_ms, task = time_steps([job], corpus, how, steps=steps)
         eval_s = task.valid_source.shape[0] / job.config.bptt * step_ms / 3000
-        rows[job.name] = {
-            "step_ms": step_ms,
-            "steps_per_epoch": task.steps_per_epoch,
-            "epochs": job.config.epochs,
-            "seconds": job.config.epochs * (task.steps_per_epoch * step_ms / 1000 + eval_s)
-            + eval_s,
-        }
-    return {"jobs": rows, "seconds": sum(row["seconds"] for row in rows.values())}
-
-
-def format_estimate(estimate: dict[str, Any], device_name: str) -> str:
-    """The estimate as lines a reader can act on (per job, then the table)."""
-    lines = [f"estimated on {device_name}:"]
-    for name, row in estimate["jobs"].items():
+        epochs, per_epoch = job.config.epochs, task.steps_per_epoch
+        seconds = epochs * (per_epoch * step_ms / 1000 + eval_s) + eval_s
+        total += seconds
         lines.append(
-            f"  {name:45s} {row['step_ms']:7.2f} ms/step x {row['steps_per_epoch']} steps "
-            f"x {row['epochs']} epochs ~ {row['seconds'] / 60:6.1f} min"
+            f"  {job.name:45s} {step_ms:7.2f} ms/step x {per_epoch} steps "
+            f"x {epochs} epochs ~ {seconds / 60:6.1f} min"
         )
-    lines.append(f"  the whole table ~ {estimate['seconds'] / 60:.1f} min")
-    return "\n".join(lines)
+    return "\n".join([*lines, f"  the whole table ~ {total / 60:.1f} min"])
 
 
-def group_pays_off(bench: dict[str, Any], seconds_left: float) -> bool:
+def group_pays_off(bench: dict[str, Any] | None, seconds_left: float) -> bool:
     """Whether to train a fast-step benchmark's jobs as one group: its step beats the jobs'
     steps alone, summed, by 5%, and its whole run fits in 90% of ``seconds_left`` (a cut
     group finishes no job at all)."""
-    group = bench.get("group")
+    group = (bench or {}).get("group")
     if not group or not group.get("sum_of_alone_step_ms"):
         return False
     row = next(iter(bench["jobs"].values()))
@@ -408,23 +377,19 @@ def group_pays_off(bench: dict[str, Any], seconds_left: float) -> bool:
 
 def format_status(out: str | Path) -> str:
     """One line per job of the plan in ``out``: its state and how far it got."""
-    out = Path(out)
-    plan = read_json(out / "plan.json")
+    plan = read_json(Path(out) / "plan.json")
     if plan is None:
         raise ValueError(f"{out} holds no plan.json; run or submit a table there first")
     lines = []
-    for record in plan["jobs"]:
-        result = read_json(out / "results" / f"{record['name']}.json") or {}
-        epochs = result.get("epochs") or _metrics(out / "runs" / record["name"])
-        state = result.get("status", "pending")
-        detail = [f"epoch {len(epochs)}/{record['config']['epochs']}"]
-        if epochs:
-            detail.append(f"val ppl {epochs[-1]['val_ppl']:.1f}")
-        if "test_ppl" in result:
-            detail.append(f"best val {result['best_val_ppl']:.1f}, test {result['test_ppl']:.1f}")
-        if result.get("error"):
-            detail.append(result["error"].split(". ")[0])
-        lines.append(f"{record['name']:45s} {state:10s} {', '.join(detail)}")
+    for row in (_row(Path(out), record) for record in plan["jobs"]):
+        detail = [f"epoch {row['epochs_done']}/{row['epochs']}"]
+        if "val_ppl" in row:
+            detail.append(f"val ppl {row['val_ppl']:.1f}")
+        if "test_ppl" in row:
+            detail.append(f"best val {row['best_val_ppl']:.1f}, test {row['test_ppl']:.1f}")
+        if "error" in row:
+            detail.append(row["error"].split(". ")[0])
+        lines.append(f"{row['job']:45s} {row['status']:10s} {', '.join(detail)}")
     return "\n".join(lines)
 
 
@@ -432,7 +397,7 @@ def format_status(out: str | Path) -> str:
 class TableRun:
     """A picklable call of :func:`run_table`: what ``run`` calls here and submitit runs."""
 
-    records: list[dict[str, Any]]
+    jobs: list[Job]
     out: str
     how: Training = field(default_factory=Training)
     corpus_folder: str | None = None
@@ -444,9 +409,10 @@ class TableRun:
 
     def __call__(self) -> dict[str, Any]:
         corpus = load_corpus(self.corpus_folder, self.data_dir)
-        jobs = [Job.from_json(record) for record in self.records]
         fields = ("budget_s", "how", "reserve_s", "together", "archive")
-        return run_table(jobs, self.out, corpus=corpus, **{k: getattr(self, k) for k in fields})
+        return run_table(
+            self.jobs, self.out, corpus=corpus, **{k: getattr(self, k) for k in fields}
+        )
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Called by submitit at a time limit or preemption: requeue this call (it resumes
@@ -485,11 +451,7 @@ def submit(
     tables = [[job] for job in pending] if executor.cluster == "slurm" else [pending]
     if executor.cluster == "slurm":  # the submitting machine may have no GPU; a job has one
         call["how"] = replace(call.get("how") or Training(), device="cuda")
-    submitted = []
-    for table in tables if pending else []:
-        records = [job.to_json() for job in table]
-        submitted.append(executor.submit(TableRun(records, str(out), **call)))
-    return submitted
+    return [executor.submit(TableRun(table, str(out), **call)) for table in tables if table]
 
 
 def default_checkpoint_dir() -> Path:
@@ -520,12 +482,11 @@ def run_full_table_on_this_gpu(
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir()
     jobs = make_jobs(list(FULL_TABLE_VARIANTS), FULL_TABLE_CONFIG, list(seeds))
     how = Training(checkpoint_every=300.0, progress=True)
-    name = torch.cuda.get_device_name() if how.device == "cuda" else "this CPU (no GPU found)"
     corpus = load_wikitext2(None)
     left = [job for job in jobs if final_result(folder, job.name) is None]
     print(f"{len(jobs) - len(left)} of {len(jobs)} models already finished in {folder}")
     if left:
-        print(format_estimate(estimate_table(left, corpus, how, estimate_steps), name))
+        print(estimate_table(left, corpus, how, estimate_steps))
         print("training now; stop the cell to pause, run it again to resume", flush=True)
     return run_table(jobs, folder, corpus=corpus, how=how)
 
@@ -540,7 +501,6 @@ def _command(args: argparse.Namespace) -> int:
     full = any(job.config.name.startswith("full") for job in jobs)
     if args.action == "run" and device == "cpu" and args.device is None and full:
         refuse_paper_scale_on_cpu("the full configs train paper-size models, hours on a CPU")
-    how = Training(device, args.step, args.projection, args.tf32)
     budget = args.budget_s
     if args.deadline_unix is not None:  # the caller's budget, partly spent: past its end,
         # one second of training still writes the unfinished records and the archive
@@ -549,20 +509,24 @@ def _command(args: argparse.Namespace) -> int:
     if args.together == "auto":
         if args.bench_file is None:
             raise ValueError("--together auto reads the fast-step benchmark: give --bench-file")
-        bench = read_json(Path(args.bench_file))
         left = math.inf if budget is None else budget - args.reserve_s
-        together = bench is not None and group_pays_off(bench, left)
-    corpus_folder = args.corpus_folder and str(Path(args.corpus_folder).resolve())
-    records = [job.to_json() for job in jobs]
-    call = {"how": how, "corpus_folder": corpus_folder, "data_dir": args.data}
-    call.update(budget_s=budget, reserve_s=args.reserve_s, together=together, archive=args.archive)
+        together = group_pays_off(read_json(Path(args.bench_file)), left)
+    call = {
+        "how": Training(device, args.step, args.projection),
+        "corpus_folder": args.corpus_folder and str(Path(args.corpus_folder).resolve()),
+        "data_dir": args.data,
+        "budget_s": budget,
+        "reserve_s": args.reserve_s,
+        "together": together,
+        "archive": args.archive,
+    }
     if args.action == "submit":
         where = {"cluster": args.cluster, "partition": args.partition}
         submitted = submit(jobs, out, timeout_min=args.timeout_min, **where, **call)
         print(f"submitted {len(submitted)} job(s): {[job.job_id for job in submitted]}")
         return 0
     print(f"table: {budget} s, {'as one group' if together else 'one job after another'}")
-    summary = TableRun(records, str(out), **call)()
+    summary = TableRun(jobs, str(out), **call)()
     print(format_status(out))
     print(
         f"table: {summary['completed']} of {len(jobs)} completed in {summary['wall_seconds']:.0f} s"
@@ -603,7 +567,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--deadline-unix", type=float, default=None, help="the budget's end")
     parser.add_argument("--reserve-s", type=float, default=DEFAULT_RESERVE_S)
     parser.add_argument("--step", choices=["plain", "eager", "graph", "compile"], default="graph")
-    parser.add_argument("--tf32", action="store_true", help="TF32 matrix products (CUDA)")
     parser.add_argument("--together", choices=["yes", "no", "auto"], default="no")
     parser.add_argument("--bench-file", default=None, help="--together auto: its benchmark")
     parser.add_argument("--archive", default=None, help="the small files' .tgz, after each job")

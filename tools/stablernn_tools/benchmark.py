@@ -1,33 +1,24 @@
 """Step times of the course's WikiText-2 models, timed by ``torch.utils.benchmark``.
 
-Every time is the median per call of :func:`seconds_per_call` (``Timer.blocked_autorange``:
-warm-up, blocks of calls, the device synchronised around each block).  The models have
-the sizes of one LM config and, except ``fast-step`` and ``lr-probe``, read random tokens
-distributed like word frequencies (``p(rank r) ~ 1/r``: an adaptive softmax's cost depends
-on how many targets are rare).  Each training step reads its loss on the host, as the
-training loop's divergence check does.  ``python -m stablernn_tools benchmark WHAT``:
-
-* ``overhead``: per cell, the stable step against the unconstrained one, the projection
-  alone, training and evaluation tokens/s, an epoch's time; Figure 2's batched gradient
-  profile against the per-pair one (``benchmark-<cpu|gpu>-<config>.json``);
-* ``ratios``: every constrained step of ``STEP_VARIANTS`` over its unconstrained twin
-  (``RATIOS``), and the projection of the stacked recurrent matrices ``(L, H, H)`` alone
-  per solver, ours against PyTorch's SVD (``benchmark-<config>-<cpu|gpu>-ratios.json``);
-* ``output-layer``: a plain softmax over the vocabulary against the adaptive softmax
-  (``benchmark-<cpu|gpu>-output-layer.json``);
-* ``fast-step``: per job, the plain step against each fast mode of
-  :mod:`~stablernn_lib.tasks.fast_step`, their ratio to the device's floor, all jobs as
-  one group (``benchmark-<config>-<cpu|gpu>-fast-step.json``);
-* ``lr-probe``: training perplexity of the first steps on WikiText-2 per learning rate
-  (``lr-probe-<config>.json``).
-
-The floor of a step (``fast-step``), with ``N`` = batch x bptt tokens, ``H`` hidden units,
-``V`` words, from the vendors' dense peaks (``DEVICE_PEAKS``)::
+A time is the median per call of :func:`seconds_per_call` (``Timer.blocked_autorange``:
+warm-up, blocks of calls, the device synchronised around each block).  The models have an
+LM config's sizes; except in ``fast-step`` and ``lr-probe`` they read random tokens with
+``p(rank r) ~ 1/r`` (an adaptive softmax's cost depends on how many targets are rare).  A
+training step reads its loss on the host, as the loop does.  ``benchmark WHAT`` writes
+(``FILES``): ``overhead``, per cell the stable step against the unconstrained one, the
+projection alone, tokens/s, an epoch, Figure 2's batched gradient profile against the
+per-pair one; ``ratios``, every constrained step of ``STEP_VARIANTS`` over its
+unconstrained twin and the projection of the stacked ``(L, H, H)`` recurrent matrices per
+solver; ``output-layer``, a plain softmax against the adaptive one; ``fast-step``, per job
+the plain step against each fast mode of :mod:`~stablernn_lib.tasks.fast_step`, their
+ratio to the device's floor, all jobs as one group; ``lr-probe``, the training perplexity
+of the first steps per learning rate.  The floor of a step, with ``N`` = batch x bptt
+tokens, ``H`` hidden units, ``V`` words and the vendors' dense peaks (``DEVICE_PEAKS``)::
 
     floor = max(6 N H V / peak FLOP/s,  16 N V bytes / bandwidth)
 
-(decoder forward and backward; the float32 logits written, read by the softmax, their
-gradient written and read).  The recurrence, latency-bound, is not in it.
+(the decoder's forward and backward; the float32 logits written, read by the softmax,
+their gradient written and read); the recurrence, latency-bound, is not in it.
 """
 
 from __future__ import annotations
@@ -38,6 +29,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -153,16 +145,19 @@ def sgd_step(
     return step
 
 
-def step_seconds(
-    model: WordLanguageModel,
-    lm: LMConfig,
-    constrain: Constrain | None,
-    window: torch.Tensor,
-    min_run_time: float,
-) -> float:
-    """The median seconds of one :func:`sgd_step` on ``window``."""
+def variant_seconds(
+    name: str, lm: LMConfig, vocab: int, window: torch.Tensor, min_run_time: float
+) -> tuple[float, WordLanguageModel]:
+    """The median seconds of one :func:`sgd_step` of the ``STEP_VARIANTS`` model ``name`` on
+    ``window`` (the same initial weights for every variant, constrained once at the start),
+    and the model."""
+    cell, constrain, layers = STEP_VARIANTS[name]
+    model = build_model(cell, False, replace(lm, projected_layers=layers), vocab)
+    model = model.to(window.device).train()
+    if constrain is not None:
+        constrain(model)
     step = sgd_step(model, lm, constrain)
-    return seconds_per_call(lambda: step(window), min_run_time)
+    return seconds_per_call(lambda: step(window), min_run_time), model
 
 
 def _record(config: str, where: torch.device, min_run_time: float, **fields: Any) -> dict[str, Any]:
@@ -177,15 +172,6 @@ def _record(config: str, where: torch.device, min_run_time: float, **fields: Any
     }
 
 
-def _variant(name: str, lm: LMConfig, vocab: int, device: torch.device) -> WordLanguageModel:
-    """The variant's model (same seed, same initial weights), constrained once at the start."""
-    cell, constrain, layers = STEP_VARIANTS[name]
-    model = build_model(cell, False, replace(lm, projected_layers=layers), vocab).to(device)
-    if constrain is not None:
-        constrain(model)
-    return model.train()
-
-
 def step_ratios(
     config: str = "cpu", device: str | None = None, min_run_time: float = 1.0
 ) -> dict[str, Any]:
@@ -193,8 +179,7 @@ def step_ratios(
     lm, where, vocab, tokens = _setup(config, device)
     load = os.getloadavg()[0]  # other work on the machine: the timings are noisier under load
     seconds = {
-        name: step_seconds(_variant(name, lm, vocab, where), lm, constrain, tokens, min_run_time)
-        for name, (_, constrain, _) in STEP_VARIANTS.items()
+        name: variant_seconds(name, lm, vocab, tokens, min_run_time)[0] for name in STEP_VARIANTS
     }
     shape = (lm.num_layers, lm.hidden_size, lm.hidden_size)
     host = 1.2 * torch.randn(shape, generator=torch.Generator().manual_seed(1)) / shape[1] ** 0.5
@@ -235,25 +220,23 @@ def overhead(
     )
 
     lm, where, vocab, tokens = _setup(config, device)
-    steps_per_epoch = len(
-        batch_starts((lm.train_tokens or WIKITEXT2_TOKENS["train"]) // lm.batch_size, lm.bptt)
-    )
+    train_rows = (lm.train_tokens or WIKITEXT2_TOKENS["train"]) // lm.batch_size
+    steps_per_epoch, per_step = len(batch_starts(train_rows, lm.bptt)), lm.bptt * lm.batch_size
     generator = torch.Generator().manual_seed(0)
+
+    def random_batches(rows: int) -> torch.Tensor:
+        tokens = torch.randint(vocab, (rows * lm.eval_batch_size,), generator=generator)
+        return batchify(tokens, lm.eval_batch_size).to(where)
+
     models: dict[str, Any] = {}
     for cell, stable in (("rnn", "rnn-stable"), ("lstm", "lstm-course")):
-        plain_model = _variant(f"{cell}-unconstrained", lm, vocab, where)
-        stable_model = _variant(stable, lm, vocab, where)
-        plain = step_seconds(plain_model, lm, None, tokens, min_run_time)
-        constrained = step_seconds(stable_model, lm, project_stable_, tokens, min_run_time)
+        plain, model = variant_seconds(f"{cell}-unconstrained", lm, vocab, tokens, min_run_time)
+        constrained, stable_model = variant_seconds(stable, lm, vocab, tokens, min_run_time)
         alone = seconds_per_call(lambda m=stable_model: project_stable_(m), min_run_time)
-        evaluation = batchify(
-            torch.randint(vocab, (lm.eval_batch_size * 20 * lm.bptt,), generator=generator),
-            lm.eval_batch_size,
-        ).to(where)
+        evaluation = random_batches(20 * lm.bptt)
         eval_s = seconds_per_call(
-            lambda m=plain_model, e=evaluation: evaluate_loss(m, e, lm.bptt), min_run_time
+            lambda m=model, e=evaluation: evaluate_loss(m, e, lm.bptt), min_run_time
         )
-        per_step = lm.bptt * lm.batch_size
         models[cell] = {
             "step_seconds_unconstrained": plain,
             "step_seconds_stable": constrained,
@@ -261,23 +244,22 @@ def overhead(
             "stable_overhead": constrained / plain - 1,
             "projection_overhead": alone / plain,
             "train_tokens_per_second": per_step / plain,
-            "train_tokens_per_second_stable": per_step / constrained,
             "epoch_seconds_unconstrained": steps_per_epoch * plain,
             "epoch_seconds_stable": steps_per_epoch * constrained,
             "eval_tokens_per_second": (evaluation.shape[0] - 1) * lm.eval_batch_size / eval_s,
         }
     model = build_model("lstm", False, lm, vocab).to(where).eval()
-    source = batchify(
-        torch.randint(vocab, ((figure2_distance + 2) * lm.eval_batch_size,), generator=generator),
-        lm.eval_batch_size,
-    ).to(where)
-    profiles = {}
+    source = random_batches(figure2_distance + 2)
+    figure2: dict[str, Any] = {"max_distance": figure2_distance}
     for name, method in (("fast", gradient_by_distance), ("naive", gradient_by_distance_naive)):
-        profiles[name] = method(model, source, figure2_distance, max_windows=1)
-        profiles[f"{name}_seconds"] = seconds_per_call(
-            lambda f=method: f(model, source, figure2_distance, max_windows=1), min_run_time
-        )
-    pairs = zip(profiles["fast"]["mean_norm"], profiles["naive"]["mean_norm"], strict=True)
+        profile = partial(method, model, source, figure2_distance, max_windows=1)
+        figure2[name] = profile()
+        figure2[f"{name}_seconds"] = seconds_per_call(profile, min_run_time)
+    fast, naive = figure2.pop("fast"), figure2.pop("naive")
+    pairs = zip(fast["mean_norm"], naive["mean_norm"], strict=True)
+    figure2["pairs"] = int(sum(fast["count"]))
+    figure2["speedup"] = figure2["naive_seconds"] / figure2["fast_seconds"]
+    figure2["max_relative_difference"] = max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs)
     return _record(
         config,
         where,
@@ -288,14 +270,7 @@ def overhead(
         steps_per_epoch=steps_per_epoch,
         epochs=lm.epochs,
         models=models,
-        figure2={
-            "max_distance": figure2_distance,
-            "pairs": int(sum(profiles["fast"]["count"])),
-            "fast_seconds": profiles["fast_seconds"],
-            "naive_seconds": profiles["naive_seconds"],
-            "speedup": profiles["naive_seconds"] / profiles["fast_seconds"],
-            "max_relative_difference": max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs),
-        },
+        figure2=figure2,
     )
 
 
@@ -304,21 +279,24 @@ def output_layer(
 ) -> dict[str, Any]:
     """The unconstrained step with a plain softmax over all 33,278 words against the
     adaptive softmax of the config, RNN and LSTM."""
-    lm, where, _, tokens = _setup(config, device, WIKITEXT2_VOCAB_SIZE)
-    seconds: dict[str, dict[str, float]] = {"softmax": {}, "adaptive": {}}
-    for output, cells in seconds.items():
-        for cell in ("rnn", "lstm"):
-            model = build_model(cell, False, replace(lm, output=output), WIKITEXT2_VOCAB_SIZE)
-            cells[cell] = step_seconds(model.to(where).train(), lm, None, tokens, min_run_time)
+    lm, where, vocab, tokens = _setup(config, device, WIKITEXT2_VOCAB_SIZE)
+    seconds = {
+        output: {
+            cell: variant_seconds(
+                f"{cell}-unconstrained", replace(lm, output=output), vocab, tokens, min_run_time
+            )[0]
+            for cell in ("rnn", "lstm")
+        }
+        for output in ("softmax", "adaptive")
+    }
     return _record(
         config,
         where,
         min_run_time,
-        vocab_size=WIKITEXT2_VOCAB_SIZE,
+        vocab_size=vocab,
         **{k: getattr(lm, k) for k in ("hidden_size", "num_layers", "batch_size", "bptt")},
         adaptive_cutoffs=list(lm.adaptive_cutoffs),
         adaptive_div_value=lm.adaptive_div_value,
-        targets="Zipf-distributed token ids, p(rank r) proportional to 1/r",
         step_seconds=seconds,
         speedup={c: seconds["softmax"][c] / seconds["adaptive"][c] for c in ("rnn", "lstm")},
     )
@@ -329,18 +307,13 @@ def step_floor(
 ) -> dict[str, Any]:
     """The floor of a step on a device (see the module's text); None parts when unknown."""
     flops, moved = 6.0 * tokens * hidden * vocab, 4 * 4.0 * tokens * vocab
+    floor: dict[str, Any] = {"flops": flops, "bytes": moved, "compute_ms": None, "memory_ms": None}
     peaks = next((p for key, p in DEVICE_PEAKS.items() if key in device_name), None)
-    if peaks is None:
-        return {"flops": flops, "bytes": moved, "compute_ms": None, "memory_ms": None}
-    compute, memory = 1000 * flops / (peaks[1] if tf32 else peaks[0]), 1000 * moved / peaks[2]
-    floor = max(compute, memory)
-    return {
-        "flops": flops,
-        "bytes": moved,
-        "compute_ms": compute,
-        "memory_ms": memory,
-        "floor_ms": floor,
-    }
+    if peaks is not None:
+        floor["compute_ms"] = 1000 * flops / (peaks[1] if tf32 else peaks[0])
+        floor["memory_ms"] = 1000 * moved / peaks[2]
+        floor["floor_ms"] = max(floor["compute_ms"], floor["memory_ms"])
+    return floor
 
 
 def fast_step(
@@ -355,14 +328,13 @@ def fast_step(
     group_mode: str | None = None,
 ) -> dict[str, Any]:
     """Per job: ms per step of each mode (``plain`` on the exact projection, the fast modes
-    on ``projection``, with TF32 when ``tf32``), the speed-up over plain, the ratio to the
+    on ``projection``, in TF32 when ``tf32``), the speed-up over plain, the ratio to the
     floor, the loss of the last step, a stable step over its unconstrained twin's; with
     ``tf32`` the first fast mode once more in FP32 (``tf32_vs_fp32``: the relative
-    difference of the loss after the same steps); with ``group_mode``, all jobs as one
+    difference of the losses after the same steps); with ``group_mode``, all jobs as one
     group in that mode beside the sum of their steps alone."""
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    fast = [mode for mode in modes if mode != "plain"]
+    load, fast = os.getloadavg()[0], [mode for mode in modes if mode != "plain"]
     rows: dict[str, dict[str, Any]] = {}
     for job in jobs:
         row: dict[str, Any] = {"step_ms": {}, "last_loss": {}, "step_implementation": {}}
@@ -374,28 +346,28 @@ def fast_step(
             row["step_implementation"][mode] = task.step_description
         if tf32 and fast:
             _, fp32 = time_steps([job], corpus, Training(device, fast[0], projection), steps)
-            loss = row["last_loss"][fast[0]]
+            loss, reference = row["last_loss"][fast[0]], fp32.last_loss
             row["tf32_vs_fp32"] = {
                 "mode": fast[0],
                 "after_steps": fp32.steps_taken,
-                "loss_fp32": fp32.last_loss,
+                "loss_fp32": reference,
                 "loss_tf32": loss,
-                "relative_difference": abs(loss - fp32.last_loss) / abs(fp32.last_loss),
+                "relative_difference": abs(loss - reference) / abs(reference),
             }
-        row.update(steps_per_epoch=task.steps_per_epoch, epochs=job.config.epochs)
-        tokens = job.config.batch_size * job.config.bptt
-        row["floor"] = step_floor(tokens, job.config.hidden_size, task.vocab_size, name, tf32)
-        plain, floor = row["step_ms"].get("plain"), row["floor"].get("floor_ms")
-        if plain is not None and fast:
+        tokens, hidden = job.config.batch_size * job.config.bptt, job.config.hidden_size
+        floor = step_floor(tokens, hidden, task.vocab_size, name, tf32)
+        row.update(steps_per_epoch=task.steps_per_epoch, epochs=job.config.epochs, floor=floor)
+        if "plain" in modes and fast:
+            plain = row["step_ms"]["plain"]
             row["speedup_over_plain"] = {mode: plain / row["step_ms"][mode] for mode in fast}
-        if floor:
-            row["ratio_to_floor"] = {mode: ms / floor for mode, ms in row["step_ms"].items()}
+        if floor.get("floor_ms"):
+            row["ratio_to_floor"] = {m: ms / floor["floor_ms"] for m, ms in row["step_ms"].items()}
         rows[job.name] = row
     for job_name, row in rows.items():  # a stable step against its unconstrained twin's
         twin = rows.get(job_name.replace("-stable-", "-unconstrained-", 1))
         if "-stable-" in job_name and twin is not None:
             row["over_unconstrained"] = {
-                m: ms / twin["step_ms"][m] for m, ms in row["step_ms"].items()
+                m: v / twin["step_ms"][m] for m, v in row["step_ms"].items()
             }
     group = None
     if group_mode is not None and len(jobs) > 1:
@@ -428,17 +400,11 @@ def format_fast_step(result: dict[str, Any]) -> str:
     lines = [f"step times on {result['device_name']} (ms):"]
     for name, row in result["jobs"].items():
         parts = [", ".join(f"{mode} {ms:.2f}" for mode, ms in row["step_ms"].items())]
-        for key, label, unit in (
-            ("speedup_over_plain", "speed-up", ".2f"),
-            ("ratio_to_floor", "/ floor", ".1f"),
-        ):
+        for key, label in (("speedup_over_plain", "speed-up"), ("ratio_to_floor", "/ floor")):
             if key in row:
-                parts.append(
-                    label + " " + ", ".join(f"{m} {v:{unit}}x" for m, v in row[key].items())
-                )
+                parts.append(f"{label} " + ", ".join(f"{m} {v:.2f}x" for m, v in row[key].items()))
         lines.append(f"  {name:45s} {' '.join(parts)}")
-    group = result.get("group")
-    if group:
+    if group := result.get("group"):
         alone = group["sum_of_alone_step_ms"] or math.nan
         lines.append(
             f"  all {len(group['members'])} as one group ({group['mode']}): "
