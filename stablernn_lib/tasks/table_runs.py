@@ -5,7 +5,7 @@
     python -m stablernn_lib paper-run run --out DIR --config full \\
         --variants rnn-unconstrained@full-rnn-lr2 rnn-stable@full-rnn-lr2 \\
                    lstm-unconstrained lstm-stable [--seeds 1111 2 3] \\
-        [--budget-s S | --deadline-unix T] [--together yes|no|auto --bench-file F] \\
+        [--budget-s S] [--together yes|no|auto --bench-file F] \\
         [--step graph|compile|eager|plain] [--archive FILE.tgz]
     python -m stablernn_lib paper-run submit --out DIR --cluster local|slurm ...
     python -m stablernn_lib paper-run status --out DIR
@@ -51,7 +51,6 @@ from stablernn_lib.tasks.fast_step import make_step
 from stablernn_lib.tasks.wikitext2.data import Corpus, load_wikitext2
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, LMConfig, get_config
 
-FINAL_STATUSES = ("completed", "diverged")
 DEFAULT_RESERVE_S = 30.0  # a validation, the test evaluation and the archive at `full` on a GPU
 _VARIANT = re.compile(r"^(rnn|lstm)-(stable|unconstrained)(?:@([\w.-]+))?$")
 FULL_TABLE_CONFIG = "full"
@@ -115,7 +114,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def final_result(out: Path, name: str) -> dict[str, Any] | None:
     """The result of a finished job (completed or diverged), else None."""
     result = read_json(Path(out) / "results" / f"{name}.json")
-    return result if result is not None and result.get("status") in FINAL_STATUSES else None
+    return result if (result or {}).get("status") in ("completed", "diverged") else None
 
 
 def archive_run(out: str | Path, archive: str | Path) -> Path:
@@ -141,7 +140,7 @@ def _metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def job_record(job: Job, run_dir: Path, device: str, status: str, **fields: Any) -> dict[str, Any]:
-    """The record of a job with no result from the loop (cut before it started, or
+    """The record of a job with no result from the loop (not started within the budget, or
     diverged): ``fields`` and its epochs so far."""
     return {
         "task": "wikitext2",
@@ -169,27 +168,21 @@ class Training:
     progress: bool = False
 
 
-def group_folder(jobs: list[Job]) -> str:
-    """The run folder of a group: its members' names, hashed (the same set, the same folder)."""
-    digest = hashlib.sha256("\n".join(sorted(job.name for job in jobs)).encode()).hexdigest()
-    return f"group-{len(jobs)}-{digest[:10]}"
-
-
 def train_jobs(
     jobs: list[Job], out: Path, corpus: Corpus, how: Training, stop_at: float | None
 ) -> None:
     """Train ``jobs`` of the folder ``out`` to their end or to ``stop_at`` (a
-    ``time.monotonic()`` deadline), resuming their checkpoint: one job alone in
-    ``runs/<job>``, several as one model group in ``runs/group-...`` (one checkpoint).
-    Writes each job's ``results/<job>.json``: ``completed``, ``unfinished``
-    (its epochs so far) or ``diverged`` (a group stops when one member diverges; the
-    error says at which step, not which member)."""
+    ``time.monotonic()`` deadline) from their checkpoint: one job in ``runs/<job>``,
+    several as one model group in ``runs/group-<n>-<hash of the names>``; writes each
+    ``results/<job>.json`` (a group stops when one member diverges)."""
     from stablernn_lib.tasks.training import TrainingDivergedError
     from stablernn_lib.tasks.wikitext2.group import train_language_models_together
     from stablernn_lib.tasks.wikitext2.train import train_language_model
 
     alone, start = len(jobs) == 1, time.monotonic()
-    run_dir = out / "runs" / (jobs[0].name if alone else group_folder(jobs))
+    names = "\n".join(sorted(job.name for job in jobs)).encode()
+    group = f"group-{len(jobs)}-{hashlib.sha256(names).hexdigest()[:10]}"
+    run_dir = out / "runs" / (jobs[0].name if alone else group)
     loop = {
         "corpus": corpus,
         "device": how.device,
@@ -201,7 +194,10 @@ def train_jobs(
         "stop_at": stop_at,
     }
     try:
-        if alone:
+        if stop_at is not None and time.monotonic() >= stop_at:
+            why = {"reason": "the budget ended before it started"}
+            results = [job_record(j, run_dir, how.device, "unfinished", **why) for j in jobs]
+        elif alone:
             job = jobs[0]
             published = {"out_dir": run_dir, "results_dir": run_dir / "published"}
             results = [train_language_model(job.cell, job.stable, job.config, **published, **loop)]
@@ -232,11 +228,10 @@ def run_table(
     together: bool = False,
     archive: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train ``jobs`` in ``out`` inside ``budget_s`` seconds (None: no budget), one after the
-    other or, with ``together``, the unfinished ones as one model group; returns the
-    summary also written to ``results/table.json`` (and, with ``archive``, the archive
-    after every job).  Finished jobs are skipped and cut ones resume, so the same call
-    continues an earlier one."""
+    """Train ``jobs`` in ``out`` within ``budget_s`` seconds (None: no budget), one after
+    the other or, ``together``, the unfinished ones as one group; finished jobs are
+    skipped, cut ones resume.  Returns the summary written to ``results/table.json``
+    (and the ``archive``) after every job."""
     if budget_s is not None and budget_s <= reserve_s:
         raise ValueError(
             f"the budget ({budget_s} s) must exceed the reserve ({reserve_s} s) kept for the "
@@ -252,14 +247,7 @@ def run_table(
     if grouped:
         train_jobs(pending, out, corpus, how, stop_at)
     for job in jobs:
-        left = not grouped and final_result(out, job.name) is None
-        if left and stop_at is not None and time.monotonic() >= stop_at:
-            reason = "the budget ended before it started"
-            record = job_record(
-                job, out / "runs" / job.name, how.device, "unfinished", reason=reason
-            )
-            atomic_write_json(out / "results" / f"{job.name}.json", record)
-        elif left:
+        if not grouped and final_result(out, job.name) is None:
             train_jobs([job], out, corpus, how, stop_at)
         rows = [_row(out, record) for record in planned]
         summary = {
@@ -278,9 +266,8 @@ def run_table(
 
 
 def write_plan(out: Path, jobs: list[Job], **fields: Any) -> list[dict[str, Any]]:
-    """Add ``jobs`` to the plan of the run folder ``out`` (``plan.json``, with ``fields``:
-    the jobs of every call, so that status and table cover calls running side by side);
-    returns the plan's jobs."""
+    """Add ``jobs`` to ``out/plan.json`` (with ``fields``; it keeps the jobs of every call,
+    so that status and table cover calls side by side); returns the plan's jobs."""
     known = {
         record["name"]: record for record in (read_json(out / "plan.json") or {"jobs": []})["jobs"]
     }
@@ -305,10 +292,9 @@ def _row(out: Path, record: dict[str, Any]) -> dict[str, Any]:
 def time_steps(
     jobs: list[Job], corpus: Corpus, how: Training, steps: int = 50, warmup: int = 5
 ) -> tuple[float, Any]:
-    """Milliseconds of one training step of throwaway models of ``jobs`` (one job, or all
-    of them as one model group), timed by ``torch.utils.benchmark.Timer`` over ``steps``
-    steps after ``warmup`` (which include a graph capture); returns ``(ms, task)``, the
-    task with ``last_loss`` (of the last step) and ``steps_taken``."""
+    """Milliseconds of one step of new models of ``jobs`` (one, or all as one group) by
+    ``torch.utils.benchmark.Timer`` over ``steps`` steps after ``warmup`` (a graph capture
+    included); returns ``(ms, task)``, the task with ``last_loss`` and ``step_description``."""
     from torch.utils.benchmark import Timer
 
     from stablernn_lib.tasks.wikitext2.group import ModelGroup
@@ -337,7 +323,6 @@ def time_steps(
     timer = Timer("one_step()", globals={"one_step": one_step}, num_threads=torch.get_num_threads())
     seconds = timer.timeit(steps).mean
     task.last_loss = runner.values(state["losses"])[-1]
-    task.steps_taken = len(state["losses"])
     task.step_description = runner.description
     torch.backends.cuda.matmul.allow_tf32 = False  # a TF32 step must not leak into the next
     return 1000 * seconds, task
@@ -382,37 +367,28 @@ def format_status(out: str | Path) -> str:
         raise ValueError(f"{out} holds no plan.json; run or submit a table there first")
     lines = []
     for row in (_row(Path(out), record) for record in plan["jobs"]):
+        ppl = [key for key in ("val_ppl", "best_val_ppl", "test_ppl") if key in row]
         detail = [f"epoch {row['epochs_done']}/{row['epochs']}"]
-        if "val_ppl" in row:
-            detail.append(f"val ppl {row['val_ppl']:.1f}")
-        if "test_ppl" in row:
-            detail.append(f"best val {row['best_val_ppl']:.1f}, test {row['test_ppl']:.1f}")
-        if "error" in row:
-            detail.append(row["error"].split(". ")[0])
+        detail += [f"{key.replace('_', ' ')} {row[key]:.1f}" for key in ppl]
         lines.append(f"{row['job']:45s} {row['status']:10s} {', '.join(detail)}")
     return "\n".join(lines)
 
 
 @dataclass
 class TableRun:
-    """A picklable call of :func:`run_table`: what ``run`` calls here and submitit runs."""
+    """A picklable call of :func:`run_table` with the keyword arguments ``table``, the corpus
+    read where the call runs (:func:`load_corpus`): what ``run`` calls here and submitit
+    runs."""
 
     jobs: list[Job]
     out: str
-    how: Training = field(default_factory=Training)
     corpus_folder: str | None = None
     data_dir: str | None = None
-    budget_s: float | None = None
-    reserve_s: float = DEFAULT_RESERVE_S
-    together: bool = False
-    archive: str | None = None
+    table: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self) -> dict[str, Any]:
         corpus = load_corpus(self.corpus_folder, self.data_dir)
-        fields = ("budget_s", "how", "reserve_s", "together", "archive")
-        return run_table(
-            self.jobs, self.out, corpus=corpus, **{k: getattr(self, k) for k in fields}
-        )
+        return run_table(self.jobs, self.out, corpus=corpus, **self.table)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Called by submitit at a time limit or preemption: requeue this call (it resumes
@@ -429,12 +405,14 @@ def submit(
     cluster: str | None = "local",
     timeout_min: int = 120,
     partition: str | None = None,
-    **call: Any,
+    corpus_folder: str | None = None,
+    data_dir: str | None = None,
+    **table: Any,
 ) -> list[Any]:
     """Hand the jobs of ``out`` that have no final result to a submitit executor; returns
     the submitit jobs.  ``cluster``: ``"local"`` (one detached process for the whole
     table), ``"slurm"`` (one job per model, one GPU each), ``"debug"`` (in this process),
-    None (Slurm when found, else local).  ``call``: the other fields of :class:`TableRun`."""
+    None (Slurm when found, else local).  ``table``: :func:`run_table`'s keyword arguments."""
     import submitit  # `python -m stablernn_lib paper-run` names the extra when it is missing
 
     out = Path(out).resolve()
@@ -450,8 +428,9 @@ def submit(
     executor.update_parameters(name="stablernn-table", **parameters)
     tables = [[job] for job in pending] if executor.cluster == "slurm" else [pending]
     if executor.cluster == "slurm":  # the submitting machine may have no GPU; a job has one
-        call["how"] = replace(call.get("how") or Training(), device="cuda")
-    return [executor.submit(TableRun(table, str(out), **call)) for table in tables if table]
+        table["how"] = replace(table.get("how") or Training(), device="cuda")
+    calls = [TableRun(part, str(out), corpus_folder, data_dir, table) for part in tables]
+    return [executor.submit(call) for call in calls if call.jobs]
 
 
 def default_checkpoint_dir() -> Path:
@@ -469,16 +448,11 @@ def run_full_table_on_this_gpu(
     seeds: tuple[int, ...] = (1111,),
     estimate_steps: int = 50,
 ) -> dict[str, Any]:
-    """Train the WikiText-2 table at paper scale (``FULL_TABLE_VARIANTS`` of
-    ``FULL_TABLE_CONFIG`` x ``seeds``) on this machine's GPU, resumably, in this process.
-
-    First prints the estimated time of the models not finished yet
-    (:func:`estimate_table`, ``estimate_steps`` steps each); then trains them one after
-    the other, checkpointing every five minutes to ``checkpoint_dir`` (default
-    :func:`default_checkpoint_dir`: Google Drive when mounted, so that calling this again
-    after a disconnection resumes).  Returns the table summary.  To pause: the notebook's
-    stop button (the current step finishes and a checkpoint is written).
-    """
+    """Train the table at paper scale (``FULL_TABLE_VARIANTS`` of ``FULL_TABLE_CONFIG`` x
+    ``seeds``) on this GPU in this process: print the estimated time of the unfinished
+    models (:func:`estimate_table`), then train them one after the other, checkpointing
+    every five minutes to ``checkpoint_dir`` (:func:`default_checkpoint_dir`), so that a
+    call after a disconnection or the stop button resumes.  Returns the table summary."""
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir()
     jobs = make_jobs(list(FULL_TABLE_VARIANTS), FULL_TABLE_CONFIG, list(seeds))
     how = Training(checkpoint_every=300.0, progress=True)
@@ -502,31 +476,23 @@ def _command(args: argparse.Namespace) -> int:
     if args.action == "run" and device == "cpu" and args.device is None and full:
         refuse_paper_scale_on_cpu("the full configs train paper-size models, hours on a CPU")
     budget = args.budget_s
-    if args.deadline_unix is not None:  # the caller's budget, partly spent: past its end,
-        # one second of training still writes the unfinished records and the archive
-        budget = max(args.deadline_unix - time.time(), args.reserve_s + 1)
     together = args.together == "yes"
     if args.together == "auto":
         if args.bench_file is None:
             raise ValueError("--together auto reads the fast-step benchmark: give --bench-file")
         left = math.inf if budget is None else budget - args.reserve_s
         together = group_pays_off(read_json(Path(args.bench_file)), left)
-    call = {
-        "how": Training(device, args.step, args.projection),
-        "corpus_folder": args.corpus_folder and str(Path(args.corpus_folder).resolve()),
-        "data_dir": args.data,
-        "budget_s": budget,
-        "reserve_s": args.reserve_s,
-        "together": together,
-        "archive": args.archive,
-    }
+    corpus = {"corpus_folder": args.corpus_folder and str(Path(args.corpus_folder).resolve())}
+    corpus["data_dir"] = args.data
+    table = {"how": Training(device, args.step, args.projection), "budget_s": budget}
+    table.update(reserve_s=args.reserve_s, together=together, archive=args.archive)
     if args.action == "submit":
         where = {"cluster": args.cluster, "partition": args.partition}
-        submitted = submit(jobs, out, timeout_min=args.timeout_min, **where, **call)
+        submitted = submit(jobs, out, timeout_min=args.timeout_min, **where, **corpus, **table)
         print(f"submitted {len(submitted)} job(s): {[job.job_id for job in submitted]}")
         return 0
     print(f"table: {budget} s, {'as one group' if together else 'one job after another'}")
-    summary = TableRun(jobs, str(out), **call)()
+    summary = TableRun(jobs, str(out), **corpus, table=table)()
     print(format_status(out))
     print(
         f"table: {summary['completed']} of {len(jobs)} completed in {summary['wall_seconds']:.0f} s"
@@ -564,7 +530,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="the run folder")
     add_job_arguments(parser, "full", list(FULL_TABLE_VARIANTS))
     parser.add_argument("--budget-s", type=float, default=None, help="wall seconds in all")
-    parser.add_argument("--deadline-unix", type=float, default=None, help="the budget's end")
     parser.add_argument("--reserve-s", type=float, default=DEFAULT_RESERVE_S)
     parser.add_argument("--step", choices=["plain", "eager", "graph", "compile"], default="graph")
     parser.add_argument("--together", choices=["yes", "no", "auto"], default="no")

@@ -65,6 +65,7 @@ from stablernn_lib.tasks.wikitext2.model import (
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, LMConfig, build_model
 
 Constrain = Callable[[WordLanguageModel], None]
+CELLS = ("rnn", "lstm")
 
 
 @torch.no_grad()
@@ -101,8 +102,7 @@ DEVICE_PEAKS: dict[str, tuple[float, float, float]] = {
 
 
 def seconds_per_call(function: Callable[[], Any], min_run_time: float) -> float:
-    """The median seconds of one call of ``function`` (``Timer.blocked_autorange``, at this
-    process's thread count)."""
+    """The median seconds of a call of ``function`` (``Timer.blocked_autorange``)."""
     timer = Timer("f()", globals={"f": function}, num_threads=torch.get_num_threads())
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
@@ -148,9 +148,8 @@ def sgd_step(
 def variant_seconds(
     name: str, lm: LMConfig, vocab: int, window: torch.Tensor, min_run_time: float
 ) -> tuple[float, WordLanguageModel]:
-    """The median seconds of one :func:`sgd_step` of the ``STEP_VARIANTS`` model ``name`` on
-    ``window`` (the same initial weights for every variant, constrained once at the start),
-    and the model."""
+    """The median seconds of one :func:`sgd_step` on ``window`` of the model ``name`` of
+    ``STEP_VARIANTS`` (the same initial weights for all, constrained once), and the model."""
     cell, constrain, layers = STEP_VARIANTS[name]
     model = build_model(cell, False, replace(lm, projected_layers=layers), vocab)
     model = model.to(window.device).train()
@@ -160,10 +159,15 @@ def variant_seconds(
     return seconds_per_call(lambda: step(window), min_run_time), model
 
 
-def _record(config: str, where: torch.device, min_run_time: float, **fields: Any) -> dict[str, Any]:
-    """A result: what was measured where, then ``fields``."""
+def _record(
+    config: str, lm: LMConfig, vocab: int, where: torch.device, min_run_time: float, **fields: Any
+) -> dict[str, Any]:
+    """A result: the config, its model's sizes, where it was measured, then ``fields``."""
+    sizes = ("hidden_size", "num_layers", "output", "batch_size", "bptt", "adaptive_cutoffs")
     return {
         "config": config,
+        "model": {key: getattr(lm, key) for key in sizes},
+        "vocab_size": vocab,
         "device_type": where.type,
         "threads": torch.get_num_threads(),
         "min_run_time": min_run_time,
@@ -192,13 +196,13 @@ def step_ratios(
     }
     if where.type == "cuda":
         solvers["device_svd_float32"] = lambda: project_spectral_ball(on_device, 1.0)
-    sizes = ("hidden_size", "num_layers", "output", "batch_size", "bptt")
     return _record(
         config,
+        lm,
+        vocab,
         where,
         min_run_time,
         load_average_before=load,
-        model={key: getattr(lm, key) for key in sizes} | {"vocab_size": vocab},
         step_seconds=seconds,
         ratios={name: seconds[a] / seconds[b] for name, (a, b) in RATIOS.items()},
         target_ratio_on_gpu=TARGET_RATIO,
@@ -229,7 +233,7 @@ def overhead(
         return batchify(tokens, lm.eval_batch_size).to(where)
 
     models: dict[str, Any] = {}
-    for cell, stable in (("rnn", "rnn-stable"), ("lstm", "lstm-course")):
+    for cell, stable in zip(CELLS, ("rnn-stable", "lstm-course"), strict=True):
         plain, model = variant_seconds(f"{cell}-unconstrained", lm, vocab, tokens, min_run_time)
         constrained, stable_model = variant_seconds(stable, lm, vocab, tokens, min_run_time)
         alone = seconds_per_call(lambda m=stable_model: project_stable_(m), min_run_time)
@@ -260,18 +264,8 @@ def overhead(
     figure2["pairs"] = int(sum(fast["count"]))
     figure2["speedup"] = figure2["naive_seconds"] / figure2["fast_seconds"]
     figure2["max_relative_difference"] = max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs)
-    return _record(
-        config,
-        where,
-        min_run_time,
-        vocab_size=vocab,
-        batch_size=lm.batch_size,
-        bptt=lm.bptt,
-        steps_per_epoch=steps_per_epoch,
-        epochs=lm.epochs,
-        models=models,
-        figure2=figure2,
-    )
+    fields = {"steps_per_epoch": steps_per_epoch, "epochs": lm.epochs, "models": models}
+    return _record(config, lm, vocab, where, min_run_time, **fields, figure2=figure2)
 
 
 def output_layer(
@@ -280,26 +274,13 @@ def output_layer(
     """The unconstrained step with a plain softmax over all 33,278 words against the
     adaptive softmax of the config, RNN and LSTM."""
     lm, where, vocab, tokens = _setup(config, device, WIKITEXT2_VOCAB_SIZE)
-    seconds = {
-        output: {
-            cell: variant_seconds(
-                f"{cell}-unconstrained", replace(lm, output=output), vocab, tokens, min_run_time
-            )[0]
-            for cell in ("rnn", "lstm")
-        }
-        for output in ("softmax", "adaptive")
-    }
-    return _record(
-        config,
-        where,
-        min_run_time,
-        vocab_size=vocab,
-        **{k: getattr(lm, k) for k in ("hidden_size", "num_layers", "batch_size", "bptt")},
-        adaptive_cutoffs=list(lm.adaptive_cutoffs),
-        adaptive_div_value=lm.adaptive_div_value,
-        step_seconds=seconds,
-        speedup={c: seconds["softmax"][c] / seconds["adaptive"][c] for c in ("rnn", "lstm")},
-    )
+    seconds: dict[str, dict[str, float]] = {"softmax": {}, "adaptive": {}}
+    for output, cells in seconds.items():
+        for cell in CELLS:
+            name, layer = f"{cell}-unconstrained", replace(lm, output=output)
+            cells[cell], _ = variant_seconds(name, layer, vocab, tokens, min_run_time)
+    speedup = {cell: seconds["softmax"][cell] / seconds["adaptive"][cell] for cell in CELLS}
+    return _record(config, lm, vocab, where, min_run_time, step_seconds=seconds, speedup=speedup)
 
 
 def step_floor(
@@ -330,9 +311,7 @@ def fast_step(
     """Per job: ms per step of each mode (``plain`` on the exact projection, the fast modes
     on ``projection``, in TF32 when ``tf32``), the speed-up over plain, the ratio to the
     floor, the loss of the last step, a stable step over its unconstrained twin's; with
-    ``tf32`` the first fast mode once more in FP32 (``tf32_vs_fp32``: the relative
-    difference of the losses after the same steps); with ``group_mode``, all jobs as one
-    group in that mode beside the sum of their steps alone."""
+    ``group_mode``, all jobs as one group in that mode beside the sum of their steps alone."""
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     load, fast = os.getloadavg()[0], [mode for mode in modes if mode != "plain"]
     rows: dict[str, dict[str, Any]] = {}
@@ -344,16 +323,6 @@ def fast_step(
             row["step_ms"][mode], task = time_steps([job], corpus, how, steps)
             row["last_loss"][mode] = task.last_loss
             row["step_implementation"][mode] = task.step_description
-        if tf32 and fast:
-            _, fp32 = time_steps([job], corpus, Training(device, fast[0], projection), steps)
-            loss, reference = row["last_loss"][fast[0]], fp32.last_loss
-            row["tf32_vs_fp32"] = {
-                "mode": fast[0],
-                "after_steps": fp32.steps_taken,
-                "loss_fp32": reference,
-                "loss_tf32": loss,
-                "relative_difference": abs(loss - reference) / abs(reference),
-            }
         tokens, hidden = job.config.batch_size * job.config.bptt, job.config.hidden_size
         floor = step_floor(tokens, hidden, task.vocab_size, name, tf32)
         row.update(steps_per_epoch=task.steps_per_epoch, epochs=job.config.epochs, floor=floor)
@@ -441,8 +410,8 @@ def learning_rate_probe(
         trials.append(
             {"cell": cell, "lr": lr, "block_ppl": [math.exp(sum(b) / len(b)) for b in blocks]}
         )
-    cpu = torch.device("cpu")
-    return _record(config, cpu, 0.0, steps=steps, every=every, output=lm.output, trials=trials)
+    fields = {"steps": steps, "every": every, "output": lm.output, "trials": trials}
+    return _record(config, lm, data.vocab_size, torch.device("cpu"), 0.0, **fields)
 
 
 # what -> (its result file, the lines it prints)
@@ -469,9 +438,13 @@ def _command(args: argparse.Namespace) -> int:
         result = fast_step(
             jobs, corpus, modes=tuple(args.modes), group_mode=args.group_mode, **common
         )
-        show, fast = format_fast_step, [mode for mode in args.modes if mode != "plain"]
-        if args.tf32_check and fast:
-            tf32 = fast_step(jobs, corpus, modes=(fast[-1],), tf32=True, **common)
+        show, mode = format_fast_step, args.modes[-1]
+        if args.tf32_check and mode != "plain":  # its loss after the same steps in TF32
+            tf32 = fast_step(jobs, corpus, modes=(mode,), tf32=True, **common)
+            for job, row in tf32["jobs"].items():
+                fp32, loss = result["jobs"][job]["last_loss"][mode], row["last_loss"][mode]
+                row["tf32_vs_fp32"] = {"mode": mode, "loss_fp32": fp32, "loss_tf32": loss}
+                row["tf32_vs_fp32"]["relative_difference"] = abs(loss - fp32) / abs(fp32)
             print(format_fast_step(tf32))
             atomic_write_json(path.parent / "tf32" / path.name, tf32)
     elif args.what == "lr-probe":
@@ -492,9 +465,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="step times and ratios of the WikiText-2 models (torch.utils.benchmark)",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument(
-        "what", choices=["overhead", "ratios", "output-layer", "fast-step", "lr-probe"]
-    )
+    parser.add_argument("what", choices=list(FILES))
     parser.add_argument("--out", default=None, help="the results folder (data/results/wikitext2)")
     parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
     parser.add_argument("--output", default=None, help="lr-probe: this output layer instead")
