@@ -2,13 +2,9 @@
 
 ::
 
-    python -m stablernn_lib paper-run run --out DIR --config full \\
-        --variants rnn-unconstrained@full-rnn-lr2 rnn-stable@full-rnn-lr2 \\
-                   lstm-unconstrained lstm-stable [--seeds 1111 2 3] \\
-        [--budget-s S] [--together yes|no|auto --bench-file F] \\
-        [--step graph|compile|eager|plain] [--archive FILE.tgz]
-    python -m stablernn_lib paper-run submit --out DIR --cluster local|slurm ...
-    python -m stablernn_lib paper-run status --out DIR
+    python -m stablernn_lib paper-run run --out DIR [--config full --variants V ...] \\
+        [--seeds S ...] [--budget-s S] [--together yes|no|auto] [--archive FILE.tgz]
+    python -m stablernn_lib paper-run submit|status --out DIR [--cluster local|slurm] ...
 
 A job is one model (a variant ``<rnn|lstm>-<unconstrained|stable>[@config]`` and a seed).
 ``run`` trains the jobs here with the fast step (:mod:`~stablernn_lib.tasks.fast_step`),
@@ -48,7 +44,9 @@ import torch
 from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.core.runtime import refuse_paper_scale_on_cpu
 from stablernn_lib.tasks.fast_step import make_step
+from stablernn_lib.tasks.training import DATA_ROOT, TrainingDivergedError
 from stablernn_lib.tasks.wikitext2.data import Corpus, load_wikitext2
+from stablernn_lib.tasks.wikitext2.group import ModelGroup, train_language_models_together
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, LMConfig, get_config
 
 DEFAULT_RESERVE_S = 30.0  # a validation, the test evaluation and the archive at `full` on a GPU
@@ -77,8 +75,7 @@ class Job:
         return f"{self.cell}-{variant}-{self.config.name}-seed{self.config.seed}"
 
     def to_json(self) -> dict[str, Any]:
-        config = asdict(self.config)
-        return {"name": self.name, "cell": self.cell, "stable": self.stable, "config": config}
+        return {"name": self.name, **asdict(self)}
 
 
 def make_jobs(
@@ -118,9 +115,8 @@ def final_result(out: Path, name: str) -> dict[str, Any] | None:
 
 
 def archive_run(out: str | Path, archive: str | Path) -> Path:
-    """Write ``plan.json``, ``results/`` and every ``runs/*/metrics.jsonl`` of a run folder
-    to the gzipped tar ``archive`` (atomically), under the folder's name; never the
-    checkpoints and weights (about 110 MB a model at `full`)."""
+    """Write the small files of the run folder ``out`` (``plan.json``, ``results/``,
+    ``runs/*/metrics.jsonl``; never a checkpoint) to the gzipped tar ``archive``, atomically."""
     out, archive = Path(out), Path(archive)
     members = [out / "plan.json", out / "results", *sorted(out.glob("runs/*/metrics.jsonl"))]
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -175,8 +171,6 @@ def train_jobs(
     ``time.monotonic()`` deadline) from their checkpoint: one job in ``runs/<job>``,
     several as one model group in ``runs/group-<n>-<hash of the names>``; writes each
     ``results/<job>.json`` (a group stops when one member diverges)."""
-    from stablernn_lib.tasks.training import TrainingDivergedError
-    from stablernn_lib.tasks.wikitext2.group import train_language_models_together
     from stablernn_lib.tasks.wikitext2.train import train_language_model
 
     alone, start = len(jobs) == 1, time.monotonic()
@@ -268,10 +262,8 @@ def run_table(
 def write_plan(out: Path, jobs: list[Job], **fields: Any) -> list[dict[str, Any]]:
     """Add ``jobs`` to ``out/plan.json`` (with ``fields``; it keeps the jobs of every call,
     so that status and table cover calls side by side); returns the plan's jobs."""
-    known = {
-        record["name"]: record for record in (read_json(out / "plan.json") or {"jobs": []})["jobs"]
-    }
-    known.update({job.name: job.to_json() for job in jobs})
+    earlier = (read_json(out / "plan.json") or {"jobs": []})["jobs"]
+    known = {record["name"]: record for record in [*earlier, *map(Job.to_json, jobs)]}
     plan = {"jobs": list(known.values()), **fields, "provenance": provenance(fields.get("device"))}
     atomic_write_json(out / "plan.json", plan)
     return plan["jobs"]
@@ -297,7 +289,6 @@ def time_steps(
     included); returns ``(ms, task)``, the task with ``last_loss`` and ``step_description``."""
     from torch.utils.benchmark import Timer
 
-    from stablernn_lib.tasks.wikitext2.group import ModelGroup
     from stablernn_lib.tasks.wikitext2.train import LanguageModelTask, prepare_corpus
 
     if steps < 1:
@@ -376,9 +367,8 @@ def format_status(out: str | Path) -> str:
 
 @dataclass
 class TableRun:
-    """A picklable call of :func:`run_table` with the keyword arguments ``table``, the corpus
-    read where the call runs (:func:`load_corpus`): what ``run`` calls here and submitit
-    runs."""
+    """A picklable call of :func:`run_table` with the keyword arguments ``table`` (the
+    corpus read where it runs): what ``run`` calls here and submitit runs elsewhere."""
 
     jobs: list[Job]
     out: str
@@ -419,16 +409,15 @@ def submit(
     pending = [job for job in jobs if final_result(out, job.name) is None]
     executor = submitit.AutoExecutor(folder=out / "jobs", cluster=cluster)
     write_plan(out, jobs, scheduler=f"submitit ({executor.cluster})")
-    gpus = 1 if executor.cluster == "slurm" or torch.cuda.is_available() else 0
-    parameters: dict[str, Any] = {"timeout_min": timeout_min, "gpus_per_node": gpus}
-    if executor.cluster == "slurm":
-        parameters.update(cpus_per_task=4, slurm_signal_delay_s=120)
-        if partition is not None:
-            parameters["slurm_partition"] = partition
-    executor.update_parameters(name="stablernn-table", **parameters)
-    tables = [[job] for job in pending] if executor.cluster == "slurm" else [pending]
-    if executor.cluster == "slurm":  # the submitting machine may have no GPU; a job has one
+    slurm = executor.cluster == "slurm"
+    gpus = 1 if slurm or torch.cuda.is_available() else 0
+    executor.update_parameters(name="stablernn-table", timeout_min=timeout_min, gpus_per_node=gpus)
+    if slurm:  # one job a model, with a GPU (which the submitting machine may lack)
+        executor.update_parameters(cpus_per_task=4, slurm_signal_delay_s=120)
         table["how"] = replace(table.get("how") or Training(), device="cuda")
+    if slurm and partition is not None:
+        executor.update_parameters(slurm_partition=partition)
+    tables = [[job] for job in pending] if slurm else [pending]
     calls = [TableRun(part, str(out), corpus_folder, data_dir, table) for part in tables]
     return [executor.submit(call) for call in calls if call.jobs]
 
@@ -438,8 +427,6 @@ def default_checkpoint_dir() -> Path:
     ``data/runs/wikitext2/full-table`` here."""
     if GOOGLE_DRIVE.is_dir():
         return GOOGLE_DRIVE / "stablernn-runs"
-    from stablernn_lib.tasks.training import DATA_ROOT
-
     return DATA_ROOT / "runs" / "wikitext2" / "full-table"
 
 
@@ -494,9 +481,7 @@ def _command(args: argparse.Namespace) -> int:
     print(f"table: {budget} s, {'as one group' if together else 'one job after another'}")
     summary = TableRun(jobs, str(out), **corpus, table=table)()
     print(format_status(out))
-    print(
-        f"table: {summary['completed']} of {len(jobs)} completed in {summary['wall_seconds']:.0f} s"
-    )
+    print(f"table: {summary['completed']} of {len(jobs)} completed")
     return 0
 
 

@@ -4,16 +4,12 @@ A time is the median per call of :func:`seconds_per_call` (``Timer.blocked_autor
 warm-up, blocks of calls, the device synchronised around each block).  The models have an
 LM config's sizes; except in ``fast-step`` and ``lr-probe`` they read random tokens with
 ``p(rank r) ~ 1/r`` (an adaptive softmax's cost depends on how many targets are rare).  A
-training step reads its loss on the host, as the loop does.  ``benchmark WHAT`` writes
-(``FILES``): ``overhead``, per cell the stable step against the unconstrained one, the
-projection alone, tokens/s, an epoch, Figure 2's batched gradient profile against the
-per-pair one; ``ratios``, every constrained step of ``STEP_VARIANTS`` over its
-unconstrained twin and the projection of the stacked ``(L, H, H)`` recurrent matrices per
-solver; ``output-layer``, a plain softmax against the adaptive one; ``fast-step``, per job
-the plain step against each fast mode of :mod:`~stablernn_lib.tasks.fast_step`, their
-ratio to the device's floor, all jobs as one group; ``lr-probe``, the training perplexity
-of the first steps per learning rate.  The floor of a step, with ``N`` = batch x bptt
-tokens, ``H`` hidden units, ``V`` words and the vendors' dense peaks (``DEVICE_PEAKS``)::
+training step reads its loss on the host, as the loop does.  ``benchmark WHAT`` runs
+:func:`overhead`, :func:`step_ratios` (``ratios``), :func:`output_layer`, :func:`fast_step`
+or :func:`learning_rate_probe` (``lr-probe``) and writes its file (``FILES``).
+
+The floor of a step (``fast-step``), with ``N`` = batch x bptt tokens, ``H`` hidden units,
+``V`` words and the vendors' dense peaks (``DEVICE_PEAKS``)::
 
     floor = max(6 N H V / peak FLOP/s,  16 N V bytes / bandwidth)
 
@@ -117,8 +113,7 @@ def _setup(
     vocab = vocab or lm.vocab_size or WIKITEXT2_VOCAB_SIZE
     zipf = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
     generator = torch.Generator().manual_seed(0)
-    count = (lm.bptt + 1) * lm.batch_size
-    tokens = torch.multinomial(zipf, count, True, generator=generator)
+    tokens = torch.multinomial(zipf, (lm.bptt + 1) * lm.batch_size, True, generator=generator)
     return lm, where, vocab, tokens.view(lm.bptt + 1, lm.batch_size).to(where)
 
 
@@ -218,10 +213,7 @@ def overhead(
 ) -> dict[str, Any]:
     """Per cell, the stable step (``rnn-stable``, ``lstm-course``) against the unconstrained
     one, the projection alone, tokens/s and epoch times; Figure 2's two methods."""
-    from stablernn_lib.tasks.wikitext2.analysis import (  # matplotlib: not on the fast-step path
-        gradient_by_distance,
-        gradient_by_distance_naive,
-    )
+    from stablernn_lib.tasks.wikitext2 import analysis  # matplotlib: not on the fast-step path
 
     lm, where, vocab, tokens = _setup(config, device)
     train_rows = (lm.train_tokens or WIKITEXT2_TOKENS["train"]) // lm.batch_size
@@ -255,7 +247,8 @@ def overhead(
     model = build_model("lstm", False, lm, vocab).to(where).eval()
     source = random_batches(figure2_distance + 2)
     figure2: dict[str, Any] = {"max_distance": figure2_distance}
-    for name, method in (("fast", gradient_by_distance), ("naive", gradient_by_distance_naive)):
+    methods = {"fast": analysis.gradient_by_distance, "naive": analysis.gradient_by_distance_naive}
+    for name, method in methods.items():
         profile = partial(method, model, source, figure2_distance, max_windows=1)
         figure2[name] = profile()
         figure2[f"{name}_seconds"] = seconds_per_call(profile, min_run_time)
@@ -283,13 +276,11 @@ def output_layer(
     return _record(config, lm, vocab, where, min_run_time, step_seconds=seconds, speedup=speedup)
 
 
-def step_floor(
-    tokens: int, hidden: int, vocab: int, device_name: str, tf32: bool
-) -> dict[str, Any]:
+def step_floor(tokens: int, hidden: int, vocab: int, device: str, tf32: bool) -> dict[str, Any]:
     """The floor of a step on a device (see the module's text); None parts when unknown."""
     flops, moved = 6.0 * tokens * hidden * vocab, 4 * 4.0 * tokens * vocab
     floor: dict[str, Any] = {"flops": flops, "bytes": moved, "compute_ms": None, "memory_ms": None}
-    peaks = next((p for key, p in DEVICE_PEAKS.items() if key in device_name), None)
+    peaks = next((p for key, p in DEVICE_PEAKS.items() if key in device), None)
     if peaks is not None:
         floor["compute_ms"] = 1000 * flops / (peaks[1] if tf32 else peaks[0])
         floor["memory_ms"] = 1000 * moved / peaks[2]
@@ -310,8 +301,8 @@ def fast_step(
 ) -> dict[str, Any]:
     """Per job: ms per step of each mode (``plain`` on the exact projection, the fast modes
     on ``projection``, in TF32 when ``tf32``), the speed-up over plain, the ratio to the
-    floor, the loss of the last step, a stable step over its unconstrained twin's; with
-    ``group_mode``, all jobs as one group in that mode beside the sum of their steps alone."""
+    floor, the loss of the last step; with ``group_mode``, all jobs as one group in that
+    mode beside the sum of their steps alone."""
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     load, fast = os.getloadavg()[0], [mode for mode in modes if mode != "plain"]
     rows: dict[str, dict[str, Any]] = {}
@@ -332,12 +323,6 @@ def fast_step(
         if floor.get("floor_ms"):
             row["ratio_to_floor"] = {m: ms / floor["floor_ms"] for m, ms in row["step_ms"].items()}
         rows[job.name] = row
-    for job_name, row in rows.items():  # a stable step against its unconstrained twin's
-        twin = rows.get(job_name.replace("-stable-", "-unconstrained-", 1))
-        if "-stable-" in job_name and twin is not None:
-            row["over_unconstrained"] = {
-                m: v / twin["step_ms"][m] for m, v in row["step_ms"].items()
-            }
     group = None
     if group_mode is not None and len(jobs) > 1:
         ms, task = time_steps(jobs, corpus, Training(device, group_mode, projection, tf32), steps)
@@ -351,7 +336,7 @@ def fast_step(
         }
     return {
         "device_name": name,
-        "corpus": getattr(corpus, "source", None),
+        "corpus": corpus.source,
         "modes": list(modes),
         "group": group,
         "projection": projection,
@@ -401,15 +386,14 @@ def learning_rate_probe(
     data = prepare_corpus(lm, None, data_dir)
     source = batchify(data.train, lm.batch_size)
     trials = []
+    starts = batch_starts(source.shape[0], lm.bptt)[:steps]
     for cell, lr in LR_PROBE_TRIALS:
-        model = build_model(cell, False, replace(lm, lr=lr), data.vocab_size).train()
-        step = sgd_step(model, replace(lm, lr=lr), None)
-        starts = batch_starts(source.shape[0], lm.bptt)[:steps]
+        trial = replace(lm, lr=lr)
+        step = sgd_step(build_model(cell, False, trial, data.vocab_size).train(), trial, None)
         losses = [step(source[start : start + lm.bptt + 1]) for start in starts]
         blocks = [losses[i : i + every] for i in range(0, len(losses), every)]
-        trials.append(
-            {"cell": cell, "lr": lr, "block_ppl": [math.exp(sum(b) / len(b)) for b in blocks]}
-        )
+        ppl = [math.exp(sum(block) / len(block)) for block in blocks]
+        trials.append({"cell": cell, "lr": lr, "block_ppl": ppl})
     fields = {"steps": steps, "every": every, "output": lm.output, "trials": trials}
     return _record(config, lm, data.vocab_size, torch.device("cpu"), 0.0, **fields)
 
@@ -480,13 +464,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_command)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m stablernn_tools.benchmark WHAT ...``: this command alone."""
+if __name__ == "__main__":  # python -m stablernn_tools.benchmark WHAT ...: this command alone
     parser = argparse.ArgumentParser(prog="python -m stablernn_tools.benchmark")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["benchmark", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    register(parser.add_subparsers())
+    arguments = parser.parse_args(["benchmark", *sys.argv[1:]])
+    raise SystemExit(arguments.func(arguments))
