@@ -276,7 +276,7 @@ def _row(out: Path, record: dict[str, Any]) -> dict[str, Any]:
     keys = ("status", "test_ppl", "best_val_ppl", "mean_step_ms", "step_implementation", "error")
     row = {"job": record["name"], **{key: result[key] for key in keys if key in result}}
     epochs = result.get("epochs") or _metrics(out / "runs" / record["name"])
-    if epochs:
+    if epochs and "val_ppl" in epochs[-1]:  # a group's own metrics have the members' inside
         row["val_ppl"] = epochs[-1]["val_ppl"]
     return {**row, "epochs_done": len(epochs), "epochs": record["config"]["epochs"]}
 

@@ -248,13 +248,12 @@ def overhead(
     source = random_batches(figure2_distance + 2)
     figure2: dict[str, Any] = {"max_distance": figure2_distance}
     methods = {"fast": analysis.gradient_by_distance, "naive": analysis.gradient_by_distance_naive}
+    profiles = {}
     for name, method in methods.items():
-        profile = partial(method, model, source, figure2_distance, max_windows=1)
-        figure2[name] = profile()
-        figure2[f"{name}_seconds"] = seconds_per_call(profile, min_run_time)
-    fast, naive = figure2.pop("fast"), figure2.pop("naive")
-    pairs = zip(fast["mean_norm"], naive["mean_norm"], strict=True)
-    figure2["pairs"] = int(sum(fast["count"]))
+        run = partial(method, model, source, figure2_distance, max_windows=1)
+        profiles[name], figure2[f"{name}_seconds"] = run(), seconds_per_call(run, min_run_time)
+    pairs = zip(profiles["fast"]["mean_norm"], profiles["naive"]["mean_norm"], strict=True)
+    figure2["pairs"] = int(sum(profiles["fast"]["count"]))
     figure2["speedup"] = figure2["naive_seconds"] / figure2["fast_seconds"]
     figure2["max_relative_difference"] = max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs)
     fields = {"steps_per_epoch": steps_per_epoch, "epochs": lm.epochs, "models": models}
