@@ -64,7 +64,7 @@ def test_jobs_from_variants_configs_and_seeds() -> None:
     ]
     assert jobs[2].config == replace(CONFIGS["cpu-first-layer"], seed=1)
     assert tr.make_jobs(["rnn-unconstrained@full-rnn-lr2"])[0].config.lr == 2.0
-    assert tr.Job.from_json(jobs[0].to_json()) == jobs[0]
+    assert jobs[0].to_json()["config"]["name"] == "full" and jobs[0].to_json()["stable"]
     with pytest.raises(ValueError, match="unknown variant"):
         tr.make_jobs(["gru-stable"])
     with pytest.raises(ValueError, match="listed twice"):
@@ -188,7 +188,7 @@ def test_slurm_gets_one_requeueable_job_per_model(tmp_path, monkeypatch) -> None
     monkeypatch.setattr(submitit, "AutoExecutor", SlurmDouble)
     jobs = [tr.Job("rnn", True, TINY), tr.Job("lstm", False, TINY)]
     runs = tr.submit(jobs, tmp_path, cluster="slurm", partition="gpu", data_dir="/data")
-    assert [[r["name"] for r in run.records] for run in runs] == [[j.name] for j in jobs]
+    assert [run.jobs for run in runs] == [[job] for job in jobs]
     assert parameters["gpus_per_node"] == 1 and parameters["slurm_partition"] == "gpu"
     assert parameters["folder"] == tmp_path.resolve() / "jobs"
     plan = tr.read_json(tmp_path / "plan.json")

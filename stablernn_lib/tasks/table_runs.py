@@ -2,35 +2,27 @@
 
 ::
 
-    python -m stablernn_lib paper-run run --out DIR --config full \\
-        --variants rnn-unconstrained@full-rnn-lr2 rnn-stable@full-rnn-lr2 \\
-                   lstm-unconstrained lstm-stable [--seeds 1111 2 3] \\
-        [--budget-s S | --deadline-unix T] [--together yes|no|auto --bench-file F] \\
-        [--step graph|compile|eager|plain] [--archive FILE.tgz]
-    python -m stablernn_lib paper-run submit --out DIR --cluster local|slurm ...
-    python -m stablernn_lib paper-run status --out DIR
+    python -m stablernn_lib paper-run run --out DIR [--config full --variants V ...] \\
+        [--seeds S ...] [--budget-s S] [--together yes|no|auto] [--archive FILE.tgz]
+    python -m stablernn_lib paper-run submit|status --out DIR [--cluster local|slurm] ...
 
-A job is one model (cell, projection, config with its seed; a variant is
-``<rnn|lstm>-<unconstrained|stable>[@config]``).  ``run`` trains the jobs in this process
-with the fast step (:mod:`~stablernn_lib.tasks.fast_step`), one after the other or all as
-one model group (``--together``), until the budget minus ``--reserve-s`` (kept for the
-last validation, the test evaluation and the archive) has passed.  ``submit`` hands the
-same call (:class:`TableRun`) to a submitit executor: ``local``, one detached process
-training the whole table; ``slurm``, one job per model, one GPU each.  At a time limit or
-a preemption submitit calls :meth:`TableRun.checkpoint`, which requeues the call; a
-requeued, killed or repeated call resumes every model from its checkpoint and skips the
-finished ones.
+A job is one model (a variant ``<rnn|lstm>-<unconstrained|stable>[@config]`` and a seed).
+``run`` trains the jobs here with the fast step (:mod:`~stablernn_lib.tasks.fast_step`),
+one after the other or as one model group (``--together``), until the budget minus
+``--reserve-s`` (the last validation, the test evaluation, the archive).  ``submit`` hands
+the same call (:class:`TableRun`) to submitit: ``local``, one detached process for the
+table; ``slurm``, one job per model, one GPU each.  At a time limit or a preemption
+submitit calls :meth:`TableRun.checkpoint`, which requeues the call; a requeued, killed or
+repeated call resumes every model from its checkpoint and skips the finished ones.
 
-The run folder ``DIR``: ``plan.json`` (the jobs, every config field); ``results/<job>.json``
-(``completed`` with test perplexity, ``diverged`` with the error, or ``unfinished`` with
-the epochs so far); ``results/table.json`` (one row per job, the budget, the wall time);
-``runs/<job>/`` or ``runs/group-.../`` (checkpoints, ``metrics.jsonl``); ``jobs/``
-(submitit's logs).  :func:`archive_run` packs the small files, never a checkpoint.
+The run folder: ``plan.json`` (the jobs, every config field); ``results/<job>.json``
+(``completed``, ``diverged`` or ``unfinished``, with the epochs so far);
+``results/table.json`` (one row per job); ``runs/<job>/`` or ``runs/group-.../``
+(checkpoints, ``metrics.jsonl``); ``jobs/`` (submitit's logs).
 
-submitit is imported only where a call is handed to it (:func:`submit`): training in this
-process, as Chapter 8's full mode does on Colab, needs nothing beyond the base
-dependencies.  :meth:`TableRun.checkpoint` is what ``submitit.helpers.Checkpointable``
-provides, written out so that the class needs no submitit at import.
+submitit is imported only in :func:`submit` (``checkpoint`` is what
+``submitit.helpers.Checkpointable`` provides, written out): training in this process, as
+Chapter 8's full mode does on Colab, needs only the base dependencies.
 """
 
 from __future__ import annotations
@@ -52,10 +44,11 @@ import torch
 from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.core.runtime import refuse_paper_scale_on_cpu
 from stablernn_lib.tasks.fast_step import make_step
+from stablernn_lib.tasks.training import DATA_ROOT, TrainingDivergedError
 from stablernn_lib.tasks.wikitext2.data import Corpus, load_wikitext2
+from stablernn_lib.tasks.wikitext2.group import ModelGroup, train_language_models_together
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, LMConfig, get_config
 
-FINAL_STATUSES = ("completed", "diverged")
 DEFAULT_RESERVE_S = 30.0  # a validation, the test evaluation and the archive at `full` on a GPU
 _VARIANT = re.compile(r"^(rnn|lstm)-(stable|unconstrained)(?:@([\w.-]+))?$")
 FULL_TABLE_CONFIG = "full"
@@ -82,14 +75,7 @@ class Job:
         return f"{self.cell}-{variant}-{self.config.name}-seed{self.config.seed}"
 
     def to_json(self) -> dict[str, Any]:
-        config = asdict(self.config)
-        return {"name": self.name, "cell": self.cell, "stable": self.stable, "config": config}
-
-    @classmethod
-    def from_json(cls, record: dict[str, Any]) -> Job:
-        config = LMConfig(**record["config"])
-        config = replace(config, adaptive_cutoffs=tuple(config.adaptive_cutoffs))
-        return cls(record["cell"], record["stable"], config)
+        return {"name": self.name, **asdict(self)}
 
 
 def make_jobs(
@@ -125,13 +111,12 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def final_result(out: Path, name: str) -> dict[str, Any] | None:
     """The result of a finished job (completed or diverged), else None."""
     result = read_json(Path(out) / "results" / f"{name}.json")
-    return result if result is not None and result.get("status") in FINAL_STATUSES else None
+    return result if (result or {}).get("status") in ("completed", "diverged") else None
 
 
 def archive_run(out: str | Path, archive: str | Path) -> Path:
-    """Write ``plan.json``, ``results/`` and every ``runs/*/metrics.jsonl`` of a run folder
-    to the gzipped tar ``archive`` (atomically), under the folder's name; never the
-    checkpoints and weights (about 110 MB a model at `full`)."""
+    """Write the small files of the run folder ``out`` (``plan.json``, ``results/``,
+    ``runs/*/metrics.jsonl``; never a checkpoint) to the gzipped tar ``archive``, atomically."""
     out, archive = Path(out), Path(archive)
     members = [out / "plan.json", out / "results", *sorted(out.glob("runs/*/metrics.jsonl"))]
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -150,19 +135,20 @@ def _metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line]
 
 
-def unfinished_record(job: Job, run_dir: Path, reason: str) -> dict[str, Any]:
-    """The record of a job the budget cut (or never reached): its epochs so far."""
+def job_record(job: Job, run_dir: Path, device: str, status: str, **fields: Any) -> dict[str, Any]:
+    """The record of a job with no result from the loop (not started within the budget, or
+    diverged): ``fields`` and its epochs so far."""
     return {
         "task": "wikitext2",
         "job": job.name,
         "model": job.cell,
         "stable": job.stable,
-        "status": "unfinished",
-        "reason": reason,
+        "status": status,
         "config": asdict(job.config),
         "seed": job.config.seed,
         "epochs": _metrics(run_dir),
-        "provenance": provenance(None),
+        "provenance": provenance(device),
+        **fields,
     }
 
 
@@ -178,27 +164,19 @@ class Training:
     progress: bool = False
 
 
-def group_folder(jobs: list[Job]) -> str:
-    """The run folder of a group: its members' names, hashed (the same set, the same folder)."""
-    digest = hashlib.sha256("\n".join(sorted(job.name for job in jobs)).encode()).hexdigest()
-    return f"group-{len(jobs)}-{digest[:10]}"
-
-
 def train_jobs(
     jobs: list[Job], out: Path, corpus: Corpus, how: Training, stop_at: float | None
-) -> list[dict[str, Any]]:
+) -> None:
     """Train ``jobs`` of the folder ``out`` to their end or to ``stop_at`` (a
-    ``time.monotonic()`` deadline), resuming their checkpoint: one job alone in
-    ``runs/<job>``, several as one model group in ``runs/group-...`` (one checkpoint).
-    Writes and returns each job's ``results/<job>.json``: ``completed``, ``unfinished``
-    (its epochs so far) or ``diverged`` (a group stops when one member diverges; the
-    error says at which step, not which member)."""
-    from stablernn_lib.tasks.training import TrainingDivergedError
-    from stablernn_lib.tasks.wikitext2.group import train_language_models_together
+    ``time.monotonic()`` deadline) from their checkpoint: one job in ``runs/<job>``,
+    several as one model group in ``runs/group-<n>-<hash of the names>``; writes each
+    ``results/<job>.json`` (a group stops when one member diverges)."""
     from stablernn_lib.tasks.wikitext2.train import train_language_model
 
     alone, start = len(jobs) == 1, time.monotonic()
-    run_dir = out / "runs" / (jobs[0].name if alone else group_folder(jobs))
+    names = "\n".join(sorted(job.name for job in jobs)).encode()
+    group = f"group-{len(jobs)}-{hashlib.sha256(names).hexdigest()[:10]}"
+    run_dir = out / "runs" / (jobs[0].name if alone else group)
     loop = {
         "corpus": corpus,
         "device": how.device,
@@ -210,37 +188,27 @@ def train_jobs(
         "stop_at": stop_at,
     }
     try:
-        if alone:
-            job, published = jobs[0], run_dir / "published"
-            results = [
-                train_language_model(
-                    job.cell, job.stable, job.config, out_dir=run_dir, results_dir=published, **loop
-                )
-            ]
+        if stop_at is not None and time.monotonic() >= stop_at:
+            why = {"reason": "the budget ended before it started"}
+            results = [job_record(j, run_dir, how.device, "unfinished", **why) for j in jobs]
+        elif alone:
+            job = jobs[0]
+            published = {"out_dir": run_dir, "results_dir": run_dir / "published"}
+            results = [train_language_model(job.cell, job.stable, job.config, **published, **loop)]
         else:
             runs = [(job.cell, job.stable, job.config) for job in jobs]
             results = train_language_models_together(runs, run_dir, **loop)
     except TrainingDivergedError as error:
-        results = [{"status": "diverged", "error": str(error)} for _ in jobs]
-    written = []
+        error_text = str(error)
+        results = [job_record(j, run_dir, how.device, "diverged", error=error_text) for j in jobs]
     for job, result in zip(jobs, results, strict=True):
-        if result["status"] == "diverged":
-            result = {**unfinished_record(job, run_dir, ""), **result}
-            result.update(provenance=provenance(how.device))
-            del result["reason"]
-        elif result["status"] == "interrupted" and alone:
-            kept = ("provenance", "mean_step_ms", "step_implementation")
+        if result["status"] == "interrupted":
             reason = "the budget (or a stop request) ended it during its training"
-            result = {**unfinished_record(job, run_dir, reason), **{k: result[k] for k in kept}}
-        elif result["status"] == "interrupted":
-            result = {**result, "status": "unfinished", "group": run_dir.name}
-            result["reason"] = "the budget (or a stop request) ended its group's training"
-        elif not alone:
-            result = {**result, "group": run_dir.name}
+            result = {**result, "status": "unfinished", "reason": reason}
+        if not alone:
+            result["group"] = run_dir.name
         result = {**result, "job": job.name, "seconds_this_call": time.monotonic() - start}
         atomic_write_json(out / "results" / f"{job.name}.json", result)
-        written.append(result)
-    return written
 
 
 def run_table(
@@ -254,11 +222,10 @@ def run_table(
     together: bool = False,
     archive: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train ``jobs`` in ``out`` inside ``budget_s`` seconds (None: no budget), one after the
-    other or, with ``together``, the unfinished ones as one model group; returns the
-    summary also written to ``results/table.json`` (and, with ``archive``, the archive
-    after every job).  Finished jobs are skipped and cut ones resume, so the same call
-    continues an earlier one."""
+    """Train ``jobs`` in ``out`` within ``budget_s`` seconds (None: no budget), one after
+    the other or, ``together``, the unfinished ones as one group; finished jobs are
+    skipped, cut ones resume.  Returns the summary written to ``results/table.json``
+    (and the ``archive``) after every job."""
     if budget_s is not None and budget_s <= reserve_s:
         raise ValueError(
             f"the budget ({budget_s} s) must exceed the reserve ({reserve_s} s) kept for the "
@@ -274,12 +241,7 @@ def run_table(
     if grouped:
         train_jobs(pending, out, corpus, how, stop_at)
     for job in jobs:
-        left = not grouped and final_result(out, job.name) is None
-        if left and stop_at is not None and time.monotonic() >= stop_at:
-            reason = "the budget ended before it started"
-            record = unfinished_record(job, out / "runs" / job.name, reason)
-            atomic_write_json(out / "results" / f"{job.name}.json", record)
-        elif left:
+        if not grouped and final_result(out, job.name) is None:
             train_jobs([job], out, corpus, how, stop_at)
         rows = [_row(out, record) for record in planned]
         summary = {
@@ -298,13 +260,10 @@ def run_table(
 
 
 def write_plan(out: Path, jobs: list[Job], **fields: Any) -> list[dict[str, Any]]:
-    """Add ``jobs`` to the plan of the run folder ``out`` (``plan.json``, with ``fields``:
-    the jobs of every call, so that status and table cover calls running side by side);
-    returns the plan's jobs."""
-    known = {
-        record["name"]: record for record in (read_json(out / "plan.json") or {"jobs": []})["jobs"]
-    }
-    known.update({job.name: job.to_json() for job in jobs})
+    """Add ``jobs`` to ``out/plan.json`` (with ``fields``; it keeps the jobs of every call,
+    so that status and table cover calls side by side); returns the plan's jobs."""
+    earlier = (read_json(out / "plan.json") or {"jobs": []})["jobs"]
+    known = {record["name"]: record for record in [*earlier, *map(Job.to_json, jobs)]}
     plan = {"jobs": list(known.values()), **fields, "provenance": provenance(fields.get("device"))}
     atomic_write_json(out / "plan.json", plan)
     return plan["jobs"]
@@ -312,24 +271,24 @@ def write_plan(out: Path, jobs: list[Job], **fields: Any) -> list[dict[str, Any]
 
 def _row(out: Path, record: dict[str, Any]) -> dict[str, Any]:
     """A job's row of ``results/table.json``: its status (``pending`` without a result) and
-    how far it got."""
+    how far it got (its last validation perplexity, from its metrics while it trains)."""
     result = read_json(out / "results" / f"{record['name']}.json") or {"status": "pending"}
-    keys = ("status", "test_ppl", "best_val_ppl", "mean_step_ms", "step_implementation")
+    keys = ("status", "test_ppl", "best_val_ppl", "mean_step_ms", "step_implementation", "error")
     row = {"job": record["name"], **{key: result[key] for key in keys if key in result}}
-    done = len(result.get("epochs") or [])
-    return {**row, "epochs_done": done, "epochs": record["config"]["epochs"]}
+    epochs = result.get("epochs") or _metrics(out / "runs" / record["name"])
+    if epochs and "val_ppl" in epochs[-1]:  # a group's own metrics have the members' inside
+        row["val_ppl"] = epochs[-1]["val_ppl"]
+    return {**row, "epochs_done": len(epochs), "epochs": record["config"]["epochs"]}
 
 
 def time_steps(
     jobs: list[Job], corpus: Corpus, how: Training, steps: int = 50, warmup: int = 5
 ) -> tuple[float, Any]:
-    """Milliseconds of one training step of throwaway models of ``jobs`` (one job, or all
-    of them as one model group), timed by ``torch.utils.benchmark.Timer`` over ``steps``
-    steps after ``warmup`` (which include a graph capture); returns ``(ms, task)``, the
-    task with ``last_loss`` (of the last step) and ``steps_taken``."""
+    """Milliseconds of one step of new models of ``jobs`` (one, or all as one group) by
+    ``torch.utils.benchmark.Timer`` over ``steps`` steps after ``warmup`` (a graph capture
+    included); returns ``(ms, task)``, the task with ``last_loss`` and ``step_description``."""
     from torch.utils.benchmark import Timer
 
-    from stablernn_lib.tasks.wikitext2.group import ModelGroup
     from stablernn_lib.tasks.wikitext2.train import LanguageModelTask, prepare_corpus
 
     if steps < 1:
@@ -355,49 +314,35 @@ def time_steps(
     timer = Timer("one_step()", globals={"one_step": one_step}, num_threads=torch.get_num_threads())
     seconds = timer.timeit(steps).mean
     task.last_loss = runner.values(state["losses"])[-1]
-    task.steps_taken = len(state["losses"])
     task.step_description = runner.description
     torch.backends.cuda.matmul.allow_tf32 = False  # a TF32 step must not leak into the next
     return 1000 * seconds, task
 
 
-def estimate_table(
-    jobs: list[Job], corpus: Corpus, how: Training, estimate_steps: int = 50
-) -> dict[str, Any]:
-    """Per job: ``step_ms`` (:func:`time_steps`), ``steps_per_epoch`` and ``seconds`` =
-    epochs x (steps x step time + a validation pass) + the test pass, a pass taken as a
-    third of a step per window of validation data (forward only).  An extrapolation."""
-    rows = {}
+def estimate_table(jobs: list[Job], corpus: Corpus, how: Training, steps: int = 50) -> str:
+    """Per job and for the table, the estimated training time as lines a reader can act on:
+    epochs x (steps x the step time of :func:`time_steps` + a validation pass) + the test
+    pass, a pass taken as a third of a step per window of data (forward only)."""
+    name = torch.cuda.get_device_name() if how.device == "cuda" else "this CPU (no GPU found)"
+    lines, total = [f"estimated on {name}:"], 0.0
     for job in jobs:
-        step_ms, task = time_steps([job], corpus, how, steps=estimate_steps)
+        step_ms, task = time_steps([job], corpus, how, steps=steps)
         eval_s = task.valid_source.shape[0] / job.config.bptt * step_ms / 3000
-        rows[job.name] = {
-            "step_ms": step_ms,
-            "steps_per_epoch": task.steps_per_epoch,
-            "epochs": job.config.epochs,
-            "seconds": job.config.epochs * (task.steps_per_epoch * step_ms / 1000 + eval_s)
-            + eval_s,
-        }
-    return {"jobs": rows, "seconds": sum(row["seconds"] for row in rows.values())}
-
-
-def format_estimate(estimate: dict[str, Any], device_name: str) -> str:
-    """The estimate as lines a reader can act on (per job, then the table)."""
-    lines = [f"estimated on {device_name}:"]
-    for name, row in estimate["jobs"].items():
+        epochs, per_epoch = job.config.epochs, task.steps_per_epoch
+        seconds = epochs * (per_epoch * step_ms / 1000 + eval_s) + eval_s
+        total += seconds
         lines.append(
-            f"  {name:45s} {row['step_ms']:7.2f} ms/step x {row['steps_per_epoch']} steps "
-            f"x {row['epochs']} epochs ~ {row['seconds'] / 60:6.1f} min"
+            f"  {job.name:45s} {step_ms:7.2f} ms/step x {per_epoch} steps "
+            f"x {epochs} epochs ~ {seconds / 60:6.1f} min"
         )
-    lines.append(f"  the whole table ~ {estimate['seconds'] / 60:.1f} min")
-    return "\n".join(lines)
+    return "\n".join([*lines, f"  the whole table ~ {total / 60:.1f} min"])
 
 
-def group_pays_off(bench: dict[str, Any], seconds_left: float) -> bool:
+def group_pays_off(bench: dict[str, Any] | None, seconds_left: float) -> bool:
     """Whether to train a fast-step benchmark's jobs as one group: its step beats the jobs'
     steps alone, summed, by 5%, and its whole run fits in 90% of ``seconds_left`` (a cut
     group finishes no job at all)."""
-    group = bench.get("group")
+    group = (bench or {}).get("group")
     if not group or not group.get("sum_of_alone_step_ms"):
         return False
     row = next(iter(bench["jobs"].values()))
@@ -408,45 +353,32 @@ def group_pays_off(bench: dict[str, Any], seconds_left: float) -> bool:
 
 def format_status(out: str | Path) -> str:
     """One line per job of the plan in ``out``: its state and how far it got."""
-    out = Path(out)
-    plan = read_json(out / "plan.json")
+    plan = read_json(Path(out) / "plan.json")
     if plan is None:
         raise ValueError(f"{out} holds no plan.json; run or submit a table there first")
     lines = []
-    for record in plan["jobs"]:
-        result = read_json(out / "results" / f"{record['name']}.json") or {}
-        epochs = result.get("epochs") or _metrics(out / "runs" / record["name"])
-        state = result.get("status", "pending")
-        detail = [f"epoch {len(epochs)}/{record['config']['epochs']}"]
-        if epochs:
-            detail.append(f"val ppl {epochs[-1]['val_ppl']:.1f}")
-        if "test_ppl" in result:
-            detail.append(f"best val {result['best_val_ppl']:.1f}, test {result['test_ppl']:.1f}")
-        if result.get("error"):
-            detail.append(result["error"].split(". ")[0])
-        lines.append(f"{record['name']:45s} {state:10s} {', '.join(detail)}")
+    for row in (_row(Path(out), record) for record in plan["jobs"]):
+        ppl = [key for key in ("val_ppl", "best_val_ppl", "test_ppl") if key in row]
+        detail = [f"epoch {row['epochs_done']}/{row['epochs']}"]
+        detail += [f"{key.replace('_', ' ')} {row[key]:.1f}" for key in ppl]
+        lines.append(f"{row['job']:45s} {row['status']:10s} {', '.join(detail)}")
     return "\n".join(lines)
 
 
 @dataclass
 class TableRun:
-    """A picklable call of :func:`run_table`: what ``run`` calls here and submitit runs."""
+    """A picklable call of :func:`run_table` with the keyword arguments ``table`` (the
+    corpus read where it runs): what ``run`` calls here and submitit runs elsewhere."""
 
-    records: list[dict[str, Any]]
+    jobs: list[Job]
     out: str
-    how: Training = field(default_factory=Training)
     corpus_folder: str | None = None
     data_dir: str | None = None
-    budget_s: float | None = None
-    reserve_s: float = DEFAULT_RESERVE_S
-    together: bool = False
-    archive: str | None = None
+    table: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self) -> dict[str, Any]:
         corpus = load_corpus(self.corpus_folder, self.data_dir)
-        jobs = [Job.from_json(record) for record in self.records]
-        fields = ("budget_s", "how", "reserve_s", "together", "archive")
-        return run_table(jobs, self.out, corpus=corpus, **{k: getattr(self, k) for k in fields})
+        return run_table(self.jobs, self.out, corpus=corpus, **self.table)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         """Called by submitit at a time limit or preemption: requeue this call (it resumes
@@ -463,33 +395,31 @@ def submit(
     cluster: str | None = "local",
     timeout_min: int = 120,
     partition: str | None = None,
-    **call: Any,
+    corpus_folder: str | None = None,
+    data_dir: str | None = None,
+    **table: Any,
 ) -> list[Any]:
     """Hand the jobs of ``out`` that have no final result to a submitit executor; returns
     the submitit jobs.  ``cluster``: ``"local"`` (one detached process for the whole
     table), ``"slurm"`` (one job per model, one GPU each), ``"debug"`` (in this process),
-    None (Slurm when found, else local).  ``call``: the other fields of :class:`TableRun`."""
+    None (Slurm when found, else local).  ``table``: :func:`run_table`'s keyword arguments."""
     import submitit  # `python -m stablernn_lib paper-run` names the extra when it is missing
 
     out = Path(out).resolve()
     pending = [job for job in jobs if final_result(out, job.name) is None]
     executor = submitit.AutoExecutor(folder=out / "jobs", cluster=cluster)
     write_plan(out, jobs, scheduler=f"submitit ({executor.cluster})")
-    gpus = 1 if executor.cluster == "slurm" or torch.cuda.is_available() else 0
-    parameters: dict[str, Any] = {"timeout_min": timeout_min, "gpus_per_node": gpus}
-    if executor.cluster == "slurm":
-        parameters.update(cpus_per_task=4, slurm_signal_delay_s=120)
-        if partition is not None:
-            parameters["slurm_partition"] = partition
-    executor.update_parameters(name="stablernn-table", **parameters)
-    tables = [[job] for job in pending] if executor.cluster == "slurm" else [pending]
-    if executor.cluster == "slurm":  # the submitting machine may have no GPU; a job has one
-        call["how"] = replace(call.get("how") or Training(), device="cuda")
-    submitted = []
-    for table in tables if pending else []:
-        records = [job.to_json() for job in table]
-        submitted.append(executor.submit(TableRun(records, str(out), **call)))
-    return submitted
+    slurm = executor.cluster == "slurm"
+    gpus = 1 if slurm or torch.cuda.is_available() else 0
+    executor.update_parameters(name="stablernn-table", timeout_min=timeout_min, gpus_per_node=gpus)
+    if slurm:  # one job a model, with a GPU (which the submitting machine may lack)
+        executor.update_parameters(cpus_per_task=4, slurm_signal_delay_s=120)
+        table["how"] = replace(table.get("how") or Training(), device="cuda")
+    if slurm and partition is not None:
+        executor.update_parameters(slurm_partition=partition)
+    tables = [[job] for job in pending] if slurm else [pending]
+    calls = [TableRun(part, str(out), corpus_folder, data_dir, table) for part in tables]
+    return [executor.submit(call) for call in calls if call.jobs]
 
 
 def default_checkpoint_dir() -> Path:
@@ -497,8 +427,6 @@ def default_checkpoint_dir() -> Path:
     ``data/runs/wikitext2/full-table`` here."""
     if GOOGLE_DRIVE.is_dir():
         return GOOGLE_DRIVE / "stablernn-runs"
-    from stablernn_lib.tasks.training import DATA_ROOT
-
     return DATA_ROOT / "runs" / "wikitext2" / "full-table"
 
 
@@ -507,25 +435,19 @@ def run_full_table_on_this_gpu(
     seeds: tuple[int, ...] = (1111,),
     estimate_steps: int = 50,
 ) -> dict[str, Any]:
-    """Train the WikiText-2 table at paper scale (``FULL_TABLE_VARIANTS`` of
-    ``FULL_TABLE_CONFIG`` x ``seeds``) on this machine's GPU, resumably, in this process.
-
-    First prints the estimated time of the models not finished yet
-    (:func:`estimate_table`, ``estimate_steps`` steps each); then trains them one after
-    the other, checkpointing every five minutes to ``checkpoint_dir`` (default
-    :func:`default_checkpoint_dir`: Google Drive when mounted, so that calling this again
-    after a disconnection resumes).  Returns the table summary.  To pause: the notebook's
-    stop button (the current step finishes and a checkpoint is written).
-    """
+    """Train the table at paper scale (``FULL_TABLE_VARIANTS`` of ``FULL_TABLE_CONFIG`` x
+    ``seeds``) on this GPU in this process: print the estimated time of the unfinished
+    models (:func:`estimate_table`), then train them one after the other, checkpointing
+    every five minutes to ``checkpoint_dir`` (:func:`default_checkpoint_dir`), so that a
+    call after a disconnection or the stop button resumes.  Returns the table summary."""
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir()
     jobs = make_jobs(list(FULL_TABLE_VARIANTS), FULL_TABLE_CONFIG, list(seeds))
     how = Training(checkpoint_every=300.0, progress=True)
-    name = torch.cuda.get_device_name() if how.device == "cuda" else "this CPU (no GPU found)"
     corpus = load_wikitext2(None)
     left = [job for job in jobs if final_result(folder, job.name) is None]
     print(f"{len(jobs) - len(left)} of {len(jobs)} models already finished in {folder}")
     if left:
-        print(format_estimate(estimate_table(left, corpus, how, estimate_steps), name))
+        print(estimate_table(left, corpus, how, estimate_steps))
         print("training now; stop the cell to pause, run it again to resume", flush=True)
     return run_table(jobs, folder, corpus=corpus, how=how)
 
@@ -540,33 +462,26 @@ def _command(args: argparse.Namespace) -> int:
     full = any(job.config.name.startswith("full") for job in jobs)
     if args.action == "run" and device == "cpu" and args.device is None and full:
         refuse_paper_scale_on_cpu("the full configs train paper-size models, hours on a CPU")
-    how = Training(device, args.step, args.projection, args.tf32)
     budget = args.budget_s
-    if args.deadline_unix is not None:  # the caller's budget, partly spent: past its end,
-        # one second of training still writes the unfinished records and the archive
-        budget = max(args.deadline_unix - time.time(), args.reserve_s + 1)
     together = args.together == "yes"
     if args.together == "auto":
         if args.bench_file is None:
             raise ValueError("--together auto reads the fast-step benchmark: give --bench-file")
-        bench = read_json(Path(args.bench_file))
         left = math.inf if budget is None else budget - args.reserve_s
-        together = bench is not None and group_pays_off(bench, left)
-    corpus_folder = args.corpus_folder and str(Path(args.corpus_folder).resolve())
-    records = [job.to_json() for job in jobs]
-    call = {"how": how, "corpus_folder": corpus_folder, "data_dir": args.data}
-    call.update(budget_s=budget, reserve_s=args.reserve_s, together=together, archive=args.archive)
+        together = group_pays_off(read_json(Path(args.bench_file)), left)
+    corpus = {"corpus_folder": args.corpus_folder and str(Path(args.corpus_folder).resolve())}
+    corpus["data_dir"] = args.data
+    table = {"how": Training(device, args.step, args.projection), "budget_s": budget}
+    table.update(reserve_s=args.reserve_s, together=together, archive=args.archive)
     if args.action == "submit":
         where = {"cluster": args.cluster, "partition": args.partition}
-        submitted = submit(jobs, out, timeout_min=args.timeout_min, **where, **call)
+        submitted = submit(jobs, out, timeout_min=args.timeout_min, **where, **corpus, **table)
         print(f"submitted {len(submitted)} job(s): {[job.job_id for job in submitted]}")
         return 0
     print(f"table: {budget} s, {'as one group' if together else 'one job after another'}")
-    summary = TableRun(records, str(out), **call)()
+    summary = TableRun(jobs, str(out), **corpus, table=table)()
     print(format_status(out))
-    print(
-        f"table: {summary['completed']} of {len(jobs)} completed in {summary['wall_seconds']:.0f} s"
-    )
+    print(f"table: {summary['completed']} of {len(jobs)} completed")
     return 0
 
 
@@ -600,10 +515,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="the run folder")
     add_job_arguments(parser, "full", list(FULL_TABLE_VARIANTS))
     parser.add_argument("--budget-s", type=float, default=None, help="wall seconds in all")
-    parser.add_argument("--deadline-unix", type=float, default=None, help="the budget's end")
     parser.add_argument("--reserve-s", type=float, default=DEFAULT_RESERVE_S)
     parser.add_argument("--step", choices=["plain", "eager", "graph", "compile"], default="graph")
-    parser.add_argument("--tf32", action="store_true", help="TF32 matrix products (CUDA)")
     parser.add_argument("--together", choices=["yes", "no", "auto"], default="no")
     parser.add_argument("--bench-file", default=None, help="--together auto: its benchmark")
     parser.add_argument("--archive", default=None, help="the small files' .tgz, after each job")

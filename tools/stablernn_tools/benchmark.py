@@ -1,33 +1,20 @@
 """Step times of the course's WikiText-2 models, timed by ``torch.utils.benchmark``.
 
-Every time is the median per call of :func:`seconds_per_call` (``Timer.blocked_autorange``:
-warm-up, blocks of calls, the device synchronised around each block).  The models have
-the sizes of one LM config and, except ``fast-step`` and ``lr-probe``, read random tokens
-distributed like word frequencies (``p(rank r) ~ 1/r``: an adaptive softmax's cost depends
-on how many targets are rare).  Each training step reads its loss on the host, as the
-training loop's divergence check does.  ``python -m stablernn_tools benchmark WHAT``:
-
-* ``overhead``: per cell, the stable step against the unconstrained one, the projection
-  alone, training and evaluation tokens/s, an epoch's time; Figure 2's batched gradient
-  profile against the per-pair one (``benchmark-<cpu|gpu>-<config>.json``);
-* ``ratios``: every constrained step of ``STEP_VARIANTS`` over its unconstrained twin
-  (``RATIOS``), and the projection of the stacked recurrent matrices ``(L, H, H)`` alone
-  per solver, ours against PyTorch's SVD (``benchmark-<config>-<cpu|gpu>-ratios.json``);
-* ``output-layer``: a plain softmax over the vocabulary against the adaptive softmax
-  (``benchmark-<cpu|gpu>-output-layer.json``);
-* ``fast-step``: per job, the plain step against each fast mode of
-  :mod:`~stablernn_lib.tasks.fast_step`, their ratio to the device's floor, all jobs as
-  one group (``benchmark-<config>-<cpu|gpu>-fast-step.json``);
-* ``lr-probe``: training perplexity of the first steps on WikiText-2 per learning rate
-  (``lr-probe-<config>.json``).
+A time is the median per call of :func:`seconds_per_call` (``Timer.blocked_autorange``:
+warm-up, blocks of calls, the device synchronised around each block).  The models have an
+LM config's sizes; except in ``fast-step`` and ``lr-probe`` they read random tokens with
+``p(rank r) ~ 1/r`` (an adaptive softmax's cost depends on how many targets are rare).  A
+training step reads its loss on the host, as the loop does.  ``benchmark WHAT`` runs
+:func:`overhead`, :func:`step_ratios` (``ratios``), :func:`output_layer`, :func:`fast_step`
+or :func:`learning_rate_probe` (``lr-probe``) and writes its file (``FILES``).
 
 The floor of a step (``fast-step``), with ``N`` = batch x bptt tokens, ``H`` hidden units,
-``V`` words, from the vendors' dense peaks (``DEVICE_PEAKS``)::
+``V`` words and the vendors' dense peaks (``DEVICE_PEAKS``)::
 
     floor = max(6 N H V / peak FLOP/s,  16 N V bytes / bandwidth)
 
-(decoder forward and backward; the float32 logits written, read by the softmax, their
-gradient written and read).  The recurrence, latency-bound, is not in it.
+(the decoder's forward and backward; the float32 logits written, read by the softmax,
+their gradient written and read); the recurrence, latency-bound, is not in it.
 """
 
 from __future__ import annotations
@@ -38,6 +25,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +61,7 @@ from stablernn_lib.tasks.wikitext2.model import (
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, LMConfig, build_model
 
 Constrain = Callable[[WordLanguageModel], None]
+CELLS = ("rnn", "lstm")
 
 
 @torch.no_grad()
@@ -109,8 +98,7 @@ DEVICE_PEAKS: dict[str, tuple[float, float, float]] = {
 
 
 def seconds_per_call(function: Callable[[], Any], min_run_time: float) -> float:
-    """The median seconds of one call of ``function`` (``Timer.blocked_autorange``, at this
-    process's thread count)."""
+    """The median seconds of a call of ``function`` (``Timer.blocked_autorange``)."""
     timer = Timer("f()", globals={"f": function}, num_threads=torch.get_num_threads())
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
@@ -125,8 +113,7 @@ def _setup(
     vocab = vocab or lm.vocab_size or WIKITEXT2_VOCAB_SIZE
     zipf = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
     generator = torch.Generator().manual_seed(0)
-    count = (lm.bptt + 1) * lm.batch_size
-    tokens = torch.multinomial(zipf, count, True, generator=generator)
+    tokens = torch.multinomial(zipf, (lm.bptt + 1) * lm.batch_size, True, generator=generator)
     return lm, where, vocab, tokens.view(lm.bptt + 1, lm.batch_size).to(where)
 
 
@@ -153,37 +140,35 @@ def sgd_step(
     return step
 
 
-def step_seconds(
-    model: WordLanguageModel,
-    lm: LMConfig,
-    constrain: Constrain | None,
-    window: torch.Tensor,
-    min_run_time: float,
-) -> float:
-    """The median seconds of one :func:`sgd_step` on ``window``."""
+def variant_seconds(
+    name: str, lm: LMConfig, vocab: int, window: torch.Tensor, min_run_time: float
+) -> tuple[float, WordLanguageModel]:
+    """The median seconds of one :func:`sgd_step` on ``window`` of the model ``name`` of
+    ``STEP_VARIANTS`` (the same initial weights for all, constrained once), and the model."""
+    cell, constrain, layers = STEP_VARIANTS[name]
+    model = build_model(cell, False, replace(lm, projected_layers=layers), vocab)
+    model = model.to(window.device).train()
+    if constrain is not None:
+        constrain(model)
     step = sgd_step(model, lm, constrain)
-    return seconds_per_call(lambda: step(window), min_run_time)
+    return seconds_per_call(lambda: step(window), min_run_time), model
 
 
-def _record(config: str, where: torch.device, min_run_time: float, **fields: Any) -> dict[str, Any]:
-    """A result: what was measured where, then ``fields``."""
+def _record(
+    config: str, lm: LMConfig, vocab: int, where: torch.device, min_run_time: float, **fields: Any
+) -> dict[str, Any]:
+    """A result: the config, its model's sizes, where it was measured, then ``fields``."""
+    sizes = ("hidden_size", "num_layers", "output", "batch_size", "bptt", "adaptive_cutoffs")
     return {
         "config": config,
+        "model": {key: getattr(lm, key) for key in sizes},
+        "vocab_size": vocab,
         "device_type": where.type,
         "threads": torch.get_num_threads(),
         "min_run_time": min_run_time,
         "provenance": provenance(where),
         **fields,
     }
-
-
-def _variant(name: str, lm: LMConfig, vocab: int, device: torch.device) -> WordLanguageModel:
-    """The variant's model (same seed, same initial weights), constrained once at the start."""
-    cell, constrain, layers = STEP_VARIANTS[name]
-    model = build_model(cell, False, replace(lm, projected_layers=layers), vocab).to(device)
-    if constrain is not None:
-        constrain(model)
-    return model.train()
 
 
 def step_ratios(
@@ -193,8 +178,7 @@ def step_ratios(
     lm, where, vocab, tokens = _setup(config, device)
     load = os.getloadavg()[0]  # other work on the machine: the timings are noisier under load
     seconds = {
-        name: step_seconds(_variant(name, lm, vocab, where), lm, constrain, tokens, min_run_time)
-        for name, (_, constrain, _) in STEP_VARIANTS.items()
+        name: variant_seconds(name, lm, vocab, tokens, min_run_time)[0] for name in STEP_VARIANTS
     }
     shape = (lm.num_layers, lm.hidden_size, lm.hidden_size)
     host = 1.2 * torch.randn(shape, generator=torch.Generator().manual_seed(1)) / shape[1] ** 0.5
@@ -207,13 +191,13 @@ def step_ratios(
     }
     if where.type == "cuda":
         solvers["device_svd_float32"] = lambda: project_spectral_ball(on_device, 1.0)
-    sizes = ("hidden_size", "num_layers", "output", "batch_size", "bptt")
     return _record(
         config,
+        lm,
+        vocab,
         where,
         min_run_time,
         load_average_before=load,
-        model={key: getattr(lm, key) for key in sizes} | {"vocab_size": vocab},
         step_seconds=seconds,
         ratios={name: seconds[a] / seconds[b] for name, (a, b) in RATIOS.items()},
         target_ratio_on_gpu=TARGET_RATIO,
@@ -229,31 +213,26 @@ def overhead(
 ) -> dict[str, Any]:
     """Per cell, the stable step (``rnn-stable``, ``lstm-course``) against the unconstrained
     one, the projection alone, tokens/s and epoch times; Figure 2's two methods."""
-    from stablernn_lib.tasks.wikitext2.analysis import (  # matplotlib: not on the fast-step path
-        gradient_by_distance,
-        gradient_by_distance_naive,
-    )
+    from stablernn_lib.tasks.wikitext2 import analysis  # matplotlib: not on the fast-step path
 
     lm, where, vocab, tokens = _setup(config, device)
-    steps_per_epoch = len(
-        batch_starts((lm.train_tokens or WIKITEXT2_TOKENS["train"]) // lm.batch_size, lm.bptt)
-    )
+    train_rows = (lm.train_tokens or WIKITEXT2_TOKENS["train"]) // lm.batch_size
+    steps_per_epoch, per_step = len(batch_starts(train_rows, lm.bptt)), lm.bptt * lm.batch_size
     generator = torch.Generator().manual_seed(0)
+
+    def random_batches(rows: int) -> torch.Tensor:
+        tokens = torch.randint(vocab, (rows * lm.eval_batch_size,), generator=generator)
+        return batchify(tokens, lm.eval_batch_size).to(where)
+
     models: dict[str, Any] = {}
-    for cell, stable in (("rnn", "rnn-stable"), ("lstm", "lstm-course")):
-        plain_model = _variant(f"{cell}-unconstrained", lm, vocab, where)
-        stable_model = _variant(stable, lm, vocab, where)
-        plain = step_seconds(plain_model, lm, None, tokens, min_run_time)
-        constrained = step_seconds(stable_model, lm, project_stable_, tokens, min_run_time)
+    for cell, stable in zip(CELLS, ("rnn-stable", "lstm-course"), strict=True):
+        plain, model = variant_seconds(f"{cell}-unconstrained", lm, vocab, tokens, min_run_time)
+        constrained, stable_model = variant_seconds(stable, lm, vocab, tokens, min_run_time)
         alone = seconds_per_call(lambda m=stable_model: project_stable_(m), min_run_time)
-        evaluation = batchify(
-            torch.randint(vocab, (lm.eval_batch_size * 20 * lm.bptt,), generator=generator),
-            lm.eval_batch_size,
-        ).to(where)
+        evaluation = random_batches(20 * lm.bptt)
         eval_s = seconds_per_call(
-            lambda m=plain_model, e=evaluation: evaluate_loss(m, e, lm.bptt), min_run_time
+            lambda m=model, e=evaluation: evaluate_loss(m, e, lm.bptt), min_run_time
         )
-        per_step = lm.bptt * lm.batch_size
         models[cell] = {
             "step_seconds_unconstrained": plain,
             "step_seconds_stable": constrained,
@@ -261,42 +240,24 @@ def overhead(
             "stable_overhead": constrained / plain - 1,
             "projection_overhead": alone / plain,
             "train_tokens_per_second": per_step / plain,
-            "train_tokens_per_second_stable": per_step / constrained,
             "epoch_seconds_unconstrained": steps_per_epoch * plain,
             "epoch_seconds_stable": steps_per_epoch * constrained,
             "eval_tokens_per_second": (evaluation.shape[0] - 1) * lm.eval_batch_size / eval_s,
         }
     model = build_model("lstm", False, lm, vocab).to(where).eval()
-    source = batchify(
-        torch.randint(vocab, ((figure2_distance + 2) * lm.eval_batch_size,), generator=generator),
-        lm.eval_batch_size,
-    ).to(where)
+    source = random_batches(figure2_distance + 2)
+    figure2: dict[str, Any] = {"max_distance": figure2_distance}
+    methods = {"fast": analysis.gradient_by_distance, "naive": analysis.gradient_by_distance_naive}
     profiles = {}
-    for name, method in (("fast", gradient_by_distance), ("naive", gradient_by_distance_naive)):
-        profiles[name] = method(model, source, figure2_distance, max_windows=1)
-        profiles[f"{name}_seconds"] = seconds_per_call(
-            lambda f=method: f(model, source, figure2_distance, max_windows=1), min_run_time
-        )
+    for name, method in methods.items():
+        run = partial(method, model, source, figure2_distance, max_windows=1)
+        profiles[name], figure2[f"{name}_seconds"] = run(), seconds_per_call(run, min_run_time)
     pairs = zip(profiles["fast"]["mean_norm"], profiles["naive"]["mean_norm"], strict=True)
-    return _record(
-        config,
-        where,
-        min_run_time,
-        vocab_size=vocab,
-        batch_size=lm.batch_size,
-        bptt=lm.bptt,
-        steps_per_epoch=steps_per_epoch,
-        epochs=lm.epochs,
-        models=models,
-        figure2={
-            "max_distance": figure2_distance,
-            "pairs": int(sum(profiles["fast"]["count"])),
-            "fast_seconds": profiles["fast_seconds"],
-            "naive_seconds": profiles["naive_seconds"],
-            "speedup": profiles["naive_seconds"] / profiles["fast_seconds"],
-            "max_relative_difference": max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs),
-        },
-    )
+    figure2["pairs"] = int(sum(profiles["fast"]["count"]))
+    figure2["speedup"] = figure2["naive_seconds"] / figure2["fast_seconds"]
+    figure2["max_relative_difference"] = max(abs(a - b) / max(abs(b), 1e-12) for a, b in pairs)
+    fields = {"steps_per_epoch": steps_per_epoch, "epochs": lm.epochs, "models": models}
+    return _record(config, lm, vocab, where, min_run_time, **fields, figure2=figure2)
 
 
 def output_layer(
@@ -304,43 +265,26 @@ def output_layer(
 ) -> dict[str, Any]:
     """The unconstrained step with a plain softmax over all 33,278 words against the
     adaptive softmax of the config, RNN and LSTM."""
-    lm, where, _, tokens = _setup(config, device, WIKITEXT2_VOCAB_SIZE)
+    lm, where, vocab, tokens = _setup(config, device, WIKITEXT2_VOCAB_SIZE)
     seconds: dict[str, dict[str, float]] = {"softmax": {}, "adaptive": {}}
     for output, cells in seconds.items():
-        for cell in ("rnn", "lstm"):
-            model = build_model(cell, False, replace(lm, output=output), WIKITEXT2_VOCAB_SIZE)
-            cells[cell] = step_seconds(model.to(where).train(), lm, None, tokens, min_run_time)
-    return _record(
-        config,
-        where,
-        min_run_time,
-        vocab_size=WIKITEXT2_VOCAB_SIZE,
-        **{k: getattr(lm, k) for k in ("hidden_size", "num_layers", "batch_size", "bptt")},
-        adaptive_cutoffs=list(lm.adaptive_cutoffs),
-        adaptive_div_value=lm.adaptive_div_value,
-        targets="Zipf-distributed token ids, p(rank r) proportional to 1/r",
-        step_seconds=seconds,
-        speedup={c: seconds["softmax"][c] / seconds["adaptive"][c] for c in ("rnn", "lstm")},
-    )
+        for cell in CELLS:
+            name, layer = f"{cell}-unconstrained", replace(lm, output=output)
+            cells[cell], _ = variant_seconds(name, layer, vocab, tokens, min_run_time)
+    speedup = {cell: seconds["softmax"][cell] / seconds["adaptive"][cell] for cell in CELLS}
+    return _record(config, lm, vocab, where, min_run_time, step_seconds=seconds, speedup=speedup)
 
 
-def step_floor(
-    tokens: int, hidden: int, vocab: int, device_name: str, tf32: bool
-) -> dict[str, Any]:
+def step_floor(tokens: int, hidden: int, vocab: int, device: str, tf32: bool) -> dict[str, Any]:
     """The floor of a step on a device (see the module's text); None parts when unknown."""
     flops, moved = 6.0 * tokens * hidden * vocab, 4 * 4.0 * tokens * vocab
-    peaks = next((p for key, p in DEVICE_PEAKS.items() if key in device_name), None)
-    if peaks is None:
-        return {"flops": flops, "bytes": moved, "compute_ms": None, "memory_ms": None}
-    compute, memory = 1000 * flops / (peaks[1] if tf32 else peaks[0]), 1000 * moved / peaks[2]
-    floor = max(compute, memory)
-    return {
-        "flops": flops,
-        "bytes": moved,
-        "compute_ms": compute,
-        "memory_ms": memory,
-        "floor_ms": floor,
-    }
+    floor: dict[str, Any] = {"flops": flops, "bytes": moved, "compute_ms": None, "memory_ms": None}
+    peaks = next((p for key, p in DEVICE_PEAKS.items() if key in device), None)
+    if peaks is not None:
+        floor["compute_ms"] = 1000 * flops / (peaks[1] if tf32 else peaks[0])
+        floor["memory_ms"] = 1000 * moved / peaks[2]
+        floor["floor_ms"] = max(floor["compute_ms"], floor["memory_ms"])
+    return floor
 
 
 def fast_step(
@@ -355,14 +299,11 @@ def fast_step(
     group_mode: str | None = None,
 ) -> dict[str, Any]:
     """Per job: ms per step of each mode (``plain`` on the exact projection, the fast modes
-    on ``projection``, with TF32 when ``tf32``), the speed-up over plain, the ratio to the
-    floor, the loss of the last step, a stable step over its unconstrained twin's; with
-    ``tf32`` the first fast mode once more in FP32 (``tf32_vs_fp32``: the relative
-    difference of the loss after the same steps); with ``group_mode``, all jobs as one
-    group in that mode beside the sum of their steps alone."""
+    on ``projection``, in TF32 when ``tf32``), the speed-up over plain, the ratio to the
+    floor, the loss of the last step; with ``group_mode``, all jobs as one group in that
+    mode beside the sum of their steps alone."""
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    fast = [mode for mode in modes if mode != "plain"]
+    load, fast = os.getloadavg()[0], [mode for mode in modes if mode != "plain"]
     rows: dict[str, dict[str, Any]] = {}
     for job in jobs:
         row: dict[str, Any] = {"step_ms": {}, "last_loss": {}, "step_implementation": {}}
@@ -372,31 +313,15 @@ def fast_step(
             row["step_ms"][mode], task = time_steps([job], corpus, how, steps)
             row["last_loss"][mode] = task.last_loss
             row["step_implementation"][mode] = task.step_description
-        if tf32 and fast:
-            _, fp32 = time_steps([job], corpus, Training(device, fast[0], projection), steps)
-            loss = row["last_loss"][fast[0]]
-            row["tf32_vs_fp32"] = {
-                "mode": fast[0],
-                "after_steps": fp32.steps_taken,
-                "loss_fp32": fp32.last_loss,
-                "loss_tf32": loss,
-                "relative_difference": abs(loss - fp32.last_loss) / abs(fp32.last_loss),
-            }
-        row.update(steps_per_epoch=task.steps_per_epoch, epochs=job.config.epochs)
-        tokens = job.config.batch_size * job.config.bptt
-        row["floor"] = step_floor(tokens, job.config.hidden_size, task.vocab_size, name, tf32)
-        plain, floor = row["step_ms"].get("plain"), row["floor"].get("floor_ms")
-        if plain is not None and fast:
+        tokens, hidden = job.config.batch_size * job.config.bptt, job.config.hidden_size
+        floor = step_floor(tokens, hidden, task.vocab_size, name, tf32)
+        row.update(steps_per_epoch=task.steps_per_epoch, epochs=job.config.epochs, floor=floor)
+        if "plain" in modes and fast:
+            plain = row["step_ms"]["plain"]
             row["speedup_over_plain"] = {mode: plain / row["step_ms"][mode] for mode in fast}
-        if floor:
-            row["ratio_to_floor"] = {mode: ms / floor for mode, ms in row["step_ms"].items()}
+        if floor.get("floor_ms"):
+            row["ratio_to_floor"] = {m: ms / floor["floor_ms"] for m, ms in row["step_ms"].items()}
         rows[job.name] = row
-    for job_name, row in rows.items():  # a stable step against its unconstrained twin's
-        twin = rows.get(job_name.replace("-stable-", "-unconstrained-", 1))
-        if "-stable-" in job_name and twin is not None:
-            row["over_unconstrained"] = {
-                m: ms / twin["step_ms"][m] for m, ms in row["step_ms"].items()
-            }
     group = None
     if group_mode is not None and len(jobs) > 1:
         ms, task = time_steps(jobs, corpus, Training(device, group_mode, projection, tf32), steps)
@@ -410,7 +335,7 @@ def fast_step(
         }
     return {
         "device_name": name,
-        "corpus": getattr(corpus, "source", None),
+        "corpus": corpus.source,
         "modes": list(modes),
         "group": group,
         "projection": projection,
@@ -428,17 +353,11 @@ def format_fast_step(result: dict[str, Any]) -> str:
     lines = [f"step times on {result['device_name']} (ms):"]
     for name, row in result["jobs"].items():
         parts = [", ".join(f"{mode} {ms:.2f}" for mode, ms in row["step_ms"].items())]
-        for key, label, unit in (
-            ("speedup_over_plain", "speed-up", ".2f"),
-            ("ratio_to_floor", "/ floor", ".1f"),
-        ):
+        for key, label in (("speedup_over_plain", "speed-up"), ("ratio_to_floor", "/ floor")):
             if key in row:
-                parts.append(
-                    label + " " + ", ".join(f"{m} {v:{unit}}x" for m, v in row[key].items())
-                )
+                parts.append(f"{label} " + ", ".join(f"{m} {v:.2f}x" for m, v in row[key].items()))
         lines.append(f"  {name:45s} {' '.join(parts)}")
-    group = result.get("group")
-    if group:
+    if group := result.get("group"):
         alone = group["sum_of_alone_step_ms"] or math.nan
         lines.append(
             f"  all {len(group['members'])} as one group ({group['mode']}): "
@@ -466,17 +385,16 @@ def learning_rate_probe(
     data = prepare_corpus(lm, None, data_dir)
     source = batchify(data.train, lm.batch_size)
     trials = []
+    starts = batch_starts(source.shape[0], lm.bptt)[:steps]
     for cell, lr in LR_PROBE_TRIALS:
-        model = build_model(cell, False, replace(lm, lr=lr), data.vocab_size).train()
-        step = sgd_step(model, replace(lm, lr=lr), None)
-        starts = batch_starts(source.shape[0], lm.bptt)[:steps]
+        trial = replace(lm, lr=lr)
+        step = sgd_step(build_model(cell, False, trial, data.vocab_size).train(), trial, None)
         losses = [step(source[start : start + lm.bptt + 1]) for start in starts]
         blocks = [losses[i : i + every] for i in range(0, len(losses), every)]
-        trials.append(
-            {"cell": cell, "lr": lr, "block_ppl": [math.exp(sum(b) / len(b)) for b in blocks]}
-        )
-    cpu = torch.device("cpu")
-    return _record(config, cpu, 0.0, steps=steps, every=every, output=lm.output, trials=trials)
+        ppl = [math.exp(sum(block) / len(block)) for block in blocks]
+        trials.append({"cell": cell, "lr": lr, "block_ppl": ppl})
+    fields = {"steps": steps, "every": every, "output": lm.output, "trials": trials}
+    return _record(config, lm, data.vocab_size, torch.device("cpu"), 0.0, **fields)
 
 
 # what -> (its result file, the lines it prints)
@@ -503,9 +421,13 @@ def _command(args: argparse.Namespace) -> int:
         result = fast_step(
             jobs, corpus, modes=tuple(args.modes), group_mode=args.group_mode, **common
         )
-        show, fast = format_fast_step, [mode for mode in args.modes if mode != "plain"]
-        if args.tf32_check and fast:
-            tf32 = fast_step(jobs, corpus, modes=(fast[-1],), tf32=True, **common)
+        show, mode = format_fast_step, args.modes[-1]
+        if args.tf32_check and mode != "plain":  # its loss after the same steps in TF32
+            tf32 = fast_step(jobs, corpus, modes=(mode,), tf32=True, **common)
+            for job, row in tf32["jobs"].items():
+                fp32, loss = result["jobs"][job]["last_loss"][mode], row["last_loss"][mode]
+                row["tf32_vs_fp32"] = {"mode": mode, "loss_fp32": fp32, "loss_tf32": loss}
+                row["tf32_vs_fp32"]["relative_difference"] = abs(loss - fp32) / abs(fp32)
             print(format_fast_step(tf32))
             atomic_write_json(path.parent / "tf32" / path.name, tf32)
     elif args.what == "lr-probe":
@@ -526,9 +448,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="step times and ratios of the WikiText-2 models (torch.utils.benchmark)",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument(
-        "what", choices=["overhead", "ratios", "output-layer", "fast-step", "lr-probe"]
-    )
+    parser.add_argument("what", choices=list(FILES))
     parser.add_argument("--out", default=None, help="the results folder (data/results/wikitext2)")
     parser.add_argument("--min-run-time", type=float, default=1.0, help="seconds per timing")
     parser.add_argument("--output", default=None, help="lr-probe: this output layer instead")
@@ -543,13 +463,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_command)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m stablernn_tools.benchmark WHAT ...``: this command alone."""
+if __name__ == "__main__":  # python -m stablernn_tools.benchmark WHAT ...: this command alone
     parser = argparse.ArgumentParser(prog="python -m stablernn_tools.benchmark")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["benchmark", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    register(parser.add_subparsers())
+    arguments = parser.parse_args(["benchmark", *sys.argv[1:]])
+    raise SystemExit(arguments.func(arguments))

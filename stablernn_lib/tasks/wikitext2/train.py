@@ -160,8 +160,8 @@ CONFIGS: dict[str, LMConfig] = {
     #   the first 20 steps, 6e6 in steps 80-100; lr-probe-cpu-softmax.json) and with
     #   the adaptive one (6e9 in the first 50 steps, 7e11 in steps 250-300); at lr 10
     #   it oscillated (5e4 -> 2e5 -> 2e4); at lr 5 it fell to 1.3e3 in 300 steps
-    #   (lr-probe-cpu.json, written by `python -m stablernn_lib benchmark --config cpu
-    #   --lr-probe`). One lr for all four variants; the LSTM learns more slowly at
+    #   (lr-probe-cpu.json, written by `python -m stablernn_tools benchmark lr-probe
+    #   --config cpu`). One lr for all four variants; the LSTM learns more slowly at
     #   lr 5 than at 20 (1.5e3 vs 1.0e3 in steps 250-300).
     # - output layer: an adaptive softmax (cutoffs 2,000 / 10,000, div_value 4)
     #   instead of the plain softmax over 33,278 words. Measured on this machine
