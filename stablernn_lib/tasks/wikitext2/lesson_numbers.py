@@ -5,7 +5,7 @@ result files of ``data/results/wikitext2/``.
 percent), integers and verdict words, no sentences.  The notebooks glue every entry
 (``stablernn_lib.book.glue.glue(key, value, display=False)``, read by MyST-NB) and write
 ``{glue:text}`key:.1f``` in their Markdown; the Colab conversion
-(:mod:`stablernn_lib.book.colab`) substitutes the same
+(:mod:`stablernn_tools.colab_conversion`) substitutes the same
 values.  Tests recompute each value from the files independently.
 """
 
