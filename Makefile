@@ -29,9 +29,9 @@ $(STAMP): $(SETUP_FILES)
 ## (no homework solution, model answer, rubric or exercise solution) is written to student/
 ## and built, executing every chapter in smoke mode on the CPU. Publishing: instructor.md.
 book: venv
-	$(BIN)/python -m stablernn_lib book check-claims   # the paper's numbers carry their source mark
-	$(BIN)/python -m stablernn_lib book forget-stale-build
-	$(BIN)/python -m stablernn_lib homework student-edition --out student/
+	$(BIN)/python -m stablernn_tools book check-claims   # the paper's numbers carry their source mark
+	$(BIN)/python -m stablernn_tools book forget-stale-build
+	$(BIN)/python -m stablernn_tools student-edition --out student/
 	rm -rf _build/html   # no page or search-index entry of an earlier (instructor) build survives
 	STABLERNN_WIDGETS=frames $(BIN)/jupyter-book build student/ --path-output . -W --keep-going
 
@@ -61,7 +61,7 @@ $(AXE): tests/axe/package-lock.json
 TEST_WORKERS ?= 2
 test: venv browser-deps $(AXE)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check stablernn_lib tests
+	$(BIN)/ruff format --check stablernn_lib tests grader tools
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 ## Every Colab notebook of both editions, as the site hands them out (setup cell included),
@@ -82,21 +82,21 @@ MUTANT_MODULES ?= $(shell $(BIN)/python -c "import tomllib; print(' '.join(p.rem
 mutants: venv
 	for module in $(MUTANT_MODULES); do \
 	  OMP_NUM_THREADS=1 PYTHONPATH= $(BIN)/mutmut run "$$module.*" || exit 1; done
-	$(BIN)/python -m stablernn_lib.book.mutation_report
+	$(BIN)/python -m stablernn_tools mutation-report
 
 ## Hand-written "formula" mutants of every bound (drop a factor or a denominator, halve or
-## double a term; stablernn_lib/book/formula_mutants.py), each applied to a temporary copy of
+## double a term; tools/stablernn_tools/formula_mutants.py), each applied to a temporary copy of
 ## the tree and run against the value tests; all must be killed.  About 30 min on 2 loaded
 ## cores; writes data/results/formula_mutants.json.
 formula-mutants: venv
-	OMP_NUM_THREADS=1 PYTHONPATH= $(BIN)/python -m stablernn_lib.book.formula_mutants
+	OMP_NUM_THREADS=1 PYTHONPATH= $(BIN)/python -m stablernn_tools formula-mutants
 
 ## Same as `make book` (the student site).
 student: book
 
 lint: venv
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check stablernn_lib tests
+	$(BIN)/ruff format --check stablernn_lib tests grader tools
 
 clean:
 	rm -rf _build student

@@ -1,4 +1,4 @@
-// The course's accessibility script (added to every page by stablernn_lib.book.tools): what
+// The course's accessibility script (added to every page by stablernn_tools.sphinx_extension): what
 // the theme and the widget manager leave unnamed gets a name, what moves with the mouse moves
 // with the keyboard too (WCAG 2.1 AA; tests/test_browser.py runs axe-core after it).
 (function () {

@@ -1,4 +1,4 @@
-// The course's layout script (added to every page by stablernn_lib.book.tools): a display
+// The course's layout script (added to every page by stablernn_tools.sphinx_extension): a display
 // equation wider than its column is scaled down to fit, to 75 % of its size at most
 // (smaller is illegible); one still wider scrolls sideways in its box (book/course.css).
 (function () {

@@ -1,9 +1,10 @@
 """Command line: ``python -m stablernn_lib <command> ...``.
 
 ``COMMANDS`` names each subcommand's module and one-line help. A module is imported
-only when its subcommand runs, so ``--help``, ``train`` and ``paper-run`` work without
-the ``book`` extra; the module's ``register(subparsers)`` adds the subcommand's
-arguments and sets ``func`` to the function that runs it.
+only when its subcommand runs; the module's ``register(subparsers)`` adds the
+subcommand's arguments and sets ``func`` to the function that runs it. The grader
+(``python -m stablernn_grader``) and the maintainers' tools (``python -m stablernn_tools``)
+run their own tables through :func:`run_command`.
 
 An error of a command prints its message, not a traceback (the messages name the
 problem and the fix); ``--debug``, anywhere on the line, shows the traceback.
@@ -25,7 +26,6 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
-    "homework": Command("stablernn_lib.homework.cli", "student editions and grading", "book"),
     "figure1": Command(
         "stablernn_lib.figures.figure1",
         "weights of recurrent and truncated models under projected GD (Figure 1b)",
@@ -53,35 +53,43 @@ COMMANDS: dict[str, Command] = {
         "stablernn_lib.theory.tightness",
         "adversarial search for the worst ratio measured / bound of each bound",
     ),
-    "book": Command("stablernn_lib.book.tools", "strip and check the book's notebooks", "book"),
 }
 
 
-def _top_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    parser = argparse.ArgumentParser(
-        prog="python -m stablernn_lib",
-        description="Experiments and tools of the course 'Stable Recurrent Models'.",
-    )
+PROG = "python -m stablernn_lib"
+DESCRIPTION = "Experiments of the course 'Stable Recurrent Models'."
+
+
+def build_parser(
+    command: str | None = None,
+    commands: dict[str, Command] = COMMANDS,
+    prog: str = PROG,
+    description: str = DESCRIPTION,
+) -> argparse.ArgumentParser:
+    """The parser: with ``command``, that subcommand's full parser (its module imported);
+    without, every subcommand listed by name and help only (nothing imported)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an error, not only its message"
     )
-    return parser, parser.add_subparsers(dest="command", required=True)
-
-
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser: with ``command``, that subcommand's full parser (its module imported);
-    without, every subcommand listed by name and help only (nothing imported)."""
-    parser, subparsers = _top_parser()
-    if command in COMMANDS:
-        importlib.import_module(COMMANDS[command].module).register(subparsers)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    if command in commands:
+        importlib.import_module(commands[command].module).register(subparsers)
     else:
-        for name, entry in COMMANDS.items():
+        for name, entry in commands.items():
             subparsers.add_parser(name, help=entry.help)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen command; returns the exit status.
+def run_command(
+    argv: Sequence[str] | None,
+    commands: dict[str, Command] = COMMANDS,
+    prog: str = PROG,
+    description: str = DESCRIPTION,
+    distribution: str = "stablernn_lib",
+) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``) and run the chosen command of
+    ``commands``; returns the exit status.
 
     A command whose extra is not installed says which one to install (status 2); any
     other error prints its message, no traceback (status 1): ``--debug`` shows it.
@@ -90,16 +98,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv
     argv = [arg for arg in argv if arg != "--debug"]
     command = argv[0] if argv else None
-    extra = COMMANDS[command].extra if command in COMMANDS else None
+    extra = commands[command].extra if command in commands else None
     try:
-        args = build_parser(command).parse_args(argv)
+        args = build_parser(command, commands, prog, description).parse_args(argv)
         return int(args.func(args) or 0)
     except ModuleNotFoundError as error:
         if extra is None or debug:
             raise
         print(
             f"`{command}` needs the package {error.name!r}, which is missing: install the "
-            f"'{extra}' extra, e.g. pip install \"stablernn_lib[{extra}]\" "
+            f"'{extra}' extra, e.g. pip install \"{distribution}[{extra}]\" "
             f'(or pip install -e ".[{extra}]" in a checkout)',
             file=sys.stderr,
         )
@@ -112,6 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error ({name}): {message}", file=sys.stderr)
         print("(run again with --debug for the traceback)", file=sys.stderr)
         return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m stablernn_lib``: run one command of :data:`COMMANDS`."""
+    return run_command(argv)
 
 
 if __name__ == "__main__":

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import nbformat
 import yaml
+from stablernn_tools.notebook_checks import forget_stale_build, toc_files
+from stablernn_tools.notebook_times import read_times as read_recorded_times
+from stablernn_tools.notebook_times import write_times
 
-from stablernn_lib.book.notebook_times import read_times as read_recorded_times
-from stablernn_lib.book.notebook_times import write_times
-from stablernn_lib.book.tools import forget_stale_build, toc_files
 from stablernn_lib.core.io import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,8 +103,7 @@ def execute_book_notebooks() -> dict[str, dict]:
     Returns the times of the book's notebooks: ``{path: {cpu_s, wall_s, ..., error}}``."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
-
-    from stablernn_lib.homework.student_edition import build_student_edition
+    from stablernn_tools.student_edition import build_student_edition
 
     os.environ.pop("STABLERNN_WIDGETS", None)  # the site needs precomputed frames
     forget_stale_build()  # so that the build below re-reads every page it is fed

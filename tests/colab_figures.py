@@ -7,8 +7,7 @@ import re
 from pathlib import Path
 
 import nbformat
-
-from stablernn_lib.book import colab
+from stablernn_tools import colab_conversion as colab
 
 SITE_FIGURE = re.compile(
     r'<span class="caption-number">Fig\. (?P<number>[\d.]+) </span>'

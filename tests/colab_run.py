@@ -36,8 +36,7 @@ from pathlib import Path
 import colab_support as cs
 import nbformat
 import pytest
-
-from stablernn_lib.book import colab
+from stablernn_tools import colab_conversion as colab
 
 DOCNAMES = colab.notebook_docnames(cs.ROOT)
 EDITIONS: tuple[cs.Edition, ...] = ("student", "instructor")

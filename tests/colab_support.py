@@ -13,7 +13,7 @@
 - :func:`replaced_packages` reads ``pip install --dry-run --report`` of the library: a
   package it would install over one of Colab's is a replacement.
 - :func:`site_notebooks` writes both editions' Colab notebooks as the site does
-  (``stablernn_lib.book.colab``; the student edition from ``python -m stablernn_lib homework
+  (``stablernn_tools.colab_conversion``; the student edition from ``python -m stablernn_tools
   student-edition``), without a Sphinx build.
 - :func:`offline_setup_cell` is the ONE change made to a notebook as handed out: its setup
   cell's ``pip install git+URL@COMMIT`` installs the wheel built from this checkout instead
@@ -46,9 +46,8 @@ from typing import Any, Literal
 import install_support
 import nbformat
 from book_support import KERNEL_ENV
-
-from stablernn_lib.book import colab
-from stablernn_lib.book.config import COLAB_SETUP_TAG
+from stablernn_tools import colab_conversion as colab
+from stablernn_tools.book_config import COLAB_SETUP_TAG
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "tests" / "colab_runtime"
@@ -64,7 +63,7 @@ Flavour = Literal["colab", "newest"]
 Edition = Literal["student", "instructor"]
 # Colab's CUDA 12.8 libraries; PyPI's torch brings its own (CUDA 13), so these are not pinned.
 CUDA_LIBRARIES = re.compile(r"^(nvidia-|cuda-|triton$)")
-# The setup cell's install target, as stablernn_lib.book.colab writes it.
+# The setup cell's install target, as stablernn_tools.colab_conversion writes it.
 GIT_INSTALL = re.compile(r"\"git\+https://[^\"\s]+@[\w./-]+\"")
 CAPTION = re.compile(r"^\*\*Figure (?P<number>[\d.]+)\.\*\*")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -234,7 +233,7 @@ def site_notebooks(out: Path) -> dict[Edition, dict[str, Path]]:
     site's download and Colab buttons hand them out (the student edition converted from
     ``homework student-edition``'s folder, the instructor edition from the book itself)."""
     student_root = ROOT / "_build" / "colab-test" / "student"  # in the checkout: its commit
-    run([sys.executable, "-m", "stablernn_lib", "homework", "student-edition", "--out",
+    run([sys.executable, "-m", "stablernn_tools", "student-edition", "--out",
          student_root], cwd=ROOT)  # fmt: skip
     written: dict[Edition, dict[str, Path]] = {}
     for edition, root in (("student", student_root), ("instructor", ROOT)):

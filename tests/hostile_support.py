@@ -56,7 +56,7 @@ def walker_notebook(stub):
     to q1 and q2 (q3 stays the stub: a control scores 0)."""
     import nbformat
 
-    from stablernn_lib.homework.notebooks import is_solution_cell, question_of
+    from stablernn_lib.homework.cells import is_solution_cell, question_of
 
     nb = nbformat.from_dict(dict(stub))
     cells = []

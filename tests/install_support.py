@@ -8,7 +8,8 @@
   editable finder and ``.pth`` point at the checkout), for a fresh environment to
   reach through one ``.pth`` file instead of installing 2 GB again;
 - :func:`fresh_environment`: ``python -m venv`` with that ``.pth`` file; :func:`build_wheel`
-  and :func:`build_zipapp` make what a plain install or a zipapp run takes;
+  (the library's, or the grader's from ``grader/``) and :func:`build_zipapp` make what a
+  plain install or a zipapp run takes;
 - :func:`setup_sh_environment`: what ``setup.sh`` of the Gradescope autograder runs with
   here: a ``python3`` whose virtual environments get that ``.pth`` file and no pip of
   their own (pip, as every dependency, comes from the dependencies' folder),
@@ -28,7 +29,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD_FILES = ("stablernn_lib", "pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
+BUILD_FILES = ("stablernn_lib", "grader", "pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
 BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
 CLEAN = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")
 
@@ -82,26 +83,31 @@ def course_repository(dest: Path) -> str:
     return _git(dest, "rev-parse", "HEAD")
 
 
-def build_wheel(source: Path, dest: Path) -> Path:
-    """The wheel of the library in ``source`` (built once, without an index)."""
+def build_wheel(source: Path, dest: Path, *, grader: bool = False) -> Path:
+    """The wheel of the library in ``source``, or with ``grader`` of the grader in
+    ``source/grader`` (built once, without an index)."""
+    project, name = (source / "grader", "stablernn_grader") if grader else (source, "stablernn_lib")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
-        + ["-w", str(dest), str(source)],
+        + ["-w", str(dest), str(project)],
         check=True,
         capture_output=True,
         env=clean_environment(),
     )
-    return next(dest.glob("stablernn_lib-*.whl"))
+    return next(dest.glob(f"{name}-*.whl"))
 
 
 def build_zipapp(source: Path, dest: Path) -> Path:
-    """``dest``: a zipapp of the library in ``source`` that runs ``python -m stablernn_lib``."""
+    """``dest``: a zipapp of the library and the grader in ``source`` that runs
+    ``python -m stablernn_grader``."""
     import zipapp
 
     app = dest.parent / f"{dest.stem}-files"
     compiled = shutil.ignore_patterns("__pycache__")
     shutil.copytree(source / "stablernn_lib", app / "stablernn_lib", ignore=compiled)
-    main = "import sys\nfrom stablernn_lib.__main__ import main\nsys.exit(main())\n"
+    grader = source / "grader" / "stablernn_grader"
+    shutil.copytree(grader, app / "stablernn_grader", ignore=compiled)
+    main = "import sys\nfrom stablernn_grader.__main__ import main\nsys.exit(main())\n"
     (app / "__main__.py").write_text(main)
     zipapp.create_archive(app, dest)
     shutil.rmtree(app)
@@ -110,7 +116,8 @@ def build_zipapp(source: Path, dest: Path) -> Path:
 
 def _is_course(name: str) -> bool:
     name = name.lower().replace("-", "_")
-    return name.startswith(("stablernn_lib", "__editable__")) or name in ("__pycache__",)
+    course = ("stablernn_lib", "stablernn_grader", "stablernn_tools", "__editable__")
+    return name.startswith(course) or name in ("__pycache__",)
 
 
 def dependencies_folder(dest: Path) -> Path:

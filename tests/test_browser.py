@@ -164,7 +164,7 @@ def test_moving_the_slider_changes_the_plot(chapter_page):
 
 
 def book_pages() -> list[str]:
-    from stablernn_lib.book.config import toc_files
+    from stablernn_tools.book_config import toc_files
 
     return [f"{name}.html" for name in toc_files(ROOT / "_toc.yml")]
 

@@ -8,8 +8,7 @@ import re
 import nbformat
 import pytest
 from book_support import BUILD_DIR, HTML_DIR, ROOT, build_book
-
-from stablernn_lib.book.colab import executed_glue
+from stablernn_tools.colab_conversion import executed_glue
 
 PAGES = ("chapters/08_wikitext2_experiments", "chapters/08b_wikitext2_evidence")
 

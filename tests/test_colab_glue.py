@@ -8,8 +8,7 @@ import nbformat
 import pytest
 from IPython.core.formatters import format_display_data
 from myst_nb.ext.glue.roles import format_plain_text
-
-from stablernn_lib.book import colab
+from stablernn_tools import colab_conversion as colab
 
 ROOT = Path(__file__).resolve().parents[1]
 

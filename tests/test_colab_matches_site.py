@@ -20,8 +20,7 @@ import nbformat
 import pytest
 from colab_figures import colab_figures, site_figures
 from markdown_it import MarkdownIt
-
-from stablernn_lib.book import colab
+from stablernn_tools import colab_conversion as colab
 
 # cells the conversion adds for Colab only: the edition note, the paper numbers' marks,
 # the reference list (the site has its own bibliography page)

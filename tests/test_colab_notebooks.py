@@ -1,7 +1,7 @@
 """The Colab notebooks: every notebook page of the book, rendered as Colab renders Markdown.
 
 Colab, Jupyter and GitHub know neither MyST nor the book's MathJax macros. The generated
-notebooks (``stablernn_lib.book.colab``) are rendered here with a plain CommonMark parser
+notebooks (``stablernn_tools.colab_conversion``) are rendered here with a plain CommonMark parser
 (markdown-it-py, no MyST plugins) after taking the math out, as those front ends do; a
 directive fence, a role (``{paper}`` included), a MyST target or a book macro left in
 them fails the test. The
@@ -22,11 +22,13 @@ import nbformat
 import pytest
 from browser_support import CHROMIUM, chromium, visit_pages
 from colab_figures import COLAB_CAPTION
+from stablernn_tools import colab_conversion as colab
+from stablernn_tools import notebook_checks as book
+from stablernn_tools import paper_claims_check, sphinx_extension
+from stablernn_tools.student_notebooks import student_notebook
 
-from stablernn_lib.book import colab
-from stablernn_lib.book import tools as book
 from stablernn_lib.core import paper_claims
-from stablernn_lib.homework.notebooks import ANSWER_PLACEHOLDER, student_notebook
+from stablernn_lib.homework.cells import ANSWER_PLACEHOLDER
 
 ROOT = Path(__file__).resolve().parents[1]
 MATHJAX = ROOT / "book" / "vendor" / "mathjax" / "tex-mml-chtml.js"
@@ -130,7 +132,7 @@ def test_paper_numbers_carry_their_mark_and_no_paper_role_is_left(editions):
             source = ROOT / path.relative_to(folder)
             cells = nbformat.read(source, as_version=4).cells
             markdown = "\n".join(c.source for c in cells if c.cell_type == "markdown")
-            for key in paper_claims.ROLE.findall(markdown):
+            for key in paper_claims_check.ROLE.findall(markdown):
                 assert paper_claims.marked(key.strip()) in text, f"{path.name}: {key}"
                 rendered += 1
     assert rendered >= 4  # not vacuous: Chapters 1, 8 and 9 quote the paper's numbers
@@ -138,8 +140,8 @@ def test_paper_numbers_carry_their_mark_and_no_paper_role_is_left(editions):
 
 def test_the_site_hands_out_the_generated_notebooks():
     """The build hook replaces _sources/*.ipynb; the launch buttons point at them."""
-    from stablernn_lib.book.config import read_book_config
-    from stablernn_lib.homework.student_edition import STUDENT_SITE_BRANCH
+    from stablernn_tools.book_config import read_book_config
+    from stablernn_tools.student_edition import STUDENT_SITE_BRANCH
 
     assert read_book_config()["sphinx"]["config"]["colab_notebooks_branch"]
     assert STUDENT_SITE_BRANCH == "gh-pages"
@@ -282,7 +284,7 @@ def test_the_instructor_site_links_only_to_a_private_fork():
             html_theme_options={"repository_url": "https://github.com/public/course",
                                 "launch_buttons": {"colab_url": "https://colab.research.google.com"}},
         )  # fmt: skip
-        book._colab_launch_target(None, config)
+        sphinx_extension._colab_launch_target(None, config)
         return config.html_theme_options
 
     public = theme(False, "")
@@ -293,7 +295,7 @@ def test_the_instructor_site_links_only_to_a_private_fork():
     student = theme(True, "")
     assert student["repository_url"] == "https://github.com/public/course"
     assert student["launch_buttons"]["colab_url"]
-    from stablernn_lib.book.config import read_book_config
+    from stablernn_tools.book_config import read_book_config
 
     assert read_book_config()["sphinx"]["config"]["instructor_repository_url"] == ""
 

@@ -149,7 +149,7 @@ def test_certificate_table_says_who_is_certified():
     )
     assert "| m | 0 | 1.200 | 0.900 | 0.800 | 3.0 | no | yes |" in table
     # Colab shows this output too and knows none of the book's macros (_config.yml)
-    from stablernn_lib.book import colab
+    from stablernn_tools import colab_conversion as colab
 
     macros = colab.book_macros(colab.read_config())
     assert colab.expand_macros(table, macros) == table and "\\lVert W \\rVert_2" in table

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stablernn_lib.book.formula_mutants import MUTANTS, OUT
+from stablernn_tools.formula_mutants import MUTANTS, OUT
 
 
 def test_every_formula_mutant_applies_exactly_once() -> None:

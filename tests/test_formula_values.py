@@ -6,7 +6,7 @@ certificate, each against an independent computation (the sympy expression of th
 proof, exact rational arithmetic, brute force or a number worked by hand) at points that
 include the edges (lambda near 0 and near 1, kappa > 1, k = 0 and k large, L_rho != 1).
 A bound made smaller than the proof's fails here, not only one made larger.  The formula
-mutants of ``stablernn_lib/book/formula_mutants.py`` are run against this file.
+mutants of ``tools/stablernn_tools/formula_mutants.py`` are run against this file.
 """
 
 from __future__ import annotations

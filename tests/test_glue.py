@@ -3,7 +3,7 @@
 One kernel glues each value twice, with MyST-NB's function and with the library's, and
 the two outputs are compared whole (output type, every mime type, metadata): the site,
 which reads them with MyST-NB, and the Colab conversion, which reads them with
-``stablernn_lib.book.colab.glued_values``, cannot tell them apart. The values are those the
+``stablernn_tools.colab_conversion.glued_values``, cannot tell them apart. The values are those the
 chapters glue (floats, integers, NumPy scalars, strings, booleans) and, for completeness,
 a Markdown object and a matplotlib figure.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from stablernn_tools import colab_conversion as colab
 
-from stablernn_lib.book import colab
 from stablernn_lib.book.glue import HIDDEN_PREFIX, glue_display_data
 
 VALUES = {

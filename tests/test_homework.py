@@ -14,20 +14,22 @@ from typing import Any
 import nbformat
 import pytest
 import torch
-
-from stablernn_lib.homework import homeworks
-from stablernn_lib.homework.notebooks import (
-    is_answer_cell,
-    is_check_cell,
-    is_solution_cell,
-    question_of,
+from stablernn_grader.rubrics import rubric_items
+from stablernn_tools.student_notebooks import (
     remove_solution_directives,
     stub_source,
     student_notebook,
 )
+
+from stablernn_lib.homework import homeworks
+from stablernn_lib.homework.cells import (
+    is_answer_cell,
+    is_check_cell,
+    is_solution_cell,
+    question_of,
+)
+from stablernn_lib.homework.checks import run_check, run_question
 from stablernn_lib.homework.registry import Check, Question, get_question
-from stablernn_lib.homework.rubrics import rubric_items
-from stablernn_lib.homework.runner import run_check, run_question
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE_QUESTIONS = [q for h in homeworks() for q in h.questions if q.kind == "code"]
@@ -79,7 +81,7 @@ def test_every_homework_matches_its_notebook() -> None:
 
 
 def test_homework_starts_with_the_colab_cell() -> None:
-    from stablernn_lib.book.tools import colab_setup_cell
+    from stablernn_tools.notebook_checks import colab_setup_cell
 
     expected = colab_setup_cell()
     for homework in homeworks():
@@ -87,7 +89,7 @@ def test_homework_starts_with_the_colab_cell() -> None:
         assert (first.source, first.metadata["tags"]) == (
             expected.source,
             expected.metadata.tags,
-        ), f"{homework.notebook}: run `python -m stablernn_lib homework sync-colab`"
+        ), f"{homework.notebook}: run `python -m stablernn_tools sync-colab`"
 
 
 @pytest.mark.parametrize("question", CODE_QUESTIONS, ids=lambda q: q.id)
@@ -214,7 +216,7 @@ def test_check_explains_failures(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_the_hidden_checks_note_agrees_with_their_number() -> None:
-    from stablernn_lib.homework.runner import hidden_checks_note
+    from stablernn_lib.homework.checks import hidden_checks_note
 
     notes = {len(q.hidden_checks): hidden_checks_note(q) for q in CODE_QUESTIONS}
     assert 1 in notes and any(n > 1 for n in notes)
@@ -333,11 +335,11 @@ def test_secret_lines_are_found() -> None:
 
 
 def test_questions_table_is_current_in_instructor_page() -> None:
-    from stablernn_lib.homework.cli import questions_markdown
+    from stablernn_grader.cli import questions_markdown
 
     page = (ROOT / "instructor.md").read_text()
     assert questions_markdown() in page, (
-        "instructor.md is out of date: paste `python -m stablernn_lib homework questions`"
+        "instructor.md is out of date: paste `python -m stablernn_grader questions`"
     )
 
 

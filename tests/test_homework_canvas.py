@@ -19,10 +19,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from stablernn_lib.__main__ import main
-from stablernn_lib.homework import get_homework
-from stablernn_lib.homework.canvas import (
+from stablernn_grader.__main__ import main
+from stablernn_grader.canvas import (
     CANVAS_COLUMNS,
     canvas_files,
     canvas_pairs,
@@ -30,8 +28,11 @@ from stablernn_lib.homework.canvas import (
     parse_canvas_name,
     read_manual_sheet,
 )
-from stablernn_lib.homework.notebooks import is_solution_cell, question_of, student_notebook
-from stablernn_lib.homework.submissions import find_submissions, report_names
+from stablernn_grader.submissions import find_submissions, report_names
+from stablernn_tools.student_notebooks import student_notebook
+
+from stablernn_lib.homework import get_homework
+from stablernn_lib.homework.cells import is_solution_cell, question_of
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMEWORK = get_homework("hw01")
@@ -76,7 +77,6 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     with redirect_stdout(capture):
         code = main(
             [
-                "homework",
                 "grade",
                 str(folder),
                 "--out",
@@ -192,7 +192,7 @@ def test_the_round_trip_with_the_points_given_by_hand(graded, tmp_path: Path) ->
     fill_sheet(
         graded["out"] / "scores.csv", sheet, {"1001": "3", "1002": "1.5", "1003": "0", "1004": "2"}
     )
-    command = ["homework", "canvas-csv", str(graded["folder"]), "--scores"]
+    command = ["canvas-csv", str(graded["folder"]), "--scores"]
     command += [str(graded["out"] / "scores.csv"), "--homework", "hw01"]
     command += ["--canvas-csv", str(gradebook), "--include-manual", str(sheet)]
     command += ["--canvas-assignment", "Homework 1 (4711)"]
@@ -227,7 +227,7 @@ def test_a_sheet_without_points_or_with_too_many_is_refused(graded, tmp_path: Pa
 def test_canvas_options_are_checked_before_grading(tmp_path: Path, capsys) -> None:
     (tmp_path / "alice.ipynb").write_text(answered(set()))
     out = tmp_path / "grades"
-    command = ["homework", "grade", str(tmp_path), "--out", str(out), "--homework", "hw01"]
+    command = ["grade", str(tmp_path), "--out", str(out), "--homework", "hw01"]
     assert main([*command, "--canvas-csv", str(tmp_path / "g.csv")]) == 1
     assert "is not a Canvas bulk download" in capsys.readouterr().err
     assert main([*command, "--include-manual", str(tmp_path / "s.csv")]) == 1
@@ -253,7 +253,7 @@ STRAY = "notes.ipynb"
 
 def grade_folder(folder: Path, out: Path, *options: str) -> tuple[int, str, str]:
     stdout, stderr = io.StringIO(), io.StringIO()
-    command = ["homework", "grade", str(folder), "--out", str(out), "--seed", "3"]
+    command = ["grade", str(folder), "--out", str(out), "--seed", "3"]
     with redirect_stdout(stdout), redirect_stderr(stderr):
         code = main([*command, "--homework", "hw01", *options])
     return code, stdout.getvalue(), stderr.getvalue()
@@ -341,7 +341,7 @@ def test_a_canvas_gradebook_names_the_file_that_stops_it(odd_names, tmp_path: Pa
     assert code == 1 and f"'{STRAY}'" in errors and "Rename each so" in errors, errors
     assert not (tmp_path / "grades").exists() and not gradebook.exists()
     (folder / STRAY).rename(tmp_path / STRAY)  # moved out, as the message says
-    command = ["homework", "canvas-csv", str(folder), "--homework", "hw01"]
+    command = ["canvas-csv", str(folder), "--homework", "hw01"]
     command += ["--scores", str(odd_names["canvas_out"] / "scores.csv")]
     assert main([*command, "--canvas-csv", str(gradebook)]) == 0
     table = rows(gradebook)

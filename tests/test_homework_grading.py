@@ -32,11 +32,12 @@ from pathlib import Path
 import nbformat
 import pytest
 from hostile_support import REFERENCE_NOT_FOUND, walker_notebook
+from stablernn_grader.__main__ import main
+from stablernn_grader.isolation import SANDBOX_UIDS, bwrap_binary
+from stablernn_tools.student_notebooks import student_notebook
 
-from stablernn_lib.__main__ import main
 from stablernn_lib.homework import get_homework, homeworks
-from stablernn_lib.homework.isolation import SANDBOX_UIDS, bwrap_binary
-from stablernn_lib.homework.notebooks import is_solution_cell, question_of, student_notebook
+from stablernn_lib.homework.cells import is_solution_cell, question_of
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -84,9 +85,9 @@ ENDLESS_LSTM = """def lstm_step(weight_hh, weight_ih, bias, c, h, x):
 """
 
 # The attack of issue 12: replace the in-kernel grader of the old design.
-MONKEYPATCH = """import json as _j, stablernn_lib.homework.grading as _g
+MONKEYPATCH = """import json as _j, stablernn_grader.grading as _g
 from stablernn_lib.homework.registry import get_question as _gq
-import stablernn_lib.homework.runner as _r
+import stablernn_lib.homework.checks as _r
 def _fake(question_id, namespace, *, seed, out, **kw):
     res = _r.run_question(_gq(question_id), lambda *a, **k: None, hidden=True,
                           seed=seed, source="", time_scale=1.0).to_dict()
@@ -97,9 +98,9 @@ _g.grade_in_kernel = _fake
 """
 PATCH_HELPERS = """import stablernn_lib.homework.expect as _e
 import stablernn_lib.homework.registry as _reg
-import stablernn_lib.homework.runner as _r
-import stablernn_lib.homework.grading as _g
-import stablernn_lib.homework.sandbox as _s
+import stablernn_lib.homework.checks as _r
+import stablernn_grader.grading as _g
+import stablernn_grader.sandbox as _s
 for _name in ("expect_close", "expect_number", "expect_tensor", "expect_raises"):
     if hasattr(_e, _name):
         setattr(_e, _name, lambda *a, **k: "correct")
@@ -233,7 +234,7 @@ def aliased(solution: str) -> str:
     return solution + "\n\ndef _unused(W, U, inputs, k):\n    return helper(W, U, inputs, k)\n"
 
 
-RUBRIC_THIEF = """from stablernn_lib.homework.rubrics import rubric_markdown
+RUBRIC_THIEF = """from stablernn_grader.rubrics import rubric_markdown
 from stablernn_lib.homework import get_question
 raise RuntimeError("rubric: " + rubric_markdown(get_question("hw01.q4")))
 """
@@ -317,7 +318,7 @@ def hw01_answers(kind: str) -> nbformat.NotebookNode:
 
 
 def grade(folder: Path, out: Path, *options: str) -> dict:
-    arguments = ["homework", "grade", str(folder), "--out", str(out), "--seed", "11", *options]
+    arguments = ["grade", str(folder), "--out", str(out), "--seed", "11", *options]
     assert main(arguments) == 0
     return read_grades(out)
 
@@ -459,7 +460,7 @@ def write_links(folder: Path, secret_folder: Path) -> None:
 
 
 def grading_command(folder: Path, out: Path, *options: str) -> list[str]:
-    return [sys.executable, "-m", "stablernn_lib", "homework", "grade", str(folder)] + [
+    return [sys.executable, "-m", "stablernn_grader", "grade", str(folder)] + [
         "--out",
         str(out),
         "--seed",
@@ -912,7 +913,7 @@ def test_grading_works_from_a_checkout_in_a_private_folder(background: dict) -> 
 
 def test_two_submissions_graded_at_once_never_share_a_user_id(monkeypatch) -> None:
     """The random user id of a running submission is held: the next one draws again."""
-    from stablernn_lib.homework import isolation
+    from stablernn_grader import isolation
 
     draws = iter([5, 5, 7, 5])
     monkeypatch.setattr(isolation.secrets, "randbelow", lambda _: next(draws))
@@ -939,7 +940,7 @@ def fallback_user_can_run() -> bool:
 
 def test_without_bwrap_the_fallback_says_so_loudly(monkeypatch, tmp_path: Path, capsys) -> None:
     """Where bwrap cannot run, grading.json and the console carry the NO SANDBOX warning."""
-    from stablernn_lib.homework import grading
+    from stablernn_grader import grading
 
     monkeypatch.setattr(grading, "bwrap_binary", lambda: None)
     folder = tmp_path / "submissions"
@@ -965,7 +966,7 @@ def test_without_bwrap_the_fallback_says_so_loudly(monkeypatch, tmp_path: Path, 
 
 MEMORY_BUDGET_PROBE = """
 import resource, sys, torch
-from stablernn_lib.homework.sandbox import apply_limits, mapped_bytes
+from stablernn_grader.sandbox import apply_limits, mapped_bytes
 budget = 512 * 2**20
 before = mapped_bytes()
 apply_limits({"memory_bytes": budget})
@@ -999,7 +1000,7 @@ def test_an_interpreter_in_tmp_stays_visible_in_the_sandbox(monkeypatch) -> None
     mounted before the interpreter's folders are bound, so it does not hide them."""
     import tempfile
 
-    from stablernn_lib.homework import isolation
+    from stablernn_grader import isolation
 
     bwrap = bwrap_binary()
     assert bwrap is not None
@@ -1168,8 +1169,9 @@ def test_the_student_process_holds_no_expected_value(graded) -> None:
 
 def test_the_sandbox_has_no_reference_implementations() -> None:
     """The sandbox's copy of the library lacks homework/questions (the checks and their
-    reference code); the rest of the library is there."""
-    from stablernn_lib.homework.isolation import Isolation
+    reference code); the rest of the library is there, and of the grader only the modules
+    the sandboxed processes run: ``stablernn_grader.grading`` cannot be imported."""
+    from stablernn_grader.isolation import SANDBOX_MODULES, Isolation
 
     bwrap = bwrap_binary()
     if bwrap is None:
@@ -1177,12 +1179,19 @@ def test_the_sandbox_has_no_reference_implementations() -> None:
     command = Isolation("bubblewrap", bwrap).command(Path("/nonexistent"))
     python = command.index(sys.executable)
     listing = (
-        "import os, sys; lib = sys.argv[1] + '/stablernn_lib/homework'; "
-        "print(os.path.exists(lib + '/questions'), 'sandbox.py' in os.listdir(lib))"
+        "import importlib.util, os, sys; top = sys.argv[1]; sys.path.insert(0, top); "
+        "lib = top + '/stablernn_lib/homework'; "
+        "print(os.path.exists(lib + '/questions'), 'checks.py' in os.listdir(lib)); "
+        "print(sorted(os.listdir(top + '/stablernn_grader'))); "
+        "import stablernn_grader.sandbox as s; print(os.path.dirname(s.__file__)); "
+        "print(importlib.util.find_spec('stablernn_grader.grading'))"
     )
     probe = command[: python + 2] + ["-c", listing, command[-1]]
     result = subprocess.run(probe, capture_output=True, text=True, timeout=60)
-    assert result.stdout.split() == ["False", "True"], result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["False", "True"], result.stderr
+    assert lines[1] == str(sorted(SANDBOX_MODULES)), result.stdout
+    assert lines[2:] == [f"{command[-1]}/stablernn_grader", "None"], result.stdout
 
 
 COPY_FINDER = """import json, os, sys
@@ -1204,12 +1213,13 @@ def _fake_library(folder: Path) -> None:
 
 
 def test_no_copy_of_the_library_is_mounted_however_it_is_installed(monkeypatch, tmp_path) -> None:
-    """Copies the sandbox leaves out: the library installed in the base interpreter's
-    site-packages (with its metadata), a zip on sys.path holding it, a checkout (and its
-    build folder) inside a mounted folder; the site-packages' other packages stay."""
+    """Copies the sandbox leaves out: the library and the grader installed in the base
+    interpreter's site-packages (with their metadata), a zip on sys.path holding the
+    library, a checkout (and its build folder) inside a mounted folder, the grader's own
+    project folder; the site-packages' other packages stay."""
     import zipfile
 
-    from stablernn_lib.homework import isolation
+    from stablernn_grader import isolation
 
     bwrap = bwrap_binary()
     assert bwrap is not None
@@ -1217,6 +1227,11 @@ def test_no_copy_of_the_library_is_mounted_however_it_is_installed(monkeypatch, 
     site = Path(__import__("site").getsitepackages([str(base)])[0])
     _fake_library(site)
     (site / "stablernn_lib-0.1.0.dist-info").mkdir()
+    for grader in (site / "stablernn_grader", base / "grader" / "stablernn_grader"):
+        grader.mkdir(parents=True)
+        (grader / "grading.py").write_text("# the grader\n")
+    (site / "stablernn_grader-0.1.0.dist-info").mkdir()
+    (base / "grader" / "pyproject.toml").write_text("[project]\nname = 'stablernn_grader'\n")
     (site / "otherpkg").mkdir()
     (site / "otherpkg" / "__init__.py").write_text("VISIBLE = 1\n")
     archive = base / "course.pyz"
@@ -1229,6 +1244,7 @@ def test_no_copy_of_the_library_is_mounted_however_it_is_installed(monkeypatch, 
     monkeypatch.setattr(sys, "base_prefix", str(base))
     monkeypatch.setattr(sys, "path", [*sys.path, str(archive)])
     monkeypatch.setattr(isolation, "PACKAGE", checkout / "stablernn_lib")
+    monkeypatch.setattr(isolation, "GRADER", base / "grader" / "stablernn_grader")
     args = isolation.Isolation("bubblewrap", bwrap).command(tmp_path / "work")
     python = args.index(sys.executable)
     visible = f"import otherpkg; print(open({str(archive)!r}, 'rb').read())"
@@ -1238,12 +1254,16 @@ def test_no_copy_of_the_library_is_mounted_however_it_is_installed(monkeypatch, 
     walk = [*args[: python + 2], "-c", COPY_FINDER, str(base), "/opt/stablernn"]
     seen = subprocess.run(walk, capture_output=True, text=True, timeout=60)
     assert json.loads(seen.stdout) == [], seen.stdout + seen.stderr
+    graders = "import glob, sys; print(glob.glob(sys.argv[1] + '/**/grading.py', recursive=True))"
+    walk = [*args[: python + 2], "-c", graders, str(base)]
+    seen = subprocess.run(walk, capture_output=True, text=True, timeout=60)
+    assert seen.stdout.strip() == "[]", seen.stdout + seen.stderr
 
 
 def test_a_stalling_cell_is_cut_not_waited_on(graded) -> None:
     """Class 3: a cell that takes IPython's transformer minutes is read under a budget,
     reported and never run; the notebook's other answers are graded as usual."""
-    from stablernn_lib.homework import reader
+    from stablernn_grader import reader
 
     row = graded["rows"][("stalling_hw01", "hw01")]
     assert row == {**graded["rows"][("control_q1_hw01", "hw01")], **_who(row)}
@@ -1370,7 +1390,7 @@ children = [subprocess.Popen([sys.executable, "-c", hold]) for _ in range(4)]
 raise RuntimeError(f"children {[child.wait() for child in children]}")
 """
 PEAK = (
-    "import resource, sys; from stablernn_lib.__main__ import main; rc = main(sys.argv[1:]); "
+    "import resource, sys; from stablernn_grader.__main__ import main; rc = main(sys.argv[1:]); "
     "print('PEAK_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)"
 )
 
@@ -1465,7 +1485,7 @@ def cell_errors_of(graded, student: str) -> list[str]:
 
 
 def test_spreadsheet_safe_applies_to_every_line_of_a_field() -> None:
-    from stablernn_lib.homework.submissions import spreadsheet_safe
+    from stablernn_grader.submissions import spreadsheet_safe
 
     assert spreadsheet_safe("=1+1") == "'=1+1" and spreadsheet_safe("alice") == "alice"
     assert spreadsheet_safe("ok\r=1+1") == "ok\r'=1+1"
@@ -1474,7 +1494,7 @@ def test_spreadsheet_safe_applies_to_every_line_of_a_field() -> None:
 
 def test_untrusted_report_text_is_one_line_or_a_closed_quote() -> None:
     """The helpers behind class 6: one line of inline code, escaped text, a block quote."""
-    from stablernn_lib.homework import grading
+    from stablernn_grader import grading
 
     forged = "a\rb\u2028c\x85d\x0be`|<!--"
     assert grading._inline(forged) == "`a b c d e'/<!--`"

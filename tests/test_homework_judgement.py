@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from stablernn_lib.homework.checks import format_result, run_question
 from stablernn_lib.homework.registry import get_question
-from stablernn_lib.homework.runner import format_result, run_question
 
 
 def _cost(stable: list[float], free: list[float]) -> tuple[float, str]:
@@ -94,7 +94,7 @@ def test_an_untouched_stub_is_reported_as_not_answered(question_id: str) -> None
 
 
 def test_the_judgement_questions_in_prose_have_a_rubric_and_a_model_answer() -> None:
-    from stablernn_lib.homework.rubrics import rubric_items
+    from stablernn_grader.rubrics import rubric_items
 
     for question_id in ("hw08.q5", "hw09.q5"):
         question = get_question(question_id)

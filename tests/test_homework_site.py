@@ -10,10 +10,9 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from stablernn_tools.__main__ import main
+from stablernn_tools.student_notebooks import remove_solution_directives
 from test_homework import public_lines, solution_lines
-
-from stablernn_lib.__main__ import main
-from stablernn_lib.homework.notebooks import remove_solution_directives
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +22,7 @@ TEXT_SUFFIXES = {".ipynb", ".md", ".yml", ".yaml", ".py", ".txt", ".bib", ".html
 @pytest.fixture(scope="module")
 def student(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("edition") / "student"
-    arguments = ["homework", "student-edition", "--root", str(ROOT), "--out", str(out)]
+    arguments = ["student-edition", "--root", str(ROOT), "--out", str(out)]
     assert main([*arguments, "--execute", "homework"]) == 0
     return out
 
@@ -93,7 +92,7 @@ def test_student_edition_config_and_toc(student: Path) -> None:
 
 def test_refuses_to_overwrite_a_foreign_folder(tmp_path: Path, capsys) -> None:
     (tmp_path / "keep.txt").write_text("mine")
-    argv = ["homework", "student-edition", "--root", str(ROOT), "--out", str(tmp_path)]
+    argv = ["student-edition", "--root", str(ROOT), "--out", str(tmp_path)]
     assert main(argv) == 1  # the message, no traceback (`--debug` raises)
     assert "not a student edition" in capsys.readouterr().err
     with pytest.raises(ValueError, match="not a student edition"):

@@ -5,7 +5,7 @@ environment (which borrows the test environment's torch and Jupyter through a pa
 to links of them, so nothing is downloaded: ``install_support``), and Chapter 7 runs in
 a folder outside the checkout. Its
 full-run section must show the committed run: the provenance line, the figure and the
-bound table.
+bound table. The wheel holds the course library only: no module of the grader or the tools.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -38,14 +39,53 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The course library's wheel, built from this working tree."""
+    work = tmp_path_factory.mktemp("wheel")
+    return build_wheel(build_source(work / "source"), work / "wheel")
+
+
+@pytest.fixture(scope="module")
+def installed_python(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
     """A fresh environment with the built wheel installed and the test environment's
     packages (torch, Jupyter, ...; never the checkout's library) reached through links."""
     work = tmp_path_factory.mktemp("installed")
-    wheel = build_wheel(build_source(work / "source"), work / "wheel")
     python = fresh_environment(work / "venv", dependencies_folder(work / "dependencies"))
     install_wheel(python, wheel)
     return python
+
+
+def grader_or_tools_modules(names: list[str]) -> list[str]:
+    """The files of a wheel (``names``) that are modules of the grader or the tools: their
+    packages, or a module of the library named as one of theirs."""
+    theirs = {
+        p.name
+        for folder in (ROOT / "grader" / "stablernn_grader", ROOT / "tools" / "stablernn_tools")
+        for p in folder.glob("*.py")
+        if p.stem not in ("__init__", "__main__")
+    }
+    return sorted(
+        name
+        for name in names
+        if name.startswith(("stablernn_grader/", "stablernn_tools/"))
+        or (
+            name.startswith("stablernn_lib/")
+            and name.endswith(".py")
+            and name.rpartition("/")[2] in theirs
+        )
+    )
+
+
+def test_the_wheel_holds_the_course_library_only(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert "stablernn_lib/homework/checks.py" in names and "stablernn_lib/book/glue.py" in names
+    assert grader_or_tools_modules(names) == [], "the grader's or the tools' modules are in it"
+    planted = [*names, "stablernn_lib/homework/grading.py", "stablernn_tools/colab_conversion.py"]
+    assert grader_or_tools_modules(planted) == [
+        "stablernn_lib/homework/grading.py",
+        "stablernn_tools/colab_conversion.py",
+    ]
 
 
 def test_the_installed_library_is_not_the_checkout(installed_python, tmp_path):

@@ -1,6 +1,6 @@
 """instructor.md says what an instructor does, with its tables current and their math rendered.
 
-The two tables come from the registry (``python -m stablernn_lib homework questions``);
+The two tables come from the registry (``python -m stablernn_grader questions``);
 this checks that the page holds the current ones, that the question table writes its
 math between dollar signs (MyST renders it) and names no raw label, and that the page
 covers each step of the work: assign, collect, grade, proofs, publish, Canvas, Gradescope.
@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from stablernn_grader.cli import homework_summary_markdown, questions_markdown
+
 from stablernn_lib.homework import homeworks
-from stablernn_lib.homework.cli import homework_summary_markdown, questions_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "instructor.md").read_text()
@@ -62,9 +63,9 @@ def test_the_page_says_what_an_instructor_does() -> None:
         assert heading in PAGE
     for command in (
         "--canvas-csv",
-        "homework canvas-csv",
+        "stablernn_grader canvas-csv",
         "--include-manual",
-        "homework gradescope",
+        "stablernn_grader gradescope",
     ):
         assert command in PAGE
     assert "(grader_security.md)" in PAGE

@@ -565,8 +565,7 @@ def test_chapter9_is_a_lesson_and_the_evidence_is_on_its_companion_page() -> Non
 def test_chapter9_glued_values_on_the_built_site_are_the_computed_ones() -> None:
     """The values the built book's executed pages glued are those of the result files."""
     from book_support import BUILD_DIR, build_book
-
-    from stablernn_lib.book.colab import executed_glue
+    from stablernn_tools.colab_conversion import executed_glue
 
     assert build_book().returncode == 0
     for path in (CHAPTER, COMPANION):

@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from stablernn_lib.book.mutation_report import (
+from stablernn_tools.mutation_report import (
     ACCEPTED,
     OUT,
     VERDICTS,

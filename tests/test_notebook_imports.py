@@ -115,3 +115,30 @@ def test_the_check_finds_an_extras_module_and_follows_the_library():
     assert {"torch", "myst_nb", "ipywidgets", "matplotlib"} <= modules
     assert unavailable(modules, ALLOWED) == ["myst_nb"]
     assert unavailable({"yaml"}, base_dependencies()) == ["yaml"]  # PyYAML: Colab's, not ours
+
+
+NOT_FOR_STUDENTS = ("stablernn_grader", "stablernn_tools")  # the instructors' and maintainers'
+
+
+def grader_or_tools_imports(sources: list[str]) -> list[str]:
+    """The modules of the grader or the tools that ``sources`` import, directly or through
+    the module-level imports of the course library's modules."""
+    return sorted(m for m in outside_modules(sources) if m in NOT_FOR_STUDENTS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebook_imports_neither_the_grader_nor_the_tools(path):
+    cells = nbformat.read(path, as_version=4).cells
+    found = grader_or_tools_imports([c.source for c in cells if c.cell_type == "code"])
+    assert not found, (
+        f"{path.name} imports {found}, which a student's setup cell does not install; "
+        "move what it needs into stablernn_lib"
+    )
+
+
+def test_the_check_finds_the_grader_and_the_tools_in_a_planted_notebook():
+    planted = ["import torch\nfrom stablernn_tools.notebook_checks import strip_notebook"]
+    assert grader_or_tools_imports(planted) == ["stablernn_tools"]
+    planted = ["def f():\n    import stablernn_grader.grading\n", "from stablernn_lib import book"]
+    assert grader_or_tools_imports(planted) == ["stablernn_grader"]
+    assert grader_or_tools_imports(["from stablernn_lib.homework import check"]) == []

@@ -1,4 +1,4 @@
-"""The notebook run times shown on the instructor page (stablernn_lib.book.notebook_times).
+"""The notebook run times shown on the instructor page (stablernn_tools.notebook_times).
 
 The times themselves are benchmarks and never judged; these tests check that the table
 names every notebook of the book, says which ones were not measured or changed since,
@@ -12,10 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from stablernn_lib.book import notebook_times
-from stablernn_lib.book.config import toc_files
-from stablernn_lib.book.tools import forget_stale_build
+from stablernn_tools import notebook_times
+from stablernn_tools.book_config import toc_files
+from stablernn_tools.notebook_checks import forget_stale_build
 
 ROOT = Path(__file__).resolve().parents[1]
 

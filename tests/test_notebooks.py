@@ -12,8 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from book_support import ROOT, TIMES_PATH, book_notebooks, execute_book_notebooks
-
-from stablernn_lib.book.tools import (
+from stablernn_tools.notebook_checks import (
     CHAPTER_GLOB,
     COLAB_SETUP_TAG,
     NOTEBOOK_GLOB,
@@ -42,7 +41,7 @@ def test_there_are_chapters():
 @pytest.mark.parametrize("name", ALL_NOTEBOOKS)
 def test_notebook_is_stored_without_outputs(name):
     problems = stripping_problems(read(name))
-    assert not problems, f"{name}: {problems}; run `python -m stablernn_lib book strip {name}`"
+    assert not problems, f"{name}: {problems}; run `python -m stablernn_tools book strip {name}`"
 
 
 @pytest.mark.parametrize("name", ALL_NOTEBOOKS)
@@ -78,8 +77,8 @@ def test_every_colab_cell_agrees_with_config(name):
         if COLAB_SETUP_TAG in cell.metadata.get("tags", []):
             assert cell.source.strip() == expected, (
                 f"{name}: its colab-setup cell differs from _config.yml's repository; "
-                "run `python -m stablernn_lib book fix-layout` on it (chapters) or paste "
-                "`python -m stablernn_lib book colab-cell` (other notebooks)"
+                "run `python -m stablernn_tools book fix-layout` on it (chapters) or paste "
+                "`python -m stablernn_tools book colab-cell` (other notebooks)"
             )
 
 

@@ -1,4 +1,5 @@
-"""Numbers attributed to the paper: the registry, its checks, and how the book renders it."""
+"""Numbers attributed to the paper: the registry (``stablernn_lib.core.paper_claims``), its
+checks and how the book renders it (``stablernn_tools.paper_claims_check``)."""
 
 import html
 
@@ -7,17 +8,11 @@ import pytest
 from docutils import nodes
 from docutils.core import publish_doctree, publish_parts
 from docutils.parsers.rst import roles
+from stablernn_tools import paper_claims_check
+from stablernn_tools.paper_claims_check import library_problems, markdown_problems, text_problems
 
 from stablernn_lib.core import paper_claims
-from stablernn_lib.core.paper_claims import (
-    CLAIMS,
-    REGISTRY,
-    PaperClaim,
-    library_problems,
-    markdown_problems,
-    marked,
-    text_problems,
-)
+from stablernn_lib.core.paper_claims import CLAIMS, REGISTRY, PaperClaim, marked
 
 
 def test_every_claim_says_where_it_comes_from_and_which_version():
@@ -96,7 +91,7 @@ def test_the_library_takes_paper_numbers_from_the_registry():
 
 
 def test_the_role_renders_the_value_with_its_mark_and_source():
-    roles.register_local_role("paper", paper_claims.paper_role)
+    roles.register_local_role("paper", paper_claims_check.paper_role)
     source = "RNN :paper:`wt2-rnn-unconstrained-ppl`, stable :paper:`wt2-rnn-stable-ppl`."
     html = publish_parts(source, writer_name="html5")["body"]
     assert "146.7<sup><abbr>✓</abbr></sup>" in html and "143.5<sup><abbr>†</abbr></sup>" in html
@@ -112,7 +107,7 @@ def test_the_role_renders_the_value_with_its_mark_and_source():
 
 
 def test_an_unknown_role_key_is_an_error_in_the_page():
-    roles.register_local_role("paper", paper_claims.paper_role)
+    roles.register_local_role("paper", paper_claims_check.paper_role)
     tree = publish_doctree(
         "The RNN reaches :paper:`wt2-rnn-nope`.", settings_overrides={"report_level": 5}
     )
@@ -138,7 +133,7 @@ def test_the_built_page_check_finds_missing_and_wrong_marks(tmp_path):
     }
     for name, body in pages.items():
         (tmp_path / name).write_text(f"<html><body>{body}</body></html>", encoding="utf-8")
-    problems = paper_claims.html_problems(tmp_path)
+    problems = paper_claims_check.html_problems(tmp_path)
     assert not [p for p in problems if p.startswith("good.html")], problems
     assert [p for p in problems if p.startswith("wrong_mark.html")]
     assert [p for p in problems if p.startswith("no_tooltip.html")]
@@ -151,7 +146,7 @@ def test_the_built_site_shows_every_paper_number_with_its_mark():
     from book_support import HTML_DIR, build_book
 
     assert build_book().returncode == 0
-    problems = paper_claims.html_problems(HTML_DIR)
+    problems = paper_claims_check.html_problems(HTML_DIR)
     assert problems == [], "\n".join(problems)
     appendix = (HTML_DIR / "paper_numbers.html").read_text(encoding="utf-8")
     assert appendix.count('class="paper-claim ') >= len(CLAIMS)  # the {paper-claims} table

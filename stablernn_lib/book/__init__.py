@@ -1,2 +1,1 @@
-"""Layer 6, the book's tooling: notebook checks, the Sphinx extension, Colab conversion,
-notebook times, citations. Imports the layers below; never ``homework``."""
+"""Layer 6, what the chapters need of the book: their glued values (:mod:`.glue`)."""

@@ -10,7 +10,7 @@ The output is a ``display_data`` whose data is the value's mime bundle (IPython'
 formatters: ``text/plain``, and ``text/markdown``, ``image/png``, ... where the value has
 them), each mime type prefixed by ``application/papermill.record/`` when the value is not
 shown, and whose metadata holds ``scrapbook = {"name": name, "mime_prefix": prefix}``.
-:func:`stablernn_lib.book.colab.glued_values` reads it back for the Colab notebooks.
+:func:`stablernn_tools.colab_conversion.glued_values` reads it back for the Colab notebooks.
 """
 
 from __future__ import annotations

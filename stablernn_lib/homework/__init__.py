@@ -1,14 +1,14 @@
-"""Homework for every chapter: questions, autograded checks, student editions, grading.
+"""Homework for every chapter: the questions and the checks a student runs.
 
 In a homework notebook, after each solution cell::
 
     from stablernn_lib.homework import check
     check("hw04.q1", spectral_projection)
 
-prints which visible checks passed and why the others failed.  Instructors use
-``python -m stablernn_lib homework student-edition|grade|questions`` (see ``cli``).
+prints which visible checks passed and why the others failed.  Grading is the
+separate package ``stablernn_grader`` (``python -m stablernn_grader grade|questions``).
 The names below are imported on first use, so that the grader's limited helper
-processes (:mod:`stablernn_lib.homework.reader`) import neither torch nor the checks.
+processes (:mod:`stablernn_grader.reader`) import neither torch nor the checks.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["check", "get_homework", "get_question", "homeworks"]
 _HOME = {
-    "check": "runner",
+    "check": "checks",
     "get_homework": "registry",
     "get_question": "registry",
     "homeworks": "registry",

@@ -166,7 +166,7 @@ class Question:
     ``tests`` says what the question tests (instructor page); ``forbidden`` lists
     names whose use in the answer defeats the question (the library function it
     re-implements).  A proof question's rubric lives only in its instructor notebook
-    (a Markdown cell tagged ``rubric``, read by :mod:`stablernn_lib.homework.rubrics`),
+    (a Markdown cell tagged ``rubric``, read by :mod:`stablernn_grader.rubrics`),
     never in the library that students install.
     """
 

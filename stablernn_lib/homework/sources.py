@@ -5,7 +5,7 @@ asks which names an answer imports, calls or reads as attributes, following the 
 that any cell of the notebook defines.  Each cell is read once into a *scan*
 (:func:`scan_tree`: plain lists, so that it can cross between processes); the grader
 reads the cells of a submission in a limited process of their own
-(:mod:`stablernn_lib.homework.reader`), never in its own.  This module imports neither
+(:mod:`stablernn_grader.reader`), never in its own.  This module imports neither
 torch nor the rest of the homework package.
 """
 
@@ -28,7 +28,7 @@ def parse_cells(source: str) -> list[ast.Module]:
     A cell Python cannot parse is read through IPython's input transformer (magics,
     ``!`` commands); SyntaxError if it still does not parse.  The grader never calls
     this on a submission in its own process: it reads cells in a limited process of their
-    own (:mod:`stablernn_lib.homework.reader`).
+    own (:mod:`stablernn_grader.reader`).
     """
     trees = []
     for cell in source.split(CELL_BREAK):

@@ -1,1 +1,2 @@
-"""Maintainers' tools of the course: book checks, Colab, benchmarks (not for students)."""
+"""Maintainers' tools of the course: book checks, Colab conversion, student edition,
+mutation reports, benchmarks (not for students)."""

@@ -5,7 +5,7 @@ Python objects, and IPython's transformer takes minutes on a 75 KB cell built fo
 So the grading process never parses a submission itself.  It hands the notebook's
 bytes to a *reader process* (started like a student process, in the sandbox, under
 limits on memory and CPU, :func:`read_submission`), which sends back the cleaned
-notebook (:func:`stablernn_lib.homework.submissions.parse_notebook`: cell types,
+notebook (:func:`stablernn_grader.submissions.parse_notebook`: cell types,
 sources and the metadata the grader uses) and, for each cell the grader asks about, a
 *scan* of its source (:func:`stablernn_lib.homework.sources.scan_tree`).  Every step has
 a budget: each cell :data:`CELL_S` of the reader's CPU time (so that a loaded machine
@@ -199,7 +199,7 @@ def _clean(nb: Any) -> dict[str, Any]:
 
 def main() -> None:
     """The reader process: a plan line, the payload, then a line naming the cells to scan."""
-    from stablernn_lib.homework.confine import apply_limits, drop_privileges
+    from stablernn_grader.confine import apply_limits, drop_privileges
 
     plan = json.loads(_read_line(0))
     apply_limits({"memory_bytes": MEMORY_BYTES, "cpu_s": int(TOTAL_S) + 5, "file_bytes": 1})
@@ -207,8 +207,8 @@ def main() -> None:
         drop_privileges(int(plan["uid"]))
     payload = _read_exactly(0, int(plan["size"]))
     out = int(plan["events_fd"])
+    from stablernn_grader.submissions import SubmissionError, parse_notebook
     from stablernn_lib.homework.sources import parse_cells, scan_tree
-    from stablernn_lib.homework.submissions import SubmissionError, parse_notebook
 
     with contextlib.suppress(ImportError):  # imported now, not on a cell's budget
         from IPython.core.inputtransformer2 import TransformerManager  # noqa: F401

@@ -17,6 +17,7 @@ Cell conventions (the instructor edition is the single source):
 
 from __future__ import annotations
 
+import argparse
 import ast
 import copy
 import io
@@ -29,50 +30,21 @@ from typing import Any
 import nbformat
 
 from stablernn_lib.core.io import atomic_write_text
+from stablernn_lib.homework.cells import (
+    ANSWER_PLACEHOLDER,
+    COLAB_TAG,
+    REMOVED_TAGS,
+    is_answer_cell,
+    is_solution_cell,
+    question_of,
+    tags,
+)
 from stablernn_lib.homework.registry import Question, get_question, homeworks
-
-SOLUTION_TAG = "solution"
-CHECK_TAG = "check"
-COLAB_TAG = "colab-setup"
-ANSWER_TAG = "answer"
-REMOVED_TAGS = frozenset({"rubric", "instructor"})
-ANSWER_PLACEHOLDER = (
-    "**Your answer.** _Replace this text with your answer (Markdown, with LaTeX between "
-    "dollar signs)._"
-)
-# Placeholders of earlier student editions: submissions made from them still strip them.
-FORMER_ANSWER_PLACEHOLDERS = (
-    "**Your answer.** _Replace this text with your proof (Markdown, with LaTeX between "
-    "dollar signs)._",
-)
+from stablernn_tools.notebook_checks import colab_setup_cell
 
 EXERCISE_PLACEHOLDER = "# Your solution to the exercise here."
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|:{3,})\{(?P<name>[\w-]+)\}")
-
-
-def tags(cell: dict[str, Any]) -> list[str]:
-    """The cell's tags (an empty list when it has none)."""
-    return list(cell.get("metadata", {}).get("tags", []))
-
-
-def question_of(cell: dict[str, Any]) -> str | None:
-    """The question id in the cell's ``homework`` metadata, if any."""
-    return cell.get("metadata", {}).get("homework", {}).get("question")
-
-
-def is_solution_cell(cell: dict[str, Any]) -> bool:
-    return cell["cell_type"] == "code" and SOLUTION_TAG in tags(cell)
-
-
-def is_check_cell(cell: dict[str, Any]) -> bool:
-    return cell["cell_type"] == "code" and (
-        CHECK_TAG in tags(cell) or cell["source"].lstrip().startswith("check(")
-    )
-
-
-def is_answer_cell(cell: dict[str, Any]) -> bool:
-    return cell["cell_type"] == "markdown" and ANSWER_TAG in tags(cell)
 
 
 def remove_solution_directives(text: str) -> tuple[str, bool]:
@@ -228,11 +200,9 @@ def student_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def sync_colab_cells(root: Path) -> list[Path]:
     """Make the first cell of every homework notebook the book's Colab setup cell.
 
-    The cell comes from :func:`stablernn_lib.book.tools.colab_setup_cell` (built from
+    The cell comes from :func:`stablernn_tools.notebook_checks.colab_setup_cell` (built from
     ``_config.yml``'s repository), as in the chapters.  Returns the notebooks changed.
     """
-    from stablernn_lib.book.tools import colab_setup_cell
-
     colab = colab_setup_cell()
     changed = []
     for homework in homeworks():
@@ -248,3 +218,18 @@ def sync_colab_cells(root: Path) -> list[Path]:
         atomic_write_text(path, nbformat.writes(nb) + "\n")
         changed.append(path)
     return changed
+
+
+def _sync_colab(args: argparse.Namespace) -> int:
+    changed = sync_colab_cells(args.root)
+    print(f"updated the Colab cell of {len(changed)} homework notebooks")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``sync-colab`` to ``python -m stablernn_tools``."""
+    sync = subparsers.add_parser(
+        "sync-colab", help="copy Chapter 1's Colab setup cell into every homework notebook"
+    )
+    sync.add_argument("--root", type=Path, default=Path("."), help="the book's source folder")
+    sync.set_defaults(func=_sync_colab)

@@ -12,9 +12,8 @@ module rewrites each Markdown cell for them:
 - exercise solutions are removed (student edition) or collapsed in a ``<details>``
   element (instructor edition); the student edition converts notebooks that are already
   student editions (solutions, model answers and rubrics removed by the caller's
-  ``student`` transform, :func:`stablernn_lib.homework.notebooks.student_notebook`, or
-  by ``python -m stablernn_lib homework student-edition``): ``book/`` never imports
-  ``homework/``;
+  ``student`` transform, :func:`stablernn_tools.student_notebooks.student_notebook`, or
+  by ``python -m stablernn_tools student-edition``);
 - ``{cite:t}`` and ``{cite:p}`` become "Miller and Hardt (2019)" and
   "(Miller and Hardt, 2019)", and a last cell lists the cited works;
 - ``{prf:ref}``, ``{ref}``, ``{numref}`` and ``{eq}`` become the text the site shows
@@ -26,9 +25,9 @@ module rewrites each Markdown cell for them:
 Numbers follow Sphinx's rule for this book: one counter per kind and chapter,
 continuing across the chapter's sections, in the order of ``_toc.yml``.
 
-Command line: ``python -m stablernn_lib.book.colab --edition student --root student/
+Command line: ``python -m stablernn_tools colab --edition student --root student/
 --out colab/`` writes one notebook per notebook page of the book in ``student/`` (the
-student edition written by ``python -m stablernn_lib homework student-edition``).  The
+student edition written by ``python -m stablernn_tools student-edition``).  The
 book's Sphinx extension writes the same notebooks over the site's ``_sources/*.ipynb`` (the
 download button and, once the site is published, the Colab launch buttons; see
 ``instructor.md``).
@@ -41,7 +40,6 @@ import ast
 import copy
 import json
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +48,7 @@ from typing import Any, Literal
 import nbformat
 import yaml
 
-from stablernn_lib.book.citation_style import authors_text
+from stablernn_tools.citation_style import authors_text
 
 Edition = Literal["student", "instructor"]
 # Makes the student edition of a notebook (homework's ``student_notebook``); passed in.
@@ -338,7 +336,7 @@ class Converter:
             return f"\n$$\n{body}\n$$\n"
         raise ValueError(
             f"no Colab rendering for the directive {{{name}}}: "
-            "add one to stablernn_lib/book/colab.py"
+            "add one to tools/stablernn_tools/colab_conversion.py"
         )
 
     def _role(self, match: re.Match[str]) -> str:
@@ -375,7 +373,8 @@ class Converter:
         if name in GLUE_ROLES:
             return self._glued(name, text)
         raise ValueError(
-            f"no Colab rendering for the role {{{name}}}: add one to stablernn_lib/book/colab.py"
+            f"no Colab rendering for the role {{{name}}}: add one to "
+            "tools/stablernn_tools/colab_conversion.py"
         )
 
     def _doc_title(self, docname: str) -> str:
@@ -701,7 +700,7 @@ def install_ref(root: Path, branch: str) -> tuple[str, str]:
 
 def _pinned_setup_cell(cell: nbformat.NotebookNode, root: Path) -> None:
     """Point the Colab setup cell's ``git+URL@BRANCH`` at :func:`install_ref`'s ref."""
-    from stablernn_lib.book.config import COLAB_SETUP_TAG, repository
+    from stablernn_tools.book_config import COLAB_SETUP_TAG, repository
 
     if cell.cell_type != "code" or COLAB_SETUP_TAG not in cell.metadata.get("tags", []):
         return
@@ -769,7 +768,7 @@ def colab_notebook(
     where = f" The typeset version is the course website{f', {site_url}' if site_url else ''}."
     note = nbformat.v4.new_markdown_cell(
         f"*{edition.capitalize()} edition of this chapter, generated for Colab and Jupyter "
-        f"from the course's MyST source by `stablernn_lib.book.colab`.{where}*"
+        f"from the course's MyST source by `stablernn_tools.colab_conversion`.{where}*"
     )
     note.id = "colab-edition-note"
     first_markdown = next((i for i, c in enumerate(plain.cells) if c.cell_type == "markdown"), 0)
@@ -836,15 +835,22 @@ def write_colab_notebooks(
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stablernn_lib.book.colab", description=__doc__)
+def _write(args: argparse.Namespace) -> int:
+    for path in write_colab_notebooks(args.root, args.out, args.edition, executed=args.executed):
+        print(path)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``colab`` to ``python -m stablernn_tools``."""
+    parser = subparsers.add_parser("colab", help="write the book's notebooks as Colab notebooks")
     parser.add_argument("--edition", choices=("student", "instructor"), default="student")
     parser.add_argument(
         "--root",
         type=Path,
         default=REPO_ROOT,
         help="the book (default: here); for --edition student, the folder written by "
-        "`python -m stablernn_lib homework student-edition`",
+        "`python -m stablernn_tools student-edition`",
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for the notebooks")
     parser.add_argument(
@@ -852,11 +858,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a build's executed notebooks (e.g. _build/jupyter_execute): figures are numbered "
         "as that run drew them, as on the site; default: every figure cell counts",
     )  # fmt: skip
-    args = parser.parse_args(argv)
-    for path in write_colab_notebooks(args.root, args.out, args.edition, executed=args.executed):
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    parser.set_defaults(func=_write)

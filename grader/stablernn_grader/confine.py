@@ -1,7 +1,7 @@
 """Confining a helper process of the grader: resource limits, and its own user id as root.
 
-Used by the student process (:mod:`stablernn_lib.homework.sandbox`) and by the process
-that reads a submission's source (:mod:`stablernn_lib.homework.reader`) before they touch
+Used by the student process (:mod:`stablernn_grader.sandbox`) and by the process
+that reads a submission's source (:mod:`stablernn_grader.reader`) before they touch
 anything a student wrote.  Imports nothing beyond the standard library.
 """
 

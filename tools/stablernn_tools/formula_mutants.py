@@ -12,7 +12,7 @@ the copy's unmutated tests must pass first (the baseline).  A mutant is *killed*
 pytest fails (exit code 1) on the copy; exit code 0 is a survivor; any other code
 (collection error, usage) is an error, which counts as not killed.
 
-``python -m stablernn_lib.book.formula_mutants`` (``make formula-mutants``) writes
+``python -m stablernn_tools formula-mutants`` (``make formula-mutants``) writes
 ``data/results/formula_mutants.json`` and exits 1 unless every mutant is killed.
 """
 
@@ -281,14 +281,10 @@ def run(root: Path, mutants: tuple[FormulaMutant, ...] = MUTANTS) -> dict[str, A
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--only", help="run only the mutants whose name contains this text")
-    args = parser.parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     chosen = tuple(m for m in MUTANTS if args.only is None or args.only in m.name)
     if not chosen:
-        parser.error(f"no mutant name contains {args.only!r}")
+        raise ValueError(f"no mutant name contains {args.only!r}: give part of a mutant's name")
     result = run(Path.cwd(), chosen)
     if args.only is None:
         atomic_write_json(args.out, result)
@@ -296,5 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result["all_killed"] else 1
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``formula-mutants`` to ``python -m stablernn_tools``."""
+    parser = subparsers.add_parser("formula-mutants", help=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--only", help="run only the mutants whose name contains this text")
+    parser.set_defaults(func=_run)

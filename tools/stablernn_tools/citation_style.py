@@ -6,7 +6,8 @@ match the two. The book registers (with pybtex's plugin registry, from its Sphin
 extension) a referencing style with round brackets, ``author_year_round``: textual
 citations "Miller and Hardt (2019)", parenthetical "(Miller and Hardt, 2019)"; and a
 bibliography style, ``author_year``, whose labels are the same "Miller and Hardt, 2019",
-sorted by author and year. The Colab notebooks (``stablernn_lib.book.colab``) cite the same way.
+sorted by author and year. The Colab notebooks (``stablernn_tools.colab_conversion``) cite
+the same way.
 """
 
 from __future__ import annotations

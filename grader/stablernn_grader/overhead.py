@@ -1,8 +1,8 @@
 """What the sandbox costs: grading seconds per submission with and without bubblewrap.
 
-``python -m stablernn_lib.homework.overhead [N]`` grades N copies of the hw01
+``python -m stablernn_grader.overhead [N]`` grades N copies of the hw01
 instructor notebook twice, in the bubblewrap sandbox and in the fallback design
-(:mod:`stablernn_lib.homework.isolation`), alternating the two so that a change of
+(:mod:`stablernn_grader.isolation`), alternating the two so that a change of
 machine load hits both, and writes the wall seconds of every submission to
 ``data/results/grading_overhead.json``.  A benchmark, not a test: it records numbers.
 """
@@ -17,11 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from stablernn_grader.grading import Limits, grade_notebook
+from stablernn_grader.isolation import Isolation, bwrap_binary, fallback
+from stablernn_grader.rubrics import REPOSITORY
 from stablernn_lib.core.io import atomic_write_json
-from stablernn_lib.homework.grading import Limits, grade_notebook
-from stablernn_lib.homework.isolation import Isolation, bwrap_binary, fallback
 from stablernn_lib.homework.registry import get_homework
-from stablernn_lib.homework.rubrics import REPOSITORY
 
 OUT = REPOSITORY / "data" / "results" / "grading_overhead.json"
 

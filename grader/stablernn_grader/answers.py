@@ -25,7 +25,7 @@ from typing import Any
 
 import nbformat
 
-from stablernn_lib.homework.notebooks import (
+from stablernn_lib.homework.cells import (
     ANSWER_PLACEHOLDER,
     FORMER_ANSWER_PLACEHOLDERS,
     is_answer_cell,

@@ -2,17 +2,17 @@
 
 Two processes per submission, and the student's code runs in only one of them:
 
-1. the *student process* (:mod:`stablernn_lib.homework.sandbox`) runs the submission's
+1. the *student process* (:mod:`stablernn_grader.sandbox`) runs the submission's
    code cells (not its Colab setup or check cells), then calls the student's function
    from every check and sends back, as JSON, what each call returned, raised or changed
    in its arguments.  It runs under limits it cannot lift (:class:`Limits`: wall time,
    CPU time, memory, processes, file size) in a bubblewrap sandbox
-   (:mod:`stablernn_lib.homework.isolation`) whose only writable shared folder holds a
+   (:mod:`stablernn_grader.isolation`) whose only writable shared folder holds a
    copy of the submission, with no output but the event pipe; when the grader runs as
    root it also runs under a user id of its own, whose every process is killed when
    grading of the submission ends;
 2. the *grading process* (this one, which never runs student code) replays each check
-   with a :class:`~stablernn_lib.homework.sandbox.Replayer` of those records, draws the
+   with a :class:`~stablernn_grader.sandbox.Replayer` of those records, draws the
    hidden instances itself, decides the score and writes every result file.
 
 A process that loops, sleeps, exits or crashes during a cell or a check is killed and
@@ -20,7 +20,7 @@ started again without that cell (or past that check); whatever happens to one
 submission is recorded and grading goes on.
 
 The grading process reads every submission as untrusted bytes
-(:mod:`stablernn_lib.homework.submissions`).  It writes ``scores.csv`` (one row per
+(:mod:`stablernn_grader.submissions`).  It writes ``scores.csv`` (one row per
 submission, one column per question; rewritten atomically after every submission),
 one Markdown report per submission, and ``grading.json`` (seed, limits, isolation,
 warnings, statuses).
@@ -51,10 +51,9 @@ from typing import Any
 import nbformat
 from tqdm.auto import tqdm
 
-from stablernn_lib.core.io import atomic_write_json, atomic_write_text
-from stablernn_lib.homework.answers import proof_answer
-from stablernn_lib.homework.canvas import canvas_pairs, canvas_strays, report_lines
-from stablernn_lib.homework.isolation import (
+from stablernn_grader.answers import proof_answer
+from stablernn_grader.canvas import canvas_pairs, canvas_strays, report_lines
+from stablernn_grader.isolation import (
     Isolation,
     MemoryCgroup,
     bwrap_binary,
@@ -63,32 +62,10 @@ from stablernn_lib.homework.isolation import (
     remove_files_of,
     sandbox_user,
 )
-from stablernn_lib.homework.notebooks import (
-    is_check_cell,
-    question_of,
-    tags,
-)
-from stablernn_lib.homework.reader import LineReader, Reading, read_submission
-from stablernn_lib.homework.registry import (
-    Check,
-    CheckFailedError,
-    Homework,
-    Question,
-    gate_verdict,
-    get_homework,
-)
-from stablernn_lib.homework.rubrics import rubric_markdown
-from stablernn_lib.homework.runner import (
-    CheckOutcome,
-    CheckTimeoutError,
-    QuestionResult,
-    run_check,
-    score,
-    unanswered,
-)
-from stablernn_lib.homework.sandbox import ProtocolError, Replayer, encode
-from stablernn_lib.homework.sources import resolve_names
-from stablernn_lib.homework.submissions import (
+from stablernn_grader.reader import LineReader, Reading, read_submission
+from stablernn_grader.rubrics import rubric_markdown
+from stablernn_grader.sandbox import ProtocolError, Replayer, encode
+from stablernn_grader.submissions import (
     HIDDEN_CATEGORIES,
     SubmissionError,
     find_submissions,
@@ -98,6 +75,25 @@ from stablernn_lib.homework.submissions import (
     spreadsheet_safe,
     stated_homework,
 )
+from stablernn_lib.core.io import atomic_write_json, atomic_write_text
+from stablernn_lib.homework.cells import is_check_cell, question_of, tags
+from stablernn_lib.homework.checks import (
+    CheckOutcome,
+    CheckTimeoutError,
+    QuestionResult,
+    run_check,
+    score,
+    unanswered,
+)
+from stablernn_lib.homework.registry import (
+    Check,
+    CheckFailedError,
+    Homework,
+    Question,
+    gate_verdict,
+    get_homework,
+)
+from stablernn_lib.homework.sources import resolve_names
 
 SKIPPED_TAGS = frozenset({"colab-setup"})
 MAX_EVENT_BYTES = 4 * 2**20  # one line from a student process (a call's result)
@@ -475,7 +471,7 @@ class _Channel:
 class _RemoteAnswer:
     """Stands for the student's function in the grading process: each call sends only its
     inputs to the student process and plays back what the function returned, raised or
-    changed there (:class:`~stablernn_lib.homework.sandbox.Replayer`)."""
+    changed there (:class:`~stablernn_grader.sandbox.Replayer`)."""
 
     def __init__(self, channel: _Channel, name: str) -> None:
         self.channel, self.name = channel, name
@@ -827,7 +823,7 @@ def grade_notebook(
     """Grade one submitted notebook under ``root``; never raises for a bad submission.
 
     ``assignment``: the homework every notebook should answer (None: each says itself).
-    The notebook is read by a reader process (:mod:`stablernn_lib.homework.reader`), run
+    The notebook is read by a reader process (:mod:`stablernn_grader.reader`), run
     by student processes, and never parsed here.
     """
     limits = limits or Limits()

@@ -1,8 +1,8 @@
 """The student side of grading: run a submission's cells, then answer calls.
 
-The grader (:mod:`stablernn_lib.homework.grading`) starts :func:`main` in a separate,
+The grader (:mod:`stablernn_grader.grading`) starts :func:`main` in a separate,
 isolated interpreter (``python -I``, in the sandbox of
-:mod:`stablernn_lib.homework.isolation`) for each submission: under another user id
+:mod:`stablernn_grader.isolation`) for each submission: under another user id
 when the grader runs as root, working in a fresh folder holding only a copy of the
 submission, with resource limits it sets on itself before any student code runs.
 It reads a *plan* (the first JSON line on stdin: cells, limits, its working folder,
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stablernn_lib.homework.confine import (  # noqa: F401 (mapped_bytes: part of the API)
+from stablernn_grader.confine import (  # noqa: F401 (mapped_bytes: part of the API)
     apply_limits,
     drop_privileges,
     mapped_bytes,

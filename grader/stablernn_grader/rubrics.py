@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from stablernn_lib.homework.notebooks import question_of, tags
+from stablernn_lib.homework.cells import question_of, tags
 from stablernn_lib.homework.registry import Question, get_homework
 
 REPOSITORY = Path(__file__).resolve().parents[2]

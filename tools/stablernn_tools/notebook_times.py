@@ -150,7 +150,7 @@ def times_markdown(root: Path = REPO_ROOT, toc_notebooks: list[str] | None = Non
     a note when the notebook failed in the measured run or changed since its commit.
     Under the table: the total, the machine, the date and the commit of the measurement.
     """
-    from stablernn_lib.book.config import toc_files
+    from stablernn_tools.book_config import toc_files
 
     root = Path(root)
     if toc_notebooks is None:
@@ -219,7 +219,8 @@ def times_markdown(root: Path = REPO_ROOT, toc_notebooks: list[str] | None = Non
 
 
 def setup_sphinx(app) -> None:
-    """Register the directive ``{notebook-times}`` (called by ``stablernn_lib.book.tools.setup``).
+    """Register the directive ``{notebook-times}`` (called by
+    ``stablernn_tools.sphinx_extension.setup``).
 
     The page is re-read whenever the times file changes (a Sphinx dependency).
     """

@@ -8,17 +8,19 @@ that run starts, and proves it with a probe process before anyone is graded:
   holding read-only binds of the system folders, the interpreter and the virtual
   environment (its ``bin``, ``lib`` and settings only), in which every copy of the
   library (a ``site-packages`` entry of ``stablernn_lib``, its editable finder, a
-  checkout or a zip on ``sys.path``) is left out, plus a prepared copy of the
-  ``stablernn_lib`` package without its ``homework/questions`` folder (the checks and
-  their reference implementations: never the repository, its notebooks or the
-  submissions folder) (:func:`student_library`, :func:`library_copies`), and two
+  checkout or a zip on ``sys.path``) and of the grader is left out, plus a prepared copy
+  of the ``stablernn_lib`` package without its ``homework/questions`` folder (the checks
+  and their reference implementations: never the repository, its notebooks or the
+  submissions folder) beside the grader's :data:`SANDBOX_MODULES` only (the helper
+  processes' own code: no grading, no seed handling) (:func:`student_library`,
+  :func:`library_copies`), and two
   writable folders in memory, each a tmpfs of a fixed size: ``/tmp`` and
   ``/submission``, which holds a copy of the notebook; nothing a student writes
   reaches the host's disk.
   As root, bwrap runs as root only to make the mounts (every capability dropped but
   ``setuid``/``setgid``) and the student process becomes a fresh user id before any
   student code runs; as an ordinary user, it runs as that user in a user namespace.
-- ``own user id`` / ``same user id``: the older design without a sandbox, used only
+- ``own user id`` / ``same user id``: a user id of its own without a sandbox, used only
   where bwrap cannot run (the run's ``grading.json`` and console say so loudly).
 
 As root, all the processes of one submission also share a memory cgroup
@@ -52,13 +54,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import stablernn_lib
+
 SANDBOX_UIDS = (2_000_000_000, 2_100_000_000)  # user ids no account uses
 LIBRARY_INSIDE = "/opt/stablernn"  # where the package folder is bound in the sandbox
 SUBMISSION_INSIDE = "/submission"
 HIDDEN_INSIDE = ("homework/questions",)  # folders of the package a student process never sees
 SHM_BYTES = 2**20  # /dev/shm in the sandbox
 SYSTEM_FOLDERS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt/conda")
-PACKAGE = Path(__file__).resolve().parents[1]  # the stablernn_lib folder
+PACKAGE = Path(stablernn_lib.__file__).resolve().parent  # the stablernn_lib folder
+GRADER = Path(__file__).resolve().parent  # the stablernn_grader folder
+# The grader's modules that the helper processes run (the student process, the reader).
+SANDBOX_MODULES = ("__init__.py", "sandbox.py", "reader.py", "confine.py", "submissions.py")
 
 
 def bwrap_binary() -> Path | None:
@@ -261,13 +268,17 @@ class MemoryCgroup:
 
 
 VENV_ENTRIES = frozenset({"pyvenv.cfg", "bin", "lib", "lib64", "include", "share", "etc"})
-_LIBRARY_NAMES = ("stablernn_lib", "__editable__.stablernn_lib", "__editable___stablernn_lib")
+_LIBRARY_NAMES = tuple(
+    prefix + name
+    for name in ("stablernn_lib", "stablernn_grader")
+    for prefix in ("", "__editable__.", "__editable___")
+)
 
 
 def _is_library_copy(path: Path) -> bool:
     """Whether ``path`` (an entry of a folder on ``sys.path``) is or leads to a copy of the
-    library: its package, metadata, editable finder or ``.pth``, or anything holding
-    ``homework/questions``."""
+    library or the grader: its package, metadata, editable finder or ``.pth``, or anything
+    holding ``homework/questions``."""
     name = path.name.lower().replace("-", "_")
     if name.startswith(_LIBRARY_NAMES):
         return True
@@ -293,11 +304,11 @@ def _site_folders() -> list[Path]:
 
 
 def library_copies() -> tuple[dict[Path, list[Path]], list[Path]]:
-    """Every copy of the library the interpreter's folders could expose.
+    """Every copy of the library or the grader the interpreter's folders could expose.
 
     Returns the folders on or near ``sys.path`` that hold one (each with the entries that
     are copies: the package, its metadata, editable finders and ``.pth`` files), and the
-    other places: this package's own folder or checkout when it is not in such a
+    other places: each package's own folder or checkout when it is not in such a
     folder, and zip files on ``sys.path`` that hold the checks.
     """
     in_folders: dict[Path, list[Path]] = {}
@@ -306,16 +317,23 @@ def library_copies() -> tuple[dict[Path, list[Path]], list[Path]]:
             copies = sorted(e for e in folder.iterdir() if _is_library_copy(e))
             if copies:
                 in_folders[folder] = copies
-    others = []
+    found = []
     listed = {c for copies in in_folders.values() for c in copies}
-    if (PACKAGE.parent / "pyproject.toml").is_file():  # a checkout: its build folders too
-        others.append(PACKAGE.parent)
-    elif PACKAGE not in listed and PACKAGE.is_dir():  # (in a zip: the zip, below)
-        others.append(PACKAGE)
+    for package in (PACKAGE, GRADER):
+        if (package.parent / "pyproject.toml").is_file():  # a checkout: its build folders too
+            found.append(package.parent)
+        elif package not in listed and package.is_dir():  # (in a zip: the zip, below)
+            found.append(package)
     for entry in sys.path:
         path = Path(entry) if entry else None
         if path is not None and path.is_file() and _is_library_copy(path):
-            others.append(path.resolve())
+            found.append(path.resolve())
+    # a folder inside another one found (the grader's inside the library's checkout) goes
+    # with it
+    others = []
+    for path in found:
+        if path not in others and not any(path != o and path.is_relative_to(o) for o in found):
+            others.append(path)
     return in_folders, others
 
 
@@ -324,9 +342,10 @@ _STUDENT_LIBRARY_LOCK = threading.Lock()
 
 
 def student_library() -> Path:
-    """A prepared copy of the ``stablernn_lib`` folder without ``homework/questions``
-    (made once per process, removed at its exit), readable by every user: the library
-    the student processes import, bound read-only in the sandbox."""
+    """A prepared copy of the ``stablernn_lib`` folder without ``homework/questions``, and
+    beside it a ``stablernn_grader`` folder of :data:`SANDBOX_MODULES` only (made once per
+    process, removed at its exit), readable by every user: what the helper processes
+    import, bound read-only in the sandbox. Returns the library's copy."""
     with _STUDENT_LIBRARY_LOCK:
         copy = _STUDENT_LIBRARY.get(PACKAGE)
         if copy is not None and copy.is_dir():
@@ -343,7 +362,12 @@ def student_library() -> Path:
             shutil.copytree(PACKAGE, copy, ignore=left_out, symlinks=False)
         else:  # imported from a zip (a zipapp): its files, read through importlib
             _extract(importlib.resources.files(PACKAGE.name), copy, "")
-        for here, _folders, files in os.walk(copy):
+        grader = top / GRADER.name
+        grader.mkdir()
+        modules = importlib.resources.files(GRADER.name)
+        for name in SANDBOX_MODULES:
+            (grader / name).write_bytes(modules.joinpath(name).read_bytes())
+        for here, _folders, files in os.walk(top):
             os.chmod(here, 0o755)
             for name in files:
                 os.chmod(os.path.join(here, name), 0o644)
@@ -423,7 +447,8 @@ class Isolation:
         return self.kind == "bubblewrap"
 
     def library_path(self) -> str:
-        """The folder on ``sys.path`` that holds ``stablernn_lib`` in the student process."""
+        """The folder first on ``sys.path`` in the student process: in the sandbox, the one
+        that holds the prepared ``stablernn_lib`` and ``stablernn_grader``."""
         return LIBRARY_INSIDE if self.sandboxed else str(PACKAGE.parent)
 
     def workdir_inside(self, workdir: Path) -> str:
@@ -440,13 +465,13 @@ class Isolation:
         """The command line of one helper process for the submission copied to ``workdir``.
 
         ``entry``: the module whose ``main`` runs (``sandbox``: the student process;
-        ``reader``: the reader of :mod:`stablernn_lib.homework.reader`); ``notebook_fd``:
+        ``reader``: the reader of :mod:`stablernn_grader.reader`); ``notebook_fd``:
         an open file whose bytes become ``/submission/submission.ipynb`` in the sandbox;
         ``scratch_bytes``: the size of each of the sandbox's ``/tmp`` and ``/submission``.
         """
         launcher = (
             "import sys; sys.path.insert(0, sys.argv[1]); "
-            f"from stablernn_lib.homework.{entry} import main; main()"
+            f"from stablernn_grader.{entry} import main; main()"
         )
         python = [sys.executable, "-I", "-c", launcher, self.library_path()]
         if not self.sandboxed:
@@ -469,6 +494,7 @@ class Isolation:
         args += ["--perms", "1777", *size, "--tmpfs", "/tmp"]
         args += self._interpreter_mounts()
         _bind(args, student_library(), f"{LIBRARY_INSIDE}/{PACKAGE.name}")
+        _bind(args, student_library().parent / GRADER.name, f"{LIBRARY_INSIDE}/{GRADER.name}")
         args += ["--perms", "0777", *size, "--tmpfs", SUBMISSION_INSIDE]
         if notebook_fd is not None:
             args += [

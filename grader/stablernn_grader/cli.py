@@ -1,10 +1,7 @@
-"""``python -m stablernn_lib homework COMMAND``: the instructor's commands.
+"""``python -m stablernn_grader COMMAND``: the instructor's commands.
 
-``student-edition``, ``grade`` (a folder, or a Canvas download with ``--canvas-csv``),
-``canvas-csv``, ``gradescope`` (an autograder zip), ``questions``, ``sync-colab``.
-
-The commands import nbclient, nbformat and PyYAML (the ``book`` extra) only when they
-run, so that the other commands of ``python -m stablernn_lib`` work without them.
+``grade`` (a folder, or a Canvas download with ``--canvas-csv``), ``canvas-csv``,
+``gradescope`` (an autograder zip), ``questions`` (the table of questions).
 """
 
 from __future__ import annotations
@@ -49,26 +46,11 @@ def questions_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _student_edition(args: argparse.Namespace) -> int:
-    from stablernn_lib.homework.student_edition import build_student_edition
-
-    written = build_student_edition(
-        args.root,
-        args.out,
-        execute=args.execute,
-        repository_url=args.repository_url,
-        branch=args.branch,
-    )
-    print(f"wrote the student edition ({len(written)} files) to {args.out}")
-    print(f"build it with: jupyter-book build {args.out} -W")
-    return 0
-
-
 def _check_canvas_options(args: argparse.Namespace) -> None:
     """Refuse a Canvas gradebook that cannot be written before grading, not after."""
-    from stablernn_lib.homework.canvas import canvas_files, canvas_strays, read_manual_sheet
+    from stablernn_grader.canvas import canvas_files, canvas_strays, read_manual_sheet
+    from stablernn_grader.submissions import one_line
     from stablernn_lib.homework.registry import get_homework
-    from stablernn_lib.homework.submissions import one_line
 
     if args.canvas_csv is None:
         raise ValueError("--include-manual needs --canvas-csv FILE (the gradebook it fills)")
@@ -94,7 +76,7 @@ def _check_canvas_options(args: argparse.Namespace) -> None:
 
 
 def _write_canvas_csv(args: argparse.Namespace, scores: Path) -> None:
-    from stablernn_lib.homework.canvas import write_gradebook
+    from stablernn_grader.canvas import write_gradebook
 
     rows = write_gradebook(
         args.submissions,
@@ -115,7 +97,7 @@ def _canvas_csv(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from stablernn_lib.homework.grading import Limits, grade_submissions, one_line
+    from stablernn_grader.grading import Limits, grade_submissions, one_line
 
     if args.canvas_csv is not None or args.include_manual is not None:
         _check_canvas_options(args)
@@ -137,7 +119,7 @@ def _grade(args: argparse.Namespace) -> int:
         student, name, status = one_line(s.student), one_line(s.path.name), one_line(s.status)
         print(f"{student:20s} {name:40s} {s.auto_points:6g}  {status}")  # no control characters
     print(f"wrote {Path(args.out) / 'scores.csv'} and {len(submissions)} reports")
-    from stablernn_lib.homework.canvas import console_notes
+    from stablernn_grader.canvas import console_notes
 
     for note in console_notes(args.submissions):  # a Canvas download's late and odd files
         print(note)
@@ -147,7 +129,7 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _gradescope(args: argparse.Namespace) -> int:
-    from stablernn_lib.homework.gradescope import build_autograder, uncommitted_library_changes
+    from stablernn_grader.gradescope import build_autograder, uncommitted_library_changes
 
     out = build_autograder(
         args.homework, args.out, repository=args.repository_url, commit=args.commit
@@ -155,8 +137,8 @@ def _gradescope(args: argparse.Namespace) -> int:
     changed = [] if args.commit else uncommitted_library_changes()
     if changed:
         print(
-            f"WARNING: {len(changed)} files of stablernn_lib differ from the commit the zip "
-            f"installs (e.g. {changed[0]}): Gradescope grades with the committed library"
+            f"WARNING: {len(changed)} files of stablernn_lib or grader/ differ from the commit "
+            f"the zip installs (e.g. {changed[0]}): Gradescope grades with the committed library"
         )
     print(f"wrote {out}: upload it in Gradescope's Configure Autograder (instructor.md)")
     return 0
@@ -165,14 +147,6 @@ def _gradescope(args: argparse.Namespace) -> int:
 def _questions(args: argparse.Namespace) -> int:
     print(homework_summary_markdown())
     print(questions_markdown(), end="")
-    return 0
-
-
-def _sync_colab(args: argparse.Namespace) -> int:
-    from stablernn_lib.homework.notebooks import sync_colab_cells
-
-    changed = sync_colab_cells(args.root)
-    print(f"updated the Colab cell of {len(changed)} homework notebooks")
     return 0
 
 
@@ -198,28 +172,8 @@ def _canvas_arguments(parser: argparse.ArgumentParser, required: bool = False) -
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``homework`` and its subcommands to the ``python -m stablernn_lib`` parser."""
-    parser = subparsers.add_parser("homework", help="student editions and grading")
-    commands = parser.add_subparsers(dest="homework_command", required=True)
-
-    edition = commands.add_parser("student-edition", help="write the student edition of the book")
-    edition.add_argument("--out", type=Path, default=Path("student"), help="output folder")
-    edition.add_argument("--root", type=Path, default=Path("."), help="the book's source folder")
-    edition.add_argument(
-        "--execute",
-        choices=("config", "homework", "off"),
-        default="config",
-        help="config: execute as the book does; homework: only the homework notebooks; off",
-    )
-    edition.add_argument(
-        "--repository-url",
-        help="repository the student site is published to (default: the book's repository)",
-    )
-    edition.add_argument(
-        "--branch", help="branch the student site is published to (default: gh-pages)"
-    )
-    edition.set_defaults(func=_student_edition)
-
+    """Add ``grade``, ``canvas-csv``, ``gradescope`` and ``questions`` to ``subparsers``."""
+    commands = subparsers
     grade = commands.add_parser("grade", help="grade a folder of submitted notebooks")
     grade.add_argument("submissions", type=Path, help="folder of STUDENT/*.ipynb or STUDENT.ipynb")
     grade.add_argument("--out", type=Path, required=True, help="folder for scores.csv and reports")
@@ -274,9 +228,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     table = commands.add_parser("questions", help="print the table of questions (Markdown)")
     table.set_defaults(func=_questions)
-
-    sync = commands.add_parser(
-        "sync-colab", help="copy Chapter 1's Colab setup cell into every homework notebook"
-    )
-    sync.add_argument("--root", type=Path, default=Path("."), help="the book's source folder")
-    sync.set_defaults(func=_sync_colab)

@@ -1,0 +1,51 @@
+"""The cells of a homework notebook: their tags and the question each belongs to.
+
+A code cell tagged ``solution`` (with ``{"homework": {"question": "hw04.q1"}}`` metadata)
+defines a question's function; a code cell tagged ``check`` calls ``check(...)``; a
+Markdown cell tagged ``answer`` holds a proof question's answer, which the student
+edition replaces by :data:`ANSWER_PLACEHOLDER`; cells tagged ``rubric`` or
+``instructor`` are the instructor's only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SOLUTION_TAG = "solution"
+CHECK_TAG = "check"
+COLAB_TAG = "colab-setup"
+ANSWER_TAG = "answer"
+REMOVED_TAGS = frozenset({"rubric", "instructor"})
+ANSWER_PLACEHOLDER = (
+    "**Your answer.** _Replace this text with your answer (Markdown, with LaTeX between "
+    "dollar signs)._"
+)
+# Placeholders of earlier student editions: submissions made from them still strip them.
+FORMER_ANSWER_PLACEHOLDERS = (
+    "**Your answer.** _Replace this text with your proof (Markdown, with LaTeX between "
+    "dollar signs)._",
+)
+
+
+def tags(cell: dict[str, Any]) -> list[str]:
+    """The cell's tags (an empty list when it has none)."""
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def question_of(cell: dict[str, Any]) -> str | None:
+    """The question id in the cell's ``homework`` metadata, if any."""
+    return cell.get("metadata", {}).get("homework", {}).get("question")
+
+
+def is_solution_cell(cell: dict[str, Any]) -> bool:
+    return cell["cell_type"] == "code" and SOLUTION_TAG in tags(cell)
+
+
+def is_check_cell(cell: dict[str, Any]) -> bool:
+    return cell["cell_type"] == "code" and (
+        CHECK_TAG in tags(cell) or cell["source"].lstrip().startswith("check(")
+    )
+
+
+def is_answer_cell(cell: dict[str, Any]) -> bool:
+    return cell["cell_type"] == "markdown" and ANSWER_TAG in tags(cell)
