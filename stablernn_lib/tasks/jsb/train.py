@@ -22,9 +22,8 @@ forward never calls, is the labelled ablation ``MusicConfig.input_encoder``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -304,21 +303,13 @@ def pad_rolls(rolls: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
 
 
 @torch.no_grad()
-def step_nlls(model: MusicModel, rolls: list[Tensor]) -> tuple[Tensor, Tensor]:
-    """Per-step NLL ``(T-1, N)`` of every chorale (all at once) and the mask of real steps."""
+def evaluate_nll(model: MusicModel, rolls: list[Tensor]) -> float:
+    """NLL per time step (nats, summed over the 88 keys) over every predicted step: a
+    chorale of ``T`` frames gives the ``T - 1`` predictions of frames ``2..T``."""
     model.eval()
     inputs, targets, mask = pad_rolls(rolls)
     outputs, _ = model.recur(model.embed(inputs))
-    return model.token_nll(outputs, targets), mask
-
-
-def evaluate_nll(model: MusicModel, rolls: list[Tensor]) -> float:
-    """NLL per time step (nats, summed over the 88 keys), over every predicted step.
-
-    A chorale of ``T`` frames contributes the ``T - 1`` predictions of frames ``2..T``
-    from the frames before, as in the authors' evaluation.
-    """
-    nll, mask = step_nlls(model, rolls)
+    nll = model.token_nll(outputs, targets)
     return float(nll[mask].sum() / mask.sum())
 
 
@@ -421,19 +412,12 @@ def train_music_model(
     on_step: Any = None,
     stop_below_lr: float | None = None,
 ) -> dict[str, Any]:
-    """Train one JSB model (``"rnn"`` or ``"lstm"``; a variant of ``VARIANTS``).
-
-    ``rolls`` (else ``data_dir`` / ``$STABLERNN_DATA`` / download) gives the data.
-    ``on_step(step, model)`` is called after every optimizer step (and projection).
-    Returns the result written to ``result.json`` in the run folder (``status``
-    ``"completed"`` or ``"interrupted"``); a completed run of a published config (one equal
-    to :func:`~stablernn_lib.tasks.training.published_config` of its name) also writes it to
-    ``results_dir`` (default ``data/results/jsb``) at :func:`result_file_name`.
-
-    ``stop_below_lr``: end the run (as completed, recorded in ``stopped_early``) at the
-    start of an epoch (after the first) whose learning rate is below it
-    (:meth:`~stablernn_lib.tasks.checkpoints.RunFolder.lr_below` bounds what the skipped
-    epochs could change).
+    """Train one JSB model (``"rnn"`` or ``"lstm"``, a variant of ``VARIANTS``) in its run
+    folder and return the result written to ``result.json`` (``status`` ``"completed"`` or
+    ``"interrupted"``); a completed run of a published config also writes it to
+    ``results_dir`` (default ``data/results/jsb``) at :func:`result_file_name`.  ``rolls``
+    default to :func:`~stablernn_lib.tasks.jsb.data.load_jsb` of ``data_dir``; ``on_step`` and
+    ``stop_below_lr``: :func:`~stablernn_lib.tasks.training.train`.
     """
     cell = check_cell(model)
     variant = check_variant(cell, variant)
@@ -485,13 +469,7 @@ def train_music_model(
 
 def load_music_model(run_dir: str | Path) -> MusicModel:
     """The best model saved by :func:`train_music_model` in ``run_dir`` (eval mode)."""
-    path = Path(run_dir) / "model.pt"
-    if not path.is_file():
-        raise ValueError(
-            f"{path} does not exist; train the model first "
-            "(python -m stablernn_lib train-music ...) and let it finish"
-        )
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    saved = checkpoints.load_best_model(run_dir, "train-music")
     config = MusicConfig(**saved["config"])
     model = build_music_model(saved["model"], saved["variant"], config)
     model.load_state_dict(saved["state_dict"])
@@ -501,11 +479,7 @@ def load_music_model(run_dir: str | Path) -> MusicModel:
 def _command(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    config = get_config(args.config)
-    if args.seed is not None:  # config <name>-seed<N>, published under its seed<N>/ folder
-        config = training.with_seed(config, args.seed)
-    if args.epochs is not None:
-        config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
+    config = training.config_of_arguments(args, get_config)
     variant = args.variant or ("stable" if args.stable else "unconstrained")
     result = train_music_model(
         args.model,
@@ -517,8 +491,7 @@ def _command(args: argparse.Namespace) -> int:
         stop_below_lr=args.stop_below_lr,
     )
     keys = ("model", "variant", "status", "best_val_nll", "best_epoch", "wall_seconds", "test_nll")
-    print(json.dumps({k: result[k] for k in keys if k in result}, indent=2))
-    return 0 if result["status"] == "completed" else 130
+    return training.print_summary(result, keys)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -528,30 +501,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train an RNN or LSTM on JSB Chorales (Chapter 9)",
         description="Train a polyphonic-music model on JSB Chorales like the authors (Chapter 9).",
     )
-    parser.add_argument("--model", choices=["rnn", "lstm"], required=True)
-    parser.add_argument("--stable", action="store_true", help="project after every step")
+    training.add_run_arguments(parser, CONFIGS, "folder of JSB_Chorales.mat", "data/runs/jsb")
     parser.add_argument(
         "--variant",
         choices=VARIANTS,
         default=None,
         help="instead of --stable: 'authors-bug' reproduces the authors' non-recurrent LSTM",
     )
-    parser.add_argument("--config", choices=sorted(CONFIGS), default="smoke")
-    parser.add_argument("--epochs", type=int, default=None, help="override the config's epochs")
-    parser.add_argument(
-        "--seed", type=int, default=None, help="another seed (config <name>-seed<N>)"
-    )
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
     parser.add_argument(
         "--stop-below-lr",
         type=float,
         default=None,
         help="end the run once the lr has decayed below this (default: run every epoch)",
     )
-    parser.add_argument(
-        "--data", default=None, help="folder of JSB_Chorales.mat (default $STABLERNN_DATA)"
-    )
-    parser.add_argument("--out", default=None, help="run folder (default data/runs/jsb/...)")
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's)"
     )

@@ -16,7 +16,6 @@ also writes its result under ``data/results/wikitext2`` (:func:`results_folder`)
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -47,6 +46,7 @@ from stablernn_lib.tasks.wikitext2.model import (
     perplexity,
     project_stable_,
 )
+from stablernn_lib.tasks.wikitext2.variants import variant_name
 
 RUNS_DIR = training.DATA_ROOT / "runs" / "wikitext2"
 RESULTS_DIR = results_path("wikitext2")  # committed results, in the checkout or the package
@@ -215,7 +215,7 @@ def published_result_path(
     if config != training.published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
         return None
     where = Path(results_dir) if results_dir is not None else results_folder(config.name)
-    return where / f"{cell}-{'stable' if stable else 'unconstrained'}.json"
+    return where / f"{variant_name(cell, stable)}.json"
 
 
 # How a stable RNN is projected after every step: "exact" (an SVD or eigendecomposition,
@@ -230,7 +230,7 @@ def get_config(config: str | LMConfig) -> LMConfig:
 
 
 def run_name(model: str, stable: bool, config: LMConfig) -> str:
-    return f"{model}-{'stable' if stable else 'unconstrained'}-{config.name}"
+    return f"{variant_name(model, stable)}-{config.name}"
 
 
 def prepare_corpus(config: LMConfig, corpus: Corpus | None, data_dir: str | Path | None) -> Corpus:
@@ -373,21 +373,12 @@ def train_language_model(
     projection: str = "exact",
     stop_at: float | None = None,
 ) -> dict[str, Any]:
-    """Train one model (``"rnn"`` or ``"lstm"``, stable or not) and return its result.
-
-    ``corpus`` (else ``data_dir`` / ``$STABLERNN_DATA`` / download) gives the
-    data.  ``on_step(step, model)`` is called after every optimizer step (tests use
-    it to interrupt or sabotage a run).  Besides the checkpoint after every epoch, one
-    is written mid-epoch every ``checkpoint_every`` seconds (None: never), so that a
-    killed run loses at most that much work.  Returns the result dictionary that is
-    also written to ``result.json`` (``status`` is ``"completed"`` or
-    ``"interrupted"``).  ``results_dir``: where a ``full`` or ``cpu`` run's result is
-    also written (default ``data/results/wikitext2`` and its ``cpu/`` folder; other
-    configs write none there).  ``step``: how each step is taken (default the plain step;
-    :class:`~stablernn_lib.tasks.fast_step.FastStep` for the fast one); ``projection``: how a
-    stable RNN is projected (``PROJECTIONS``).  Both are recorded in the result, with the
-    mean milliseconds a training step took.  ``stop_at``: a ``time.monotonic()`` deadline
-    at which the run stops, resumable, as ``"interrupted"``.
+    """Train one model (``"rnn"`` or ``"lstm"``, stable or not) in its run folder and return
+    the result written to ``result.json`` (``status`` ``"completed"`` or ``"interrupted"``);
+    a completed run of a published config also writes it under ``results_dir`` (default
+    :func:`results_folder`).  ``corpus`` defaults to :func:`load_wikitext2` of ``data_dir``;
+    ``projection``: ``PROJECTIONS``; ``on_step``, ``checkpoint_every`` (seconds between
+    mid-epoch checkpoints), ``step`` and ``stop_at``: :func:`~stablernn_lib.tasks.training.train`.
     """
     cell = check_cell(model)
     config = get_config(config)
@@ -412,33 +403,14 @@ def train_language_model(
         step=step,
         stop_at=stop_at,
     )
-    trained_seconds = sum(epoch["epoch_seconds"] for epoch in state["history"])
-    result: dict[str, Any] = {
-        "task": "wikitext2",
-        "model": cell,
-        "stable": stable,
-        "status": status,
-        "config": asdict(config),
-        "seed": config.seed,
-        "corpus": data.source,
-        "vocab_size": data.vocab_size,
-        "provenance": checkpoints.run_provenance(state, device),
-        "wall_seconds": state["wall_seconds"],
-        "epochs": state["history"],
-        "best_val_loss": state["best_val_loss"],
-        "best_val_ppl": perplexity(state["best_val_loss"]),
-        "stopped_early": state.get("stopped_early"),
-        "step_implementation": (step or PlainStep()).description,
-        "projection": projection if stable and cell == "rnn" else None,
-        "mean_step_ms": 1000
-        * trained_seconds
-        / max(1, len(state["history"]))
-        / task.steps_per_epoch,
-    }
+    result = model_result(task, status, state, device, state)
+    result.update(
+        corpus=data.source,
+        stopped_early=state.get("stopped_early"),
+        **step_record(step, state, task),
+    )
     if status == "completed":
         checkpoints.save_best_model(task, state, out / "model.pt", vocab_size=data.vocab_size)
-        test_loss = evaluate_loss(task.model, task.test_source, config.bptt)
-        result.update(test_loss=test_loss, test_ppl=perplexity(test_loss))
         published = published_result_path(config, cell, stable, results_dir)
         if published is not None:
             atomic_write_json(published, result)
@@ -446,17 +418,54 @@ def train_language_model(
     return result
 
 
+def model_result(
+    task: LanguageModelTask,
+    status: str,
+    state: dict[str, Any],
+    device: torch.device,
+    record: dict[str, Any],
+) -> dict[str, Any]:
+    """The result of one model trained alone or in a group: ``record`` holds its ``history``,
+    ``best_val_loss`` and ``best_model_state`` (the loop's progress, or a group member's);
+    once completed, the best weights are loaded and scored on the test set."""
+    result: dict[str, Any] = {
+        "task": "wikitext2",
+        "model": task.model.cell,
+        "stable": task.stable,
+        "status": status,
+        "config": asdict(task.config),
+        "seed": task.config.seed,
+        "vocab_size": task.vocab_size,
+        "provenance": checkpoints.run_provenance(state, device),
+        "wall_seconds": state["wall_seconds"],
+        "epochs": record["history"],
+        "best_val_loss": record["best_val_loss"],
+        "best_val_ppl": perplexity(record["best_val_loss"]),
+        "projection": task.projection if task.stable and task.model.cell == "rnn" else None,
+    }
+    if status == "completed" and record["best_model_state"] is not None:
+        task.model.load_state_dict(record["best_model_state"])
+        test_loss = evaluate_loss(task.model, task.test_source, task.config.bptt)
+        result.update(test_loss=test_loss, test_ppl=perplexity(test_loss))
+    return result
+
+
+def step_record(
+    step: PlainStep | FastStep | None, state: dict[str, Any], task: training.Task
+) -> dict[str, Any]:
+    """How the steps were taken, and the mean milliseconds a training step took."""
+    seconds = sum(epoch["epoch_seconds"] for epoch in state["history"])
+    return {
+        "step_implementation": (step or PlainStep()).description,
+        "mean_step_ms": 1000 * seconds / max(1, len(state["history"])) / task.steps_per_epoch,
+    }
+
+
 def load_trained_model(
     run_dir: str | Path, device: str | torch.device = "cpu"
 ) -> WordLanguageModel:
     """The best model saved by :func:`train_language_model` in ``run_dir`` (eval mode)."""
-    path = Path(run_dir) / "model.pt"
-    if not path.is_file():
-        raise ValueError(
-            f"{path} does not exist; train the model first (python -m stablernn_lib train ...) "
-            "and let it finish"
-        )
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    saved = checkpoints.load_best_model(run_dir, "train")
     config = LMConfig(**saved["config"])
     config = replace(config, adaptive_cutoffs=tuple(config.adaptive_cutoffs))
     model = _model_of(saved["model"], saved["stable"], config, saved["vocab_size"])
@@ -469,11 +478,7 @@ def _default_device() -> torch.device:
 
 
 def _command(args: argparse.Namespace) -> int:
-    config = get_config(args.config)
-    if args.seed is not None:  # config <name>-seed<N>, published under its seed<N>/ folder
-        config = training.with_seed(config, args.seed)
-    if args.epochs is not None:  # another config: its own run folder, never published
-        config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
+    config = training.config_of_arguments(args, get_config)
     if config.name.startswith("full") and args.device is None and _default_device().type == "cpu":
         refuse_paper_scale_on_cpu(
             f"the {config.name} config trains paper-size models with a plain softmax, many "
@@ -490,11 +495,8 @@ def _command(args: argparse.Namespace) -> int:
         resume=args.resume,
         device=args.device,
     )
-    summary = {k: result[k] for k in ("model", "stable", "status", "best_val_ppl", "wall_seconds")}
-    if "test_ppl" in result:
-        summary["test_ppl"] = result["test_ppl"]
-    print(json.dumps(summary, indent=2))
-    return 0 if result["status"] == "completed" else 130
+    keys = ("model", "stable", "status", "best_val_ppl", "wall_seconds", "test_ppl")
+    return training.print_summary(result, keys)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -505,15 +507,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train an RNN or LSTM language model on WikiText-2 (Chapter 8).",
     )
     parser.add_argument("--task", choices=["wikitext2"], default="wikitext2")
-    parser.add_argument("--model", choices=["rnn", "lstm"], required=True)
-    parser.add_argument("--stable", action="store_true", help="project after every step")
-    parser.add_argument("--config", choices=sorted(CONFIGS), default="smoke")
-    parser.add_argument("--epochs", type=int, default=None, help="override the config's epochs")
-    parser.add_argument(
-        "--seed", type=int, default=None, help="another seed (config <name>-seed<N>)"
-    )
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
-    parser.add_argument("--data", default=None, help="WikiText-2 folder (default $STABLERNN_DATA)")
-    parser.add_argument("--out", default=None, help="run folder (default data/runs/wikitext2/...)")
+    training.add_run_arguments(parser, CONFIGS, "WikiText-2 folder", "data/runs/wikitext2")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     parser.set_defaults(func=_command)
