@@ -65,16 +65,11 @@ class PianoRolls:
     test: list[Tensor]
     source: str
 
-    def split(self, name: str) -> list[Tensor]:
-        if name not in MAT_KEYS:
-            raise ValueError(f"unknown split {name!r}; use one of {list(MAT_KEYS)}")
-        return getattr(self, name)
-
     def sizes(self) -> dict[str, tuple[int, int]]:
         """(sequences, time steps) of every split."""
+        splits = {"train": self.train, "valid": self.valid, "test": self.test}
         return {
-            name: (len(rolls), sum(r.shape[0] for r in rolls))
-            for name, rolls in ((n, self.split(n)) for n in MAT_KEYS)
+            name: (len(split), sum(r.shape[0] for r in split)) for name, split in splits.items()
         }
 
 
@@ -115,12 +110,8 @@ def write_synthetic_jsb(
     length: tuple[int, int] = (12, 30),
     seed: int = 0,
 ) -> Path:
-    """Write a small ``.mat`` file with JSB's layout: chords that move by a fixed rule.
-
-    Each sequence starts on a random three-note chord and moves it up two keys a
-    step (wrapping around 88), holding it for one or two steps at random, so a
-    recurrent model learns it quickly.  For tests and offline demos.
-    """
+    """Write a small ``.mat`` file with JSB's layout (for tests): three-note chords moving up
+    two keys a step (wrapping around 88), each held one or two steps at random."""
     from scipy.io import savemat
 
     generator = np.random.default_rng(seed)

@@ -111,11 +111,8 @@ def download_verified(
     expected_sha256: str,
     urlopen: Callable = urllib.request.urlopen,
 ) -> Path:
-    """Download ``url`` to ``destination``, keeping it only if the sha256 matches.
-
-    The bytes go to ``destination + ".part"``, which is renamed into place once
-    verified and deleted on any failure, so a failed download leaves nothing.
-    """
+    """Download ``url`` to ``destination`` through ``<name>.part``, renamed into place only
+    once its sha256 matches and deleted on any failure."""
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     partial = destination.with_name(destination.name + ".part")
@@ -231,12 +228,8 @@ class Corpus:
         return len(self.dictionary)
 
     def restricted(self, vocab_size: int, train_tokens: int | None = None) -> Corpus:
-        """A copy keeping the ``vocab_size - 1`` most frequent training words plus ``<unk>``.
-
-        Every other word becomes ``<unk>`` (ids are re-numbered by frequency).
-        Frequencies are counted on the first ``train_tokens`` training tokens.
-        Used by the CPU smoke configuration to make the softmax cheaper.
-        """
+        """A copy keeping the ``vocab_size - 1`` most frequent words of the first
+        ``train_tokens`` training tokens; every other word becomes ``<unk>`` (ids by frequency)."""
         if vocab_size < 2:
             raise ValueError(f"vocab_size must be >= 2 (a word and <unk>), got {vocab_size}")
         counts = torch.bincount(self.train[:train_tokens], minlength=self.vocab_size)
@@ -304,12 +297,8 @@ def get_batch(source: Tensor, start: int, bptt: int) -> tuple[Tensor, Tensor]:
 
 
 def batch_starts(rows: int, bptt: int) -> range:
-    """The first row of each BPTT window of a batchified source of ``rows`` rows.
-
-    Windows start every ``bptt`` rows; the last one is shorter when ``bptt`` does
-    not divide ``rows - 1`` (the last row is only ever a target).  ``len`` of the
-    result is the number of training steps in one epoch.
-    """
+    """The first row of each BPTT window of a ``rows``-row source: one a training step, every
+    ``bptt`` rows (the last shorter; the last row is only ever a target)."""
     return range(0, rows - 1, bptt)
 
 
@@ -319,12 +308,8 @@ def write_synthetic_corpus(
     lines: tuple[int, int, int] = (400, 60, 60),
     seed: int = 0,
 ) -> Path:
-    """Write a small WikiText-like corpus (``train/valid/test.txt``) to ``folder``.
-
-    Words ``w0 .. w{V-1}`` follow a sparse Markov chain (each word is followed by
-    one of three successors, most often the first), lines have 5 to 20 words.
-    A model can learn it fast, so tests and offline demos can train on it.
-    """
+    """Write a small WikiText-like corpus (``train/valid/test.txt``) to ``folder``: lines of
+    5 to 20 words ``w0 .. w{V-1}`` from a sparse Markov chain, quick to learn (for tests)."""
     if vocab_size < 4:
         raise ValueError(f"vocab_size must be >= 4, got {vocab_size}")
     generator = torch.Generator().manual_seed(seed)
