@@ -1,24 +1,14 @@
 """The run folder of a training run: its progress, checkpoints, resume and stop requests.
 
-A run folder ``out`` holds ``checkpoint.pt`` (weights, optimizer, the task's extra state,
-the progress of :func:`new_progress` and the random-number state; written atomically),
-``metrics.jsonl`` (one line per finished epoch) and, once the task writes them,
-``model.pt`` and ``result.json``.  :class:`RunFolder` is what the loop of
-:mod:`stablernn_lib.tasks.training` calls at its clear points:
-
-* entering it: a new progress, or the checkpoint's when resuming (weights, optimizer,
-  position in the epoch, carried state, random-number state), so that a resumed run
-  computes exactly what the uninterrupted one computes; Ctrl-C and SIGTERM become a
-  request to stop after the current step (a second Ctrl-C stops at once);
-* before an epoch, :meth:`RunFolder.lr_below`: the run ends, completed, once the learning
-  rate is below ``stop_below_lr``.  A clipped SGD step moves the weights by at most
-  ``lr * clip`` (a projection onto a convex set holding the previous iterate moves them
-  no further), so the skipped epochs could have moved them by at most
-  ``epochs_left * steps_per_epoch * lr * clip``, which is recorded;
-* after a step, :meth:`RunFolder.should_save`: a stop request, the ``stop_at`` deadline
-  (a ``time.monotonic()`` time) or ``checkpoint_every`` seconds since the last save;
-  then :meth:`RunFolder.save_mid_epoch`;
-* after an epoch, :meth:`RunFolder.keep_best` and :meth:`RunFolder.end_epoch`.
+A run folder holds ``checkpoint.pt`` (weights, optimizer, the task's extra state, the
+progress of :func:`new_progress`, the random-number state; written atomically),
+``metrics.jsonl`` (a line per epoch), then ``model.pt`` and ``result.json``.  A resumed
+run computes exactly what the uninterrupted one does; Ctrl-C and SIGTERM ask to stop
+after the current step (a second Ctrl-C stops at once).  ``stop_below_lr`` ends a run
+whose learning rate fell below it: a clipped SGD step moves the weights by at most
+``lr * clip`` (a projection onto a convex set holding the previous iterate moves them no
+further), so the skipped epochs could have changed them by at most
+``epochs_left * steps_per_epoch * lr * clip``, which is recorded.
 """
 
 from __future__ import annotations
@@ -122,10 +112,8 @@ def finished_or_fresh(
 
 
 def run_provenance(state: dict[str, Any], device: torch.device | str | None) -> dict[str, Any]:
-    """:func:`~stablernn_lib.core.io.provenance` of a result written now, plus
-    ``trained_at_commits``: the checkout of each session that trained the run (the first
-    and every resume that moved to another commit), since ``git_commit`` is the one at
-    write time."""
+    """:func:`~stablernn_lib.core.io.provenance` of a result written now, plus the checkouts
+    that trained the run (``trained_at_commits``: its first session and every other commit)."""
     return {**provenance(device), "trained_at_commits": list(state["trained_at_commits"])}
 
 
@@ -142,6 +130,17 @@ def save_best_model(task: Any, state: dict[str, Any], path: Path, **saved: Any) 
         },
         path,
     )
+
+
+def load_best_model(run_dir: str | Path, command: str) -> dict[str, Any]:
+    """What :func:`save_best_model` saved in ``run_dir``; ``command`` trains such a run."""
+    path = Path(run_dir) / "model.pt"
+    if not path.is_file():
+        raise ValueError(
+            f"{path} does not exist; train the model first (python -m stablernn_lib {command} "
+            "...) and let it finish"
+        )
+    return torch.load(path, map_location="cpu", weights_only=False)
 
 
 def moved(state: Any, device: torch.device) -> Any:

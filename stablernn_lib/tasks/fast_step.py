@@ -1,35 +1,15 @@
 """How the training loop takes one optimizer step: the plain step or the fast one.
 
-:func:`~stablernn_lib.tasks.training.train` is the one loop of the course; it calls a step
-implementation for every step and reads the step's loss on the host every
-``sync_every`` steps (checking for divergence and summing the epoch's loss there):
-
-* :class:`PlainStep` (``sync_every = 1``): zero the gradients, the task's loss (read on
-  the host, a synchronization on a GPU), stop before the update when it diverged,
-  backward, clip the global gradient norm, the optimizer's step, the task's projection;
-* :class:`FastStep`: the same operations in the same order, with the loss kept on the
-  device and read every ``sync_every`` steps (a divergence is caught within that many
-  steps, before any checkpoint), and, on CUDA, one of
-
-  - ``mode="graph"``: the whole step (forward, backward, clip, SGD update, projection, the
-    carried state) captured once as a CUDA graph and replayed, the learning rate in a
-    device tensor (so the loop's decay reaches the graph); a batch of another shape (the
-    epoch's last, shorter window) runs eagerly on the same buffers;
-  - ``mode="compile"``: ``torch.compile(mode="reduce-overhead")`` of the forward and loss,
-    clip, update and projection eager;
-  - ``mode="eager"``: no capture (what runs on a CPU; it equals :class:`PlainStep` there
-    step for step, tests/test_fast_training.py).
-
-  ``tf32=True`` lets float32 matrix products on CUDA use TF32 tensor cores (the decoder's;
-  the projections switch it off around themselves, see
-  :func:`~stablernn_lib.tasks.wikitext2.model.full_precision_matmuls`).
-
-Both clip the gradient of each of the optimizer's parameter groups (a model, or a member
-of a group of models) by its own global norm (:func:`clip_each_group`).  A task that a
-fast step trains provides ``batch(index) -> (inputs, targets)``,
-``forward_loss(inputs, targets, carried) -> (mean loss, carried)`` and
-``step_value(loss)``: what the loop reads of a step's loss (a device tensor; a copy, since
-a captured graph overwrites its output), the loss per token or a group's largest.
+Both zero the gradients, compute the task's loss, back-propagate, clip each parameter
+group's gradient by its own global norm, step the optimizer and project.
+:class:`PlainStep` reads the loss on the host every step; :class:`FastStep` keeps it on
+the device and the loop reads it every ``sync_every`` steps, and on CUDA it can capture
+the whole step as a CUDA graph (``mode="graph"``, the learning rate in a device tensor)
+or compile the forward (``mode="compile"``); ``mode="eager"`` equals the plain step.
+``tf32=True`` lets float32 matrix products use TF32 (the projections switch it off).
+A task a fast step trains provides ``batch(index)``, ``forward_loss(inputs, targets,
+carried) -> (mean loss, carried)`` and ``step_value(loss)`` (a device copy of what the
+loop reads).
 """
 
 from __future__ import annotations

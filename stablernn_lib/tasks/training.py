@@ -1,24 +1,18 @@
 """The one training loop of the course; a task plugs in its data, model and metric.
 
-Every task (WikiText-2, JSB Chorales, a group of language models) trains the same way:
-
-* epochs of optimizer steps (SGD or Adam) over the steps of :meth:`Task.epoch_order`; each
-  step minimizes the task's :meth:`Task.loss`, with the global norm of the gradient of
-  each parameter group (a model) clipped to ``clip``, and :meth:`Task.project` runs after
-  every step (a stable variant projects onto its set: projected gradient descent);
-* a step whose loss per token is not finite or exceeds ``diverge_above`` stops the run
-  with :class:`TrainingDivergedError`, leaving the last good checkpoint in place;
-* after every epoch the validation loss; the model with the best one is kept, and the
-  learning rate is divided by ``lr_decay`` when :meth:`Task.should_decay` says so;
-* a tqdm bar within the epoch, one printed line and one line of ``metrics.jsonl`` per epoch.
-
-Checkpoints, resume (bit for bit on a CPU), Ctrl-C and SIGTERM, the deadline and the
-learning-rate stop live in :mod:`stablernn_lib.tasks.checkpoints`, which the loop calls at
-its clear points.  The task builds its result from the progress :func:`train` returns.
+Epochs of optimizer steps over :meth:`Task.epoch_order`, each minimizing
+:meth:`Task.loss` with each parameter group's gradient norm clipped to ``clip`` and
+:meth:`Task.project` after it (projected gradient descent); a loss per token that is not
+finite or above ``diverge_above`` stops the run.  After each epoch the validation loss:
+the best model is kept, the learning rate divided by ``lr_decay`` when
+:meth:`Task.should_decay` says so.  Checkpoints, resume and stop requests:
+:mod:`stablernn_lib.tasks.checkpoints`.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import re
 from collections.abc import Callable, Collection
@@ -84,6 +78,39 @@ def published_config(
     if base not in published:
         return None
     return configs[base] if seed is None else with_seed(configs[base], seed)
+
+
+def add_run_arguments(
+    parser: argparse.ArgumentParser, configs: Collection[str], data: str, runs: str
+) -> None:
+    """The arguments of every training command: model, config, seed, epochs, resume, folders."""
+    parser.add_argument("--model", choices=["rnn", "lstm"], required=True)
+    parser.add_argument("--stable", action="store_true", help="project after every step")
+    parser.add_argument("--config", choices=sorted(configs), default="smoke")
+    parser.add_argument("--epochs", type=int, default=None, help="override the config's epochs")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="another seed (config <name>-seed<N>)"
+    )
+    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    parser.add_argument("--data", default=None, help=f"{data} (default $STABLERNN_DATA)")
+    parser.add_argument("--out", default=None, help=f"run folder (default {runs}/...)")
+
+
+def config_of_arguments(args: argparse.Namespace, get_config: Callable[[str], ConfigT]) -> ConfigT:
+    """The config of ``--config``; with ``--seed N`` config ``<name>-seed<N>`` (published under
+    ``seed<N>/``), with ``--epochs N`` config ``<name>-<N>ep`` (never published)."""
+    config: Any = get_config(args.config)
+    if args.seed is not None:
+        config = with_seed(config, args.seed)
+    if args.epochs is not None:
+        config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
+    return config
+
+
+def print_summary(result: dict[str, Any], keys: Collection[str]) -> int:
+    """Print a result's ``keys`` as JSON; the command's exit status (130: interrupted)."""
+    print(json.dumps({key: result[key] for key in keys if key in result}, indent=2))
+    return 0 if result["status"] == "completed" else 130
 
 
 class TrainingDivergedError(RuntimeError):

@@ -1,18 +1,13 @@
 """The no-memory baseline of JSB Chorales: every key on at its training frequency.
 
-A model that ignores the past predicts key ``j`` of every next frame with one fixed
-probability ``q_j``.  The best such ``q_j`` on the training set is the frequency ``f_j``
-of key ``j`` among the predicted training frames (frames ``2..T`` of every chorale, the
-targets the recurrent models are scored on), and its NLL per time step is
+Key ``j`` of every next frame is predicted with ``q_j = clip(f_j, floor, 1 - floor)``,
+``f_j`` its frequency among the predicted training frames (frames ``2..T``); the NLL per
+time step, in nats summed over the 88 keys, is
 
     NLL = -(1/n) sum_t sum_j [v_{t,j} log q_j + (1 - v_{t,j}) log(1 - q_j)]
 
-in nats summed over the 88 keys, the unit of :func:`~stablernn_lib.tasks.jsb.train.evaluate_nll`.
-``q = clip(f, floor, 1 - floor)``: a key never heard in training would otherwise get
-probability 0 and an infinite NLL the first time it sounds in the test set (on JSB, one
-test frame has such a key; with the default floor it costs ``log(1e6) / 4,648`` nats
-per step).  A model "uses memory" only when it beats this number clearly
-(``beats_baseline`` in ``data/results/criteria.json``).
+(the floor keeps a key never heard in training from an infinite NLL).  A model "uses
+memory" only when it beats this clearly (``beats_baseline`` in ``data/results/criteria.json``).
 """
 
 from __future__ import annotations

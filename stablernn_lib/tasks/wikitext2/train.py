@@ -1,44 +1,21 @@
 """Training word-level language models on WikiText-2, with the authors' procedure.
 
-The procedure is the one of PyTorch's ``word_language_model`` example, which
-the authors extended with a projection after every SGD step:
+PyTorch's ``word_language_model`` procedure: SGD at ``lr``, gradient norm clipped to
+``clip``, ``lr /= lr_decay`` after an epoch without a better validation loss, the best
+model evaluated on the test set; ``batch_size`` contiguous streams read in windows of
+``bptt`` tokens, the state carried across windows (not the gradient) and reset each
+epoch.  A stable model is projected (:func:`~stablernn_lib.tasks.wikitext2.model.project_stable_`)
+at initialization and after every step, on every layer (the authors projected layer 0
+after steps only), so every iterate is a stable model.
 
-* plain SGD at learning rate ``lr``; the gradient's global norm clipped to ``clip``;
-* after every epoch, validation loss; when it does not improve, ``lr /= lr_decay``;
-  the model with the best validation loss is kept and evaluated on the test set;
-* the training stream is cut into ``batch_size`` contiguous streams and read in
-  windows of ``bptt`` tokens; the state is carried from window to window (the
-  gradient is not) and reset to zero at the start of each epoch;
-* the stable variant calls :func:`~stablernn_lib.tasks.wikitext2.model.project_stable_`
-  once at initialization and after every optimizer step.  This differs from the
-  authors' code, which projects layer 0 only and not at initialization: the
-  course projects every layer (a stack is contractive when every layer is) and
-  starts inside the stable set, so that every iterate is a stable model, as in
-  the projected gradient descent of the theory.
-
-Robustness (:mod:`stablernn_lib.tasks.checkpoints`, called by the one loop of
-:mod:`stablernn_lib.tasks.training`): a checkpoint is written atomically after every
-epoch, every ``checkpoint_every`` seconds mid-epoch, and when a run is interrupted
-(Ctrl-C, SIGTERM or the notebook's stop button: the current step finishes, the exact
-state is saved, a second Ctrl-C stops at once).  ``resume=True`` continues from the
-checkpoint, restoring weights, learning rate, best model,
-position in the epoch, carried state and random-number state, so a resumed run
-ends with the same metrics as an uninterrupted one (bit for bit on a CPU; cuDNN
-kernels are not bitwise deterministic).  A loss that is not finite or exceeds
-``divergence_factor * log(V)`` stops the run with :class:`TrainingDivergedError`,
-leaving the last good checkpoint in place.
-
-Outputs in the run folder (default ``data/runs/wikitext2/<run name>/``):
-``checkpoint.pt``, ``model.pt`` (best weights), ``metrics.jsonl`` (one line
-per epoch) and ``result.json``; a ``full`` run also writes its result to
-``data/results/wikitext2/<model>-<variant>.json``, a ``cpu`` run to
-``data/results/wikitext2/cpu/<model>-<variant>.json``.
+A run folder (default ``data/runs/wikitext2/<run name>/``) holds ``checkpoint.pt``,
+``model.pt`` (best weights), ``metrics.jsonl`` and ``result.json``; a published config
+also writes its result under ``data/results/wikitext2`` (:func:`results_folder`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -69,6 +46,7 @@ from stablernn_lib.tasks.wikitext2.model import (
     perplexity,
     project_stable_,
 )
+from stablernn_lib.tasks.wikitext2.variants import variant_name
 
 RUNS_DIR = training.DATA_ROOT / "runs" / "wikitext2"
 RESULTS_DIR = results_path("wikitext2")  # committed results, in the checkout or the package
@@ -76,29 +54,18 @@ RESULTS_DIR = results_path("wikitext2")  # committed results, in the checkout or
 
 @dataclass(frozen=True)
 class LMConfig:
-    """Every knob of a language-model run (see ``CONFIGS`` for the values and why).
+    """Every knob of a language-model run (``CONFIGS`` gives the values and why).
 
-    Model: ``embedding_size`` E, ``hidden_size`` H, ``num_layers``, ``dropout``
-    (embeddings, between layers, outputs).  Optimization: ``epochs``; SGD at
-    ``lr``, divided by ``lr_decay`` after an epoch whose validation loss does not
-    improve; gradient norm clipped to ``clip``; ``batch_size`` streams read in
-    windows of ``bptt`` tokens; evaluation on ``eval_batch_size`` streams;
-    ``seed`` fixes the initialization and dropout masks.  Stable LSTM:
-    embeddings clamped to ``[-input_bound, input_bound]``.  A batch loss above
-    ``divergence_factor * log(V)`` stops the run.  Data: ``train_tokens`` /
-    ``eval_tokens`` keep only the first that many tokens of the training /
-    validation and test splits (None: all); ``vocab_size`` keeps only the most
-    frequent words, the rest become ``<unk>`` (None: all 33,278 types).  Output
-    layer: ``output`` is ``"softmax"`` (a linear decoder over the vocabulary) or
-    ``"adaptive"`` (``nn.AdaptiveLogSoftmaxWithLoss`` with ``adaptive_cutoffs`` and
-    ``adaptive_div_value``; exact normalized probabilities, ~10x cheaper on a CPU).
-    Stable variants project the first ``projected_layers`` layers (None: every layer;
-    1: the first only, as the authors' code did); a stable LSTM is kept stable by
-    ``lstm_constraint`` (``"course"``: the certified set; ``"free-forget"`` and
-    ``"authors"``: Chapter 8's ablation rows, not certified).  ``stop_below_lr``: the run
-    ends, as completed, at the start of an epoch whose learning rate the schedule has cut
-    below it (None: it runs every epoch); the result records when, and the bound on what
-    the skipped epochs could have changed.
+    Model: E = ``embedding_size``, H = ``hidden_size``, ``num_layers``, ``dropout``;
+    ``output`` ``"softmax"`` or ``"adaptive"`` (``nn.AdaptiveLogSoftmaxWithLoss`` with
+    ``adaptive_cutoffs``, ``adaptive_div_value``: exact probabilities, ~10x cheaper on a CPU).
+    Stable: embeddings clamped to ``[-input_bound, input_bound]``; the first
+    ``projected_layers`` layers projected (None: all); an LSTM kept in ``lstm_constraint``
+    (``"course"``: the certified set; the others are Chapter 8's uncertified ablations).
+    Data: the first ``train_tokens`` / ``eval_tokens`` tokens (None: all), the
+    ``vocab_size`` most frequent words (None: all 33,278).  A batch loss above
+    ``divergence_factor * log(V)`` stops the run; ``stop_below_lr`` ends it, completed, at
+    an epoch whose learning rate is below it (None: every epoch runs).
     """
 
     name: str
@@ -128,13 +95,9 @@ class LMConfig:
 
 
 CONFIGS: dict[str, LMConfig] = {
-    # CPU, seconds per model: the code path of the full run, at toy scale. One
-    # small layer, a 1,000-word vocabulary (the softmax over 33,278 words is ~90%
-    # of a CPU step), the first 200k training tokens (about a tenth; with 20k the
-    # validation perplexity went up and down between epochs), 3 epochs, no
-    # dropout (too few steps to overfit), lr 5 (at lr 20 such a small model
-    # overshoots: its loss jumps above log V in the first steps). About 5 s per
-    # model. Its perplexities say that training works, nothing more.
+    # CPU, seconds per model: the code path of the full run at toy scale (one small
+    # layer, 1,000 words, the first 200k training tokens, 3 epochs, no dropout, lr 5:
+    # at lr 20 such a small model overshoots). Its perplexities say that training works.
     "smoke": LMConfig(
         name="smoke",
         lr=5.0,
@@ -147,34 +110,17 @@ CONFIGS: dict[str, LMConfig] = {
         eval_tokens=5_000,
         vocab_size=1_000,
     ),
-    # CPU, real data: what a 2-core machine trains in about two hours, all four
-    # models and every analysis included (Chapter 8 shows the measured budget).
-    # Kept from the authors: the whole training split, the full 33,278-word
-    # vocabulary, the full validation and test splits, SGD with the learning rate
-    # divided by 4 after an epoch whose validation loss does not improve, clip 0.25,
-    # batch 20, BPTT 35, eval batch 10, seed 1111, best-validation model, 2 layers
-    # of 200 / 200 units, dropout 0.2 (the authors' code keeps these defaults).
-    # Changed, and why:
-    # - lr 5 instead of 20: at lr 20 the unconstrained tanh RNN's training
-    #   perplexity exploded from the first steps on, with the plain softmax (1e5 in
-    #   the first 20 steps, 6e6 in steps 80-100; lr-probe-cpu-softmax.json) and with
-    #   the adaptive one (6e9 in the first 50 steps, 7e11 in steps 250-300); at lr 10
-    #   it oscillated (5e4 -> 2e5 -> 2e4); at lr 5 it fell to 1.3e3 in 300 steps
-    #   (lr-probe-cpu.json, written by `python -m stablernn_tools benchmark lr-probe
-    #   --config cpu`). One lr for all four variants; the LSTM learns more slowly at
-    #   lr 5 than at 20 (1.5e3 vs 1.0e3 in steps 250-300).
-    # - output layer: an adaptive softmax (cutoffs 2,000 / 10,000, div_value 4)
-    #   instead of the plain softmax over 33,278 words. Measured on this machine
-    #   (benchmark-cpu-output-layer.json): the plain softmax is ~90% of a CPU step,
-    #   ~10x the adaptive one. Its probabilities are exact and normalized, so the
-    #   perplexities are exact; the projection acts on the recurrent weights only,
-    #   so the stable/unconstrained comparison is unaffected.
-    # - epochs: 6 instead of 40, the budget: ~2,984 steps an epoch at ~50 ms a step
-    #   (2 threads) is ~2.5 min an epoch, so 4 models x 6 epochs ~ 1 h, leaving time
-    #   for the analyses. The models are therefore under-trained compared with the
-    #   paper's: their perplexities are labeled with this scale, never the paper's.
-    # The same config for RNN and LSTM, stable and not: only the cell and the
-    # projection differ.
+    # CPU, real data: what a 2-core machine trains in about two hours (Chapter 8 shows the
+    # budget). The authors' data, vocabulary, schedule, clip, batch, BPTT, seed and 2 x 200
+    # units with dropout 0.2, except:
+    # - lr 5, not 20: at lr 20 the unconstrained tanh RNN's training perplexity explodes
+    #   from the first steps, at lr 10 it oscillates, at lr 5 it falls (lr-probe-cpu.json,
+    #   `python -m stablernn_tools benchmark lr-probe --config cpu`);
+    # - an adaptive softmax (cutoffs 2,000 / 10,000): the plain one is ~90% of a CPU step
+    #   (benchmark-cpu-output-layer.json); its probabilities are exact and the projection
+    #   acts on the recurrent weights only;
+    # - 6 epochs, not 40 (~2.5 min an epoch): the models are under-trained, and their
+    #   perplexities are labeled with this scale, never the paper's.
     "cpu": LMConfig(
         name="cpu",
         embedding_size=200,
@@ -185,14 +131,8 @@ CONFIGS: dict[str, LMConfig] = {
         lr=5.0,
         output="adaptive",
     ),
-    # GPU, paper scale: the authors' setup as their public code has it (PyTorch's
-    # word_language_model with a projection, defaults unchanged): 2 layers of
-    # 200 / 200 units, dropout 0.2, untied embeddings, plain softmax over the full
-    # vocabulary, 40 epochs, lr 20 (/4 on a validation stall), clip 0.25, batch 20,
-    # BPTT 35, eval batch 10, seed 1111. Whether the paper's table used exactly
-    # these is not known to us.
-    # The same config for RNN and LSTM, stable and not, so that only the cell and
-    # the projection differ. Full vocabulary and data.
+    # GPU, paper scale: the authors' public code (PyTorch's word_language_model with a
+    # projection, defaults unchanged); whether the paper's table used exactly these is unknown.
     "full": LMConfig(
         name="full",
         embedding_size=200,
@@ -201,10 +141,8 @@ CONFIGS: dict[str, LMConfig] = {
         dropout=0.2,
         epochs=40,
     ),
-    # GPU, a larger variant (not the authors' public code): the example's "medium"
-    # setting, 2 x 650 with dropout 0.5, otherwise as `full` (untied, lr 20, 40 epochs).
-    # A 2 x 650 model trained for 40 epochs is the likely scale of the paper's LSTM
-    # perplexity (paper_claims "wt2-lstm-unconstrained-ppl"); Chapter 8 gives the anchors.
+    # GPU, the example's "medium" setting (2 x 650, dropout 0.5), otherwise as `full`: the
+    # likely scale of the paper's LSTM perplexity (Chapter 8 gives the anchors).
     "full-650": LMConfig(
         name="full-650",
         embedding_size=650,
@@ -216,35 +154,19 @@ CONFIGS: dict[str, LMConfig] = {
 }
 
 
-# CPU, real data, one question: the `cpu` config with only the FIRST layer of a stable
-# model projected, as in the authors' code (millerjohnp/examples@094bd11 projects layer 0
-# only), the second layer free. Trained for the stable LSTM only, to test whether this
-# explains why our stable LSTM (every layer projected) is further from the unconstrained
-# one than the paper's (Chapter 8).
+# `cpu` with only the first layer of a stable model projected, as the authors' code does.
 CONFIGS["cpu-first-layer"] = replace(CONFIGS["cpu"], name="cpu-first-layer", projected_layers=1)
 
 
-# Chapter 8's ablation of the LSTM gap, one factor at a time from `cpu` (issue: why is our
-# stable LSTM +27% while the paper's is +2.5%?). Each row changes ONE thing:
-# - cpu-authors-first / cpu-authors-all: the authors' column rescaling (their code's rule,
-#   reproduced by `authors_lstm_rescaling_` and applied after every step, the embedding
-#   clamped to [-1, 1]) instead of the course's certified projection, on the first layer / on
-#   every layer. Not certified contractive: the chapter shows each row's measured worst
-#   one-step Jacobian norm.
-# - cpu-free-forget: the course's set with its forget cap lifted (forget bias and U_f rows get
-#   the generous bounds of the other gates; the cap keeps the forget gate <= 0.60). Not
-#   certified contractive.
-# - cpu-free-forget-upper: the same cap lifted on the second layer only (the first keeps the
-#   whole course set): whether the cap above the first layer is what the gap pays for. The
-#   first layer is certified, the model is not.
-# - cpu-lr20: the authors' learning rate 20 (for the LSTM pair; the RNN diverges there).
-# - cpu-converged: trained until the learning-rate decay is used up: at most the authors' 40
-#   epochs, and ended at the start of the first epoch whose rate the schedule has cut below
-#   0.02, i.e. after the fourth cut (5 / 4^4 = 0.0195).  Fixed before the run (its result
-#   records the epoch it stopped at): on one core an epoch of the stable LSTM takes about ten
-#   minutes, so 40 epochs would be about seven hours, more than a working session, and the
-#   runs cannot resume across sessions (their checkpoints are not kept).  After four cuts a
-#   step moves the weights by at most 0.0195 * 0.25 (clip), a 256th of what it could at lr 5.
+# Chapter 8's ablation of the stable LSTM's gap, one factor at a time from `cpu`:
+# - cpu-authors-first / -all: the authors' column rescaling (`authors_lstm_rescaling_`,
+#   embedding clamped to [-1, 1]) on the first layer / every layer; not certified;
+# - cpu-free-forget (-upper): the course's set with the forget-gate cap lifted (on the
+#   second layer only); not certified;
+# - cpu-lr20: the authors' learning rate (the RNN diverges there);
+# - cpu-converged: until the decay is used up: at most 40 epochs, ended at the first epoch
+#   whose rate is below 0.02 (after the fourth cut, 5 / 4^4); a step then moves the
+#   weights by at most 0.0195 * 0.25, a 256th of what it could at lr 5.
 CONFIGS["cpu-authors-first"] = replace(
     CONFIGS["cpu"], name="cpu-authors-first", projected_layers=1, lstm_constraint="authors"
 )
@@ -262,18 +184,13 @@ CONFIGS["cpu-converged"] = replace(
     CONFIGS["cpu"], name="cpu-converged", epochs=40, stop_below_lr=0.02
 )
 
-# GPU, paper scale, the unconstrained RNN's learning rate (not the authors': the setting
-# behind the paper's RNN perplexity, paper_claims "wt2-rnn-unconstrained-ppl", is unknown).
-# At `full`'s lr 20 the unconstrained tanh RNN diverges (loss 33.2 > 3 log V at batch 157
-# of epoch 1, measured on an H100, issue 21). A probe at `full` scale, 14 epochs on an
-# H100 (issue 21; those result files are not committed), gave validation perplexity 432
-# at lr 10, 210 at lr 5 and 193 at lr 2: lr 2 is the probe's best. Used for the RNN pair
-# of the paper-scale table, which the course labels with this lr.
+# GPU, paper scale, lr 2 for the RNN pair: at lr 20 the unconstrained RNN diverges (loss
+# 33.2 > 3 log V in epoch 1); a 14-epoch probe gave validation perplexity 432 at lr 10, 210
+# at lr 5 and 193 at lr 2 (not the authors' setting, which is unknown).
 CONFIGS["full-rnn-lr2"] = replace(CONFIGS["full"], name="full-rnn-lr2", lr=2.0)
 
-# The configs whose results are committed, and where (the smoke runs stay in data/runs).
-# A run with another seed than its config's (``--seed N``) is config ``<name>-seed<N>``; its
-# result is committed under the config's folder in ``seed<N>/``.
+# The configs whose results are committed, and their folders; config ``<name>-seed<N>``
+# (``--seed N``) goes to ``seed<N>/`` inside its config's folder.
 PUBLISHED_RESULTS: dict[str, str] = {
     "full": "",
     "cpu": "cpu",
@@ -298,7 +215,7 @@ def published_result_path(
     if config != training.published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
         return None
     where = Path(results_dir) if results_dir is not None else results_folder(config.name)
-    return where / f"{cell}-{'stable' if stable else 'unconstrained'}.json"
+    return where / f"{variant_name(cell, stable)}.json"
 
 
 # How a stable RNN is projected after every step: "exact" (an SVD or eigendecomposition,
@@ -313,7 +230,7 @@ def get_config(config: str | LMConfig) -> LMConfig:
 
 
 def run_name(model: str, stable: bool, config: LMConfig) -> str:
-    return f"{model}-{'stable' if stable else 'unconstrained'}-{config.name}"
+    return f"{variant_name(model, stable)}-{config.name}"
 
 
 def prepare_corpus(config: LMConfig, corpus: Corpus | None, data_dir: str | Path | None) -> Corpus:
@@ -456,21 +373,12 @@ def train_language_model(
     projection: str = "exact",
     stop_at: float | None = None,
 ) -> dict[str, Any]:
-    """Train one model (``"rnn"`` or ``"lstm"``, stable or not) and return its result.
-
-    ``corpus`` (else ``data_dir`` / ``$STABLERNN_DATA`` / download) gives the
-    data.  ``on_step(step, model)`` is called after every optimizer step (tests use
-    it to interrupt or sabotage a run).  Besides the checkpoint after every epoch, one
-    is written mid-epoch every ``checkpoint_every`` seconds (None: never), so that a
-    killed run loses at most that much work.  Returns the result dictionary that is
-    also written to ``result.json`` (``status`` is ``"completed"`` or
-    ``"interrupted"``).  ``results_dir``: where a ``full`` or ``cpu`` run's result is
-    also written (default ``data/results/wikitext2`` and its ``cpu/`` folder; other
-    configs write none there).  ``step``: how each step is taken (default the plain step;
-    :class:`~stablernn_lib.tasks.fast_step.FastStep` for the fast one); ``projection``: how a
-    stable RNN is projected (``PROJECTIONS``).  Both are recorded in the result, with the
-    mean milliseconds a training step took.  ``stop_at``: a ``time.monotonic()`` deadline
-    at which the run stops, resumable, as ``"interrupted"``.
+    """Train one model (``"rnn"`` or ``"lstm"``, stable or not) in its run folder and return
+    the result written to ``result.json`` (``status`` ``"completed"`` or ``"interrupted"``);
+    a completed run of a published config also writes it under ``results_dir`` (default
+    :func:`results_folder`).  ``corpus`` defaults to :func:`load_wikitext2` of ``data_dir``;
+    ``projection``: ``PROJECTIONS``; ``on_step``, ``checkpoint_every`` (seconds between
+    mid-epoch checkpoints), ``step`` and ``stop_at``: :func:`~stablernn_lib.tasks.training.train`.
     """
     cell = check_cell(model)
     config = get_config(config)
@@ -495,33 +403,14 @@ def train_language_model(
         step=step,
         stop_at=stop_at,
     )
-    trained_seconds = sum(epoch["epoch_seconds"] for epoch in state["history"])
-    result: dict[str, Any] = {
-        "task": "wikitext2",
-        "model": cell,
-        "stable": stable,
-        "status": status,
-        "config": asdict(config),
-        "seed": config.seed,
-        "corpus": data.source,
-        "vocab_size": data.vocab_size,
-        "provenance": checkpoints.run_provenance(state, device),
-        "wall_seconds": state["wall_seconds"],
-        "epochs": state["history"],
-        "best_val_loss": state["best_val_loss"],
-        "best_val_ppl": perplexity(state["best_val_loss"]),
-        "stopped_early": state.get("stopped_early"),
-        "step_implementation": (step or PlainStep()).description,
-        "projection": projection if stable and cell == "rnn" else None,
-        "mean_step_ms": 1000
-        * trained_seconds
-        / max(1, len(state["history"]))
-        / task.steps_per_epoch,
-    }
+    result = model_result(task, status, state, device, state)
+    result.update(
+        corpus=data.source,
+        stopped_early=state.get("stopped_early"),
+        **step_record(step, state, task),
+    )
     if status == "completed":
         checkpoints.save_best_model(task, state, out / "model.pt", vocab_size=data.vocab_size)
-        test_loss = evaluate_loss(task.model, task.test_source, config.bptt)
-        result.update(test_loss=test_loss, test_ppl=perplexity(test_loss))
         published = published_result_path(config, cell, stable, results_dir)
         if published is not None:
             atomic_write_json(published, result)
@@ -529,17 +418,54 @@ def train_language_model(
     return result
 
 
+def model_result(
+    task: LanguageModelTask,
+    status: str,
+    state: dict[str, Any],
+    device: torch.device,
+    record: dict[str, Any],
+) -> dict[str, Any]:
+    """The result of one model trained alone or in a group: ``record`` holds its ``history``,
+    ``best_val_loss`` and ``best_model_state`` (the loop's progress, or a group member's);
+    once completed, the best weights are loaded and scored on the test set."""
+    result: dict[str, Any] = {
+        "task": "wikitext2",
+        "model": task.model.cell,
+        "stable": task.stable,
+        "status": status,
+        "config": asdict(task.config),
+        "seed": task.config.seed,
+        "vocab_size": task.vocab_size,
+        "provenance": checkpoints.run_provenance(state, device),
+        "wall_seconds": state["wall_seconds"],
+        "epochs": record["history"],
+        "best_val_loss": record["best_val_loss"],
+        "best_val_ppl": perplexity(record["best_val_loss"]),
+        "projection": task.projection if task.stable and task.model.cell == "rnn" else None,
+    }
+    if status == "completed" and record["best_model_state"] is not None:
+        task.model.load_state_dict(record["best_model_state"])
+        test_loss = evaluate_loss(task.model, task.test_source, task.config.bptt)
+        result.update(test_loss=test_loss, test_ppl=perplexity(test_loss))
+    return result
+
+
+def step_record(
+    step: PlainStep | FastStep | None, state: dict[str, Any], task: training.Task
+) -> dict[str, Any]:
+    """How the steps were taken, and the mean milliseconds a training step took."""
+    seconds = sum(epoch["epoch_seconds"] for epoch in state["history"])
+    return {
+        "step_implementation": (step or PlainStep()).description,
+        "mean_step_ms": 1000 * seconds / max(1, len(state["history"])) / task.steps_per_epoch,
+    }
+
+
 def load_trained_model(
     run_dir: str | Path, device: str | torch.device = "cpu"
 ) -> WordLanguageModel:
     """The best model saved by :func:`train_language_model` in ``run_dir`` (eval mode)."""
-    path = Path(run_dir) / "model.pt"
-    if not path.is_file():
-        raise ValueError(
-            f"{path} does not exist; train the model first (python -m stablernn_lib train ...) "
-            "and let it finish"
-        )
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    saved = checkpoints.load_best_model(run_dir, "train")
     config = LMConfig(**saved["config"])
     config = replace(config, adaptive_cutoffs=tuple(config.adaptive_cutoffs))
     model = _model_of(saved["model"], saved["stable"], config, saved["vocab_size"])
@@ -552,11 +478,7 @@ def _default_device() -> torch.device:
 
 
 def _command(args: argparse.Namespace) -> int:
-    config = get_config(args.config)
-    if args.seed is not None:  # config <name>-seed<N>, published under its seed<N>/ folder
-        config = training.with_seed(config, args.seed)
-    if args.epochs is not None:  # another config: its own run folder, never published
-        config = replace(config, epochs=args.epochs, name=f"{config.name}-{args.epochs}ep")
+    config = training.config_of_arguments(args, get_config)
     if config.name.startswith("full") and args.device is None and _default_device().type == "cpu":
         refuse_paper_scale_on_cpu(
             f"the {config.name} config trains paper-size models with a plain softmax, many "
@@ -573,11 +495,8 @@ def _command(args: argparse.Namespace) -> int:
         resume=args.resume,
         device=args.device,
     )
-    summary = {k: result[k] for k in ("model", "stable", "status", "best_val_ppl", "wall_seconds")}
-    if "test_ppl" in result:
-        summary["test_ppl"] = result["test_ppl"]
-    print(json.dumps(summary, indent=2))
-    return 0 if result["status"] == "completed" else 130
+    keys = ("model", "stable", "status", "best_val_ppl", "wall_seconds", "test_ppl")
+    return training.print_summary(result, keys)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -588,15 +507,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train an RNN or LSTM language model on WikiText-2 (Chapter 8).",
     )
     parser.add_argument("--task", choices=["wikitext2"], default="wikitext2")
-    parser.add_argument("--model", choices=["rnn", "lstm"], required=True)
-    parser.add_argument("--stable", action="store_true", help="project after every step")
-    parser.add_argument("--config", choices=sorted(CONFIGS), default="smoke")
-    parser.add_argument("--epochs", type=int, default=None, help="override the config's epochs")
-    parser.add_argument(
-        "--seed", type=int, default=None, help="another seed (config <name>-seed<N>)"
-    )
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
-    parser.add_argument("--data", default=None, help="WikiText-2 folder (default $STABLERNN_DATA)")
-    parser.add_argument("--out", default=None, help="run folder (default data/runs/wikitext2/...)")
+    training.add_run_arguments(parser, CONFIGS, "WikiText-2 folder", "data/runs/wikitext2")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     parser.set_defaults(func=_command)
