@@ -1,11 +1,7 @@
 """The pre-registered criteria (``data/results/criteria.json``) and the verdicts they give.
 
-The file was committed (2026-11-25) before the seed runs and ablation rows it judges, but
-after the first runs of each task (its field ``written`` says which); result files written
-after it record its commit (``provenance.criteria_commit``).  Every chapter reads its verdicts
-from here, never from prose.  Values over seeds are summarized as mean +- sample sd
-(``n - 1`` in the denominator); two models differ "beyond seed noise" when their means
-are more than ``k`` pooled sds apart, ``pooled = sqrt((sd_a^2 + sd_b^2) / 2)``.
+Values over seeds are mean +- sample sd (``n - 1``); two models differ "beyond seed noise"
+when their means are more than ``k`` pooled sds apart, ``pooled = sqrt((sd_a^2 + sd_b^2) / 2)``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Atomic writes, provenance, and saved configs for results and checkpoints.
-
-A file is written to a temporary name in the same folder and renamed into place,
-so an interrupted run never leaves a half-written result behind.
-"""
+"""Atomic writes (a temporary file renamed into place), provenance, and saved configs."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Recurrent models written as explicit state-transition maps.
+"""Recurrent models as explicit state-transition maps ``state' = phi_w(state, x)``, ``h_0 = 0``.
 
-Every model is a map ``phi_w`` with ``state' = phi_w(state, x)`` and ``h_0 = 0``.
-Sequences are time-first: inputs have shape ``(T, B, D)``.  A model's state is a
-single tensor of shape ``(B, S)``; for the LSTM ``S = 2H`` and the state is the
-concatenation ``[c, h]``, so truncation, Jacobians and Lipschitz estimates treat
-every model the same way.
+Inputs are time-first ``(T, B, D)``; a state is one tensor ``(B, S)`` (for the LSTM
+``S = 2H``, the concatenation ``[c, h]``), so truncation and Jacobians treat every model alike.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""Where the committed result files are: the checkout's ``data/results``, or the package's copy.
-
-The chapters plot result files committed under ``data/results/`` (full runs, benchmarks,
-tightness searches). In a checkout of the course they are read from there. An installed
-library (``pip install git+...`` on Colab, or a wheel) carries a copy of every JSON and
-CSV file of ``data/results/`` inside the package, as ``stablernn_lib/_results/``
-(``setup.py`` copies them when the package is built), so a chapter run from any folder
-finds the same files.
-"""
+"""Where the committed result files are: the checkout's ``data/results``, or the copy that
+``setup.py`` packs into an installed library as ``stablernn_lib/_results/`` (JSON and CSV)."""
 
 from __future__ import annotations
 
@@ -15,7 +8,6 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 CHECKOUT_RESULTS = PACKAGE_DIR.parent / "data" / "results"
 PACKAGED_RESULTS = PACKAGE_DIR / "_results"
-RESULT_SUFFIXES = (".json", ".csv")
 
 
 def results_root() -> Path:

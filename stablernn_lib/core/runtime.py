@@ -23,19 +23,6 @@ def check_mode(mode: str) -> Mode:
     return mode  # type: ignore[return-value]
 
 
-def default_device(mode: str = "smoke") -> torch.device:
-    """The GPU when one is present, else the CPU; ``full`` mode warns without a GPU."""
-    check_mode(mode)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if mode == "full":
-        print(
-            "warning: MODE = 'full' but no GPU is present; this will be very slow. "
-            "On Colab choose Runtime > Change runtime type > GPU."
-        )
-    return torch.device("cpu")
-
-
 def refuse_paper_scale_on_cpu(what: str, alternative: str = "") -> NoReturn:
     """Stop a command-line run of a paper-size config on a machine without a GPU.
 

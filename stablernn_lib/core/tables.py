@@ -1,9 +1,5 @@
-"""Markdown tables for the notebooks: rows of results, and configurations side by side.
-
-A code cell shows one with ``display(Markdown(table))``; the book parses such
-output as MyST (``nb_render_markdown_format: myst`` in ``_config.yml``), so it
-renders as an HTML table, and Jupyter and Colab render it too.
-"""
+"""Markdown tables for the notebooks (shown with ``display(Markdown(table))``, which the
+book renders as MyST): rows of results, and configurations side by side."""
 
 from __future__ import annotations
 

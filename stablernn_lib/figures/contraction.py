@@ -1,10 +1,5 @@
-"""The figures and tables of Chapter 4 (stability as contractivity) and its LSTM page.
-
-They draw what :mod:`stablernn_lib.theory.contraction_experiments` measured; the widget
-figures (two trajectories, the projection in three planes of ``2 x 2`` matrices) run their
-small models themselves.  Every figure function returns a matplotlib ``Figure`` so it can
-feed :func:`stablernn_lib.figures.widgets.interactive_plot` or be shown as is.
-"""
+"""The figures and tables of Chapter 4 (stability as contractivity) and its LSTM page, from
+:mod:`stablernn_lib.theory.contraction_experiments`; the widgets run their own small models."""
 
 from __future__ import annotations
 
@@ -20,13 +15,9 @@ from stablernn_lib.core.contraction import project_spectral_ball
 from stablernn_lib.core.models import LSTMMap, random_vanilla_rnn
 from stablernn_lib.core.norms import spectral_norm
 from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
-from stablernn_lib.core.tables import format_value
+from stablernn_lib.core.tables import format_value, markdown_table
 from stablernn_lib.theory.contraction_experiments import DescentHistory
 from stablernn_lib.theory.lstm_certificate import gate_blocks, induced_norm
-
-# ----------------------------------------------------------------------------
-# Two trajectories from different initial states
-# ----------------------------------------------------------------------------
 
 MATRIX_KINDS = ("scaled orthogonal", "gaussian")
 
@@ -102,10 +93,6 @@ def trajectories_figure(
     return finish(fig)
 
 
-# ----------------------------------------------------------------------------
-# The stable set of 2 x 2 matrices and the projection, in three planes
-# ----------------------------------------------------------------------------
-
 FAMILIES = {
     "diagonal": (lambda a, b: [[a, 0.0], [0.0, b]], ((0, 0), (1, 1))),
     "symmetric": (lambda a, b: [[a, b], [b, a]], ((0, 0), (0, 1))),
@@ -177,11 +164,6 @@ def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.
     return finish(fig)
 
 
-# ----------------------------------------------------------------------------
-# Projected gradient descent on a small vanilla RNN
-# ----------------------------------------------------------------------------
-
-
 def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) -> Figure:
     """Loss and ``||W||_2`` against the step for plain and projected gradient descent."""
     apply_style()
@@ -200,36 +182,25 @@ def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) ->
     return finish(fig)
 
 
-# ----------------------------------------------------------------------------
-# The LSTM certificate against measurements
-# ----------------------------------------------------------------------------
-
-
 def verification_table(rows: list[dict[str, object]]) -> str:
     """Markdown table of the rows of
-    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`:
-    certificates and measurements.
-
-    Headers are short so that the table fits the 784 px column of a 1400 px window: the
-    proved constants for ``p = inf`` and ``p = 1``, then the largest measured Jacobian norm
-    and pair ratio in the certificate's norm ("cert.") and in the Euclidean norm ("Eucl.").
-    """
-    columns = [
-        ("certificate", "proved (∞)"),
-        ("certificate_l1", "proved (1)"),
-        ("jacobian_certificate_norm", "Jacobian (cert.)"),
-        ("pairs_certificate_norm", "pairs (cert.)"),
-        ("jacobian_euclidean", "Jacobian (Eucl.)"),
-        ("pairs_euclidean", "pairs (Eucl.)"),
-    ]
-    lines = [
-        "| model | " + " | ".join(title for _, title in columns) + " |",
-        "| --- |" + " ---: |" * len(columns),
-    ]
-    for row in rows:
-        cells = [format_value(float(row[key])) for key, _ in columns]
-        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`: the proved
+    constants for ``p = inf`` and ``p = 1``, the largest measured Jacobian norm and pair ratio
+    in the certificate's norm ("cert.") and the Euclidean one ("Eucl."); short headers fit the
+    784 px column of a 1400 px window."""
+    headers = {
+        "model": "model",
+        "certificate": "proved (∞)",
+        "certificate_l1": "proved (1)",
+        "jacobian_certificate_norm": "Jacobian (cert.)",
+        "pairs_certificate_norm": "pairs (cert.)",
+        "jacobian_euclidean": "Jacobian (Eucl.)",
+        "pairs_euclidean": "pairs (Eucl.)",
+    }
+    return markdown_table(
+        [{key: row[key] if key == "model" else float(row[key]) for key in headers} for row in rows],
+        headers,
+    )
 
 
 def contraction_table(rows: list[dict[str, object]]) -> str:

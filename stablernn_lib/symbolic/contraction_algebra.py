@@ -1,8 +1,5 @@
-"""Sympy derivations behind chapter 4: Lipschitz constants and the LSTM contraction algebra.
-
-Each function returns sympy expressions so the book can display them, and each
-identity is stated as an expression that must simplify to zero (tests check it).
-"""
+"""Sympy derivations of Chapter 4: Lipschitz constants and the LSTM contraction algebra; each
+identity is an expression that simplifies to zero (the tests check it)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Symbolic (sympy) steps of Lemmas 1-3: geometric series, solving for ``k``, growth orders.
-
-The expressions here mirror the float functions of :mod:`stablernn_lib.core.bounds`;
-the tests evaluate both at random points.
-"""
+"""Sympy steps of Lemmas 1-3 (geometric series, solving for ``k``, growth orders), mirroring
+the float functions of :mod:`stablernn_lib.core.bounds` (the tests compare them)."""
 
 from __future__ import annotations
 

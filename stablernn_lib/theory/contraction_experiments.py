@@ -1,12 +1,5 @@
-"""The experiments of Chapter 4 and its LSTM page, whose results the figures draw.
-
-- :func:`spectral_projection_check`: the SVD projection onto ``{||W||_2 <= r}`` against
-  random candidates of the ball (none is closer to ``W``);
-- :func:`gradient_descent_rnn`: plain and projected gradient descent on a small tanh RNN;
-- :func:`lstm_verification_rows`: the LSTM certificate next to measured contraction for
-  random stable, random, projected and authors'-constrained LSTMs;
-- :func:`iterated_norm_curves`: the largest ``r``-step Jacobian norm of LSTMs against ``r``.
-"""
+"""The experiments of Chapter 4 and its LSTM page, whose results
+:mod:`stablernn_lib.figures.contraction` draws."""
 
 from __future__ import annotations
 
