@@ -113,19 +113,6 @@ def stability_cost_verdict(task: str, free: SeedSummary, stable: SeedSummary) ->
     return "not supported" if beyond_noise(free, stable) else "inconclusive"
 
 
-def stability_cost_rule(task: str, worse: str = "worse") -> str:
-    """The rule of ``stability_cost`` in words, for a sentence that gives its verdict:
-    ``supported when the stable mean is at most 5% worse (3 seeds per model); not supported
-    only when the gap is also beyond seed noise``."""
-    tolerance = load_criteria()["stability_cost"]["relative_tolerance"]
-    needed = load_criteria()["seeds"][_check_task(task)]
-    return (
-        f"supported when the stable model's mean is at most {100 * tolerance:g}% {worse}, "
-        f"with {needed} seeds per model; not supported only when the gap is also beyond "
-        "seed noise"
-    )
-
-
 def single_seed_readable(row: float, reference: SeedSummary) -> bool:
     """Whether a one-seed ablation row may be read: its effect exceeds ``k`` seed sds of the
     reference (criteria.single_seed_ablation; needs a reference with at least two seeds)."""

@@ -11,13 +11,9 @@ PACKAGED_RESULTS = PACKAGE_DIR / "_results"
 
 
 def results_root() -> Path:
-    """The folder that holds ``figure1/``, ``wikitext2/``, ``tightness.json``, ...
-
-    The checkout's ``data/results`` when the library is imported from a checkout (editable
-    install or ``PYTHONPATH``); otherwise the copy installed with the package; otherwise
-    ``data/results`` of the working directory (where a run of an installed library
-    writes its own results).
-    """
+    """The folder of ``figure1/``, ``wikitext2/``, ...: the checkout's ``data/results`` when
+    imported from a checkout, else the package's copy, else ``data/results`` of the working
+    directory (where a run of an installed library writes its own results)."""
     if (PACKAGE_DIR.parent / "pyproject.toml").is_file() and CHECKOUT_RESULTS.is_dir():
         return CHECKOUT_RESULTS
     if PACKAGED_RESULTS.is_dir():

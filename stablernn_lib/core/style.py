@@ -69,11 +69,9 @@ def apply_style() -> None:
 
 
 def model_color(name: str) -> str:
-    """The colour of the trained model ``name`` ("rnn-stable", "lstm-unconstrained-adam", ...).
-
-    The longest key of :data:`MODEL_COLORS` that starts ``name`` decides; a plain cell
-    name ("rnn", "lstm") is its unconstrained model. Unknown names raise ``KeyError``.
-    """
+    """The colour of the trained model ``name`` ("rnn-stable", "lstm-unconstrained-adam", ...):
+    that of the longest key of :data:`MODEL_COLORS` starting ``name`` ("rnn", "lstm": the
+    unconstrained model); ``KeyError`` for an unknown name."""
     name = name.strip().lower()
     if name in ("rnn", "lstm"):
         name += "-unconstrained"
@@ -101,11 +99,8 @@ def rendered_scale(fig: Figure) -> float:
 
 
 def finish(fig: Figure) -> Figure:
-    """Fit ``fig`` to the column at :data:`DPI` and raise every smaller text to :data:`MIN_PT`.
-
-    Cheap enough for every frame of a widget: no drawing, and a new layout only when
-    something changed (a second call changes nothing).
-    """
+    """Fit ``fig`` to the column at :data:`DPI` and raise every smaller text to :data:`MIN_PT`;
+    no drawing (cheap for every widget frame), a new layout only when something changed."""
     changed = fig.get_dpi() != DPI
     fig.set_dpi(DPI)
     width, height = fig.get_size_inches()

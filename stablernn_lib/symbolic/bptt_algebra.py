@@ -13,11 +13,8 @@ from stablernn_lib.core.models import VanillaRNN
 
 @dataclass(frozen=True)
 class SymbolicRNN:
-    """``h' = tanh(W h + U x + b)`` with symbolic ``W (n, n)``, ``U (n, d)``, ``b``, ``h``.
-
-    The input is ``x (d,)``; ``preactivation`` is ``a = W h + U x + b`` and
-    ``next_state`` is ``tanh(a)``.
-    """
+    """``h' = tanh(W h + U x + b)`` with symbolic ``W (n, n)``, ``U (n, d)``, ``b``, ``h``,
+    ``x (d,)``; ``preactivation`` is ``a = W h + U x + b``, ``next_state`` is ``tanh(a)``."""
 
     W: sp.Matrix
     U: sp.Matrix

@@ -16,11 +16,8 @@ ACTIVATION_EXPRESSIONS: dict[str, sp.Expr] = {
 
 
 def activation_lipschitz_symbolic(name: str) -> tuple[sp.Expr, sp.Expr]:
-    """``(rho'(u), sup_u |rho'(u)|)`` for a named activation, both computed by sympy.
-
-    The Lipschitz constant of a differentiable (or piecewise linear) scalar function
-    is the supremum of ``|rho'|`` (mean value theorem).
-    """
+    """``(rho'(u), sup_u |rho'(u)|)`` for a named activation, both by sympy (the Lipschitz
+    constant of a piecewise differentiable scalar function, by the mean value theorem)."""
     if name not in ACTIVATION_EXPRESSIONS:
         raise ValueError(
             f"no symbolic form for activation {name!r}; use one of {sorted(ACTIVATION_EXPRESSIONS)}"
