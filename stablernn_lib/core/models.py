@@ -30,11 +30,8 @@ def _check_activation(name: str) -> None:
 
 
 class RecurrentMap(nn.Module):
-    """Base class: a recurrent model as the map ``phi_w(state, x)``.
-
-    Subclasses set ``input_size``, ``hidden_size``, ``state_size`` and implement
-    :meth:`step`.
-    """
+    """Base class: a recurrent model as the map ``phi_w(state, x)``; subclasses set
+    ``input_size``, ``hidden_size``, ``state_size`` and implement :meth:`step`."""
 
     input_size: int
     hidden_size: int
@@ -291,12 +288,8 @@ def random_vanilla_rnn(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> VanillaRNN:
-    """A vanilla RNN with Gaussian weights and ``L_rho * ||W||_2 = lam``.
-
-    ``W`` and ``U`` have i.i.d. ``N(0, 1/H)`` entries; ``W`` is then rescaled so
-    that the contraction constant equals ``lam`` (``lam >= 1`` gives a model that
-    is not certified stable, for counterexamples).
-    """
+    """A vanilla RNN with i.i.d. ``N(0, 1/H)`` weights, ``W`` rescaled to ``L_rho ||W||_2 = lam``
+    (``lam >= 1``: not certified stable, for counterexamples)."""
     if lam <= 0:
         raise ValueError(f"lam must be positive, got {lam}")
     model_cls = LinearRNN if activation == "identity" else VanillaRNN

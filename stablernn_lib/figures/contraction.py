@@ -50,11 +50,9 @@ def trajectories_figure(
     hidden_size: int = 32,
     seed: int = 0,
 ) -> Figure:
-    """Two runs of ``h' = rho(W h + U x)`` (same inputs, different ``h_0``) with ``||W||_2 = lam``.
-
-    Left: unit 0 of both runs of the tanh RNN.  Right: ``||h_t - h'_t||_2`` on a log
-    scale for the tanh and the linear RNN, with the bound ``lam^t ||h_0 - h'_0||_2``.
-    """
+    """Two runs of ``h' = rho(W h + U x)`` (same inputs, different ``h_0``), ``||W||_2 = lam``:
+    unit 0 of both tanh runs (left); ``||h_t - h'_t||_2`` (log scale) for the tanh and the
+    linear RNN, with the bound ``lam^t ||h_0 - h'_0||_2`` (right)."""
     apply_style()
     first, second = _trajectory_pair(lam, "tanh", matrix, steps, hidden_size, seed)
     t = np.arange(first.shape[0])
@@ -121,11 +119,8 @@ def projected_point(family: str, a: float, b: float, radius: float = 1.0) -> tup
 
 @lru_cache(maxsize=8)
 def _unit_ball_boundary(family: str, radius: float, points: int = 721) -> np.ndarray:
-    """Boundary of ``{||W(a, b)||_2 <= radius}``: ``radius * d / ||W(d)||_2`` for unit ``d``.
-
-    ``W(a, b)`` is linear in ``(a, b)`` and the norm is homogeneous, so each direction
-    meets the boundary once.
-    """
+    """Boundary of ``{||W(a, b)||_2 <= radius}``: ``radius * d / ||W(d)||_2`` for unit ``d``
+    (``W`` is linear in ``(a, b)``, the norm homogeneous: each direction meets it once)."""
     angles = np.linspace(0, 2 * np.pi, points)
     directions = np.stack([np.cos(angles), np.sin(angles)], axis=1)
     mats = torch.stack([family_matrix(family, float(a), float(b)) for a, b in directions])
@@ -134,11 +129,9 @@ def _unit_ball_boundary(family: str, radius: float, points: int = 721) -> np.nda
 
 
 def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.0) -> Figure:
-    """The stable set ``{||W||_2 <= radius}`` in three planes of ``2 x 2`` matrices.
-
-    In each family the Frobenius norm is a multiple of ``sqrt(a^2 + b^2)``, and the SVD
-    projection stays in the family, so the picture shows the Euclidean projection.
-    """
+    """The stable set ``{||W||_2 <= radius}`` in three planes of ``2 x 2`` matrices; in each the
+    Frobenius norm is a multiple of ``sqrt(a^2 + b^2)`` and the SVD projection stays in the
+    plane, so the picture shows the Euclidean projection."""
     apply_style()
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6))
     names = {"diagonal": "[[a,0],[0,b]]", "symmetric": "[[a,b],[b,a]]"}

@@ -86,11 +86,8 @@ def influence_widget(
 def last_step_gradients(
     model: RecurrentMap, inputs: Tensor, target: Tensor, k: int
 ) -> dict[str, dict[str, Tensor]]:
-    """Gradients of ``l = ||h_T - target||^2 / 2`` with respect to every parameter.
-
-    Shapes: inputs ``(T, B, D)``, target ``(B, S)``.  Returns
-    ``{"full" | "truncated_bptt" | "truncated_model": {parameter name: gradient}}``.
-    """
+    """Gradients of ``l = ||h_T - target||^2 / 2`` (inputs ``(T, B, D)``, target ``(B, S)``):
+    ``{"full" | "truncated_bptt" | "truncated_model": {parameter name: gradient}}``."""
     if not 1 <= k <= inputs.shape[0]:
         raise ValueError(f"the context k must be between 1 and T = {inputs.shape[0]}, got {k}")
     names = [name for name, _ in model.named_parameters()]

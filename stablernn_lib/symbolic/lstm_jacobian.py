@@ -98,11 +98,8 @@ def jacobian_function(lstm: ScalarLSTM):
 
 
 def max_jacobian_gap(model: LSTMMap, states: torch.Tensor, inputs: torch.Tensor) -> float:
-    """Largest entry-wise gap between the sympy Jacobian and torch autograd.
-
-    ``model`` must be a one-unit LSTM (``input_size = hidden_size = 1``); ``states``
-    has shape ``(N, 2)`` (``[c, h]``) and ``inputs`` shape ``(N, 1)``.
-    """
+    """Largest entry-wise gap between the sympy Jacobian and autograd for a one-unit LSTM
+    (``input_size = hidden_size = 1``) at ``states`` ``(N, 2)`` (``[c, h]``), inputs ``(N, 1)``."""
     if model.hidden_size != 1 or model.input_size != 1:
         raise ValueError(
             "the symbolic LSTM has one unit and one input; build LSTMMap(1, 1) to compare"
