@@ -187,18 +187,12 @@ def slider_label(name: str) -> str:
 def _make_slider(label: str, grid: list[Any]) -> ipywidgets.SelectionSlider:
     """A slider over the grid; buttons when the values are categories (all strings)."""
     options = [(_label(value), value) for value in grid]
+    common = {"options": options, "index": 0, "description": label}
+    common["style"] = {"description_width": "initial"}
     if all(isinstance(value, str) for value in grid):
-        return ipywidgets.ToggleButtons(
-            options=options, index=0, description=label, style={"description_width": "initial"}
-        )
-    return ipywidgets.SelectionSlider(
-        options=options,
-        index=0,
-        description=label,
-        continuous_update=True,
-        style={"description_width": "initial"},
-        layout=ipywidgets.Layout(width="420px"),
-    )
+        return ipywidgets.ToggleButtons(**common)
+    layout = ipywidgets.Layout(width="420px")
+    return ipywidgets.SelectionSlider(**common, continuous_update=True, layout=layout)
 
 
 def _live_mode() -> bool:
