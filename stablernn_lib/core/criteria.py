@@ -1,11 +1,7 @@
 """The pre-registered criteria (``data/results/criteria.json``) and the verdicts they give.
 
-The file was committed (2026-11-25) before the seed runs and ablation rows it judges, but
-after the first runs of each task (its field ``written`` says which); result files written
-after it record its commit (``provenance.criteria_commit``).  Every chapter reads its verdicts
-from here, never from prose.  Values over seeds are summarized as mean +- sample sd
-(``n - 1`` in the denominator); two models differ "beyond seed noise" when their means
-are more than ``k`` pooled sds apart, ``pooled = sqrt((sd_a^2 + sd_b^2) / 2)``.
+Values over seeds are mean +- sample sd (``n - 1``); two models differ "beyond seed noise"
+when their means are more than ``k`` pooled sds apart, ``pooled = sqrt((sd_a^2 + sd_b^2) / 2)``.
 """
 
 from __future__ import annotations
@@ -115,19 +111,6 @@ def stability_cost_verdict(task: str, free: SeedSummary, stable: SeedSummary) ->
     if relative_gap(stable.mean, free.mean) <= tolerance:
         return "supported"
     return "not supported" if beyond_noise(free, stable) else "inconclusive"
-
-
-def stability_cost_rule(task: str, worse: str = "worse") -> str:
-    """The rule of ``stability_cost`` in words, for a sentence that gives its verdict:
-    ``supported when the stable mean is at most 5% worse (3 seeds per model); not supported
-    only when the gap is also beyond seed noise``."""
-    tolerance = load_criteria()["stability_cost"]["relative_tolerance"]
-    needed = load_criteria()["seeds"][_check_task(task)]
-    return (
-        f"supported when the stable model's mean is at most {100 * tolerance:g}% {worse}, "
-        f"with {needed} seeds per model; not supported only when the gap is also beyond "
-        "seed noise"
-    )
 
 
 def single_seed_readable(row: float, reference: SeedSummary) -> bool:

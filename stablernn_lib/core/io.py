@@ -1,8 +1,4 @@
-"""Atomic writes, provenance, and saved configs for results and checkpoints.
-
-A file is written to a temporary name in the same folder and renamed into place,
-so an interrupted run never leaves a half-written result behind.
-"""
+"""Atomic writes (a temporary file renamed into place), provenance, and saved configs."""
 
 from __future__ import annotations
 
@@ -72,10 +68,8 @@ def git_commit(cwd: str | Path | None = None) -> str:
 
 
 def criteria_commit(cwd: str | Path | None = None) -> str:
-    """The last commit of ``data/results/criteria.json`` (the rules a result is judged by).
-
-    "unknown" outside a git checkout; "uncommitted" when the file has changes not committed.
-    """
+    """The last commit of ``data/results/criteria.json`` (the rules a result is judged by);
+    "unknown" outside a git checkout, "uncommitted" when the file has uncommitted changes."""
     where = Path(cwd) if cwd is not None else Path(__file__).resolve().parent
     path = "data/results/criteria.json"
     try:
@@ -126,12 +120,9 @@ def describe_provenance(record: dict[str, str]) -> str:
 
 
 def same_config(saved: dict[str, Any], config: Any) -> bool:
-    """Whether a config saved in a checkpoint or result file is the dataclass ``config``.
-
-    Fields added to the config's class since the file was written take their defaults,
-    and tuples compare equal to the lists JSON made of them; a field the class does not
-    have means another config.
-    """
+    """Whether a config saved in a checkpoint or result file is the dataclass ``config``: fields
+    missing from the file take their defaults, tuples equal JSON's lists, and a field the
+    class does not have means another config."""
     kind = type(config)
     if not set(saved) <= {field.name for field in dataclasses.fields(kind)}:
         return False

@@ -1,24 +1,15 @@
 """The spectral projection with matrix products only (no SVD, no host synchronization).
 
-The Euclidean projection of ``W = U diag(s) V^T`` onto ``{||W||_2 <= r}`` is
-``U diag(min(s, r)) V^T = W - U diag(relu(s - r)) V^T``.  With the polar factor
-``Q = U V^T`` and ``S = Q^T W = V diag(s) V^T`` (symmetric), ``M = S - r I`` has the
-eigenvalues ``s - r`` and ``relu(M) = (M + sign(M) M) / 2``, so
+With the polar factor ``Q = U V^T`` of ``W = U diag(s) V^T`` and ``M = Q^T W - r I``
+(eigenvalues ``s - r``), the projection onto ``{||W||_2 <= r}`` is
 
-    P_r(W) = W - Q (M + sign(M) M) / 2.
+    P_r(W) = W - Q relu(M) = W - Q (M + sign(M) M) / 2,
 
-Both ``Q`` and ``sign(M)`` come from Newton--Schulz iterations ``X <- (3 X - X X^T X) / 2``
-(on ``W`` scaled by an upper bound on its norm, and on ``M / ||M||_F``), which only
-multiply matrices: batches ``(..., m, n)`` of all layers and models go through at once,
-on the device, in a fixed number of kernels (a CUDA graph can capture them).
-
-Where the iterations have not converged the result stays close to exact: a singular value
-``s < r`` gives ``relu = 0`` whatever the polar iteration made of it (a small or zero
-``s``, where that iteration is slow, is left exactly as it is), and a singular value
-``s = r + m`` with ``|m|`` below the sign iteration's resolution ``||M||_F 1.5^-k`` is
-clipped to within ``|m| / 2`` of ``r``.  :func:`iterative_projection_error_bound` states
-that tolerance; :func:`spectral_norms_float64` is the exact check (an SVD in float64) to
-run at the end of each epoch, projecting exactly where it fails.
+``Q`` and ``sign(M)`` from Newton--Schulz iterations ``X <- (3 X - X X^T X) / 2``, batched
+``(..., m, n)`` on the device in a fixed number of kernels (a CUDA graph can capture them).
+A singular value ``s < r`` is never changed; one within the sign iteration's resolution of
+``r`` (:func:`iterative_projection_error_bound`) is clipped to within half of it.
+:func:`spectral_norms_float64` is the exact check (an SVD in float64) to run each epoch.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Recurrent models written as explicit state-transition maps.
+"""Recurrent models as explicit state-transition maps ``state' = phi_w(state, x)``, ``h_0 = 0``.
 
-Every model is a map ``phi_w`` with ``state' = phi_w(state, x)`` and ``h_0 = 0``.
-Sequences are time-first: inputs have shape ``(T, B, D)``.  A model's state is a
-single tensor of shape ``(B, S)``; for the LSTM ``S = 2H`` and the state is the
-concatenation ``[c, h]``, so truncation, Jacobians and Lipschitz estimates treat
-every model the same way.
+Inputs are time-first ``(T, B, D)``; a state is one tensor ``(B, S)`` (for the LSTM
+``S = 2H``, the concatenation ``[c, h]``), so truncation and Jacobians treat every model alike.
 """
 
 from __future__ import annotations
@@ -33,11 +30,8 @@ def _check_activation(name: str) -> None:
 
 
 class RecurrentMap(nn.Module):
-    """Base class: a recurrent model as the map ``phi_w(state, x)``.
-
-    Subclasses set ``input_size``, ``hidden_size``, ``state_size`` and implement
-    :meth:`step`.
-    """
+    """Base class: a recurrent model as the map ``phi_w(state, x)``; subclasses set
+    ``input_size``, ``hidden_size``, ``state_size`` and implement :meth:`step`."""
 
     input_size: int
     hidden_size: int
@@ -294,12 +288,8 @@ def random_vanilla_rnn(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> VanillaRNN:
-    """A vanilla RNN with Gaussian weights and ``L_rho * ||W||_2 = lam``.
-
-    ``W`` and ``U`` have i.i.d. ``N(0, 1/H)`` entries; ``W`` is then rescaled so
-    that the contraction constant equals ``lam`` (``lam >= 1`` gives a model that
-    is not certified stable, for counterexamples).
-    """
+    """A vanilla RNN with i.i.d. ``N(0, 1/H)`` weights, ``W`` rescaled to ``L_rho ||W||_2 = lam``
+    (``lam >= 1``: not certified stable, for counterexamples)."""
     if lam <= 0:
         raise ValueError(f"lam must be positive, got {lam}")
     model_cls = LinearRNN if activation == "identity" else VanillaRNN

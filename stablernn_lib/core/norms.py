@@ -1,8 +1,5 @@
-"""The norms a model needs: Lipschitz constants of activations and the spectral norm.
-
-A leaf module (``models`` and ``contraction`` both import it): ``L_rho = sup |rho'|`` and
-``||W||_2`` = the largest singular value, so that ``lambda = L_rho ||W||_2``.
-"""
+"""``L_rho = sup |rho'|`` of the activations and ``||W||_2`` (the largest singular value), so
+that ``lambda = L_rho ||W||_2``; a leaf module that ``models`` and ``contraction`` import."""
 
 from __future__ import annotations
 

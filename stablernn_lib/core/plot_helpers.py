@@ -61,11 +61,10 @@ _BELOW = ("outside lower left", "outside lower right", "outside lower center")
 def legends_below(figure: Figure, columns: int = 2) -> Figure:
     """Move the legends of ``figure``'s axes below all axes, where no curve is drawn.
 
-    Axes whose legends list the same entries (one per row of a grid, say) share one
-    figure legend; at most three distinct legends fit side by side. Each keeps its title
-    and gets ``columns`` columns. The figure must use the constrained layout, which makes
-    room for the legends; its height grows by 0.35 in per row of the tallest legend, and the
-    course style is applied again (:func:`~stablernn_lib.core.style.finish`).
+    Axes with the same legend entries share one figure legend; at most three distinct ones
+    fit side by side, each with its title and ``columns`` columns. The figure must use the
+    constrained layout; it grows by 0.35 in per row of the tallest legend and is finished
+    again (:func:`~stablernn_lib.core.style.finish`).
     """
     if (
         figure.get_layout_engine() is None

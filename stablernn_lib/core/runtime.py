@@ -23,25 +23,9 @@ def check_mode(mode: str) -> Mode:
     return mode  # type: ignore[return-value]
 
 
-def default_device(mode: str = "smoke") -> torch.device:
-    """The GPU when one is present, else the CPU; ``full`` mode warns without a GPU."""
-    check_mode(mode)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if mode == "full":
-        print(
-            "warning: MODE = 'full' but no GPU is present; this will be very slow. "
-            "On Colab choose Runtime > Change runtime type > GPU."
-        )
-    return torch.device("cpu")
-
-
 def refuse_paper_scale_on_cpu(what: str, alternative: str = "") -> NoReturn:
-    """Stop a command-line run of a paper-size config on a machine without a GPU.
-
-    ``what`` says what would train (and how long it takes on a CPU); ``alternative`` names a
-    smaller config to use instead. ``--device cpu`` overrides the refusal.
-    """
+    """Stop a command-line run of a paper-size config without a GPU: ``what`` would train (and
+    how long on a CPU), ``alternative`` is a smaller config; ``--device cpu`` overrides."""
     other = f", use {alternative}" if alternative else ""
     raise SystemExit(
         f"no CUDA GPU found: {what}. Run it on a GPU{other}, "
@@ -59,11 +43,8 @@ def describe_runtime() -> str:
 
 
 def scratch_dir(prefix: str) -> Path:
-    """A new temporary folder (for a notebook's smoke runs) removed when Python exits.
-
-    The folder is removed at interpreter exit, which includes a Jupyter kernel's
-    shutdown, so a notebook run leaves nothing in the temporary directory.
-    """
+    """A new temporary folder for a notebook's smoke runs, removed when Python (or the Jupyter
+    kernel) exits."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path

@@ -1,19 +1,9 @@
 """The course's figure style: one colour per model in every figure, text legible on the site.
 
-Every plotting function of the library ends with ``return finish(fig)``:
-
-- the figure is drawn at :data:`DPI` and at most :data:`MAX_WIDTH_IN` inches wide, so its
-  PNG is no wider than the site's text column (:data:`COLUMN_PX` CSS pixels at a 1400 px
-  window) and the browser shows it at its natural size, not shrunk;
-- every text of it (titles, labels, tick labels, legends, annotations) is at least
-  :data:`MIN_PT` points: at 96 dpi one point of the figure is one point on the page.
-
-A model has one colour in every figure (:func:`model_color`): the same key, e.g.
-``"lstm-stable"``, is drawn in the same colour in Chapter 8's and Chapter 9's figures.
-Colour is never the only carrier: in one axes, labelled lines of different colours differ
-in line style or marker too (:func:`finish` gives markers to those that do not, see
-:func:`distinguish_series`). :func:`legibility_problems` and :func:`colour_only_series`
-list what breaks the rules (``tests/test_style.py``).
+:func:`finish` (every plotting function ends with ``return finish(fig)``) draws a figure at
+:data:`DPI`, at most :data:`MAX_WIDTH_IN` wide (the site's text column), every text at least
+:data:`MIN_PT` points, and gives markers to lines that colour alone would tell apart.
+:func:`legibility_problems` and :func:`colour_only_series` list what breaks these rules.
 """
 
 from __future__ import annotations
@@ -79,11 +69,9 @@ def apply_style() -> None:
 
 
 def model_color(name: str) -> str:
-    """The colour of the trained model ``name`` ("rnn-stable", "lstm-unconstrained-adam", ...).
-
-    The longest key of :data:`MODEL_COLORS` that starts ``name`` decides; a plain cell
-    name ("rnn", "lstm") is its unconstrained model. Unknown names raise ``KeyError``.
-    """
+    """The colour of the trained model ``name`` ("rnn-stable", "lstm-unconstrained-adam", ...):
+    that of the longest key of :data:`MODEL_COLORS` starting ``name`` ("rnn", "lstm": the
+    unconstrained model); ``KeyError`` for an unknown name."""
     name = name.strip().lower()
     if name in ("rnn", "lstm"):
         name += "-unconstrained"
@@ -111,11 +99,8 @@ def rendered_scale(fig: Figure) -> float:
 
 
 def finish(fig: Figure) -> Figure:
-    """Fit ``fig`` to the column at :data:`DPI` and raise every smaller text to :data:`MIN_PT`.
-
-    Cheap enough for every frame of a widget: no drawing, and a new layout only when
-    something changed (a second call changes nothing).
-    """
+    """Fit ``fig`` to the column at :data:`DPI` and raise every smaller text to :data:`MIN_PT`;
+    no drawing (cheap for every widget frame), a new layout only when something changed."""
     changed = fig.get_dpi() != DPI
     fig.set_dpi(DPI)
     width, height = fig.get_size_inches()

@@ -1,9 +1,5 @@
-"""Markdown tables for the notebooks: rows of results, and configurations side by side.
-
-A code cell shows one with ``display(Markdown(table))``; the book parses such
-output as MyST (``nb_render_markdown_format: myst`` in ``_config.yml``), so it
-renders as an HTML table, and Jupyter and Colab render it too.
-"""
+"""Markdown tables for the notebooks (shown with ``display(Markdown(table))``, which the
+book renders as MyST): rows of results, and configurations side by side."""
 
 from __future__ import annotations
 
@@ -34,12 +30,9 @@ def _is_number(value: Any) -> bool:
 def markdown_table(
     rows: Sequence[Mapping[str, Any]], headers: Mapping[str, str] | None = None
 ) -> str:
-    """A table with one row per mapping and the first row's keys as columns.
-
-    ``headers`` maps a key to the column's title (words or ``$math$``); a key without
-    one is its own title, and may wrap after an underscore. Columns holding only
-    numbers are right-aligned.
-    """
+    """A table with one row per mapping and the first row's keys as columns, titled by
+    ``headers`` (words or ``$math$``; by default the key, which may wrap after an underscore);
+    columns of numbers only are right-aligned."""
     if not rows:
         raise ValueError("a table needs at least one row; got none")
     keys = list(rows[0])

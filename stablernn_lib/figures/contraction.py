@@ -1,10 +1,5 @@
-"""The figures and tables of Chapter 4 (stability as contractivity) and its LSTM page.
-
-They draw what :mod:`stablernn_lib.theory.contraction_experiments` measured; the widget
-figures (two trajectories, the projection in three planes of ``2 x 2`` matrices) run their
-small models themselves.  Every figure function returns a matplotlib ``Figure`` so it can
-feed :func:`stablernn_lib.figures.widgets.interactive_plot` or be shown as is.
-"""
+"""The figures and tables of Chapter 4 (stability as contractivity) and its LSTM page, from
+:mod:`stablernn_lib.theory.contraction_experiments`; the widgets run their own small models."""
 
 from __future__ import annotations
 
@@ -20,13 +15,9 @@ from stablernn_lib.core.contraction import project_spectral_ball
 from stablernn_lib.core.models import LSTMMap, random_vanilla_rnn
 from stablernn_lib.core.norms import spectral_norm
 from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
-from stablernn_lib.core.tables import format_value
+from stablernn_lib.core.tables import format_value, markdown_table
 from stablernn_lib.theory.contraction_experiments import DescentHistory
 from stablernn_lib.theory.lstm_certificate import gate_blocks, induced_norm
-
-# ----------------------------------------------------------------------------
-# Two trajectories from different initial states
-# ----------------------------------------------------------------------------
 
 MATRIX_KINDS = ("scaled orthogonal", "gaussian")
 
@@ -59,11 +50,9 @@ def trajectories_figure(
     hidden_size: int = 32,
     seed: int = 0,
 ) -> Figure:
-    """Two runs of ``h' = rho(W h + U x)`` (same inputs, different ``h_0``) with ``||W||_2 = lam``.
-
-    Left: unit 0 of both runs of the tanh RNN.  Right: ``||h_t - h'_t||_2`` on a log
-    scale for the tanh and the linear RNN, with the bound ``lam^t ||h_0 - h'_0||_2``.
-    """
+    """Two runs of ``h' = rho(W h + U x)`` (same inputs, different ``h_0``), ``||W||_2 = lam``:
+    unit 0 of both tanh runs (left); ``||h_t - h'_t||_2`` (log scale) for the tanh and the
+    linear RNN, with the bound ``lam^t ||h_0 - h'_0||_2`` (right)."""
     apply_style()
     first, second = _trajectory_pair(lam, "tanh", matrix, steps, hidden_size, seed)
     t = np.arange(first.shape[0])
@@ -102,10 +91,6 @@ def trajectories_figure(
     return finish(fig)
 
 
-# ----------------------------------------------------------------------------
-# The stable set of 2 x 2 matrices and the projection, in three planes
-# ----------------------------------------------------------------------------
-
 FAMILIES = {
     "diagonal": (lambda a, b: [[a, 0.0], [0.0, b]], ((0, 0), (1, 1))),
     "symmetric": (lambda a, b: [[a, b], [b, a]], ((0, 0), (0, 1))),
@@ -134,11 +119,8 @@ def projected_point(family: str, a: float, b: float, radius: float = 1.0) -> tup
 
 @lru_cache(maxsize=8)
 def _unit_ball_boundary(family: str, radius: float, points: int = 721) -> np.ndarray:
-    """Boundary of ``{||W(a, b)||_2 <= radius}``: ``radius * d / ||W(d)||_2`` for unit ``d``.
-
-    ``W(a, b)`` is linear in ``(a, b)`` and the norm is homogeneous, so each direction
-    meets the boundary once.
-    """
+    """Boundary of ``{||W(a, b)||_2 <= radius}``: ``radius * d / ||W(d)||_2`` for unit ``d``
+    (``W`` is linear in ``(a, b)``, the norm homogeneous: each direction meets it once)."""
     angles = np.linspace(0, 2 * np.pi, points)
     directions = np.stack([np.cos(angles), np.sin(angles)], axis=1)
     mats = torch.stack([family_matrix(family, float(a), float(b)) for a, b in directions])
@@ -147,11 +129,9 @@ def _unit_ball_boundary(family: str, radius: float, points: int = 721) -> np.nda
 
 
 def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.0) -> Figure:
-    """The stable set ``{||W||_2 <= radius}`` in three planes of ``2 x 2`` matrices.
-
-    In each family the Frobenius norm is a multiple of ``sqrt(a^2 + b^2)``, and the SVD
-    projection stays in the family, so the picture shows the Euclidean projection.
-    """
+    """The stable set ``{||W||_2 <= radius}`` in three planes of ``2 x 2`` matrices; in each the
+    Frobenius norm is a multiple of ``sqrt(a^2 + b^2)`` and the SVD projection stays in the
+    plane, so the picture shows the Euclidean projection."""
     apply_style()
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6))
     names = {"diagonal": "[[a,0],[0,b]]", "symmetric": "[[a,b],[b,a]]"}
@@ -177,11 +157,6 @@ def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.
     return finish(fig)
 
 
-# ----------------------------------------------------------------------------
-# Projected gradient descent on a small vanilla RNN
-# ----------------------------------------------------------------------------
-
-
 def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) -> Figure:
     """Loss and ``||W||_2`` against the step for plain and projected gradient descent."""
     apply_style()
@@ -200,36 +175,25 @@ def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) ->
     return finish(fig)
 
 
-# ----------------------------------------------------------------------------
-# The LSTM certificate against measurements
-# ----------------------------------------------------------------------------
-
-
 def verification_table(rows: list[dict[str, object]]) -> str:
     """Markdown table of the rows of
-    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`:
-    certificates and measurements.
-
-    Headers are short so that the table fits the 784 px column of a 1400 px window: the
-    proved constants for ``p = inf`` and ``p = 1``, then the largest measured Jacobian norm
-    and pair ratio in the certificate's norm ("cert.") and in the Euclidean norm ("Eucl.").
-    """
-    columns = [
-        ("certificate", "proved (∞)"),
-        ("certificate_l1", "proved (1)"),
-        ("jacobian_certificate_norm", "Jacobian (cert.)"),
-        ("pairs_certificate_norm", "pairs (cert.)"),
-        ("jacobian_euclidean", "Jacobian (Eucl.)"),
-        ("pairs_euclidean", "pairs (Eucl.)"),
-    ]
-    lines = [
-        "| model | " + " | ".join(title for _, title in columns) + " |",
-        "| --- |" + " ---: |" * len(columns),
-    ]
-    for row in rows:
-        cells = [format_value(float(row[key])) for key, _ in columns]
-        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`: the proved
+    constants for ``p = inf`` and ``p = 1``, the largest measured Jacobian norm and pair ratio
+    in the certificate's norm ("cert.") and the Euclidean one ("Eucl."); short headers fit the
+    784 px column of a 1400 px window."""
+    headers = {
+        "model": "model",
+        "certificate": "proved (∞)",
+        "certificate_l1": "proved (1)",
+        "jacobian_certificate_norm": "Jacobian (cert.)",
+        "pairs_certificate_norm": "pairs (cert.)",
+        "jacobian_euclidean": "Jacobian (Eucl.)",
+        "pairs_euclidean": "pairs (Eucl.)",
+    }
+    return markdown_table(
+        [{key: row[key] if key == "model" else float(row[key]) for key in headers} for row in rows],
+        headers,
+    )
 
 
 def contraction_table(rows: list[dict[str, object]]) -> str:

@@ -1,15 +1,8 @@
 """Chapter 3: recurrent models, truncated BPTT, truncated models, and models of context k.
 
-Three gradients of the loss ``l(h_T)`` at the last step, for a recurrent model:
-
-- ``full``: exact backpropagation through all ``T`` steps of the recurrent model;
-- ``truncated_bptt``: the recurrent model's forward pass, but backpropagation stops at
-  ``h_{T-k}``, which is treated as a constant (the state carried into the last window
-  is detached); the prediction still depends on the whole past;
-- ``truncated_model``: the exact gradient of the truncated model of context ``k``,
-  whose last window starts from the zero state instead of ``h_{T-k}``.
-
-The last two differ only in the state the last window starts from.
+Gradients of ``l(h_T)`` (:func:`last_step_gradients`): ``full`` backpropagates through all
+``T`` steps; ``truncated_bptt`` runs the recurrent model but stops at ``h_{T-k}`` (detached);
+``truncated_model`` differentiates the truncated model, whose last window starts from zero.
 """
 
 from __future__ import annotations
@@ -32,11 +25,8 @@ def input_influence(
     lam: float, k: int | None, steps: int = 40, hidden_size: int = 16, seed: int = 0
 ) -> Tensor:
     """``||d h_T / d x_{T - lag}||_2`` for ``lag = 0..steps-1`` (a random tanh RNN with
-    contraction constant ``lam``, one Gaussian input sequence of length ``steps``).
-
-    ``k=None`` differentiates the recurrent model's last state ``h_T``; an integer ``k``
-    the truncated model's ``h^k_T``, which ignores every input older than ``k`` steps.
-    """
+    contraction constant ``lam``, one Gaussian input sequence): of the recurrent model's
+    ``h_T`` (``k=None``) or of the truncated model's ``h^k_T``."""
     generator = torch.Generator().manual_seed(seed)
     model = random_vanilla_rnn(1, hidden_size, lam, generator=generator)
     inputs = torch.randn(steps, 1, 1, generator=generator, dtype=torch.float64)
@@ -96,11 +86,8 @@ def influence_widget(
 def last_step_gradients(
     model: RecurrentMap, inputs: Tensor, target: Tensor, k: int
 ) -> dict[str, dict[str, Tensor]]:
-    """Gradients of ``l = ||h_T - target||^2 / 2`` with respect to every parameter.
-
-    Shapes: inputs ``(T, B, D)``, target ``(B, S)``.  Returns
-    ``{"full" | "truncated_bptt" | "truncated_model": {parameter name: gradient}}``.
-    """
+    """Gradients of ``l = ||h_T - target||^2 / 2`` (inputs ``(T, B, D)``, target ``(B, S)``):
+    ``{"full" | "truncated_bptt" | "truncated_model": {parameter name: gradient}}``."""
     if not 1 <= k <= inputs.shape[0]:
         raise ValueError(f"the context k must be between 1 and T = {inputs.shape[0]}, got {k}")
     names = [name for name, _ in model.named_parameters()]
@@ -155,12 +142,9 @@ def _dilated_tree(length: int, dilations: Sequence[int]) -> list[list[tuple[int,
 
 
 def context_diagram_figure(k: int = 8, length: int = 16) -> Figure:
-    """Which inputs the last output depends on, for four models side by side: the
-    recurrent model, the truncated RNN of context ``k``, dilated causal convolutions
-    (kernel 2, dilations ``1, 2, ..., k/2``) and one attention layer over a window of ``k``.
-
-    ``k`` must be a power of two no larger than ``length``.
-    """
+    """Which inputs the last output depends on in the recurrent model, the truncated RNN of
+    context ``k`` (a power of two, at most ``length``), dilated causal convolutions (kernel 2,
+    dilations ``1, 2, ..., k/2``) and one attention layer over a window of ``k``."""
     if k < 2 or k & (k - 1) or k > length:
         raise ValueError(f"k must be a power of two between 2 and length = {length}, got {k}")
     apply_style()

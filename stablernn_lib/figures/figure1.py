@@ -1,10 +1,6 @@
-"""Figure 1b (Chapter 7): distances between the weights of recurrent and truncated models.
-
-Draws what :func:`stablernn_lib.theory.weights_close.run_figure1` computed: per ``k``,
-``||w_recurr - w_trunc||`` after ``n`` steps against the Proposition 2 bound, for steps
-``alpha/t`` and a constant step, and the final distance and prediction gap against ``k``.
-Also the ``figure1`` command (run the experiment, write its PNG).
-"""
+"""Figure 1b (Chapter 7) from :func:`stablernn_lib.theory.weights_close.run_figure1`: the
+distance between recurrent and truncated weights against the Proposition 2 bound, and the
+``figure1`` command (run the experiment, write its PNG)."""
 
 from __future__ import annotations
 
@@ -88,11 +84,9 @@ def _draw_figure1_row(axes: Sequence[Any], units: Sequence[dict[str, Any]]) -> N
 
 
 def plot_figure1(results: dict[str, Any], activation: str | None = None) -> Figure:
-    """Figure 1b: distance versus steps for each ``k``, with ``alpha/t`` and constant steps,
-    and the final distance and prediction gap versus ``k`` (Theorem 1).
-
-    One row per activation (only ``activation`` when given).
-    """
+    """Figure 1b, one row per activation (or ``activation`` only): distance versus steps for
+    each ``k`` with ``alpha/t`` and constant steps, the final distance and prediction gap
+    versus ``k`` (Theorem 1)."""
     units = results["units"]
     activations = [activation] if activation else sorted({u["activation"] for u in units})
     figure = Figure(figsize=(13, 3.8 * len(activations)), layout="constrained")

@@ -1,8 +1,4 @@
-"""Chapter 1's figure: the states of a recurrent model beside those of its truncation of context k.
-
-Every figure function returns a matplotlib ``Figure`` (never shows it), so it
-can feed :func:`stablernn_lib.figures.widgets.interactive_plot` or be displayed as is.
-"""
+"""Chapter 1's figure: the states of a recurrent model beside those of its truncation."""
 
 from __future__ import annotations
 
@@ -28,13 +24,9 @@ from stablernn_lib.core.truncation import truncated_states
 
 @dataclass(frozen=True)
 class TruncationExample:
-    """Full and truncated states of one random tanh RNN on one input sequence.
-
-    ``full``: ``(T, H)`` states ``h_t``; ``truncated``: ``(T, H)`` states ``h^k_t``;
-    ``gap``: ``(T,)`` Euclidean norms ``||h_t - h^k_t||``;
-    ``bound``: ``(T,)`` the contraction estimate ``lam^k ||h_{t-k}||`` for ``t > k``
-    (NaN for ``t <= k``, where the two models agree, and everywhere when ``lam >= 1``).
-    """
+    """States ``full`` ``h_t`` and ``truncated`` ``h^k_t`` ``(T, H)`` of one random tanh RNN,
+    ``gap`` ``||h_t - h^k_t||`` ``(T,)``, and ``bound`` ``lam^k ||h_{t-k}||`` ``(T,)`` (NaN for
+    ``t <= k``, where the two models agree, and everywhere when ``lam >= 1``)."""
 
     lam: float
     k: int
@@ -65,12 +57,9 @@ def truncation_example(
     steps: int = 80,
     seed: int = 0,
 ) -> TruncationExample:
-    """Run a random tanh RNN with contraction constant ``lam`` and its truncation ``k``.
-
-    The model is :func:`stablernn_lib.core.models.random_vanilla_rnn` (Gaussian ``W``
-    rescaled so that ``||W||_2 = lam``) and the inputs are i.i.d. standard
-    Gaussian; the same ``seed`` gives the same model and inputs for every ``k``.
-    """
+    """Run :func:`stablernn_lib.core.models.random_vanilla_rnn` (tanh, ``||W||_2 = lam``) and
+    its truncation ``k`` on i.i.d. standard Gaussian inputs (one ``seed``: one model and
+    input sequence for every ``k``)."""
     model, inputs, full = _example_model_and_inputs(lam, input_size, hidden_size, steps, seed)
     with torch.no_grad():
         truncated = truncated_states(model, inputs, k)

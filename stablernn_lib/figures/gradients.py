@@ -1,8 +1,4 @@
-"""Figures and widgets of Chapter 2 (backpropagation through time).
-
-Each ``*_figure`` function returns a matplotlib ``Figure``; each ``*_widget`` wraps one
-of them in :func:`stablernn_lib.figures.widgets.interactive_plot`.
-"""
+"""Figures of Chapter 2 (backpropagation through time); each ``*_widget`` wraps a ``*_figure``."""
 
 from __future__ import annotations
 

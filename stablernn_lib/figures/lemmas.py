@@ -1,8 +1,4 @@
-"""Figures of Chapters 5 and 6: the measured quantities of Lemmas 1-3 against their bounds.
-
-Every function returns a matplotlib ``Figure`` (it never shows it), so it can be
-displayed as is or fed to :func:`stablernn_lib.figures.widgets.interactive_plot`.
-"""
+"""Figures of Chapters 5 and 6: the measured quantities of Lemmas 1-3 against their bounds."""
 
 from __future__ import annotations
 
@@ -50,23 +46,26 @@ def _ratios_panel(ax: Axes, ks: np.ndarray, lams: np.ndarray, ratios: np.ndarray
     ax.set(xlabel="context $k$", ylabel="measured / bound (largest instance)")
 
 
-def truncation_figure(result: TruncationResult, title: str | None = None) -> Figure:
-    """Lemma 1: ``max_t ||h_t - h^k_t||`` (solid) and ``lambda^k B_h`` (dashed) versus ``k``.
-
-    The right panel shows ``measured / bound`` (at most 1 where the lemma applies).
-    """
+def _lemma_figure(
+    result: TruncationResult | GradientGapResult, ylabel: str, title: str, lemma: int
+) -> Figure:
+    """Left: measured gaps (solid) and bounds (dashed) versus ``k``; right: their ratio."""
     fig, (left, right) = plt.subplots(1, 2, figsize=STYLE["figure.figsize"], layout="constrained")
     _gaps_against_bound(left, result.ks, result.lams, result.measured, result.bound)
-    left.set_ylabel(
-        r"$\max_t \|h_t - h^k_t\|$" + ("" if result.model != "lstm" else " (cert. norm)")
-    )
+    left.set_ylabel(ylabel)
     left.legend(loc="lower left")
+    left.set_title(title)
     _ratios_panel(right, result.ks, result.lams, result.ratios())
-    left.set_title(
-        title or f"{result.model} model, {result.family} inputs, $B_x = {result.input_bound:g}$"
-    )
-    right.set_title("tightness of Lemma 1")
+    right.set_title(f"tightness of Lemma {lemma}")
     return finish(fig)
+
+
+def truncation_figure(result: TruncationResult, title: str | None = None) -> Figure:
+    """Lemma 1: ``max_t ||h_t - h^k_t||`` (solid) and ``lambda^k B_h`` (dashed) versus ``k``,
+    and ``measured / bound`` (at most 1 where the lemma applies)."""
+    ylabel = r"$\max_t \|h_t - h^k_t\|$" + ("" if result.model != "lstm" else " (cert. norm)")
+    default = f"{result.model} model, {result.family} inputs, $B_x = {result.input_bound:g}$"
+    return _lemma_figure(result, ylabel, title or default, 1)
 
 
 def unstable_truncation_figure(result: TruncationResult, title: str | None = None) -> Figure:
@@ -107,16 +106,9 @@ def _fix_frame_limits(
 
 def gradient_gap_figure(result: GradientGapResult, title: str | None = None) -> Figure:
     """Lemma 2 (the paper's Figure 1a): ``||grad p_T - grad p^k_T||`` and ``gamma k lambda^k``."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=STYLE["figure.figsize"], layout="constrained")
-    _gaps_against_bound(left, result.ks, result.lams, result.measured, result.bound)
-    left.set_ylabel(r"$\|\nabla_w p_T - \nabla_w p^k_T\|$")
-    left.legend(loc="lower left")
-    left.set_title(
-        title or f"{result.activation} RNN, {result.family} instances, H = {result.hidden_size}"
-    )
-    _ratios_panel(right, result.ks, result.lams, result.ratios())
-    right.set_title("tightness of Lemma 2")
-    return finish(fig)
+    ylabel = r"$\|\nabla_w p_T - \nabla_w p^k_T\|$"
+    default = f"{result.activation} RNN, {result.family} instances, H = {result.hidden_size}"
+    return _lemma_figure(result, ylabel, title or default, 2)
 
 
 def gradient_gap_frame(
@@ -129,12 +121,8 @@ def gradient_gap_frame(
     num_instances: int = 2,
     **kwargs,
 ) -> Figure:
-    """One widget frame: Lemma 2 for ``num_instances`` random RNNs at ``(lam, input_bound)``.
-
-    Left: ``||grad_w p_T - grad_w p^k_T||`` (solid) against ``gamma k lambda^k``
-    (dashed) versus ``k``; right: their ratio.  Other keyword arguments go to
-    :func:`stablernn_lib.theory.lemmas.gradient_gap_experiment`.
-    """
+    """One widget frame: Lemma 2 for ``num_instances`` random RNNs at ``(lam, input_bound)``
+    (other keyword arguments go to :func:`stablernn_lib.theory.lemmas.gradient_gap_experiment`)."""
     result = gradient_gap_experiment(
         [lam],
         list(ks),
@@ -152,11 +140,9 @@ def gradient_gap_frame(
 
 
 def smoothness_figure(results: list[SmoothnessResult], labels: list[str]) -> Figure:
-    """Lemma 3: Lipschitz ratios of ``grad p_T`` versus ``1 / (1 - lambda)`` (log-log).
-
-    Solid: the largest ratio found per ``lambda``; dashed: ``beta``; dotted: the
-    reference ``c (1 - lambda)^-3`` through the first measured point of each family.
-    """
+    """Lemma 3: the largest Lipschitz ratio of ``grad p_T`` found per ``lambda`` (solid), ``beta``
+    (dashed) and ``c (1 - lambda)^-3`` through the first point (dotted), against
+    ``1 / (1 - lambda)`` (log-log)."""
     fig, ax = plt.subplots(figsize=STYLE["figure.figsize"], layout="constrained")
     for result, label, color in zip(results, labels, _colors(len(results)), strict=True):
         x = 1 / (1 - result.lams)

@@ -1,15 +1,6 @@
-"""How much the truncated (feed-forward) model gains from parallelism: measured.
-
-Three ways to get states of a vanilla RNN on a sequence of length ``T``:
-
-- ``sequential``: ``model.run`` (the recurrent model), ``T`` dependent steps;
-- ``parallel``: :func:`stablernn_lib.core.truncation.truncated_states`, the truncated model of
-  context ``k``, ``k`` steps applied to all ``T`` windows at once;
-- ``per_window``: :func:`stablernn_lib.core.truncation.truncated_states_reference`, the same
-  truncated states one window at a time, ``T k`` dependent steps;
-- ``fused``: PyTorch's own ``torch.nn.RNN`` with the same weights (the fused CPU kernel,
-  or cuDNN on a GPU), the recurrent model as practitioners run it.
-"""
+"""Measured cost of the states of a vanilla RNN on ``T`` steps: ``sequential`` (``model.run``,
+``T`` dependent steps), ``parallel`` (the truncated model, ``k`` steps on all windows at once),
+``per_window`` (one window at a time, ``T k`` steps) and ``fused`` (``torch.nn.RNN``)."""
 
 from __future__ import annotations
 
@@ -66,16 +57,12 @@ def time_truncated_evaluation(
     per_window_max_length: int = 256,
     seed: int = 0,
 ) -> list[dict]:
-    """Time the four evaluations for each ``T`` in ``lengths`` at fixed context ``k``.
-
-    The model is a random stable tanh RNN (``lambda = 0.9``, float32) with input size 8.
-    The per-window loop is only timed for ``T <= per_window_max_length`` (it costs
-    ``T k`` steps).  Each row: ``device, T, k, sequential_s, parallel_s, per_window_s``
-    (``None`` when skipped), ``fused_s`` (``torch.nn.RNN``), the ratios
-    ``sequential_over_parallel``, ``per_window_over_parallel`` and ``sequential_over_fused``
-    (our map against PyTorch's fused kernel), and ``max_difference`` between the parallel
-    and the per-window truncated states (a check that both compute the same thing).
-    """
+    """Time the four evaluations of a random stable tanh RNN (``lambda = 0.9``, float32, input
+    size 8) for each ``T`` in ``lengths`` at context ``k``; the per-window loop only for
+    ``T <= per_window_max_length``. Each row: ``device, T, k``, the ``<method>_s`` times
+    (``per_window_s`` None when skipped), the ratios ``sequential_over_parallel``,
+    ``per_window_over_parallel``, ``sequential_over_fused``, and ``max_difference`` between
+    the parallel and per-window states (both compute the same thing)."""
     device = torch.device(device)
     if any(length < 1 for length in lengths) or k < 1:
         raise ValueError("every length T and the context k must be positive integers")

@@ -1,26 +1,10 @@
 """One helper for every widget-driven plot of the course: :func:`interactive_plot`.
 
-The helper renders ``draw(**values)`` once for every point of a small grid of
-slider values, stores each figure as a PNG image with its text alternative (an
-``<img alt=...>`` in an ``ipywidgets.HTML``, :func:`frame_widget`), and puts the
-frames in (nested) ``ipywidgets.Stack`` containers. Each slider's
-``index`` is linked *in the browser* (``jslink``) to the ``selected_index`` of
-every stack at its level, so moving a slider swaps the image with no Python
-kernel at all. The same widget therefore works on a live kernel (Jupyter,
-Colab) and on the static book site, where a plain ``interact`` would show a
-frozen first frame.
-
-With one slider there is one stack of images. With two sliders ``a`` and ``b``
-the outer stack is indexed by ``a`` and each of its children is a stack of
-images indexed by ``b``; slider ``b`` is linked to every inner stack. Three
-sliders add one more level.
-
-On Colab (whose widget front end may lag behind ipywidgets 8), with ipywidgets
-older than 8 (no ``Stack``), or when the environment variable
-``STABLERNN_WIDGETS=live`` is set, the helper instead redraws on the kernel
-through ``ipywidgets.interactive_output``. ``STABLERNN_WIDGETS=frames`` forces
-precomputed frames (the book build relies on them; it is also the default
-outside Colab).
+It renders ``draw(**values)`` at every point of a grid of slider values (PNG frames with
+their text alternatives) and nests the frames in ``ipywidgets.Stack`` containers, one level
+per slider, each linked in the browser (``jslink``) to its slider: the widget works on the
+static site with no kernel. On Colab, without ``Stack`` (ipywidgets < 8), or with
+``STABLERNN_WIDGETS=live`` it redraws on the kernel instead (``interactive_output``).
 """
 
 from __future__ import annotations
@@ -49,12 +33,8 @@ WIDGET_MODE_VARIABLE = "STABLERNN_WIDGETS"
 
 
 class InteractivePlot(ipywidgets.VBox):
-    """The widget returned by :func:`interactive_plot` (a ``VBox``).
-
-    Attributes: ``sliders`` maps each slider name to its ``SelectionSlider``;
-    ``links`` holds the browser-side links (empty in live mode); ``num_frames``
-    is the number of precomputed images (0 in live mode).
-    """
+    """The widget of :func:`interactive_plot`: ``sliders`` (name -> slider), ``links`` (the
+    browser-side links) and ``num_frames`` (precomputed images); no links nor frames live."""
 
     def __init__(
         self,
@@ -80,24 +60,17 @@ def interactive_plot(
     """Return a widget that shows ``draw(**values)`` for slider-chosen ``values``.
 
     Args:
-        draw: called with one keyword argument per slider; must return a
-            matplotlib ``Figure`` (the helper closes it after rendering).
-        sliders: 1 to 3 entries ``name -> grid of values`` (distinct values, in the
-            order the slider shows them). The product of the grid sizes is the
-            number of precomputed frames and must stay <= ``MAX_FRAMES`` (60).
-        description: optional sentence shown above the sliders (HTML: write math with
-            Unicode and ``<sub>``, the static site does not typeset TeX in widgets).
-        labels: optional ``name -> label`` for this plot, in place of ``SLIDER_LABELS``
-            (e.g. ``{"b": "b"}`` where ``b`` is not a bias).
-        alt: the text alternative of every frame (its image's ``alt``), for a reader who
-            cannot see it: what is plotted and its finding (at most about 250
-            characters), or a function of the slider values that returns it. Each
-            frame's text ends with the slider values it shows. Without it, the
-            description stands in.
+        draw: one keyword argument per slider -> a matplotlib ``Figure`` (closed once drawn).
+        sliders: 1 to 3 entries ``name -> grid of distinct values``; at most ``MAX_FRAMES``
+            frames (the product of the grid sizes).
+        description: a sentence above the sliders (HTML; math in Unicode and ``<sub>``,
+            as the static site does not typeset TeX in widgets).
+        labels: ``name -> label`` in place of ``SLIDER_LABELS`` for this plot.
+        alt: every frame's text alternative (what is plotted and its finding, about 250
+            characters at most), or a function of the slider values returning it; the
+            slider values shown are appended. Default: the description.
 
-    Returns:
-        An :class:`InteractivePlot` (an ``ipywidgets.VBox``) whose sliders start at
-        the first value of each grid.
+    The sliders start at the first value of each grid.
     """
     grids = _validate(draw, sliders, description)
     if alt is not None and not (callable(alt) or (isinstance(alt, str) and alt.strip())):
@@ -214,18 +187,12 @@ def slider_label(name: str) -> str:
 def _make_slider(label: str, grid: list[Any]) -> ipywidgets.SelectionSlider:
     """A slider over the grid; buttons when the values are categories (all strings)."""
     options = [(_label(value), value) for value in grid]
+    common = {"options": options, "index": 0, "description": label}
+    common["style"] = {"description_width": "initial"}
     if all(isinstance(value, str) for value in grid):
-        return ipywidgets.ToggleButtons(
-            options=options, index=0, description=label, style={"description_width": "initial"}
-        )
-    return ipywidgets.SelectionSlider(
-        options=options,
-        index=0,
-        description=label,
-        continuous_update=True,
-        style={"description_width": "initial"},
-        layout=ipywidgets.Layout(width="420px"),
-    )
+        return ipywidgets.ToggleButtons(**common)
+    layout = ipywidgets.Layout(width="420px")
+    return ipywidgets.SelectionSlider(**common, continuous_update=True, layout=layout)
 
 
 def _live_mode() -> bool:
@@ -270,11 +237,8 @@ FRAME_PATTERN = re.compile(r'^<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"
 
 
 def frame_widget(png: bytes, alt: str) -> ipywidgets.HTML:
-    """One frame: the PNG ``png`` inline (a data URL) with the text alternative ``alt``.
-
-    (An ``ipywidgets.Image`` has no ``alt``, and its ``tooltip`` stops the static site's
-    widget manager from drawing it.)
-    """
+    """One frame: the PNG ``png`` inline (a data URL) with the text alternative ``alt`` (an
+    ``ipywidgets.Image`` has no ``alt``, and the static site does not draw one with a tooltip)."""
     data = base64.b64encode(png).decode("ascii")
     return ipywidgets.HTML(FRAME_HTML.format(data=data, alt=html.escape(alt, quote=True)))
 
@@ -308,8 +272,7 @@ def _frame_stack(
     sliders: dict[str, ipywidgets.SelectionSlider],
     describe: Callable[[dict[str, Any]], str],
 ) -> tuple[ipywidgets.Widget, list[ipywidgets.Widget]]:
-    """Render every frame and nest the frames in stacks, one level per slider; each image
-    carries its text alternative, ``describe(values)``, as its ``alt``."""
+    """Every frame (``alt``: ``describe(values)``) nested in stacks, one level per slider."""
     names = list(grids)
     images = {}
     for combination in itertools.product(*(range(len(grids[name])) for name in names)):

@@ -13,11 +13,8 @@ from stablernn_lib.core.models import VanillaRNN
 
 @dataclass(frozen=True)
 class SymbolicRNN:
-    """``h' = tanh(W h + U x + b)`` with symbolic ``W (n, n)``, ``U (n, d)``, ``b``, ``h``.
-
-    The input is ``x (d,)``; ``preactivation`` is ``a = W h + U x + b`` and
-    ``next_state`` is ``tanh(a)``.
-    """
+    """``h' = tanh(W h + U x + b)`` with symbolic ``W (n, n)``, ``U (n, d)``, ``b``, ``h``,
+    ``x (d,)``; ``preactivation`` is ``a = W h + U x + b``, ``next_state`` is ``tanh(a)``."""
 
     W: sp.Matrix
     U: sp.Matrix
@@ -50,11 +47,8 @@ def jacobian_minus_formula(rnn: SymbolicRNN) -> sp.Matrix:
 def numeric_jacobian_gap(
     rnn: SymbolicRNN, model: VanillaRNN, state: torch.Tensor, x: torch.Tensor
 ) -> float:
-    """Largest ``|sympy Jacobian - autograd Jacobian|`` at one point (float64 tanh model).
-
-    ``state``: ``(n,)``, ``x``: ``(d,)``; ``model`` must be a tanh :class:`VanillaRNN`
-    of the same sizes (its bias, if any, is substituted for ``b``).
-    """
+    """Largest ``|sympy Jacobian - autograd Jacobian|`` at ``state`` ``(n,)``, ``x`` ``(d,)`` for a
+    float64 tanh :class:`VanillaRNN` of the same sizes (its bias, if any, is ``b``)."""
     if model.activation != "tanh":
         raise ValueError("the symbolic RNN uses tanh; build the model with activation='tanh'")
     values = {}

@@ -1,8 +1,5 @@
-"""Sympy derivations behind chapter 4: Lipschitz constants and the LSTM contraction algebra.
-
-Each function returns sympy expressions so the book can display them, and each
-identity is stated as an expression that must simplify to zero (tests check it).
-"""
+"""Sympy derivations of Chapter 4: Lipschitz constants and the LSTM contraction algebra; each
+identity is an expression that simplifies to zero (the tests check it)."""
 
 from __future__ import annotations
 
@@ -19,11 +16,8 @@ ACTIVATION_EXPRESSIONS: dict[str, sp.Expr] = {
 
 
 def activation_lipschitz_symbolic(name: str) -> tuple[sp.Expr, sp.Expr]:
-    """``(rho'(u), sup_u |rho'(u)|)`` for a named activation, both computed by sympy.
-
-    The Lipschitz constant of a differentiable (or piecewise linear) scalar function
-    is the supremum of ``|rho'|`` (mean value theorem).
-    """
+    """``(rho'(u), sup_u |rho'(u)|)`` for a named activation, both by sympy (the Lipschitz
+    constant of a piecewise differentiable scalar function, by the mean value theorem)."""
     if name not in ACTIVATION_EXPRESSIONS:
         raise ValueError(
             f"no symbolic form for activation {name!r}; use one of {sorted(ACTIVATION_EXPRESSIONS)}"

@@ -1,8 +1,5 @@
-"""Symbolic (sympy) steps of Lemmas 1-3: geometric series, solving for ``k``, growth orders.
-
-The expressions here mirror the float functions of :mod:`stablernn_lib.core.bounds`;
-the tests evaluate both at random points.
-"""
+"""Sympy steps of Lemmas 1-3 (geometric series, solving for ``k``, growth orders), mirroring
+the float functions of :mod:`stablernn_lib.core.bounds` (the tests compare them)."""
 
 from __future__ import annotations
 
@@ -15,12 +12,8 @@ L_rho, L2_rho, Lp, Sp = sp.symbols(r"L_rho L^{(2)}_{\rho} L_p S_p", nonnegative=
 
 
 def evaluate_sum(expression: sp.Expr) -> sp.Expr:
-    """``doit`` a sum and keep the branch that holds for ``0 < lambda < 1``.
-
-    sympy answers a geometric sum with a ``Piecewise`` (``lambda = 1`` or
-    ``|lambda| < 1`` are special cases); the branch whose condition is true at
-    ``lambda = 1/2`` is the one for a contraction.
-    """
+    """``doit`` a sum and keep the branch of sympy's ``Piecewise`` answer that holds for
+    ``0 < lambda < 1`` (the one whose condition is true at ``lambda = 1/2``)."""
     value = sp.piecewise_fold(expression.doit())
     if isinstance(value, sp.Piecewise):
         value = next(
@@ -101,11 +94,8 @@ def unfold_state_bounds(expression: sp.Expr) -> sp.Expr:
 
 
 def growth_exponent(expression: sp.Expr, at_identity: bool = False) -> sp.Expr:
-    """The ``n`` with ``expression ~ c (1 - lambda)^-n`` as ``lambda -> 1``.
-
-    ``at_identity=True`` sets ``L2_rho = 0`` (the linear RNN).  Other symbols stay
-    fixed and positive.
-    """
+    """The ``n`` with ``expression ~ c (1 - lambda)^-n`` as ``lambda -> 1``, other symbols fixed
+    and positive (``at_identity=True``: ``L2_rho = 0``, the linear RNN)."""
     if at_identity:
         expression = expression.subs(L2_rho, 0)
     return sp.limit(sp.log(expression) / sp.log(1 / (1 - lam)), lam, 1, "-")

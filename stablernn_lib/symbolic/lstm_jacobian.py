@@ -50,18 +50,17 @@ class ScalarLSTM:
     @property
     def gate_values(self) -> dict[str, sp.Expr]:
         """Each gate as an expression of the state, input and weights."""
-        a = self.preactivation
-        return {
-            "i": sigmoid(a["i"]),
-            "f": sigmoid(a["f"]),
-            "z": sp.tanh(a["z"]),
-            "o": sigmoid(a["o"]),
-        }
+        return _gates(self.preactivation)
 
     @property
     def gate_symbols(self) -> dict[str, sp.Symbol]:
         """Plain symbols ``i, f, z, o`` that stand for the gate values in displayed results."""
         return {name: sp.Symbol(name) for name in GATES}
+
+
+def _gates(a: dict[str, sp.Expr]) -> dict[str, sp.Expr]:
+    """``sigma(a_g)`` for the gates ``i, f, o`` and ``tanh(a_z)``."""
+    return {g: sp.tanh(a[g]) if g == "z" else sigmoid(a[g]) for g in GATES}
 
 
 def scalar_lstm() -> ScalarLSTM:
@@ -71,9 +70,9 @@ def scalar_lstm() -> ScalarLSTM:
     u = {g: sp.Symbol(f"u_{g}", real=True) for g in GATES}
     b = {g: sp.Symbol(f"b_{g}", real=True) for g in GATES}
     a = {g: w[g] * h + u[g] * x + b[g] for g in GATES}
-    i, f, z, o = sigmoid(a["i"]), sigmoid(a["f"]), sp.tanh(a["z"]), sigmoid(a["o"])
-    c_next = i * z + f * c
-    return ScalarLSTM(c, h, x, w, u, b, a, c_next, o * sp.tanh(c_next))
+    gate = _gates(a)
+    c_next = gate["i"] * gate["z"] + gate["f"] * c
+    return ScalarLSTM(c, h, x, w, u, b, a, c_next, gate["o"] * sp.tanh(c_next))
 
 
 def state_jacobian(lstm: ScalarLSTM) -> sp.Matrix:
@@ -99,11 +98,8 @@ def jacobian_function(lstm: ScalarLSTM):
 
 
 def max_jacobian_gap(model: LSTMMap, states: torch.Tensor, inputs: torch.Tensor) -> float:
-    """Largest entry-wise gap between the sympy Jacobian and torch autograd.
-
-    ``model`` must be a one-unit LSTM (``input_size = hidden_size = 1``); ``states``
-    has shape ``(N, 2)`` (``[c, h]``) and ``inputs`` shape ``(N, 1)``.
-    """
+    """Largest entry-wise gap between the sympy Jacobian and autograd for a one-unit LSTM
+    (``input_size = hidden_size = 1``) at ``states`` ``(N, 2)`` (``[c, h]``), inputs ``(N, 1)``."""
     if model.hidden_size != 1 or model.input_size != 1:
         raise ValueError(
             "the symbolic LSTM has one unit and one input; build LSTMMap(1, 1) to compare"

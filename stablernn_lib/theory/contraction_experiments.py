@@ -1,12 +1,5 @@
-"""The experiments of Chapter 4 and its LSTM page, whose results the figures draw.
-
-- :func:`spectral_projection_check`: the SVD projection onto ``{||W||_2 <= r}`` against
-  random candidates of the ball (none is closer to ``W``);
-- :func:`gradient_descent_rnn`: plain and projected gradient descent on a small tanh RNN;
-- :func:`lstm_verification_rows`: the LSTM certificate next to measured contraction for
-  random stable, random, projected and authors'-constrained LSTMs;
-- :func:`iterated_norm_curves`: the largest ``r``-step Jacobian norm of LSTMs against ``r``.
-"""
+"""The experiments of Chapter 4 and its LSTM page, whose results
+:mod:`stablernn_lib.figures.contraction` draws."""
 
 from __future__ import annotations
 
@@ -36,12 +29,8 @@ def spectral_projection_check(
     num_candidates: int = 20000,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Compare ``||W - P(W)||_F`` with ``||W - A||_F`` for random ``A`` in the spectral ball.
-
-    Candidates: random matrices rescaled into the ball, and perturbations of ``P(W)``
-    pulled back into the ball.  Returns the projection's distance, the smallest
-    candidate distance, and ``||P(W)||_2``.
-    """
+    """``||W - P(W)||_F``, the smallest ``||W - A||_F`` over random ``A`` of the spectral ball
+    (matrices rescaled into it and perturbations of ``P(W)`` pulled back), and ``||P(W)||_2``."""
     generator = torch.Generator().manual_seed(seed)
     W = 2 * torch.randn(shape, generator=generator, dtype=torch.float64)
     P = project_spectral_ball(W, radius)
@@ -81,12 +70,9 @@ def gradient_descent_rnn(
     teacher_lam: float = 1.6,
     seed: int = 0,
 ) -> DescentHistory:
-    """Fit a tanh RNN to the states of a teacher RNN with ``||W||_2 = teacher_lam``.
-
-    Full-batch gradient descent on the mean squared error over all time steps;
-    with ``project=True`` the recurrent matrix is projected onto ``{||W||_2 <= radius}``
-    after every step (:func:`stablernn_lib.core.contraction.project_to_stable_`).
-    """
+    """Fit a tanh RNN to the states of a teacher RNN with ``||W||_2 = teacher_lam`` by full-batch
+    gradient descent on the mean squared error; with ``project``, ``W`` is projected onto
+    ``{||W||_2 <= radius}`` after every step (``core.contraction.project_to_stable_``)."""
     generator = torch.Generator().manual_seed(seed)
     teacher = random_vanilla_rnn(input_size, hidden_size, teacher_lam, generator=generator)
     student = random_vanilla_rnn(input_size, hidden_size, 0.5, generator=generator)
