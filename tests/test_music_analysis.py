@@ -349,20 +349,6 @@ def test_measured_reads_the_criteria_and_marks_models_near_the_baseline():
     assert "| 8%: not supported |" in row and row.endswith("(1 seed: indicative) |")
 
 
-def test_validation_split_is_the_first_epoch_apart_by_more_than_the_threshold():
-    def run(vals: list[float]) -> dict:
-        epochs = [{"epoch": i + 1, "lr": 10.0**-i, "val_nll": v} for i, v in enumerate(vals)]
-        return {"epochs": epochs, "best_epoch": 2}
-
-    earlier, rerun = run([9.0, 8.6, 8.60, 8.70]), run([9.005, 8.6, 8.61, 8.60])
-    assert mr.validation_split(earlier, rerun) == {
-        "epoch": 4, "lr": 1e-3, "val_nll_earlier": 8.70, "val_nll_rerun": 8.60,
-        "best_epoch_earlier": 2, "final_val_nll_earlier": 8.70, "final_val_nll_rerun": 8.60,
-    }  # fmt: skip
-    assert mr.validation_split(earlier, rerun, threshold=0.2) is None
-    assert mr.validation_split(earlier, rerun, threshold=0.001)["epoch"] == 1
-
-
 def _write_run(root, relative: str, seed: int, nll: float) -> None:
     path = root / relative
     path.parent.mkdir(parents=True, exist_ok=True)
