@@ -66,11 +66,6 @@ def _read(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf8")) if path.is_file() else None
 
 
-# ---------------------------------------------------------------------------
-# The chapter's table and figures
-# ---------------------------------------------------------------------------
-
-
 def load_full_analysis(
     results_dir: str | Path | None = None, config: str = "full"
 ) -> dict[str, Any] | None:
@@ -723,11 +718,6 @@ def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
     figure.colorbar(image, ax=axes[1], fraction=0.05, label="P(key sounds)")
     figure.tight_layout()
     return finish(figure)
-
-
-# ---------------------------------------------------------------------------
-# The numbers of the prose
-# ---------------------------------------------------------------------------
 
 
 Value = float | int | str

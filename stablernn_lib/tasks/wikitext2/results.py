@@ -37,7 +37,6 @@ from stablernn_lib.tasks.wikitext2.variants import (
 )
 from stablernn_lib.theory.lstm_certificate import authors_constants_constraint
 
-# WikiText-2 test perplexities attributed to the paper (stablernn_lib.core.paper_claims).
 PAPER_TEST_PPL_KEYS: dict[str, str] = {name: f"wt2-{name}-ppl" for name in VARIANTS_BY_NAME}
 PARTIAL_DIR = RESULTS_DIR / "gpu-partial"
 CONVERGED, SHORT = "cpu-converged", "cpu"
@@ -64,26 +63,18 @@ def _gap(value: float, reference: float) -> float:
 
 
 def _read_json(path: Path) -> Any:
-    with open(path, encoding="utf8") as handle:
-        return json.load(handle)
-
-
-# ---------------------------------------------------------------------------
-# Loading
-# ---------------------------------------------------------------------------
+    return json.loads(path.read_text(encoding="utf8"))
 
 
 def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
-    """Every ``*.json`` of a results folder by file stem (default ``data/results/wikitext2``):
-    ``"<cell>-<variant>"`` (training results), ``"analysis"``, ``"benchmark-<kind>"``, ...;
-    empty for a missing folder."""
+    """Every ``*.json`` of a results folder (default ``RESULTS_DIR``) by file stem: the runs
+    ``"<cell>-<variant>"``, ``"analysis"``, ``"benchmark-<kind>"``, ..."""
     folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
     return {path.stem: _read_json(path) for path in sorted(folder.glob("*.json"))}
 
 
 def load_seed_results(config: str = "cpu") -> SeedRuns:
-    """Every completed run of a config by variant and seed: ``<folder>/<variant>.json`` (the
-    config's own seed) and ``<folder>/seed<N>/<variant>.json``."""
+    """Every completed run of a config by variant and seed (``seed<N>/`` beside its own)."""
     folder = results_folder(config)
     found: SeedRuns = {}
     for path in sorted([*folder.glob("*.json"), *folder.glob("seed*/*.json")]):
@@ -95,15 +86,13 @@ def load_seed_results(config: str = "cpu") -> SeedRuns:
 
 
 def load_idle_timing(config_name: str) -> dict[str, Any] | None:
-    """The analysis of a config run again on an idle machine for its timing
-    (``timing/analysis-<config>-idle.json``), or None."""
+    """The analysis of a config timed on an idle machine, or None."""
     path = RESULTS_DIR / "timing" / f"analysis-{config_name}-idle.json"
     return _read_json(path) if path.is_file() else None
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The rows of a run's ``metrics.jsonl`` (one per finished epoch), checked to be the
-    epochs 1, 2, ... in order."""
+    """The rows of a run's ``metrics.jsonl``, checked to be the epochs 1, 2, ... in order."""
     lines = path.read_text(encoding="utf8").splitlines()
     epochs = [json.loads(line) for line in lines if line.strip()]
     if [row["epoch"] for row in epochs] != list(range(1, len(epochs) + 1)):
@@ -115,16 +104,14 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 def unfinished_epochs(config: str, variant: str) -> list[dict[str, Any]]:
-    """The per-epoch metrics of a run of ``config`` that has not finished
-    (``unfinished/<variant>.metrics.jsonl`` in its results folder); empty when none."""
+    """The per-epoch metrics of an unfinished run of ``config`` (empty when none)."""
     path = results_folder(config) / "unfinished" / f"{variant}.metrics.jsonl"
     return read_metrics(path) if path.is_file() else []
 
 
 def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, Run]:
-    """The full scale's unfinished runs by variant: ``job``, ``config``, ``epochs`` (the rows of
-    ``<job>.metrics.jsonl``) and ``provenance`` (of the start, from ``plan.json``). Only the
-    jobs of ``plan.json`` with a metrics file count; empty without a plan."""
+    """The full scale's unfinished runs of ``plan.json`` with a metrics file, by variant:
+    ``job``, ``config``, ``epochs`` and ``provenance``."""
     folder = Path(folder)
     if not (folder / "plan.json").exists():
         return {}
@@ -147,8 +134,8 @@ def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, Run]:
 
 
 def load_converged() -> dict[str, Run]:
-    """The ``cpu-converged`` runs of its own seed by variant. An unfinished run with committed
-    metrics is ``{"epochs": [...], "config": {...}, "unfinished": True}``."""
+    """The ``cpu-converged`` runs of its own seed by variant (an unfinished one: its epochs,
+    config and ``"unfinished": True``)."""
     seed = CONFIGS[CONVERGED].seed
     runs = {
         name: by_seed[seed]
@@ -166,13 +153,8 @@ def load_converged() -> dict[str, Run]:
     return runs
 
 
-# ---------------------------------------------------------------------------
-# What a run or a measurement says
-# ---------------------------------------------------------------------------
-
-
 def seed_summary(runs: dict[int, Run]) -> criteria.SeedSummary:
-    """Test perplexity over the seeds of one variant (``load_seed_results(...)[variant]``)."""
+    """Test perplexity over the seeds of one variant."""
     return criteria.summarize({seed: run["test_ppl"] for seed, run in runs.items()})
 
 
@@ -184,15 +166,14 @@ def smallest_k_within(curve: dict[str, Any], tolerance: float = 0.01) -> int | N
 
 
 def worst_jacobians(config: str, variant: str = "lstm-stable") -> list[float] | None:
-    """The largest one-step state-Jacobian norm of each layer measured on a config's model
-    (its ``analysis.json``), or None when not measured."""
+    """The largest state-Jacobian norm of each layer of a config's model, or None."""
     path = results_folder(config) / "analysis.json"
     norms = _read_json(path).get(variant, {}).get("jacobian_norms") if path.is_file() else None
     return [max(layer) for layer in norms] if norms else None
 
 
 def learning_rate_cuts(run: Run) -> int:
-    """How many times the schedule cut the learning rate during the epochs a run trained."""
+    """How many times the schedule cut a run's learning rate."""
     rates = [epoch["lr"] for epoch in run["epochs"]]
     return sum(after < before for before, after in zip(rates, rates[1:], strict=False))
 
@@ -204,10 +185,9 @@ def best_epoch(run: Run) -> int:
 
 
 def equal_epoch_gaps(runs: dict[str, Run]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per cell with both runs, the validation perplexities at equal epochs: ``"last"``, the
-    last epoch both reached, and ``"uncut"``, the last before the schedule cut either rate
-    (absent when a rate was cut after epoch 1). Each: ``epoch``, each model's perplexity and
-    rate, and ``gap`` = (stable - unconstrained) / unconstrained."""
+    """Per cell with both runs, the validation perplexities at ``"last"``, the last epoch both
+    reached, and ``"uncut"``, the last before either rate was cut: ``epoch``, each model's
+    perplexity and rate, and ``gap`` = (stable - unconstrained) / unconstrained."""
     gaps: dict[str, dict[str, dict[str, float]]] = {}
     for cell in MODEL_LABELS:
         free, stable = (runs.get(variant_name(cell, s)) for s in (False, True))
@@ -235,13 +215,9 @@ def equal_epoch_gaps(runs: dict[str, Run]) -> dict[str, dict[str, dict[str, floa
 def time_budget(
     runs: dict[str, Any], benchmark: dict[str, Any], idle_analysis: dict[str, Any]
 ) -> dict[str, tuple[float, float]]:
-    """Seconds of each part of a scale's budget, ``{part: (as committed, idle)}``: parts
-    ``"training <variant>"``, ``"every analysis"`` and ``"total"``.
-
-    ``runs``: the scale's :func:`load_full_results`; ``benchmark``: a benchmark of the same
-    config; ``idle_analysis``: :func:`load_idle_timing`. A training run on the idle machine is
-    estimated as epochs x (steps per epoch x median step) plus one validation pass per epoch
-    and one test pass at the benchmark's evaluation speed; the analyses are measured."""
+    """Seconds of each part of a scale's budget, ``{part: (as committed, idle)}``, parts
+    ``"training <variant>"``, ``"every analysis"``, ``"total"``. A run on the idle machine is
+    estimated from the benchmark's epoch time and evaluation speed."""
     evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
     parts: dict[str, tuple[float, float]] = {}
     for name, (cell, stable) in VARIANTS_BY_NAME.items():
@@ -258,13 +234,8 @@ def time_budget(
     return parts
 
 
-# ---------------------------------------------------------------------------
-# Tables of runs, seeds and commands
-# ---------------------------------------------------------------------------
-
-
 def runs_summary(results: dict[str, Any]) -> str:
-    """Markdown table of where and how long each run ran (device, commit, epochs, time)."""
+    """Markdown table: device, commit, epochs and wall time of each run."""
     rows = [
         f"| {name} | {readable_device(run['provenance']['device'])} | "
         f"{run['provenance']['git_commit'][:12]} | {len(run['epochs'])} | "
@@ -280,7 +251,7 @@ def runs_summary(results: dict[str, Any]) -> str:
 
 
 def epochs_table(results: dict[str, Run], run_label: str = "run") -> str:
-    """Markdown table of runs: validation perplexity per epoch, test perplexity, wall time."""
+    """Markdown table: validation perplexity per epoch, test perplexity, wall time."""
     rows = []
     for name, run in results.items():
         epochs = ", ".join(f"{e['val_ppl']:.0f}" for e in run["epochs"])
@@ -316,8 +287,7 @@ def time_budget_table(
 
 
 def table_by_scale(scales: dict[str, dict[str, Any]]) -> str:
-    """Markdown table, one row per variant: the paper's test perplexity, then ours per scale
-    (``scales``: column label -> :func:`load_full_results`)."""
+    """Markdown table per variant: the paper's test perplexity, then ours per scale."""
     rows = []
     for name, (cell, stable) in VARIANTS_BY_NAME.items():
         ours = [
@@ -343,8 +313,7 @@ def rerun_command(config: str, cell: str, stable: bool, seed: int | None = None)
 
 
 def seeds_commands(config: str = "cpu") -> str:
-    """One command per model and seed of :func:`seeds_table`, committed or still asked for by
-    the criteria (the config's own seed, then 2, 3, ...), each marked."""
+    """The command of each model and seed, committed or asked for by the criteria."""
     needed = criteria.load_criteria()["seeds"]["wikitext2"]
     runs = load_seed_results(config)
     planned = training.planned_seeds(CONFIGS[config].seed, needed, first_extra=2)
@@ -358,8 +327,8 @@ def seeds_commands(config: str = "cpu") -> str:
 
 
 def seeds_table(config: str = "cpu") -> str:
-    """Markdown table: each variant's test perplexity over seeds (mean ± sd), and per cell the
-    stable model's gap and the verdict on "stability costs little" (criteria.json)."""
+    """Markdown table: each variant's test perplexity over seeds, and the stable model's gap
+    with the ``stability_cost`` verdict."""
     runs = load_seed_results(config)
     rows = []
     for name in VARIANTS_BY_NAME:
@@ -383,8 +352,7 @@ def seeds_table(config: str = "cpu") -> str:
 
 
 def schedule_table(config: str = "cpu") -> str:
-    """Markdown table, one row per committed run of a config (model and seed): its test
-    perplexity and the learning rate of each epoch."""
+    """Markdown table: each run's test perplexity and learning rate per epoch."""
     runs, own = load_seed_results(config), CONFIGS[config].seed
     rows = []
     for name in VARIANTS_BY_NAME:
@@ -399,56 +367,44 @@ def schedule_table(config: str = "cpu") -> str:
     )
 
 
-def lstm_models_table(rows: list[tuple[str, dict[str, Any], str, float | None]], title: str) -> str:
-    """Markdown table, one row per trained model ``(label, results, name, reference)``
-    (``results``: a config's :func:`load_full_results`; ``reference``: an unconstrained test
-    perplexity, None for no gap): test perplexity, gap, the smallest context within 1% of the
-    recurrent perplexity, and the median state-Jacobian norm of each layer."""
-    lines = []
-    for label, results, name, reference in rows:
-        run = results.get(name)
-        if not run:
-            lines.append(f"| {label} | no result yet | | | |")
-            continue
-        gap = f"{_gap(run['test_ppl'], reference):+.1f}%" if reference else "—"
-        entry = results.get("analysis", {}).get(name, {})
-        curve, reach = entry.get("truncated_eval"), "not measured"
-        if curve is not None:
-            k = smallest_k_within(curve)
-            reach = f"none up to {curve['k'][-1]}" if k is None else str(k)
-        medians = " / ".join(
-            f"{torch.tensor(norms).median():.2f}" for norms in entry.get("jacobian_norms", [])
-        )
-        lines.append(
-            f"| {label} | {run['test_ppl']:.1f} | {gap} | {reach} | {medians or 'not measured'} |"
-        )
-    return _table(
-        f"| {title} | test ppl | vs unconstrained | smallest k within 1% "
-        "| median Jacobian norm, layer 1 / 2 |",
-        "| --- | ---: | ---: | ---: | ---: |",
-        lines,
-    )
-
-
 def converged_table() -> str:
-    """The LSTM pair of seed 1111 after 6 epochs and trained until the decay is used up, side
-    by side (:func:`lstm_models_table`)."""
-    short, converged = (load_full_results(results_folder(c)) for c in (SHORT, CONVERGED))
-    rows = []
-    for results in (short, converged):
+    """Markdown table of the LSTM pair of seed 1111 after 6 epochs and until the decay is used
+    up: test perplexity, gap, the smallest context within 1% of the recurrent perplexity and
+    the median state-Jacobian norm of each layer."""
+    lines = []
+    for config in (SHORT, CONVERGED):
+        results = load_full_results(results_folder(config))
         free = results.get(PAIR[0], {}).get("test_ppl")
         for name in PAIR:
             when = "6 epochs"
-            if results is converged:
+            if config == CONVERGED:
                 ran = ""
                 if name in results:
                     ran = f" ({len(results[name]['epochs'])} epochs)"
                 elif epochs := unfinished_epochs(CONVERGED, name):
                     ran = f" (unfinished, {len(epochs)} epochs so far)"
                 when = f"until the decay is used up{ran}"
-            reference = None if name == PAIR[0] else free
-            rows.append((f"{name.split('-')[1]}, {when}", results, name, reference))
-    return lstm_models_table(rows, f"LSTM, cpu scale, seed {CONFIGS[CONVERGED].seed}")
+            label, run = f"{name.split('-')[1]}, {when}", results.get(name)
+            if not run:
+                lines.append(f"| {label} | no result yet | | | |")
+                continue
+            gap = f"{_gap(run['test_ppl'], free):+.1f}%" if free and name == PAIR[1] else "—"
+            entry = results.get("analysis", {}).get(name, {})
+            curve, reach = entry.get("truncated_eval"), "not measured"
+            if curve is not None:
+                k = smallest_k_within(curve)
+                reach = f"none up to {curve['k'][-1]}" if k is None else str(k)
+            medians = " / ".join(
+                f"{torch.tensor(norms).median():.2f}" for norms in entry.get("jacobian_norms", [])
+            )
+            medians = medians or "not measured"
+            lines.append(f"| {label} | {run['test_ppl']:.1f} | {gap} | {reach} | {medians} |")
+    return _table(
+        f"| LSTM, cpu scale, seed {CONFIGS[CONVERGED].seed} | test ppl | vs unconstrained "
+        "| smallest k within 1% | median Jacobian norm, layer 1 / 2 |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        lines,
+    )
 
 
 def partial_runs_table(runs: dict[str, Run]) -> str:
@@ -471,11 +427,6 @@ def partial_runs_table(runs: dict[str, Run]) -> str:
         "| --- | --- | ---: | ---: |",
         rows,
     )
-
-
-# ---------------------------------------------------------------------------
-# The paper's claims and the LSTM ablation, read by data/results/criteria.json
-# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -769,11 +720,6 @@ def ablation_readings_table(readings: list[AblationReading]) -> str:
     )
 
 
-# ---------------------------------------------------------------------------
-# The numbers of the prose
-# ---------------------------------------------------------------------------
-
-
 def _seed_numbers(out: Numbers) -> None:
     """The cpu scale's four models over their seeds, each cell's cost and verdict, and the
     one RNN run whose schedule cut its rate."""
@@ -1038,11 +984,6 @@ def chapter8_numbers() -> Numbers:
     anchor = 142.07  # one user's run of the example's defaults at lr 20 (the evidence page)
     out["anchor_gap"] = _gap(out["lr20_free"], anchor)
     return out
-
-
-# ---------------------------------------------------------------------------
-# Figures
-# ---------------------------------------------------------------------------
 
 
 def _plot_runs(axis: Any, runs: dict[str, Run], label: Any) -> None:
