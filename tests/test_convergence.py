@@ -35,11 +35,6 @@ FREE = _run([300, 200, 150, 149, 151, 148, 150], [5, 5, 5, 5, 5, 1.25, 1.25], 14
 STABLE = _run([330, 260, 240, 230, 231, 225], [5, 5, 5, 5, 5, 1.25], 210.0)
 
 
-def test_best_epoch_is_the_first_lowest_validation_loss() -> None:
-    assert results.best_epoch(FREE) == 6
-    assert results.best_epoch(_run([3, 2, 2, 5], [1, 1, 1, 1], 1.0)) == 2
-
-
 def test_cuts_count_the_rate_changes_between_trained_epochs() -> None:
     assert results.learning_rate_cuts(FREE) == 1
     assert results.learning_rate_cuts(_run([3, 2], [1, 1], 1.0)) == 0

@@ -1,13 +1,7 @@
-"""The committed JSB Chorales results (``data/results/jsb/``) as the numbers, tables and
-figures Chapter 9 and its companion page show.
-
-* Loading: :func:`load_results` (one run per model), :func:`load_seed_results` (``{model:
-  {seed: run}}``), :func:`load_full_analysis` (the measurements of a config's models).
-* Tables (Markdown strings) with the verdicts of ``criteria.json``, and the figures.
-* :func:`chapter_values`: every number and verdict word the prose glues, one flat mapping
-  (percentages in percent, NLLs in nats per time step; no sentences).
-
-The measurements on trained models are :mod:`stablernn_lib.tasks.jsb.analysis`.
+"""The committed JSB Chorales results (``data/results/jsb/``) as the numbers, Markdown tables
+and figures Chapter 9 and its companion page show; :func:`chapter_values` is every number and
+verdict the prose glues (percentages in percent, NLLs in nats per time step). The
+measurements on trained models are :mod:`stablernn_lib.tasks.jsb.analysis`.
 """
 
 from __future__ import annotations
@@ -50,6 +44,7 @@ PAPER_SETTING_CONFIGS = ("authors",)  # the authors' model and schedule: the pap
 SEEDED_CONFIGS = ("authors", "adam-tcn")  # trained with seeds 1111, 1, 2, ...
 # The cells whose model is not the authors' (Chapter 9's departures): no paper number to reproduce.
 NOT_THE_AUTHORS_MODEL = {"lstm": "our LSTM is recurrent, the authors' is not (departure 1)"}
+PLANNED_VARIANTS = {"full": ALL_VARIANTS}  # the runs a config plans, else TABLE_VARIANTS
 RUN_FLAGS = {"full": "--stop-below-lr 1e-5"}  # the flags the committed runs used beyond the config
 # The verdict against a paper number the course has not checked (marked †).
 UNVERIFIED_PAPER = "no verdict: the paper's number is unverified"
@@ -123,16 +118,14 @@ def _baseline_row(baseline: float, header: str) -> str:
 def results_table(results: Runs, baseline: float, smoke: Runs | None = None) -> str:
     """Markdown table: test NLL of the ``full`` runs (the input-layer ablation), their gap to
     the no-memory ``baseline``, the smoke runs if given, and the paper's number."""
-    header = (
-        "| model | ours, with input layer | vs baseline | epochs run | best epoch | wall time |"
-    )
-    rule = "| --- | --- | --- | --- | --- | --- |"
-    if smoke is not None:
-        header += " ours, smoke |"
-        rule += " --- |"
-    header += " reported by the paper |"
-    rule += " --- |"
-    lines = [header, rule]
+    columns = ["model", "ours, with input layer", "vs baseline", "epochs run", "best epoch"]
+    columns += [
+        "wall time",
+        *(["ours, smoke"] if smoke is not None else []),
+        "reported by the paper",
+    ]
+    header = "| " + " | ".join(columns) + " |"
+    lines = [header, "|" + " --- |" * len(columns)]
     for cell, variant in ALL_VARIANTS:
         name = f"{cell}-{variant}"
         result = results.get(name)
@@ -199,17 +192,12 @@ def planned_seeds(config: str) -> tuple[int, ...]:
     return training.planned_seeds(own, criteria.load_criteria()["seeds"]["jsb"], first_extra=1)
 
 
-def planned_variants(config: str) -> tuple[tuple[str, str], ...]:
-    """The (model, variant) pairs of a config's table (``full`` adds the authors' LSTM)."""
-    return ALL_VARIANTS if config == "full" else TABLE_VARIANTS
-
-
 def missing_runs(config: str, results_dir: str | Path | None = None) -> list[tuple[str, str, int]]:
     """The planned (model, variant, seed) of a config without a completed result file."""
     done = load_seed_results(config, results_dir)
     return [
         (cell, variant, seed)
-        for cell, variant in planned_variants(config)
+        for cell, variant in PLANNED_VARIANTS.get(config, TABLE_VARIANTS)
         for seed in planned_seeds(config)
         if seed not in done.get(f"{cell}-{variant}", {})
     ]
@@ -223,20 +211,16 @@ def run_commands(config: str, results_dir: str | Path | None = None) -> str:
     variants = "unconstrained or stable"
     if config == "full":
         variants += " (authors-bug: the authors' non-recurrent LSTM, with `--model lstm`)"
+    if len(seeds) > 1:
+        variants += f"; `<N>` is a seed of the table ({seeds[0]}, the config's own seed, is the "
+        variants += "command without `--seed`)"
     lines = [
-        f"Any row, with `<model>` rnn or lstm and `<variant>` {variants}"
-        + (
-            f"; `<N>` is a seed of the table ({seeds[0]}, the config's own seed, is the "
-            "command without `--seed`)"
-            if len(seeds) > 1
-            else ""
-        )
-        + ":",
+        f"Any row, with `<model>` rnn or lstm and `<variant>` {variants}:",
         *_code_block(pattern),
     ]
     missing = missing_runs(config, results_dir)
     if missing:
-        planned = len(seeds) * len(planned_variants(config))
+        planned = len(seeds) * len(PLANNED_VARIANTS.get(config, TABLE_VARIANTS))
         lines.append(f"\nNot yet run ({len(missing)} of {planned}):")
         for c, v, seed in missing:
             lines += _code_block(rerun_command(config, c, v, seed))
@@ -261,7 +245,7 @@ def seeds_table(config: str, baseline: float, results_dir: str | Path | None = N
     ``baseline``, the stable model's gap and ``stability_cost`` verdict, and at the authors'
     setting the paper's number."""
     runs = load_seed_results(config, results_dir)
-    paper = config in PAPER_SETTING_CONFIGS
+    paper, costs = config in PAPER_SETTING_CONFIGS, stability_costs(runs)
     lines = [
         f"| model (config `{config}`) | test NLL over seeds | vs baseline "
         "| stable vs unconstrained | stability costs little? (criteria.json) |"
@@ -275,13 +259,10 @@ def seeds_table(config: str, baseline: float, results_dir: str | Path | None = N
             lines.append(f"| {LABELS[name]} | not yet run: `{rerun_command(config, cell, variant)}`"
                          " | | | |" + reported)  # fmt: skip
             continue
-        summary = seed_summary(runs[name])
+        summary, cost = seed_summary(runs[name]), costs.get(cell)
         gap = verdict = ""
-        free = runs.get(f"{cell}-unconstrained")
-        if variant == "stable" and free:
-            reference = seed_summary(free)
-            gap = f"{100 * criteria.relative_gap(summary.mean, reference.mean):+.1f}%"
-            verdict = criteria.stability_cost_verdict("jsb", reference, summary)
+        if variant == "stable" and cost:
+            gap, verdict = f"{100 * cost.relative:+.1f}%", cost.verdict
         versus = baseline_comparison(summary, baseline)
         lines.append(
             f"| {LABELS[name]} | {summary.describe(2)} | {versus} | {gap} | {verdict} |" + reported
@@ -636,21 +617,13 @@ def measured(
         entry = analysis.get(name)
         if not isinstance(entry, dict):
             continue
-        curve = entry.get(curve_key)
+        curve, ratio = entry.get(curve_key), gradient_ratio(entry)
         k = context_used(curve) if curve else None
-        ratio = gradient_ratio(entry)
-        found[name] = Measured(
-            recurrent_nll=curve["recurrent_loss"] if curve else None,
-            first_nll=curve["loss"][0] if curve else None,
-            context=k,
-            truncation=truncation_verdict(k, curve["k"][-1], exact_from) if curve else "",
-            gradient_ratio=ratio,
-            vanishes=(
-                "" if ratio is None else "supported" if ratio < ratio_needed else "not supported"
-            ),  # fmt: skip
-            jacobians=jacobian_stats(entry),
-            memory=memory_reading(name, results, baseline) if results and baseline else "",
-        )
+        nlls = (curve["recurrent_loss"], curve["loss"][0]) if curve else (None, None)
+        verdict = truncation_verdict(k, curve["k"][-1], exact_from) if curve else ""
+        vanishes = "" if ratio is None else "supported" if ratio < ratio_needed else "not supported"
+        memory = memory_reading(name, results, baseline) if results and baseline else ""
+        found[name] = Measured(*nlls, k, verdict, ratio, vanishes, jacobian_stats(entry), memory)
     return found
 
 

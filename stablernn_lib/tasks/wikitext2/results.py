@@ -1,15 +1,7 @@
-"""The committed WikiText-2 results (``data/results/wikitext2/``) as the numbers, tables and
-figures Chapter 8 and its evidence page show.
-
-* Loading: :func:`load_full_results` (one config's result files), :func:`load_seed_results`
-  (``{variant: {seed: run}}``), :func:`load_converged` (the ``cpu-converged`` pair) and
-  :func:`load_partial_runs` (the full scale's unfinished runs, from their ``metrics.jsonl``).
-* Tables (Markdown strings) and the readings of ``criteria.json``: :func:`claim_readings`,
-  :func:`ablation_readings`.
-* :func:`chapter8_numbers`: every number the prose glues, one flat ``{key: value}`` dict
-  (percentages in percent; floats, integers and verdict words, no sentences).
-
-The measurements on trained models are :mod:`stablernn_lib.tasks.wikitext2.analysis`.
+"""The committed WikiText-2 results (``data/results/wikitext2/``) as the numbers, Markdown
+tables and figures Chapter 8 and its evidence page show; :func:`chapter8_numbers` is every
+number the prose glues (percentages in percent). The measurements on trained models are
+:mod:`stablernn_lib.tasks.wikitext2.analysis`.
 """
 
 from __future__ import annotations
@@ -176,12 +168,6 @@ def learning_rate_cuts(run: Run) -> int:
     """How many times the schedule cut a run's learning rate."""
     rates = [epoch["lr"] for epoch in run["epochs"]]
     return sum(after < before for before, after in zip(rates, rates[1:], strict=False))
-
-
-def best_epoch(run: Run) -> int:
-    """The first epoch (from 1) of the lowest validation loss: the weights tested."""
-    losses = [epoch["val_loss"] for epoch in run["epochs"]]
-    return losses.index(min(losses)) + 1
 
 
 def equal_epoch_gaps(runs: dict[str, Run]) -> dict[str, dict[str, dict[str, float]]]:
@@ -431,13 +417,9 @@ def partial_runs_table(runs: dict[str, Run]) -> str:
 
 @dataclass(frozen=True)
 class ClaimReading:
-    """One scale's measurement of one claim for one cell, and the verdict word of its rule.
-
-    ``claim``: ``"stability_cost"`` (``value``: the stable model's gap in the seed means, in
-    percent), ``"truncation"`` (the smallest context within the tolerance, None for none) or
-    ``"gradient_vanishes"`` (the gradient at the criterion's distance over the one at 0).
-    ``verdict``: ``"supported"``, ``"not supported"``, ``"inconclusive"``, ``"no verdict
-    (...)"`` or ``"not yet run"``; a measurement of one trained model is ``indicative``."""
+    """One scale's ``value`` of one claim for one cell and its rule's verdict: the stable gap in
+    percent (``stability_cost``), the smallest context within the tolerance (``truncation``)
+    or the gradient ratio (``gradient_vanishes``); one trained model is ``indicative``."""
 
     cell: str
     claim: str
@@ -450,10 +432,8 @@ class ClaimReading:
 def claim_readings(
     results: dict[str, Any], seed_runs: SeedRuns | None = None
 ) -> list[ClaimReading]:
-    """Each claim of the paper, per cell, as one scale measures it: ``results`` is the scale's
-    :func:`load_full_results`, ``seed_runs`` its :func:`load_seed_results` (default: the runs
-    in ``results``). The cost compares seed means; truncation and Figure 2 are measured on
-    one trained unconstrained model (indicative)."""
+    """Each claim of the paper per cell on one scale (``results``: :func:`load_full_results`;
+    ``seed_runs``: its :func:`load_seed_results`, default the runs in ``results``)."""
     if seed_runs is None:
         seed_runs = {
             name: {int(run.get("seed", 0)): run}
@@ -530,8 +510,8 @@ def claims_table(readings: list[ClaimReading], scale: str) -> str:
     )
 
 
-# The rows of the LSTM ablation: label, config, stable, the layers the set certifies
-# contractive, and the config whose unconstrained LSTM is the row's reference.
+# The LSTM ablation: label, config, stable, the layers certified contractive, and the config of
+# the row's unconstrained reference.
 ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
     ("unconstrained", "cpu", False, "none (no constraint)", "cpu"),
     ("course constraint, every layer", "cpu", True, "every layer", "cpu"),
@@ -566,15 +546,15 @@ ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
 
 
 def _ablation_runs() -> dict[str, SeedRuns]:
-    """:func:`load_seed_results` of every config of :data:`ABLATION_ROWS`, each read once."""
+    """:func:`load_seed_results` of every config of :data:`ABLATION_ROWS`."""
     return {
         config: load_seed_results(config) for config in dict.fromkeys(r[1] for r in ABLATION_ROWS)
     }
 
 
 def ablation_table() -> tuple[str, str]:
-    """The LSTM ablation, one factor at a time from ``cpu``: a Markdown table (each stable
-    row's gap against the unconstrained LSTM of its setting) and the commands of its rows."""
+    """The LSTM ablation as a Markdown table (each stable row's gap to its reference) and the
+    commands of its rows."""
     rows, commands = [], []
     every = _ablation_runs()
     for label, config, stable, certified, reference in ABLATION_ROWS:
@@ -589,12 +569,9 @@ def ablation_table() -> tuple[str, str]:
         if not runs:
             epochs = unfinished_epochs(config, variant)
             missing = (
-                "not run yet"
-                if not epochs
-                else (
-                    f"unfinished ({len(epochs)} of at most {CONFIGS[config].epochs} epochs so far)"
-                )
+                f"unfinished ({len(epochs)} of at most {CONFIGS[config].epochs} epochs so far)"
             )
+            missing = missing if epochs else "not run yet"
             rows.append(f"| {label} | {certified} | {missing} | | |")
             continue
         summary, free = seed_summary(runs), every[reference].get("lstm-unconstrained")
@@ -616,30 +593,22 @@ def ablation_table() -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class AblationReading:
-    """One stable row of the LSTM ablation against the unconstrained LSTM of its setting.
-
-    ``gap``: its mean test perplexity above the reference, in percent; ``course_gap``: the
-    course constraint's gap at ``cpu``; ``share_closed``: percent of ``course_gap`` the row
-    closes (None for a setting row). ``verdict``: the criteria's word with enough seeds, else
-    None; ``effects``: for a constraint row with fewer seeds, ``{reference: (|row - mean|,
-    5 sd, readable)}`` against the course model and the unconstrained LSTM of ``cpu``."""
+    """One stable row of the LSTM ablation: ``gap`` to its reference in percent, the percent of
+    the course gap it closes (None for a setting row), the verdict with enough seeds, else
+    ``effects`` against the ``cpu`` models: ``{name: (|row - mean|, 5 sd, readable)}``."""
 
     label: str
     config: str
-    certified: str
     seeds: int
-    mean: float
     gap: float
-    course_gap: float
     share_closed: float | None
-    worst_jacobian: float | None
     verdict: str | None
     effects: dict[str, tuple[float, float, bool]]
 
 
 def ablation_readings() -> list[AblationReading]:
-    """Every committed stable row of :data:`ABLATION_ROWS` but the course model's (rows not
-    run yet, or without their reference, are left out)."""
+    """Every committed stable row of :data:`ABLATION_ROWS` with its reference, but the course
+    model's."""
     every = _ablation_runs()
 
     def gap_of(config: str, reference: str) -> float | None:
@@ -652,7 +621,7 @@ def ablation_readings() -> list[AblationReading]:
     needed = criteria.load_criteria()["seeds"]["wikitext2"]
     k = criteria.criterion("single_seed_ablation")["sd_multiple"]
     readings = []
-    for label, config, stable, certified, reference in ABLATION_ROWS:
+    for label, config, stable, _, reference in ABLATION_ROWS:
         gap = gap_of(config, reference) if stable and config != "cpu" else None
         if gap is None:
             continue
@@ -662,10 +631,7 @@ def ablation_readings() -> list[AblationReading]:
             free = seed_summary(every[reference]["lstm-unconstrained"])
             verdict = criteria.stability_cost_verdict("wikitext2", free, summary)
         elif reference == "cpu":
-            for name, variant in (
-                ("course", "lstm-stable"),
-                ("unconstrained", "lstm-unconstrained"),
-            ):
+            for name, variant in (("course", "lstm-stable"), ("unconstrained", PAIR[0])):
                 if found := every["cpu"].get(variant):
                     ref = seed_summary(found)
                     effects[name] = (
@@ -673,28 +639,13 @@ def ablation_readings() -> list[AblationReading]:
                         k * ref.sd,
                         criteria.single_seed_readable(summary.mean, ref),
                     )
-        worst = worst_jacobians(config)
-        readings.append(
-            AblationReading(
-                label=label,
-                config=config,
-                certified=certified,
-                seeds=summary.n,
-                mean=summary.mean,
-                gap=gap,
-                course_gap=course,
-                share_closed=100 * (course - gap) / course if reference == "cpu" else None,
-                worst_jacobian=None if worst is None else max(worst),
-                verdict=verdict,
-                effects=effects,
-            )
-        )
+        share = 100 * (course - gap) / course if reference == "cpu" else None
+        readings.append(AblationReading(label, config, summary.n, gap, share, verdict, effects))
     return readings
 
 
 def ablation_readings_table(readings: list[AblationReading]) -> str:
-    """Markdown table of :func:`ablation_readings`: the constraint rows ranked by the share of
-    the course gap they close, then the setting rows."""
+    """Markdown table of :func:`ablation_readings`, by the share of the course gap closed."""
     rows = []
     for r in sorted(readings, key=lambda r: (r.share_closed is None, -(r.share_closed or 0))):
         if r.verdict is not None:
