@@ -58,7 +58,9 @@ def test_first_epochs_agreement_is_the_largest_relative_difference() -> None:
 
 
 def test_the_figure_draws_both_curves_the_gap_and_the_six_epoch_mark() -> None:
-    figure = results.plot_convergence({"lstm-unconstrained": FREE, "lstm-stable": STABLE})
+    from stablernn_lib.figures.wikitext2 import plot_convergence
+
+    figure = plot_convergence({"lstm-unconstrained": FREE, "lstm-stable": STABLE})
     curves, gaps = figure.axes
     assert [len(line.get_xdata()) for line in curves.lines[:2]] == [7, 6]
     pairs = zip([330, 260, 240, 230, 231, 225], [300, 200, 150, 149, 151, 148], strict=True)

@@ -9,6 +9,7 @@ import matplotlib
 import pytest
 
 from stablernn_lib.core import paper_claims
+from stablernn_lib.figures.jsb import draw_piano_roll
 from stablernn_lib.tasks.jsb import analysis as ma
 from stablernn_lib.tasks.jsb import results as mr
 from stablernn_lib.tasks.jsb.data import read_piano_rolls, write_synthetic_jsb
@@ -45,7 +46,7 @@ def test_analysis_of_trained_models(rolls, tmp_path, monkeypatch):
     assert max(stable["jacobian_norms"][0]) <= 1 + 1e-4  # ||W||_2 <= 1 and tanh' <= 1
     roll = stable["piano_roll"]
     assert set(roll["probs"]) == {str(k) for k in ma.ANALYSIS.roll_ks}
-    figure = mr.draw_piano_roll(roll, ma.ANALYSIS.roll_ks[0], "rnn-stable")
+    figure = draw_piano_roll(roll, ma.ANALYSIS.roll_ks[0], "rnn-stable")
     assert len(figure.axes) == 3
     again = ma.run_music_analysis("smoke", rolls=rolls, runs_dir=tmp_path, progress=False)
     assert again["rnn-stable"]["seconds"] == stable["seconds"]  # kept, not recomputed

@@ -12,14 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
 
 from stablernn_lib.core import criteria, paper_claims
-from stablernn_lib.core.plot_helpers import finish_axis, plot_truncated_curves
-from stablernn_lib.core.style import finish, model_color
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.jsb.train import CONFIGS, PUBLISHED_RESULTS, RESULTS_DIR, result_file_name
 
@@ -291,17 +286,14 @@ def reruns_table(config: str, results_dir: str | Path | None = None) -> str:
         earlier = entry["earlier"]
         before = f"{earlier['test_nll']:.3f}" if "test_nll" in earlier else earlier["outcome"]
         current = runs.get(entry["model"], {}).get(entry["seed"])
-        split = ""
-        if current is None or current["provenance"]["git_commit"] == earlier["git_commit"]:
-            now, change = "not yet rerun", ""
-        else:
+        now, change, split = "not yet rerun", "", ""
+        if current and current["provenance"]["git_commit"] != earlier["git_commit"]:
             if "validation_split" in earlier:
                 where = earlier["validation_split"]
                 split = f"epoch {where['epoch']} (lr {where['lr']:.0e})" if where else "never"
             now = f"{current['test_nll']:.3f}"
-            change = (
-                f"{current['test_nll'] - earlier['test_nll']:+.3f}" if "test_nll" in earlier else ""
-            )
+            if "test_nll" in earlier:
+                change = f"{current['test_nll'] - earlier['test_nll']:+.3f}"
         lines.append(
             f"| {LABELS[entry['model']]} | {entry['seed']} | {before} | {now} | {change} "
             f"| {split} |"
@@ -397,9 +389,8 @@ def main_table(baseline: float, results_dir: str | Path | None = None) -> str:
     """Markdown table of the chapter's main result (config ``authors``): each model's test NLL
     over its seeds, the paper's number and our difference from it, the gap to the
     ``baseline``, and the stable model's :class:`StabilityCost`."""
-    runs = load_seed_results("authors", results_dir)
     compared = paper_comparisons("authors", results_dir)
-    costs = stability_costs(runs)
+    costs = stability_costs(load_seed_results("authors", results_dir))
     lines = [
         "| model | ours | the paper | ours − paper | vs no-memory baseline "
         "| stable vs unconstrained |",
@@ -412,10 +403,8 @@ def main_table(baseline: float, results_dir: str | Path | None = None) -> str:
         if found.ours is None:
             lines.append(f"| {LABELS[name]} | not yet run | {marked} | | | |")
             continue
-        cost = costs.get(cell)
-        versus = (
-            f"{100 * cost.relative:+.1f}%: {cost.verdict}" if variant == "stable" and cost else ""
-        )
+        cost = costs.get(cell) if variant == "stable" else None
+        versus = f"{100 * cost.relative:+.1f}%: {cost.verdict}" if cost else ""
         difference = f"{found.difference:+.2f} ({100 * found.relative:+.1f}%)"
         if cell in NOT_THE_AUTHORS_MODEL:
             difference += ", another model"
@@ -479,40 +468,6 @@ def input_layer_table(results: Runs, reference: SeedRuns) -> str:
             f"| {row - summary.mean:+.2f} | {k * summary.sd:.2f} | {readable} |"
         )
     return "\n".join(lines)
-
-
-def plot_learning_curves(results: Runs, title: str = "") -> Figure:
-    """Validation NLL per epoch of every run (log epochs)."""
-    figure, axis = plt.subplots(figsize=(6.5, 3.6))
-    for name, result in results.items():
-        epochs = [m["epoch"] for m in result["epochs"]]
-        axis.semilogx(
-            epochs, [m["val_nll"] for m in result["epochs"]], color=model_color(name),
-            label=LABELS[name],
-        )  # fmt: skip
-    return finish_axis(figure, axis, "epoch", "validation NLL per step", title)
-
-
-def plot_truncated_nll(
-    analysis: dict[str, Any], title: str = "", curve_key: str = "truncated_eval"
-) -> Figure:
-    """Test NLL of the context-``k`` model against ``k`` (log axes); dashed: the recurrent
-    model. ``curve_key``: ``"truncated_eval"`` or ``"truncated_eval_after"``."""
-    figure = plot_truncated_curves(
-        analysis,
-        "loss",
-        lambda name: LABELS[name],
-        "context k (frames)",
-        "test NLL per step (log axis)",
-        title,
-        6.5,
-        curve_key,
-    )
-    axis = figure.axes[0]
-    axis.set_yscale("log")  # a 1% band has the same height at every NLL
-    axis.yaxis.set_major_formatter(ScalarFormatter())
-    axis.yaxis.set_minor_formatter(ScalarFormatter())
-    return finish(figure)
 
 
 def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int | None:
@@ -665,32 +620,6 @@ def measurements_table(
 def piano_roll_contexts(entry: dict[str, Any]) -> list[int]:
     """The contexts ``k`` of a piano-roll entry as increasing integers."""
     return sorted(int(k) for k in entry["probs"])
-
-
-def draw_piano_roll(entry: dict[str, Any], k: int, name: str = "") -> Figure:
-    """The chorale (black: keys that sound) and the context-``k`` model's probabilities."""
-    roll = np.array(entry["roll"], dtype=float)
-    probs = np.array(entry["probs"][str(k)], dtype=float)
-    low, high = entry["keys"]
-    figure, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
-    extent = (0.5, roll.shape[0] + 0.5, low - 0.5, high - 0.5)
-    axes[0].imshow(roll.T, origin="lower", aspect="auto", cmap="Greys", extent=extent)
-    axes[0].set_title("the chorale")
-    axes[0].set_ylabel("piano key")
-    image = axes[1].imshow(
-        probs.T, origin="lower", aspect="auto", cmap="magma", vmin=0, vmax=1,
-        extent=(1.5, probs.shape[0] + 1.5, low - 0.5, high - 0.5),
-    )  # fmt: skip
-    frames, keys = roll[1:].nonzero()
-    axes[1].scatter(  # outlined, so the probability under each note stays visible
-        frames + 2, keys + low, s=14, marker="s", facecolors="none", edgecolors="cyan", lw=0.8
-    )
-    axes[1].set_title(f"{LABELS.get(name, name)}: predicted, context k = {k}", fontsize=9)
-    for axis in axes:
-        axis.set_xlabel("frame (time step of the score)")
-    figure.colorbar(image, ax=axes[1], fraction=0.05, label="P(key sounds)")
-    figure.tight_layout()
-    return finish(figure)
 
 
 Value = float | int | str

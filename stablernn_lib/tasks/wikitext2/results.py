@@ -11,14 +11,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import torch
-from matplotlib.figure import Figure
 
 from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.core.io import readable_device
-from stablernn_lib.core.plot_helpers import finish_axis
-from stablernn_lib.core.style import model_color
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, results_folder
@@ -39,7 +35,7 @@ SeedRuns = dict[str, dict[int, Run]]
 Numbers = dict[str, float | int | str]
 
 
-def _label(name: str) -> str:
+def model_label(name: str) -> str:
     """``"lstm-stable"`` -> ``"LSTM, stable"``."""
     cell, kind = VARIANTS_BY_NAME[name][0], name.partition("-")[2]
     return f"{MODEL_LABELS[cell]}, {kind}"
@@ -320,7 +316,7 @@ def seeds_table(config: str = "cpu") -> str:
     for name in VARIANTS_BY_NAME:
         found = runs.get(name, {})
         if not found:
-            rows.append(f"| {_label(name)} | not run yet | | |")
+            rows.append(f"| {model_label(name)} | not run yet | | |")
             continue
         summary, gap, verdict = seed_summary(found), "", ""
         free = runs.get(name.replace("stable", "unconstrained"), {})
@@ -328,7 +324,7 @@ def seeds_table(config: str = "cpu") -> str:
             reference = seed_summary(free)
             gap = f"{_gap(summary.mean, reference.mean):+.1f}%"
             verdict = criteria.stability_cost_verdict("wikitext2", reference, summary)
-        rows.append(f"| {_label(name)} | {summary.describe(each=False)} | {gap} | {verdict} |")
+        rows.append(f"| {model_label(name)} | {summary.describe(each=False)} | {gap} | {verdict} |")
     return _table(
         f"| model ({config} scale) | test perplexity over seeds | stable vs "
         "unconstrained | verdict (criteria.json) |",
@@ -345,7 +341,9 @@ def schedule_table(config: str = "cpu") -> str:
         found = runs.get(name, {})
         for seed in sorted(found, key=lambda seed: (seed != own, seed)):
             rates = ", ".join(f"{epoch['lr']:g}" for epoch in found[seed]["epochs"])
-            rows.append(f"| {_label(name)} | {seed} | {found[seed]['test_ppl']:.1f} | {rates} |")
+            rows.append(
+                f"| {model_label(name)} | {seed} | {found[seed]['test_ppl']:.1f} | {rates} |"
+            )
     return _table(
         f"| model ({config} scale) | seed | test perplexity | learning rate, epoch by epoch |",
         "| --- | ---: | ---: | --- |",
@@ -403,7 +401,7 @@ def partial_runs_table(runs: dict[str, Run]) -> str:
         config, epochs = run["config"], run["epochs"]
         at, best = min(enumerate(epochs, 1), key=lambda item: item[1]["val_ppl"])
         rows.append(
-            f"| {_label(name)} | `{config['name']}` "
+            f"| {model_label(name)} | `{config['name']}` "
             f"(lr {config['lr']:g}) | {len(epochs)} of {config['epochs']} | "
             f"{best['val_ppl']:.1f} ({at}) |"
         )
@@ -935,59 +933,3 @@ def chapter8_numbers() -> Numbers:
     anchor = 142.07  # one user's run of the example's defaults at lr 20 (the evidence page)
     out["anchor_gap"] = _gap(out["lr20_free"], anchor)
     return out
-
-
-def _plot_runs(axis: Any, runs: dict[str, Run], label: Any) -> None:
-    """Validation perplexity per epoch of each run (log scale), in the variants' order."""
-    for name, (_, stable) in VARIANTS_BY_NAME.items():
-        if (run := runs.get(name)) is not None:
-            axis.semilogy(
-                [row["epoch"] for row in run["epochs"]],
-                [row["val_ppl"] for row in run["epochs"]],
-                "s--" if stable else "o-",
-                ms=3,
-                color=model_color(name),
-                label=label(name, run),
-            )
-
-
-def plot_convergence(runs: dict[str, Run], title: str = "") -> Figure:
-    """Left: validation perplexity per epoch of the converged pair (log scale), the 6 epochs of
-    the cpu scale marked. Right: the stable model's relative gap per common epoch, in percent."""
-    figure, (curves, gaps) = plt.subplots(1, 2, figsize=(8.2, 3.4))
-    _plot_runs(
-        curves,
-        {name: runs[name] for name in PAIR if name in runs},
-        lambda name, run: _label(name) + (" (unfinished)" if run.get("unfinished") else ""),
-    )
-    free, stable = (runs.get(name) for name in PAIR)
-    if free is not None and stable is not None:
-        common = range(min(len(free["epochs"]), len(stable["epochs"])))
-        gaps.plot(
-            [i + 1 for i in common],
-            [_gap(stable["epochs"][i]["val_ppl"], free["epochs"][i]["val_ppl"]) for i in common],
-            "s-",
-            ms=3,
-            color=model_color(PAIR[1]),
-            label="stable vs unconstrained",
-        )
-    for axis in (curves, gaps):
-        axis.axvline(CONFIGS[SHORT].epochs, ls=":", lw=0.9, color="0.4", label="6 epochs (cpu)")
-    gaps.set_xlabel("epoch")
-    gaps.set_ylabel("validation gap (%)")
-    gaps.legend(fontsize=8)
-    return finish_axis(figure, curves, "epoch", "validation perplexity", title, 8)
-
-
-def plot_partial_runs(runs: dict[str, Run], title: str = "") -> Figure:
-    """Validation perplexity against epoch for each unfinished run (log scale)."""
-    figure, axis = plt.subplots(figsize=(6, 3.6))
-    _plot_runs(
-        axis,
-        runs,
-        lambda name, run: (
-            f"{MODEL_LABELS[VARIANTS_BY_NAME[name][0]]}"
-            f"{', stable' if name.endswith('-stable') else ''}, lr {run['config']['lr']:g}"
-        ),
-    )
-    return finish_axis(figure, axis, "epoch", "validation perplexity", title, None)
