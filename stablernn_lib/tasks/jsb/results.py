@@ -18,13 +18,8 @@ from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.jsb.train import CONFIGS, PUBLISHED_RESULTS, RESULTS_DIR, result_file_name
 
-# The variants of the chapter's table, in order (model, variant).
-TABLE_VARIANTS: tuple[tuple[str, str], ...] = (
-    ("rnn", "unconstrained"),
-    ("rnn", "stable"),
-    ("lstm", "unconstrained"),
-    ("lstm", "stable"),
-)
+# The (model, variant) pairs of the chapter's table, in order.
+TABLE_VARIANTS = tuple((cell, v) for cell in ("rnn", "lstm") for v in ("unconstrained", "stable"))
 ALL_VARIANTS = (*TABLE_VARIANTS, ("lstm", "authors-bug"))
 PAPER_KEYS = {(cell, variant): f"jsb-{cell}-{variant}-nll" for cell, variant in TABLE_VARIANTS}
 LABELS = {
