@@ -172,9 +172,6 @@ def test_stability_cost_verdicts_follow_the_criteria_file():
     assert set(costs) == {"rnn"}  # the LSTM pair has a missing run: no entry, no verdict
     assert costs["rnn"].relative == pytest.approx(0.01)
     assert costs["rnn"].verdict == "no verdict (fewer than 5 seeds)"
-    assert mr.by_seed({"rnn-stable": {"seed": 4, "test_nll": 9.0}}) == {
-        "rnn-stable": {4: {"seed": 4, "test_nll": 9.0}}
-    }
     five = _runs(
         rnn_unconstrained=[10.0, 10.1, 9.9, 10.0, 10.0],
         rnn_stable=[10.3, 10.4, 10.2, 10.3, 10.3],  # +3%: within the common 5% rule
@@ -255,7 +252,8 @@ def test_every_jsb_table_is_rectangular():
     _assert_rectangular(mr.reruns_table("adam-tcn"))
     authors = mr.load_seed_results("authors")
     _assert_rectangular(mr.main_table(11.09))
-    _assert_rectangular(mr.stability_cost_table({"authors": authors, "full": mr.by_seed(results)}))
+    full = {name: {run["seed"]: run} for name, run in results.items()}
+    _assert_rectangular(mr.stability_cost_table({"authors": authors, "full": full}))
     _assert_rectangular(mr.input_layer_table(results, authors))
     _assert_rectangular(mr.early_stop_table(results))
     _assert_rectangular(mr.training_extent_table(authors))

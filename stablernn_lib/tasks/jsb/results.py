@@ -85,11 +85,6 @@ def seed_summary(runs: dict[int, dict[str, Any]]) -> criteria.SeedSummary:
     return criteria.summarize({seed: run["test_nll"] for seed, run in runs.items()})
 
 
-def by_seed(results: Runs) -> SeedRuns:
-    """``{name: result}`` as ``{name: {seed: result}}``."""
-    return {name: {int(run["seed"]): run} for name, run in results.items() if "test_nll" in run}
-
-
 def baseline_comparison(summary: criteria.SeedSummary, baseline: float) -> str:
     """The gap to the no-memory baseline and, with enough seeds, the ``beats_baseline`` verdict."""
     gap = f"{100 * criteria.relative_gap(summary.mean, baseline):+.1f}%"
@@ -121,7 +116,7 @@ def results_table(results: Runs, baseline: float, smoke: Runs | None = None) -> 
         result = results.get(name)
         if result is not None and "test_nll" in result:
             ours = f"{result['test_nll']:.2f}"
-            versus = baseline_comparison(seed_summary(by_seed({name: result})[name]), baseline)
+            versus = baseline_comparison(seed_summary({int(result["seed"]): result}), baseline)
             ran = str(len(result["epochs"]))
             best = str(result["best_epoch"])
             wall = f"{result['wall_seconds'] / 60:.0f} min"
@@ -529,7 +524,7 @@ def memory_reading(name: str, results: Runs, baseline: float) -> str:
     run = results.get(name)
     if run is None or "test_nll" not in run:
         return ""
-    summary = seed_summary(by_seed({name: run})[name])
+    summary = seed_summary({int(run["seed"]): run})
     if criteria.beats_baseline(summary, baseline):
         return "beats it"
     if not criteria.enough_seeds("jsb", summary):

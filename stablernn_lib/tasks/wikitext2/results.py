@@ -894,10 +894,8 @@ def benchmark_numbers() -> Numbers:
     if bench and idle is not None:  # the cpu scale's whole budget
         runs = load_full_results(results_folder("cpu"))
         committed, idle_seconds = time_budget(runs, bench, idle)["total"]
-        out["budget_committed_hours"], out["budget_idle_hours"] = (
-            committed / 3600,
-            idle_seconds / 3600,
-        )
+        out["budget_committed_hours"] = committed / 3600
+        out["budget_idle_hours"] = idle_seconds / 3600
         out["budget_committed_threads"] = _threads(runs["lstm-stable"]["provenance"]["device"])
         out["budget_idle_threads"] = _threads(bench["provenance"]["device"])
     if cpu := found.get("cpu"):
