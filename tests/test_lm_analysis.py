@@ -27,7 +27,6 @@ from stablernn_lib.tasks.wikitext2.model import WordLanguageModel, project_stabl
 from stablernn_lib.tasks.wikitext2.results import (
     epochs_table,
     load_full_results,
-    lstm_models_table,
     table_by_scale,
     time_budget_table,
 )
@@ -181,31 +180,3 @@ def test_time_budget_table_adds_measured_and_estimated_minutes():
     assert rows[3] == "| training rnn-stable | 70 | 31 (estimated) |"
     assert rows[4] == "| every analysis | 10 | 2 (measured) |"
     assert rows[5] == "| **total** | **130** | **54** |"
-
-
-def test_lstm_models_table_sets_each_model_beside_its_reference():
-    curve = {"k": [1, 10, 100], "ppl": [300.0, 151.0, 150.5], "recurrent_ppl": 150.0}
-    long_curve = {"k": [1, 10, 100], "ppl": [300.0, 200.0, 160.0], "recurrent_ppl": 150.0}
-    cpu = {
-        "lstm-unconstrained": {"test_ppl": 100.0},
-        "lstm-stable": {"test_ppl": 125.0},
-        "analysis": {
-            "lstm-unconstrained": {"truncated_eval": long_curve, "jacobian_norms": [[2.0], [3.0]]},
-            "lstm-stable": {"truncated_eval": curve, "jacobian_norms": [[0.5, 0.7], [0.9]]},
-        },
-    }
-    first = {"lstm-stable": {"test_ppl": 105.0}}  # trained, not yet measured
-    rows = [
-        ("unconstrained", cpu, "lstm-unconstrained", 100.0),
-        ("stable, every layer", cpu, "lstm-stable", 100.0),
-        ("stable, first layer", {}, "lstm-stable", 100.0),
-        ("stable, first layer", first, "lstm-stable", 100.0),
-        ("reference", cpu, "lstm-unconstrained", None),
-    ]
-    table = lstm_models_table(rows, "LSTM, cpu scale").splitlines()
-    assert table[0].startswith("| LSTM, cpu scale | test ppl | vs unconstrained")
-    assert table[2] == "| unconstrained | 100.0 | +0.0% | none up to 100 | 2.00 / 3.00 |"
-    assert table[3].startswith("| stable, every layer | 125.0 | +25.0% | 10 |")
-    assert table[4] == "| stable, first layer | no result yet | | | |"
-    assert table[5] == "| stable, first layer | 105.0 | +5.0% | not measured | not measured |"
-    assert table[6].startswith("| reference | 100.0 | — |")  # no reference, no gap

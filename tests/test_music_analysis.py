@@ -9,6 +9,7 @@ import matplotlib
 import pytest
 
 from stablernn_lib.core import paper_claims
+from stablernn_lib.figures.jsb import draw_piano_roll
 from stablernn_lib.tasks.jsb import analysis as ma
 from stablernn_lib.tasks.jsb import results as mr
 from stablernn_lib.tasks.jsb.data import read_piano_rolls, write_synthetic_jsb
@@ -45,7 +46,7 @@ def test_analysis_of_trained_models(rolls, tmp_path, monkeypatch):
     assert max(stable["jacobian_norms"][0]) <= 1 + 1e-4  # ||W||_2 <= 1 and tanh' <= 1
     roll = stable["piano_roll"]
     assert set(roll["probs"]) == {str(k) for k in ma.ANALYSIS.roll_ks}
-    figure = mr.draw_piano_roll(roll, ma.ANALYSIS.roll_ks[0], "rnn-stable")
+    figure = draw_piano_roll(roll, ma.ANALYSIS.roll_ks[0], "rnn-stable")
     assert len(figure.axes) == 3
     again = ma.run_music_analysis("smoke", rolls=rolls, runs_dir=tmp_path, progress=False)
     assert again["rnn-stable"]["seconds"] == stable["seconds"]  # kept, not recomputed
@@ -171,9 +172,6 @@ def test_stability_cost_verdicts_follow_the_criteria_file():
     assert set(costs) == {"rnn"}  # the LSTM pair has a missing run: no entry, no verdict
     assert costs["rnn"].relative == pytest.approx(0.01)
     assert costs["rnn"].verdict == "no verdict (fewer than 5 seeds)"
-    assert mr.by_seed({"rnn-stable": {"seed": 4, "test_nll": 9.0}}) == {
-        "rnn-stable": {4: {"seed": 4, "test_nll": 9.0}}
-    }
     five = _runs(
         rnn_unconstrained=[10.0, 10.1, 9.9, 10.0, 10.0],
         rnn_stable=[10.3, 10.4, 10.2, 10.3, 10.3],  # +3%: within the common 5% rule
@@ -254,7 +252,8 @@ def test_every_jsb_table_is_rectangular():
     _assert_rectangular(mr.reruns_table("adam-tcn"))
     authors = mr.load_seed_results("authors")
     _assert_rectangular(mr.main_table(11.09))
-    _assert_rectangular(mr.stability_cost_table({"authors": authors, "full": mr.by_seed(results)}))
+    full = {name: {run["seed"]: run} for name, run in results.items()}
+    _assert_rectangular(mr.stability_cost_table({"authors": authors, "full": full}))
     _assert_rectangular(mr.input_layer_table(results, authors))
     _assert_rectangular(mr.early_stop_table(results))
     _assert_rectangular(mr.training_extent_table(authors))
@@ -347,20 +346,6 @@ def test_measured_reads_the_criteria_and_marks_models_near_the_baseline():
     row = next(r for r in table.splitlines() if r.startswith("| LSTM |"))
     assert "| none: no verdict (measured up to k = 4, the rule's max_k is 100) |" in row
     assert "| 8%: not supported |" in row and row.endswith("(1 seed: indicative) |")
-
-
-def test_validation_split_is_the_first_epoch_apart_by_more_than_the_threshold():
-    def run(vals: list[float]) -> dict:
-        epochs = [{"epoch": i + 1, "lr": 10.0**-i, "val_nll": v} for i, v in enumerate(vals)]
-        return {"epochs": epochs, "best_epoch": 2}
-
-    earlier, rerun = run([9.0, 8.6, 8.60, 8.70]), run([9.005, 8.6, 8.61, 8.60])
-    assert mr.validation_split(earlier, rerun) == {
-        "epoch": 4, "lr": 1e-3, "val_nll_earlier": 8.70, "val_nll_rerun": 8.60,
-        "best_epoch_earlier": 2, "final_val_nll_earlier": 8.70, "final_val_nll_rerun": 8.60,
-    }  # fmt: skip
-    assert mr.validation_split(earlier, rerun, threshold=0.2) is None
-    assert mr.validation_split(earlier, rerun, threshold=0.001)["epoch"] == 1
 
 
 def _write_run(root, relative: str, seed: int, nll: float) -> None:

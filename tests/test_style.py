@@ -12,6 +12,7 @@ import pytest
 
 from stablernn_lib.core import style
 from stablernn_lib.figures import full_vs_truncated
+from stablernn_lib.figures.jsb import plot_truncated_nll
 from stablernn_lib.tasks.jsb import results as mr
 from stablernn_lib.tasks.wikitext2 import analysis as lm_analysis
 
@@ -47,7 +48,7 @@ def test_a_model_has_the_same_colour_in_chapter_8_and_chapter_9():
     """WikiText-2 (lm_analysis) and JSB Chorales (music_analysis) draw each model alike."""
     words = truncation_analysis("ppl", "recurrent_ppl")
     words = line_colors(lm_analysis.plot_truncated_eval(words))
-    music = line_colors(mr.plot_truncated_nll(truncation_analysis("loss", "recurrent_loss")))
+    music = line_colors(plot_truncated_nll(truncation_analysis("loss", "recurrent_loss")))
     for name in MODELS:
         assert words[lm_analysis._plain_name(name)] == style.MODEL_COLORS[name]  # "LSTM, stable"
         assert music[mr.LABELS[name]] == style.MODEL_COLORS[name]
@@ -196,7 +197,7 @@ def test_the_figure_functions_never_tell_series_apart_by_colour_alone():
         "plot_truncated_eval": lm_analysis.plot_truncated_eval(
             truncation_analysis("ppl", "recurrent_ppl")
         ),
-        "plot_truncated_nll": mr.plot_truncated_nll(truncation_analysis("loss", "recurrent_loss")),
+        "plot_truncated_nll": plot_truncated_nll(truncation_analysis("loss", "recurrent_loss")),
         "plot_figure2": lm_analysis.plot_figure2({n: {"figure2": profile} for n in MODELS}),
         "truncation_figure": lemma_plots.truncation_figure(result),
     }

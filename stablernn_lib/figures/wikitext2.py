@@ -1,7 +1,7 @@
 """Chapter 8's figures as the site shows them: the test perplexity of the four WikiText-2
-models over their seeds beside the numbers the paper reports, and the paper's Figure 2.
-Each is at most ``PHONE_WIDTH_IN`` inches wide with its legend below the axes, so that a
-phone shows the whole figure with its text at 9 px or more.
+models over their seeds beside the numbers the paper reports, and the paper's Figure 2, each
+at most ``PHONE_WIDTH_IN`` inches wide with its legend below the axes (a phone shows the
+whole figure with its text at 9 px or more); the evidence page's validation curves.
 
 The figure reads committed results (:func:`stablernn_lib.tasks.wikitext2.results.
 load_seed_results`) and the paper's numbers (:mod:`stablernn_lib.core.paper_claims`).
@@ -14,12 +14,25 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from stablernn_lib.core import paper_claims
-from stablernn_lib.core.plot_helpers import legends_below
+from stablernn_lib.core import criteria, paper_claims
+from stablernn_lib.core.plot_helpers import finish_axis, legends_below
 from stablernn_lib.core.style import BOUND_COLOR, PHONE_WIDTH_IN, model_color
 from stablernn_lib.tasks.wikitext2.analysis import plot_figure2
-from stablernn_lib.tasks.wikitext2.results import PAPER_TEST_PPL_KEYS, seed_summary
-from stablernn_lib.tasks.wikitext2.variants import MODEL_LABELS, MODEL_VARIANTS, variant_name
+from stablernn_lib.tasks.wikitext2.results import (
+    PAIR,
+    PAPER_TEST_PPL_KEYS,
+    SHORT,
+    Run,
+    model_label,
+    seed_summary,
+)
+from stablernn_lib.tasks.wikitext2.train import CONFIGS
+from stablernn_lib.tasks.wikitext2.variants import (
+    MODEL_LABELS,
+    MODEL_VARIANTS,
+    VARIANTS_BY_NAME,
+    variant_name,
+)
 
 
 def cost_of_stability_figure(
@@ -61,3 +74,66 @@ def figure2_figure(analysis: dict[str, Any], title: str = "") -> Figure:
     figure.set_size_inches(PHONE_WIDTH_IN, figure.get_figheight())
     figure.set_layout_engine("constrained")
     return legends_below(figure, columns=2)
+
+
+def _percent_gap(value: float, reference: float) -> float:
+    return 100 * criteria.relative_gap(value, reference)
+
+
+def _plot_runs(axis: Any, runs: dict[str, Run], label: Any) -> None:
+    """Validation perplexity per epoch of each run (log scale), in the variants' order."""
+    for name, (_, stable) in VARIANTS_BY_NAME.items():
+        if (run := runs.get(name)) is not None:
+            axis.semilogy(
+                [row["epoch"] for row in run["epochs"]],
+                [row["val_ppl"] for row in run["epochs"]],
+                "s--" if stable else "o-",
+                ms=3,
+                color=model_color(name),
+                label=label(name, run),
+            )
+
+
+def plot_convergence(runs: dict[str, Run], title: str = "") -> Figure:
+    """Left: validation perplexity per epoch of the converged pair (log scale), the 6 epochs of
+    the cpu scale marked. Right: the stable model's relative gap per common epoch, in percent."""
+    figure, (curves, gaps) = plt.subplots(1, 2, figsize=(8.2, 3.4))
+    _plot_runs(
+        curves,
+        {name: runs[name] for name in PAIR if name in runs},
+        lambda name, run: model_label(name) + (" (unfinished)" if run.get("unfinished") else ""),
+    )
+    free, stable = (runs.get(name) for name in PAIR)
+    if free is not None and stable is not None:
+        common = range(min(len(free["epochs"]), len(stable["epochs"])))
+        gaps.plot(
+            [i + 1 for i in common],
+            [
+                _percent_gap(stable["epochs"][i]["val_ppl"], free["epochs"][i]["val_ppl"])
+                for i in common
+            ],
+            "s-",
+            ms=3,
+            color=model_color(PAIR[1]),
+            label="stable vs unconstrained",
+        )
+    for axis in (curves, gaps):
+        axis.axvline(CONFIGS[SHORT].epochs, ls=":", lw=0.9, color="0.4", label="6 epochs (cpu)")
+    gaps.set_xlabel("epoch")
+    gaps.set_ylabel("validation gap (%)")
+    gaps.legend(fontsize=8)
+    return finish_axis(figure, curves, "epoch", "validation perplexity", title, 8)
+
+
+def plot_partial_runs(runs: dict[str, Run], title: str = "") -> Figure:
+    """Validation perplexity against epoch for each unfinished run (log scale)."""
+    figure, axis = plt.subplots(figsize=(6, 3.6))
+    _plot_runs(
+        axis,
+        runs,
+        lambda name, run: (
+            f"{MODEL_LABELS[VARIANTS_BY_NAME[name][0]]}"
+            f"{', stable' if name.endswith('-stable') else ''}, lr {run['config']['lr']:g}"
+        ),
+    )
+    return finish_axis(figure, axis, "epoch", "validation perplexity", title, None)

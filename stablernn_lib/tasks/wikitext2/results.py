@@ -1,15 +1,7 @@
-"""The committed WikiText-2 results (``data/results/wikitext2/``) as the numbers, tables and
-figures Chapter 8 and its evidence page show.
-
-* Loading: :func:`load_full_results` (one config's result files), :func:`load_seed_results`
-  (``{variant: {seed: run}}``), :func:`load_converged` (the ``cpu-converged`` pair) and
-  :func:`load_partial_runs` (the full scale's unfinished runs, from their ``metrics.jsonl``).
-* Tables (Markdown strings) and the readings of ``criteria.json``: :func:`claim_readings`,
-  :func:`ablation_readings`.
-* :func:`chapter8_numbers`: every number the prose glues, one flat ``{key: value}`` dict
-  (percentages in percent; floats, integers and verdict words, no sentences).
-
-The measurements on trained models are :mod:`stablernn_lib.tasks.wikitext2.analysis`.
+"""The committed WikiText-2 results (``data/results/wikitext2/``) as the numbers, Markdown
+tables and figures Chapter 8 and its evidence page show; :func:`chapter8_numbers` is every
+number the prose glues (percentages in percent). The measurements on trained models are
+:mod:`stablernn_lib.tasks.wikitext2.analysis`.
 """
 
 from __future__ import annotations
@@ -19,14 +11,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import torch
-from matplotlib.figure import Figure
 
 from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.core.io import readable_device
-from stablernn_lib.core.plot_helpers import finish_axis
-from stablernn_lib.core.style import model_color
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, results_folder
@@ -37,7 +25,6 @@ from stablernn_lib.tasks.wikitext2.variants import (
 )
 from stablernn_lib.theory.lstm_certificate import authors_constants_constraint
 
-# WikiText-2 test perplexities attributed to the paper (stablernn_lib.core.paper_claims).
 PAPER_TEST_PPL_KEYS: dict[str, str] = {name: f"wt2-{name}-ppl" for name in VARIANTS_BY_NAME}
 PARTIAL_DIR = RESULTS_DIR / "gpu-partial"
 CONVERGED, SHORT = "cpu-converged", "cpu"
@@ -48,7 +35,7 @@ SeedRuns = dict[str, dict[int, Run]]
 Numbers = dict[str, float | int | str]
 
 
-def _label(name: str) -> str:
+def model_label(name: str) -> str:
     """``"lstm-stable"`` -> ``"LSTM, stable"``."""
     cell, kind = VARIANTS_BY_NAME[name][0], name.partition("-")[2]
     return f"{MODEL_LABELS[cell]}, {kind}"
@@ -64,26 +51,18 @@ def _gap(value: float, reference: float) -> float:
 
 
 def _read_json(path: Path) -> Any:
-    with open(path, encoding="utf8") as handle:
-        return json.load(handle)
-
-
-# ---------------------------------------------------------------------------
-# Loading
-# ---------------------------------------------------------------------------
+    return json.loads(path.read_text(encoding="utf8"))
 
 
 def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
-    """Every ``*.json`` of a results folder by file stem (default ``data/results/wikitext2``):
-    ``"<cell>-<variant>"`` (training results), ``"analysis"``, ``"benchmark-<kind>"``, ...;
-    empty for a missing folder."""
+    """Every ``*.json`` of a results folder (default ``RESULTS_DIR``) by file stem: the runs
+    ``"<cell>-<variant>"``, ``"analysis"``, ``"benchmark-<kind>"``, ..."""
     folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
     return {path.stem: _read_json(path) for path in sorted(folder.glob("*.json"))}
 
 
 def load_seed_results(config: str = "cpu") -> SeedRuns:
-    """Every completed run of a config by variant and seed: ``<folder>/<variant>.json`` (the
-    config's own seed) and ``<folder>/seed<N>/<variant>.json``."""
+    """Every completed run of a config by variant and seed (``seed<N>/`` beside its own)."""
     folder = results_folder(config)
     found: SeedRuns = {}
     for path in sorted([*folder.glob("*.json"), *folder.glob("seed*/*.json")]):
@@ -95,15 +74,13 @@ def load_seed_results(config: str = "cpu") -> SeedRuns:
 
 
 def load_idle_timing(config_name: str) -> dict[str, Any] | None:
-    """The analysis of a config run again on an idle machine for its timing
-    (``timing/analysis-<config>-idle.json``), or None."""
+    """The analysis of a config timed on an idle machine, or None."""
     path = RESULTS_DIR / "timing" / f"analysis-{config_name}-idle.json"
     return _read_json(path) if path.is_file() else None
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The rows of a run's ``metrics.jsonl`` (one per finished epoch), checked to be the
-    epochs 1, 2, ... in order."""
+    """The rows of a run's ``metrics.jsonl``, checked to be the epochs 1, 2, ... in order."""
     lines = path.read_text(encoding="utf8").splitlines()
     epochs = [json.loads(line) for line in lines if line.strip()]
     if [row["epoch"] for row in epochs] != list(range(1, len(epochs) + 1)):
@@ -115,16 +92,14 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 def unfinished_epochs(config: str, variant: str) -> list[dict[str, Any]]:
-    """The per-epoch metrics of a run of ``config`` that has not finished
-    (``unfinished/<variant>.metrics.jsonl`` in its results folder); empty when none."""
+    """The per-epoch metrics of an unfinished run of ``config`` (empty when none)."""
     path = results_folder(config) / "unfinished" / f"{variant}.metrics.jsonl"
     return read_metrics(path) if path.is_file() else []
 
 
 def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, Run]:
-    """The full scale's unfinished runs by variant: ``job``, ``config``, ``epochs`` (the rows of
-    ``<job>.metrics.jsonl``) and ``provenance`` (of the start, from ``plan.json``). Only the
-    jobs of ``plan.json`` with a metrics file count; empty without a plan."""
+    """The full scale's unfinished runs of ``plan.json`` with a metrics file, by variant:
+    ``job``, ``config``, ``epochs`` and ``provenance``."""
     folder = Path(folder)
     if not (folder / "plan.json").exists():
         return {}
@@ -147,8 +122,8 @@ def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, Run]:
 
 
 def load_converged() -> dict[str, Run]:
-    """The ``cpu-converged`` runs of its own seed by variant. An unfinished run with committed
-    metrics is ``{"epochs": [...], "config": {...}, "unfinished": True}``."""
+    """The ``cpu-converged`` runs of its own seed by variant (an unfinished one: its epochs,
+    config and ``"unfinished": True``)."""
     seed = CONFIGS[CONVERGED].seed
     runs = {
         name: by_seed[seed]
@@ -166,13 +141,8 @@ def load_converged() -> dict[str, Run]:
     return runs
 
 
-# ---------------------------------------------------------------------------
-# What a run or a measurement says
-# ---------------------------------------------------------------------------
-
-
 def seed_summary(runs: dict[int, Run]) -> criteria.SeedSummary:
-    """Test perplexity over the seeds of one variant (``load_seed_results(...)[variant]``)."""
+    """Test perplexity over the seeds of one variant."""
     return criteria.summarize({seed: run["test_ppl"] for seed, run in runs.items()})
 
 
@@ -184,30 +154,22 @@ def smallest_k_within(curve: dict[str, Any], tolerance: float = 0.01) -> int | N
 
 
 def worst_jacobians(config: str, variant: str = "lstm-stable") -> list[float] | None:
-    """The largest one-step state-Jacobian norm of each layer measured on a config's model
-    (its ``analysis.json``), or None when not measured."""
+    """The largest state-Jacobian norm of each layer of a config's model, or None."""
     path = results_folder(config) / "analysis.json"
     norms = _read_json(path).get(variant, {}).get("jacobian_norms") if path.is_file() else None
     return [max(layer) for layer in norms] if norms else None
 
 
 def learning_rate_cuts(run: Run) -> int:
-    """How many times the schedule cut the learning rate during the epochs a run trained."""
+    """How many times the schedule cut a run's learning rate."""
     rates = [epoch["lr"] for epoch in run["epochs"]]
     return sum(after < before for before, after in zip(rates, rates[1:], strict=False))
 
 
-def best_epoch(run: Run) -> int:
-    """The first epoch (from 1) of the lowest validation loss: the weights tested."""
-    losses = [epoch["val_loss"] for epoch in run["epochs"]]
-    return losses.index(min(losses)) + 1
-
-
 def equal_epoch_gaps(runs: dict[str, Run]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per cell with both runs, the validation perplexities at equal epochs: ``"last"``, the
-    last epoch both reached, and ``"uncut"``, the last before the schedule cut either rate
-    (absent when a rate was cut after epoch 1). Each: ``epoch``, each model's perplexity and
-    rate, and ``gap`` = (stable - unconstrained) / unconstrained."""
+    """Per cell with both runs, the validation perplexities at ``"last"``, the last epoch both
+    reached, and ``"uncut"``, the last before either rate was cut: ``epoch``, each model's
+    perplexity and rate, and ``gap`` = (stable - unconstrained) / unconstrained."""
     gaps: dict[str, dict[str, dict[str, float]]] = {}
     for cell in MODEL_LABELS:
         free, stable = (runs.get(variant_name(cell, s)) for s in (False, True))
@@ -235,13 +197,9 @@ def equal_epoch_gaps(runs: dict[str, Run]) -> dict[str, dict[str, dict[str, floa
 def time_budget(
     runs: dict[str, Any], benchmark: dict[str, Any], idle_analysis: dict[str, Any]
 ) -> dict[str, tuple[float, float]]:
-    """Seconds of each part of a scale's budget, ``{part: (as committed, idle)}``: parts
-    ``"training <variant>"``, ``"every analysis"`` and ``"total"``.
-
-    ``runs``: the scale's :func:`load_full_results`; ``benchmark``: a benchmark of the same
-    config; ``idle_analysis``: :func:`load_idle_timing`. A training run on the idle machine is
-    estimated as epochs x (steps per epoch x median step) plus one validation pass per epoch
-    and one test pass at the benchmark's evaluation speed; the analyses are measured."""
+    """Seconds of each part of a scale's budget, ``{part: (as committed, idle)}``, parts
+    ``"training <variant>"``, ``"every analysis"``, ``"total"``. A run on the idle machine is
+    estimated from the benchmark's epoch time and evaluation speed."""
     evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
     parts: dict[str, tuple[float, float]] = {}
     for name, (cell, stable) in VARIANTS_BY_NAME.items():
@@ -258,13 +216,8 @@ def time_budget(
     return parts
 
 
-# ---------------------------------------------------------------------------
-# Tables of runs, seeds and commands
-# ---------------------------------------------------------------------------
-
-
 def runs_summary(results: dict[str, Any]) -> str:
-    """Markdown table of where and how long each run ran (device, commit, epochs, time)."""
+    """Markdown table: device, commit, epochs and wall time of each run."""
     rows = [
         f"| {name} | {readable_device(run['provenance']['device'])} | "
         f"{run['provenance']['git_commit'][:12]} | {len(run['epochs'])} | "
@@ -280,7 +233,7 @@ def runs_summary(results: dict[str, Any]) -> str:
 
 
 def epochs_table(results: dict[str, Run], run_label: str = "run") -> str:
-    """Markdown table of runs: validation perplexity per epoch, test perplexity, wall time."""
+    """Markdown table: validation perplexity per epoch, test perplexity, wall time."""
     rows = []
     for name, run in results.items():
         epochs = ", ".join(f"{e['val_ppl']:.0f}" for e in run["epochs"])
@@ -316,8 +269,7 @@ def time_budget_table(
 
 
 def table_by_scale(scales: dict[str, dict[str, Any]]) -> str:
-    """Markdown table, one row per variant: the paper's test perplexity, then ours per scale
-    (``scales``: column label -> :func:`load_full_results`)."""
+    """Markdown table per variant: the paper's test perplexity, then ours per scale."""
     rows = []
     for name, (cell, stable) in VARIANTS_BY_NAME.items():
         ours = [
@@ -343,8 +295,7 @@ def rerun_command(config: str, cell: str, stable: bool, seed: int | None = None)
 
 
 def seeds_commands(config: str = "cpu") -> str:
-    """One command per model and seed of :func:`seeds_table`, committed or still asked for by
-    the criteria (the config's own seed, then 2, 3, ...), each marked."""
+    """The command of each model and seed, committed or asked for by the criteria."""
     needed = criteria.load_criteria()["seeds"]["wikitext2"]
     runs = load_seed_results(config)
     planned = training.planned_seeds(CONFIGS[config].seed, needed, first_extra=2)
@@ -358,14 +309,14 @@ def seeds_commands(config: str = "cpu") -> str:
 
 
 def seeds_table(config: str = "cpu") -> str:
-    """Markdown table: each variant's test perplexity over seeds (mean ± sd), and per cell the
-    stable model's gap and the verdict on "stability costs little" (criteria.json)."""
+    """Markdown table: each variant's test perplexity over seeds, and the stable model's gap
+    with the ``stability_cost`` verdict."""
     runs = load_seed_results(config)
     rows = []
     for name in VARIANTS_BY_NAME:
         found = runs.get(name, {})
         if not found:
-            rows.append(f"| {_label(name)} | not run yet | | |")
+            rows.append(f"| {model_label(name)} | not run yet | | |")
             continue
         summary, gap, verdict = seed_summary(found), "", ""
         free = runs.get(name.replace("stable", "unconstrained"), {})
@@ -373,7 +324,7 @@ def seeds_table(config: str = "cpu") -> str:
             reference = seed_summary(free)
             gap = f"{_gap(summary.mean, reference.mean):+.1f}%"
             verdict = criteria.stability_cost_verdict("wikitext2", reference, summary)
-        rows.append(f"| {_label(name)} | {summary.describe(each=False)} | {gap} | {verdict} |")
+        rows.append(f"| {model_label(name)} | {summary.describe(each=False)} | {gap} | {verdict} |")
     return _table(
         f"| model ({config} scale) | test perplexity over seeds | stable vs "
         "unconstrained | verdict (criteria.json) |",
@@ -383,15 +334,16 @@ def seeds_table(config: str = "cpu") -> str:
 
 
 def schedule_table(config: str = "cpu") -> str:
-    """Markdown table, one row per committed run of a config (model and seed): its test
-    perplexity and the learning rate of each epoch."""
+    """Markdown table: each run's test perplexity and learning rate per epoch."""
     runs, own = load_seed_results(config), CONFIGS[config].seed
     rows = []
     for name in VARIANTS_BY_NAME:
         found = runs.get(name, {})
         for seed in sorted(found, key=lambda seed: (seed != own, seed)):
             rates = ", ".join(f"{epoch['lr']:g}" for epoch in found[seed]["epochs"])
-            rows.append(f"| {_label(name)} | {seed} | {found[seed]['test_ppl']:.1f} | {rates} |")
+            rows.append(
+                f"| {model_label(name)} | {seed} | {found[seed]['test_ppl']:.1f} | {rates} |"
+            )
     return _table(
         f"| model ({config} scale) | seed | test perplexity | learning rate, epoch by epoch |",
         "| --- | ---: | ---: | --- |",
@@ -399,56 +351,44 @@ def schedule_table(config: str = "cpu") -> str:
     )
 
 
-def lstm_models_table(rows: list[tuple[str, dict[str, Any], str, float | None]], title: str) -> str:
-    """Markdown table, one row per trained model ``(label, results, name, reference)``
-    (``results``: a config's :func:`load_full_results`; ``reference``: an unconstrained test
-    perplexity, None for no gap): test perplexity, gap, the smallest context within 1% of the
-    recurrent perplexity, and the median state-Jacobian norm of each layer."""
-    lines = []
-    for label, results, name, reference in rows:
-        run = results.get(name)
-        if not run:
-            lines.append(f"| {label} | no result yet | | | |")
-            continue
-        gap = f"{_gap(run['test_ppl'], reference):+.1f}%" if reference else "—"
-        entry = results.get("analysis", {}).get(name, {})
-        curve, reach = entry.get("truncated_eval"), "not measured"
-        if curve is not None:
-            k = smallest_k_within(curve)
-            reach = f"none up to {curve['k'][-1]}" if k is None else str(k)
-        medians = " / ".join(
-            f"{torch.tensor(norms).median():.2f}" for norms in entry.get("jacobian_norms", [])
-        )
-        lines.append(
-            f"| {label} | {run['test_ppl']:.1f} | {gap} | {reach} | {medians or 'not measured'} |"
-        )
-    return _table(
-        f"| {title} | test ppl | vs unconstrained | smallest k within 1% "
-        "| median Jacobian norm, layer 1 / 2 |",
-        "| --- | ---: | ---: | ---: | ---: |",
-        lines,
-    )
-
-
 def converged_table() -> str:
-    """The LSTM pair of seed 1111 after 6 epochs and trained until the decay is used up, side
-    by side (:func:`lstm_models_table`)."""
-    short, converged = (load_full_results(results_folder(c)) for c in (SHORT, CONVERGED))
-    rows = []
-    for results in (short, converged):
+    """Markdown table of the LSTM pair of seed 1111 after 6 epochs and until the decay is used
+    up: test perplexity, gap, the smallest context within 1% of the recurrent perplexity and
+    the median state-Jacobian norm of each layer."""
+    lines = []
+    for config in (SHORT, CONVERGED):
+        results = load_full_results(results_folder(config))
         free = results.get(PAIR[0], {}).get("test_ppl")
         for name in PAIR:
             when = "6 epochs"
-            if results is converged:
+            if config == CONVERGED:
                 ran = ""
                 if name in results:
                     ran = f" ({len(results[name]['epochs'])} epochs)"
                 elif epochs := unfinished_epochs(CONVERGED, name):
                     ran = f" (unfinished, {len(epochs)} epochs so far)"
                 when = f"until the decay is used up{ran}"
-            reference = None if name == PAIR[0] else free
-            rows.append((f"{name.split('-')[1]}, {when}", results, name, reference))
-    return lstm_models_table(rows, f"LSTM, cpu scale, seed {CONFIGS[CONVERGED].seed}")
+            label, run = f"{name.split('-')[1]}, {when}", results.get(name)
+            if not run:
+                lines.append(f"| {label} | no result yet | | | |")
+                continue
+            gap = f"{_gap(run['test_ppl'], free):+.1f}%" if free and name == PAIR[1] else "—"
+            entry = results.get("analysis", {}).get(name, {})
+            curve, reach = entry.get("truncated_eval"), "not measured"
+            if curve is not None:
+                k = smallest_k_within(curve)
+                reach = f"none up to {curve['k'][-1]}" if k is None else str(k)
+            medians = " / ".join(
+                f"{torch.tensor(norms).median():.2f}" for norms in entry.get("jacobian_norms", [])
+            )
+            medians = medians or "not measured"
+            lines.append(f"| {label} | {run['test_ppl']:.1f} | {gap} | {reach} | {medians} |")
+    return _table(
+        f"| LSTM, cpu scale, seed {CONFIGS[CONVERGED].seed} | test ppl | vs unconstrained "
+        "| smallest k within 1% | median Jacobian norm, layer 1 / 2 |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        lines,
+    )
 
 
 def partial_runs_table(runs: dict[str, Run]) -> str:
@@ -461,7 +401,7 @@ def partial_runs_table(runs: dict[str, Run]) -> str:
         config, epochs = run["config"], run["epochs"]
         at, best = min(enumerate(epochs, 1), key=lambda item: item[1]["val_ppl"])
         rows.append(
-            f"| {_label(name)} | `{config['name']}` "
+            f"| {model_label(name)} | `{config['name']}` "
             f"(lr {config['lr']:g}) | {len(epochs)} of {config['epochs']} | "
             f"{best['val_ppl']:.1f} ({at}) |"
         )
@@ -473,20 +413,11 @@ def partial_runs_table(runs: dict[str, Run]) -> str:
     )
 
 
-# ---------------------------------------------------------------------------
-# The paper's claims and the LSTM ablation, read by data/results/criteria.json
-# ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ClaimReading:
-    """One scale's measurement of one claim for one cell, and the verdict word of its rule.
-
-    ``claim``: ``"stability_cost"`` (``value``: the stable model's gap in the seed means, in
-    percent), ``"truncation"`` (the smallest context within the tolerance, None for none) or
-    ``"gradient_vanishes"`` (the gradient at the criterion's distance over the one at 0).
-    ``verdict``: ``"supported"``, ``"not supported"``, ``"inconclusive"``, ``"no verdict
-    (...)"`` or ``"not yet run"``; a measurement of one trained model is ``indicative``."""
+    """One scale's ``value`` of one claim for one cell and its rule's verdict: the stable gap in
+    percent (``stability_cost``), the smallest context within the tolerance (``truncation``)
+    or the gradient ratio (``gradient_vanishes``); one trained model is ``indicative``."""
 
     cell: str
     claim: str
@@ -499,10 +430,8 @@ class ClaimReading:
 def claim_readings(
     results: dict[str, Any], seed_runs: SeedRuns | None = None
 ) -> list[ClaimReading]:
-    """Each claim of the paper, per cell, as one scale measures it: ``results`` is the scale's
-    :func:`load_full_results`, ``seed_runs`` its :func:`load_seed_results` (default: the runs
-    in ``results``). The cost compares seed means; truncation and Figure 2 are measured on
-    one trained unconstrained model (indicative)."""
+    """Each claim of the paper per cell on one scale (``results``: :func:`load_full_results`;
+    ``seed_runs``: its :func:`load_seed_results`, default the runs in ``results``)."""
     if seed_runs is None:
         seed_runs = {
             name: {int(run.get("seed", 0)): run}
@@ -579,8 +508,8 @@ def claims_table(readings: list[ClaimReading], scale: str) -> str:
     )
 
 
-# The rows of the LSTM ablation: label, config, stable, the layers the set certifies
-# contractive, and the config whose unconstrained LSTM is the row's reference.
+# The LSTM ablation: label, config, stable, the layers certified contractive, and the config of
+# the row's unconstrained reference.
 ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
     ("unconstrained", "cpu", False, "none (no constraint)", "cpu"),
     ("course constraint, every layer", "cpu", True, "every layer", "cpu"),
@@ -615,15 +544,15 @@ ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
 
 
 def _ablation_runs() -> dict[str, SeedRuns]:
-    """:func:`load_seed_results` of every config of :data:`ABLATION_ROWS`, each read once."""
+    """:func:`load_seed_results` of every config of :data:`ABLATION_ROWS`."""
     return {
         config: load_seed_results(config) for config in dict.fromkeys(r[1] for r in ABLATION_ROWS)
     }
 
 
 def ablation_table() -> tuple[str, str]:
-    """The LSTM ablation, one factor at a time from ``cpu``: a Markdown table (each stable
-    row's gap against the unconstrained LSTM of its setting) and the commands of its rows."""
+    """The LSTM ablation as a Markdown table (each stable row's gap to its reference) and the
+    commands of its rows."""
     rows, commands = [], []
     every = _ablation_runs()
     for label, config, stable, certified, reference in ABLATION_ROWS:
@@ -638,12 +567,9 @@ def ablation_table() -> tuple[str, str]:
         if not runs:
             epochs = unfinished_epochs(config, variant)
             missing = (
-                "not run yet"
-                if not epochs
-                else (
-                    f"unfinished ({len(epochs)} of at most {CONFIGS[config].epochs} epochs so far)"
-                )
+                f"unfinished ({len(epochs)} of at most {CONFIGS[config].epochs} epochs so far)"
             )
+            missing = missing if epochs else "not run yet"
             rows.append(f"| {label} | {certified} | {missing} | | |")
             continue
         summary, free = seed_summary(runs), every[reference].get("lstm-unconstrained")
@@ -665,30 +591,22 @@ def ablation_table() -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class AblationReading:
-    """One stable row of the LSTM ablation against the unconstrained LSTM of its setting.
-
-    ``gap``: its mean test perplexity above the reference, in percent; ``course_gap``: the
-    course constraint's gap at ``cpu``; ``share_closed``: percent of ``course_gap`` the row
-    closes (None for a setting row). ``verdict``: the criteria's word with enough seeds, else
-    None; ``effects``: for a constraint row with fewer seeds, ``{reference: (|row - mean|,
-    5 sd, readable)}`` against the course model and the unconstrained LSTM of ``cpu``."""
+    """One stable row of the LSTM ablation: ``gap`` to its reference in percent, the percent of
+    the course gap it closes (None for a setting row), the verdict with enough seeds, else
+    ``effects`` against the ``cpu`` models: ``{name: (|row - mean|, 5 sd, readable)}``."""
 
     label: str
     config: str
-    certified: str
     seeds: int
-    mean: float
     gap: float
-    course_gap: float
     share_closed: float | None
-    worst_jacobian: float | None
     verdict: str | None
     effects: dict[str, tuple[float, float, bool]]
 
 
 def ablation_readings() -> list[AblationReading]:
-    """Every committed stable row of :data:`ABLATION_ROWS` but the course model's (rows not
-    run yet, or without their reference, are left out)."""
+    """Every committed stable row of :data:`ABLATION_ROWS` with its reference, but the course
+    model's."""
     every = _ablation_runs()
 
     def gap_of(config: str, reference: str) -> float | None:
@@ -701,7 +619,7 @@ def ablation_readings() -> list[AblationReading]:
     needed = criteria.load_criteria()["seeds"]["wikitext2"]
     k = criteria.criterion("single_seed_ablation")["sd_multiple"]
     readings = []
-    for label, config, stable, certified, reference in ABLATION_ROWS:
+    for label, config, stable, _, reference in ABLATION_ROWS:
         gap = gap_of(config, reference) if stable and config != "cpu" else None
         if gap is None:
             continue
@@ -711,10 +629,7 @@ def ablation_readings() -> list[AblationReading]:
             free = seed_summary(every[reference]["lstm-unconstrained"])
             verdict = criteria.stability_cost_verdict("wikitext2", free, summary)
         elif reference == "cpu":
-            for name, variant in (
-                ("course", "lstm-stable"),
-                ("unconstrained", "lstm-unconstrained"),
-            ):
+            for name, variant in (("course", "lstm-stable"), ("unconstrained", PAIR[0])):
                 if found := every["cpu"].get(variant):
                     ref = seed_summary(found)
                     effects[name] = (
@@ -722,28 +637,13 @@ def ablation_readings() -> list[AblationReading]:
                         k * ref.sd,
                         criteria.single_seed_readable(summary.mean, ref),
                     )
-        worst = worst_jacobians(config)
-        readings.append(
-            AblationReading(
-                label=label,
-                config=config,
-                certified=certified,
-                seeds=summary.n,
-                mean=summary.mean,
-                gap=gap,
-                course_gap=course,
-                share_closed=100 * (course - gap) / course if reference == "cpu" else None,
-                worst_jacobian=None if worst is None else max(worst),
-                verdict=verdict,
-                effects=effects,
-            )
-        )
+        share = 100 * (course - gap) / course if reference == "cpu" else None
+        readings.append(AblationReading(label, config, summary.n, gap, share, verdict, effects))
     return readings
 
 
 def ablation_readings_table(readings: list[AblationReading]) -> str:
-    """Markdown table of :func:`ablation_readings`: the constraint rows ranked by the share of
-    the course gap they close, then the setting rows."""
+    """Markdown table of :func:`ablation_readings`, by the share of the course gap closed."""
     rows = []
     for r in sorted(readings, key=lambda r: (r.share_closed is None, -(r.share_closed or 0))):
         if r.verdict is not None:
@@ -767,11 +667,6 @@ def ablation_readings_table(readings: list[AblationReading]) -> str:
         "| --- | ---: | ---: | ---: | --- |",
         rows,
     )
-
-
-# ---------------------------------------------------------------------------
-# The numbers of the prose
-# ---------------------------------------------------------------------------
 
 
 def _seed_numbers(out: Numbers) -> None:
@@ -999,10 +894,8 @@ def benchmark_numbers() -> Numbers:
     if bench and idle is not None:  # the cpu scale's whole budget
         runs = load_full_results(results_folder("cpu"))
         committed, idle_seconds = time_budget(runs, bench, idle)["total"]
-        out["budget_committed_hours"], out["budget_idle_hours"] = (
-            committed / 3600,
-            idle_seconds / 3600,
-        )
+        out["budget_committed_hours"] = committed / 3600
+        out["budget_idle_hours"] = idle_seconds / 3600
         out["budget_committed_threads"] = _threads(runs["lstm-stable"]["provenance"]["device"])
         out["budget_idle_threads"] = _threads(bench["provenance"]["device"])
     if cpu := found.get("cpu"):
@@ -1038,64 +931,3 @@ def chapter8_numbers() -> Numbers:
     anchor = 142.07  # one user's run of the example's defaults at lr 20 (the evidence page)
     out["anchor_gap"] = _gap(out["lr20_free"], anchor)
     return out
-
-
-# ---------------------------------------------------------------------------
-# Figures
-# ---------------------------------------------------------------------------
-
-
-def _plot_runs(axis: Any, runs: dict[str, Run], label: Any) -> None:
-    """Validation perplexity per epoch of each run (log scale), in the variants' order."""
-    for name, (_, stable) in VARIANTS_BY_NAME.items():
-        if (run := runs.get(name)) is not None:
-            axis.semilogy(
-                [row["epoch"] for row in run["epochs"]],
-                [row["val_ppl"] for row in run["epochs"]],
-                "s--" if stable else "o-",
-                ms=3,
-                color=model_color(name),
-                label=label(name, run),
-            )
-
-
-def plot_convergence(runs: dict[str, Run], title: str = "") -> Figure:
-    """Left: validation perplexity per epoch of the converged pair (log scale), the 6 epochs of
-    the cpu scale marked. Right: the stable model's relative gap per common epoch, in percent."""
-    figure, (curves, gaps) = plt.subplots(1, 2, figsize=(8.2, 3.4))
-    _plot_runs(
-        curves,
-        {name: runs[name] for name in PAIR if name in runs},
-        lambda name, run: _label(name) + (" (unfinished)" if run.get("unfinished") else ""),
-    )
-    free, stable = (runs.get(name) for name in PAIR)
-    if free is not None and stable is not None:
-        common = range(min(len(free["epochs"]), len(stable["epochs"])))
-        gaps.plot(
-            [i + 1 for i in common],
-            [_gap(stable["epochs"][i]["val_ppl"], free["epochs"][i]["val_ppl"]) for i in common],
-            "s-",
-            ms=3,
-            color=model_color(PAIR[1]),
-            label="stable vs unconstrained",
-        )
-    for axis in (curves, gaps):
-        axis.axvline(CONFIGS[SHORT].epochs, ls=":", lw=0.9, color="0.4", label="6 epochs (cpu)")
-    gaps.set_xlabel("epoch")
-    gaps.set_ylabel("validation gap (%)")
-    gaps.legend(fontsize=8)
-    return finish_axis(figure, curves, "epoch", "validation perplexity", title, 8)
-
-
-def plot_partial_runs(runs: dict[str, Run], title: str = "") -> Figure:
-    """Validation perplexity against epoch for each unfinished run (log scale)."""
-    figure, axis = plt.subplots(figsize=(6, 3.6))
-    _plot_runs(
-        axis,
-        runs,
-        lambda name, run: (
-            f"{MODEL_LABELS[VARIANTS_BY_NAME[name][0]]}"
-            f"{', stable' if name.endswith('-stable') else ''}, lr {run['config']['lr']:g}"
-        ),
-    )
-    return finish_axis(figure, axis, "epoch", "validation perplexity", title, None)
