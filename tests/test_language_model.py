@@ -13,6 +13,7 @@ from stablernn_lib.tasks.wikitext2.analysis import layer_map
 from stablernn_lib.tasks.wikitext2.data import batchify
 from stablernn_lib.tasks.wikitext2.model import (
     WordLanguageModel,
+    detach_state,
     evaluate_loss,
     project_spectral_balls_,
     project_stable_,
@@ -38,6 +39,23 @@ def test_forward_shapes_and_state(cell: str) -> None:
     first, state_a = model(tokens[:4])
     second, _ = model(tokens[4:], state_a)
     torch.testing.assert_close(torch.cat([first, second]), logits)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_detached_state_keeps_the_values_and_drops_the_graph(cell: str) -> None:
+    """Between BPTT windows: the state (a tensor, or the LSTM's (h, c)) keeps its values and
+    leaves the graph; no state stays None."""
+    model = tiny(cell).train()
+    _, state = model.recur(model.embed(torch.randint(0, 30, (4, 3))), None)
+    parts = (state,) if isinstance(state, torch.Tensor) else state
+    assert all(part.requires_grad for part in parts)
+    detached = detach_state(state)
+    assert type(detached) is type(state)
+    kept = (detached,) if isinstance(detached, torch.Tensor) else detached
+    assert len(kept) == len(parts)
+    for old, new in zip(parts, kept, strict=True):
+        assert not new.requires_grad and torch.equal(old.detach(), new)
+    assert detach_state(None) is None
 
 
 def test_unknown_cell_is_rejected() -> None:
