@@ -130,6 +130,9 @@ def test_an_edit_that_changes_no_mutant_is_not_stale(tmp_path, monkeypatch) -> N
     module_dir.mkdir()
     source = module_dir / "fresh.py"
     source.write_text('def f(a, b):\n    """Sum."""\n    return a + b\n', encoding="utf8")
+    # mutmut reads its settings once per process, from the working folder's pyproject.toml:
+    # this folder has its own, so the test passes whichever test read them first
+    (tmp_path / "pyproject.toml").write_text('[tool.mutmut]\nsource_paths = ["pkg/"]\n')
     monkeypatch.chdir(tmp_path)
     for command in (
         ["init", "-q"],
