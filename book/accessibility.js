@@ -128,5 +128,14 @@
     var mathjax = window.MathJax && window.MathJax.startup;
     Promise.resolve(mathjax && mathjax.promise).then(focusableEquations);
   });
+  // again when the room changes: the window is resized, a collapsible opens (a <details>, or
+  // an admonition by its title), so that an equation shown only then is measured too
+  window.addEventListener("resize", focusableEquations);
+  document.addEventListener("toggle", focusableEquations, true);
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest(".admonition-title")) {
+      setTimeout(focusableEquations, 0);
+    }
+  });
   window.addEventListener("resize", focusableEquations);
 })();
