@@ -85,13 +85,25 @@
   // A display equation that scrolls sideways (a phone) can be reached and scrolled with the
   // keyboard; one that fits is no tab stop.
   function focusableEquations() {
-    document.querySelectorAll('mjx-container[display="true"]').forEach(function (box) {
-      if (box.scrollWidth > box.clientWidth + 1) {
+    var boxes = Array.prototype.slice.call(
+      document.querySelectorAll('mjx-container[display="true"]'));
+    // every width read before any attribute is written: one layout, not one per equation
+    var wide = boxes.map(function (box) { return box.scrollWidth > box.clientWidth + 1; });
+    boxes.forEach(function (box, i) {
+      if (wide[i]) {
         box.setAttribute("tabindex", "0");
       } else if (box.getAttribute("tabindex") === "0") {
         box.removeAttribute("tabindex");
       }
     });
+  }
+  var measuring = null;
+  function focusableEquationsSoon() {  // once for many events in a row
+    if (measuring !== null) return;
+    measuring = setTimeout(function () {
+      measuring = null;
+      focusableEquations();
+    }, 0);
   }
 
   function fixAll() {
@@ -127,6 +139,15 @@
   window.addEventListener("load", function () {
     var mathjax = window.MathJax && window.MathJax.startup;
     Promise.resolve(mathjax && mathjax.promise).then(focusableEquations);
+  });
+  // again when the room changes: the window is resized, a collapsible opens (a <details>, or
+  // an admonition by its title), so that an equation shown only then is measured too
+  window.addEventListener("resize", focusableEquationsSoon);
+  document.addEventListener("toggle", focusableEquationsSoon, true);
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest(".admonition-title")) {
+      focusableEquationsSoon();
+    }
   });
   window.addEventListener("resize", focusableEquations);
 })();

@@ -146,19 +146,33 @@ WIDGETS_SCRIPT = """async () => {
   await new Promise(resolve => setTimeout(resolve, 50));  // book/accessibility.js runs
 }"""
 
-# axe-core's violations of the WCAG 2.1 A and AA rules on the page, each with its nodes.
-AXE_RUN_SCRIPT = """async tags => {
-  const result = await axe.run(document, {runOnly: {type: "tag", values: tags},
-                                          resultTypes: ["violations"]});
+# axe-core's violations of the WCAG 2.1 A and AA rules in the elements that a CSS selector
+# matches (the whole document when it is null; none when it matches nothing), each with its
+# nodes.
+AXE_RUN_SCRIPT = """async ([tags, selector, skip]) => {
+  if (selector !== null && !document.querySelector(selector)) return [];
+  const rules = Object.fromEntries(skip.map(rule => [rule, {enabled: false}]));
+  const result = await axe.run(selector ?? document, {runOnly: {type: "tag", values: tags},
+                                                      rules, resultTypes: ["violations"]});
   return result.violations.map(v => ({id: v.id, help: v.help, nodes: v.nodes.map(n => ({
     target: n.target.join(" "), html: n.html.slice(0, 160),
     summary: (n.failureSummary || "").slice(0, 300)}))}));
 }"""
 
-# Every collapsible of the page opened (<details>), for a second run of axe, once the
-# content has faded in (the theme animates it: half-faded text would read as low contrast).
+# axe's rules that lay out the whole page whatever the selector (seconds on a long page).
+LAYOUT_RULES = ("color-contrast", "link-in-text-block")
+
+# The page's collapsibles: <details> (the theme's menus, folded cells and sections) and
+# sphinx-togglebutton's admonitions (a solution, a dropdown note).
+COLLAPSIBLES = "details, .admonition.toggle"
+
+# Every collapsible of the page opened (an admonition by its title, as a reader clicks it),
+# once the content has faded in (the theme animates it: half-faded text would read as low
+# contrast).
 OPEN_COLLAPSIBLES_SCRIPT = """async () => {
   document.querySelectorAll("details").forEach(d => { d.open = true; });
+  document.querySelectorAll(".admonition.toggle.toggle-hidden > .admonition-title")
+    .forEach(title => title.click());
   await new Promise(resolve => requestAnimationFrame(() => resolve(null)));
   await Promise.all(document.getAnimations().map(a => a.finished.catch(() => null)));
 }"""
@@ -173,16 +187,22 @@ CONTENT_IMAGES_SCRIPT = """() => Array.from(
   }))"""
 
 
-def axe_violations(page: Any, tags: list[str] = AXE_TAGS) -> list[dict]:
-    """axe-core's violations on ``page`` for ``tags``: ``[{id, help, nodes: [{target, html,
-    summary}]}]`` (axe is injected from :data:`AXE_SCRIPT` once per page)."""
+def axe_violations(
+    page: Any,
+    tags: list[str] = AXE_TAGS,
+    selector: str | None = None,
+    skip: tuple[str, ...] = (),
+) -> list[dict]:
+    """axe-core's violations on ``page`` for ``tags`` but the rules in ``skip``, in the
+    elements ``selector`` matches (the whole page when None): ``[{id, help, nodes: [{target,
+    html, summary}]}]`` (axe is injected from :data:`AXE_SCRIPT` once per page)."""
     if not AXE_SCRIPT.is_file():
         raise FileNotFoundError(
             f"{AXE_SCRIPT} is missing: run `npm ci --prefix tests/axe` (make test does)"
         )
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.add_script_tag(path=str(AXE_SCRIPT))
-    return page.evaluate(AXE_RUN_SCRIPT, tags)
+    return page.evaluate(AXE_RUN_SCRIPT, [tags, selector, list(skip)])
 
 
 def describe_violations(where: str, violations: list[dict], limit: int = 5) -> list[str]:

@@ -141,10 +141,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     Every test that executes the notebooks or reads the built site goes to one worker, so
     the book is executed and built once (``book_support`` caches it per process); the tests
     that grade in the sandbox go to one worker, one file after another (:func:`_scope`);
-    every other test file goes to one worker whole, so its module fixtures run once. (The
-    ``xdist_group`` marks of ``--dist loadgroup`` did not keep a group together with
-    pytest 9.2 and pytest-xdist 3.8.)
+    every other test file goes to one worker whole, so its module fixtures run once.
     """
+    # Not ``--dist loadgroup`` with ``xdist_group`` marks: pytest-xdist 3.8 groups a test by
+    # the "@group" it appends to ``item._nodeid``, and pytest 9.2 reads a node's id from
+    # ``Node._id`` instead, so the marks are ignored and each group is spread over both
+    # workers (checked: two files marked with one group, ``-n 2 --dist loadgroup``); the book
+    # would then be executed and built on each worker.
     from xdist.scheduler import LoadScopeScheduling
 
     root = Path(str(config.rootpath))

@@ -12,6 +12,8 @@ import pytest
 from browser_support import (
     AXE_SCRIPT,
     CHROMIUM,
+    COLLAPSIBLES,
+    OPEN_COLLAPSIBLES_SCRIPT,
     alt_problem,
     axe_violations,
     chromium,
@@ -99,6 +101,7 @@ BAD_PAGE = """<!doctype html><html lang="en"><head><title>Synthetic page</title>
 <img id="plot" src="data:image/png;base64,{png}">
 <div id="lam" role="slider" tabindex="0" aria-valuemin="0" aria-valuemax="3"
      aria-valuenow="1" style="width:40px;height:10px;background:#333"></div>
+<details><summary>More</summary><img id="folded" src="data:image/png;base64,{png}"></details>
 </main></body></html>"""
 # a 1 x 1 PNG
 PIXEL = (
@@ -121,10 +124,18 @@ def test_axe_fails_on_an_image_without_alt_and_an_unnamed_slider():
         assert any("image-alt" in line and "#plot" in line for line in lines), lines
         assert any("aria-input-field-name" in line and "#lam" in line for line in lines), lines
         assert all(line.startswith("synthetic.html at 1400 px: ") for line in lines)
-        # named, the same page passes
+        assert not any("#folded" in line for line in lines)  # hidden in a closed collapsible
+        # a selector limits the check to what it matches
+        assert {v["id"] for v in axe_violations(page, selector="#lam")} == {"aria-input-field-name"}
+        assert axe_violations(page, selector=COLLAPSIBLES) == []
+        # named, and the collapsible opened, the same page fails only on the folded image
         page.evaluate(
             """() => { document.querySelector("#plot").alt = "Line plot of a gap against k";
                        document.querySelector("#lam").setAttribute("aria-label", "λ"); }"""
         )
+        page.evaluate(OPEN_COLLAPSIBLES_SCRIPT)
+        found = describe_violations("synthetic.html", axe_violations(page, selector=COLLAPSIBLES))
+        assert len(found) == 1 and "image-alt" in found[0] and "#folded" in found[0], found
+        page.evaluate("""() => { document.querySelector("#folded").alt = "A folded plot of k"; }""")
         assert axe_violations(page) == []
         page.close()

@@ -6,21 +6,26 @@ MathJax, every image loads, and moving a slider of the widget plot swaps the
 image shown, with no Python kernel. Every page is loaded once at 1400 px and once at
 400 px (a phone), a few side by side, and the page tests judge what those visits
 measured, axe-core's accessibility rules (WCAG 2.1 A and AA) included: run on each visit
-with the collapsibles open (and at 1400 px closed too), on the student site and on the
-pages of the instructor site that differ from it. Screenshots go to _build/screenshots/.
+over the collapsibles closed, then over the page with every collapsible open, on the student
+site and on what the instructor site adds to it. Screenshots go to _build/screenshots/.
 """
 
+import contextlib
 import functools
 import http.server
 import json
+import re
 import threading
 
 import pytest
 from book_support import BUILD_DIR, HTML_DIR, ROOT, build_book, build_instructor_site
 from browser_support import (
     CHROMIUM,
+    COLLAPSIBLES,
     CONTENT_IMAGES_SCRIPT,
+    LAYOUT_RULES,
     OPEN_COLLAPSIBLES_SCRIPT,
+    TYPESET_SCRIPT,
     WIDGETS_SCRIPT,
     alt_problem,
     axe_violations,
@@ -64,9 +69,10 @@ def browser():
         yield browser
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def chapter_page(browser, site_url):
-    """The Chapter 1 page, loaded with every non-local request blocked."""
+    """The Chapter 1 page, loaded once, typeset and its widgets drawn, with every non-local
+    request blocked."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     blocked: list[str] = []
@@ -90,22 +96,34 @@ def chapter_page(browser, site_url):
 
     page.on("response", response)
     page.goto(site_url + CHAPTER_PAGE, wait_until="load")
-    page.wait_for_selector("mjx-container", state="attached", timeout=60_000)
+    page.evaluate(TYPESET_SCRIPT)
     page.wait_for_selector(".jupyter-widgets img >> visible=true", timeout=60_000)
-    page.wait_for_timeout(1000)
+    page.evaluate(WIDGETS_SCRIPT)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "chapter01_top.png"))
     yield page, blocked, errors + [f"HTTP {line}" for line in missing]
     context.close()
 
 
+# The src of every widget image that is currently displayed.
+VISIBLE_FRAMES = """() => Array.from(document.querySelectorAll(".jupyter-widgets img"))
+  .filter(i => i.offsetParent !== null && i.offsetWidth > 0).map(i => i.currentSrc || i.src)"""
+
+
 def visible_widget_images(page) -> list[str]:
     """The src of every widget image that is currently displayed."""
-    return page.eval_on_selector_all(
-        ".jupyter-widgets img",
-        "images => images.filter(i => i.offsetParent !== null && i.offsetWidth > 0)"
-        ".map(i => i.currentSrc || i.src)",
-    )
+    return page.evaluate(VISIBLE_FRAMES)
+
+
+def new_frames(page, before: list[str], timeout_ms: int = 5000) -> list[str]:
+    """The visible widget frames once they differ from ``before`` (after ``timeout_ms``,
+    whatever is visible then: the caller's assertion says what did not change)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    changed = f"before => JSON.stringify(({VISIBLE_FRAMES})()) !== JSON.stringify(before)"
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(changed, arg=before, timeout=timeout_ms)
+    return visible_widget_images(page)
 
 
 def test_math_is_typeset_offline(chapter_page):
@@ -121,7 +139,11 @@ def test_math_is_typeset_offline(chapter_page):
 def test_every_image_loads(chapter_page):
     page, _, _ = chapter_page
     page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
-    page.wait_for_timeout(500)
+    # every image that is displayed has finished loading (or failed)
+    page.wait_for_function(
+        """() => Array.from(document.images).filter(i => i.offsetParent !== null)
+                   .every(i => i.complete)"""
+    )
     sizes = page.eval_on_selector_all(
         "img", "images => images.map(i => [i.currentSrc || i.src, i.complete, i.naturalWidth])"
     )
@@ -137,7 +159,6 @@ def test_moving_the_slider_changes_the_plot(chapter_page):
     page, _, errors = chapter_page
     widget = page.locator(".jupyter-widgets.widget-vbox").first
     widget.scroll_into_view_if_needed()
-    page.wait_for_timeout(500)
     widget.screenshot(path=str(SCREENSHOTS / "chapter01_widget_before.png"))
     before_src = visible_widget_images(page)
     before_pixels = widget.screenshot()
@@ -148,16 +169,14 @@ def test_moving_the_slider_changes_the_plot(chapter_page):
     handles.nth(1).focus()
     for _ in range(2):
         page.keyboard.press("ArrowRight")
-    page.wait_for_timeout(800)
-    after_src = visible_widget_images(page)
+    after_src = new_frames(page, before_src)
     after_pixels = widget.screenshot(path=str(SCREENSHOTS / "chapter01_widget_after.png"))
     assert len(after_src) == 1 and after_src != before_src, "the visible frame did not change"
     assert after_pixels != before_pixels
 
     handles.nth(0).focus()
     page.keyboard.press("End")
-    page.wait_for_timeout(800)
-    last_src = visible_widget_images(page)
+    last_src = new_frames(page, after_src)
     widget.screenshot(path=str(SCREENSHOTS / "chapter01_widget_lam_max.png"))
     assert last_src not in (before_src, after_src)
     assert not errors, f"JavaScript errors: {errors}"
@@ -313,18 +332,25 @@ def measure_page(job: tuple[int, str], page) -> dict:
     return {**record, **measure_accessibility(job, page)}
 
 
-def measure_accessibility(job: tuple[int, str], page, closed_too: bool = True) -> dict:
-    """axe-core's violations once the widgets are drawn, with every collapsible open and (at
-    1400 px, ``closed_too``) first closed, as loaded; and the text alternative of every
-    content image. (Open is the superset: a closed collapsible's content is hidden, which
-    axe skips; the closed state adds only the look of the summaries.)"""
-    width, _ = job
+def measure_accessibility(
+    job: tuple[int, str], page, selector: str | None = None, closed_too: bool = True
+) -> dict:
+    """axe-core's violations once the widgets are drawn: with ``closed_too``, in the
+    collapsibles as loaded (closed); then, every collapsible opened, in the elements
+    ``selector`` matches (the whole page when None); and the text alternative of every
+    content image. One load serves both states: outside the collapsibles nothing changes
+    when they open, and a closed collapsible's content is hidden, which axe skips, so the
+    closed state adds only the collapsibles' own names, roles and states (summaries, titles,
+    buttons); their colours, the same in both states, are checked with the page open
+    (:data:`LAYOUT_RULES` would lay out the whole page a second time)."""
     page.evaluate(WIDGETS_SCRIPT)
     found = {}
-    if closed_too and width >= 1000:
-        found["collapsibles closed"] = axe_violations(page)
+    if closed_too:
+        found["collapsibles closed"] = axe_violations(
+            page, selector=COLLAPSIBLES, skip=LAYOUT_RULES
+        )
     page.evaluate(OPEN_COLLAPSIBLES_SCRIPT)
-    found["collapsibles open"] = axe_violations(page)
+    found["collapsibles open"] = axe_violations(page, selector=selector)
     return {"axe": found, "images": page.evaluate(CONTENT_IMAGES_SCRIPT)}
 
 
@@ -475,7 +501,7 @@ def axe_failures(site: str, records: dict[int, dict[str, dict]]) -> list[str]:
 
 def test_no_accessibility_violations_on_the_student_site(visits):
     """axe-core (WCAG 2.1 A and AA rules) finds nothing on any page, at either width, with the
-    widgets drawn and every collapsible open (at 1400 px, closed as well)."""
+    widgets drawn, every collapsible closed and then open."""
     assert sum(len(pages) for pages in visits.values()) >= 40
     failures = axe_failures("student site", visits)
     assert not failures, "\n".join(failures[:60])
@@ -554,8 +580,7 @@ def test_widgets_work_by_keyboard_alone(browser, site_url, page_name, kind):
     assert now["ring"], f"no visible focus ring on {now}"
     before = visible_widget_images(page)
     page.keyboard.press("ArrowRight")
-    page.wait_for_timeout(500)
-    after = visible_widget_images(page)
+    after = new_frames(page, before)
     assert before and len(after) == len(before), (before, after)  # one frame per widget
     assert after != before, "the figure did not change"
     if kind == "toggle":
@@ -565,17 +590,24 @@ def test_widgets_work_by_keyboard_alone(browser, site_url, page_name, kind):
     context.close()
 
 
+# The blocks that the instructor edition of a chapter adds (sphinx-exercise's solutions).
+SOLUTIONS = "div.solution"
+
+
 @pytest.fixture(scope="module")
 def instructor_visits(browser) -> dict[int, dict[str, dict]]:
-    """The instructor site (`make instructor`), served like the student site: the pages whose
-    article differs from the student site's (solutions, model answers, rubrics) visited at
-    both widths, measured like the student pages' accessibility."""
+    """The instructor site (`make instructor`), served like the student site: what it adds to
+    the student site visited at both widths, every collapsible open, through axe: the
+    solutions of a chapter that differs from the student page by its solutions alone, every
+    other page whose article differs (homework with model answers and rubrics, the
+    instructor pages) whole. Records by width and page, as :func:`measure_accessibility`."""
     site = build_instructor_site()
     changed = [
         name
         for name in book_pages()
         if (site / name).is_file() and article(site / name) != article(HTML_DIR / name)
     ]
+    selectors = {name: added_part(site / name, HTML_DIR / name) for name in changed}
     handler = functools.partial(QuietHandler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -585,7 +617,7 @@ def instructor_visits(browser) -> dict[int, dict[str, dict]]:
         results = visit_pages(
             browser,
             jobs,
-            functools.partial(measure_accessibility, closed_too=False),
+            lambda job, page: measure_accessibility(job, page, selectors[job[1]], closed_too=False),
             lambda u: u.startswith((url, "data:", "blob:")),
         )
     finally:
@@ -604,10 +636,27 @@ def article(path) -> str:
     return text[start:end] if start >= 0 else ""
 
 
+def added_part(instructor_page, student_page) -> str | None:
+    """:data:`SOLUTIONS` when the instructor page's article is the student page's plus
+    solutions (compared with white space collapsed), else None (the whole page)."""
+    from bs4 import BeautifulSoup
+
+    def markup(html: str) -> str:
+        return re.sub(r"\s+", " ", str(BeautifulSoup(html, "html.parser")))
+
+    soup = BeautifulSoup(article(instructor_page), "html.parser")
+    solutions = soup.select(SOLUTIONS)
+    for block in solutions:
+        block.decompose()
+    same = markup(str(soup)) == markup(article(student_page))
+    return SOLUTIONS if solutions and same else None
+
+
 def test_no_accessibility_violations_on_the_instructor_site(instructor_visits):
-    """The instructor site's own pages (homework with solutions and rubrics, chapters with
-    their exercises' solutions) pass the same axe rules at both widths."""
+    """What the instructor site adds (homework with model answers and rubrics, the chapters'
+    solutions, opened) passes the same axe rules at both widths."""
     pages = instructor_visits[1400]
     assert any(name.startswith("chapters/homework/") for name in pages), sorted(pages)
+    assert any(name.startswith("chapters/0") for name in pages), sorted(pages)
     failures = axe_failures("instructor site", instructor_visits)
     assert not failures, "\n".join(failures[:60])

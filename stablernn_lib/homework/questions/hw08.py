@@ -1,6 +1,6 @@
 """Homework 8 (Chapter 8, WikiText-2): batching, perplexity, the stable projection of nn.RNN,
-and two readings of the chapter's results: the cost of stability over seeds, and what state
-Jacobian norms above 1 say about the context a model uses."""
+and two readings of the chapter's results: the cost of stability over seeds, and what a
+truncated perplexity within 1% of the recurrent one says about the context a model uses."""
 
 from __future__ import annotations
 
@@ -221,18 +221,18 @@ HOMEWORK = Homework(
         ),
         Question(
             id="hw08.q5",
-            title="Judgement: Jacobian norms above 1, a short context",
+            title="Judgement: what a 1% perplexity tolerance rules out",
             points=3,
             kind="proof",
             task=(
-                "The unconstrained RNN of Chapter 8 has one-step state-Jacobian norms above 1 at "
-                "almost every measured position, yet its truncated model is within 1% of its "
-                "recurrent perplexity with about a dozen words. Decide whether the two "
-                "measurements contradict each other, and which one answers the paper's claim "
-                "that trained models are effectively of short context; justify with one "
-                "inequality and one sentence on what each measurement can and cannot show."
+                "The unconstrained RNN of Chapter 8 comes within 1% of its recurrent perplexity "
+                "with about a dozen words of context, and the chapter reads it as a model of "
+                "short context. Decide whether that rules out that the model uses much older "
+                "words at some positions; justify with one inequality between the 1% and the "
+                "log-loss changes at single positions, propose a measurement that would find "
+                "such positions, and say which result would show long context there."
             ),
-            tests="reading two measurements against each other: a sufficient test and a direct one",
+            tests="what an average at a tolerance can and cannot show, position by position",
         ),
     ),
 )
