@@ -34,8 +34,7 @@ VISIBLE_SEED = 0
 
 
 class CheckTimeoutError(BaseException):
-    """Raised inside a check that ran past its time limit (a BaseException, so that a
-    student's ``except Exception`` cannot swallow it)."""
+    """A check ran past its time limit (a BaseException: ``except Exception`` misses it)."""
 
 
 @dataclass

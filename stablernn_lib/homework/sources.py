@@ -139,13 +139,9 @@ def resolve_names(answer: list[dict[str, Any]], context: list[dict[str, Any]]) -
 
 
 def names_used(source: str, notebook: str = "") -> set[str]:
-    """Names that ``source`` imports, calls, or reads as attributes, aliases resolved.
-
-    A local variable that happens to share a forbidden name (``grad = ...``) is not
-    counted; ``torch.autograd.grad``, ``from torch.autograd import grad``, ``grad(...)``
-    and ``g(...)`` after ``g = torch.autograd.grad`` in any cell of ``notebook`` are.
-    Raises SyntaxError when a cell of ``source`` does not parse (callers fail closed).
-    """
+    """Names that ``source`` imports, calls, or reads as attributes, aliases in any cell of
+    ``notebook`` resolved (``g(...)`` after ``g = torch.autograd.grad`` counts ``grad``; a
+    local ``grad = ...`` does not); SyntaxError when a cell of ``source`` does not parse."""
     answer = [scan_tree(tree) for tree in parse_cells(source)]
     try:
         context = [scan_tree(tree) for tree in parse_cells(notebook)] if notebook else []

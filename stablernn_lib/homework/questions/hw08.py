@@ -86,16 +86,10 @@ CHAPTER8_SEEDS = {
 }
 
 
-def _cost_reference(stable: list[float], free: list[float]) -> tuple[float, str]:
-    """The gap in percent and the verdict of criteria.json's ``stability_cost`` rule."""
-    a, b = criteria.summarize(dict(enumerate(free))), criteria.summarize(dict(enumerate(stable)))
-    return 100 * criteria.relative_gap(b.mean, a.mean), criteria.stability_cost_verdict(
-        "wikitext2", a, b
-    )
-
-
 def _cost_match(function, ctx: CheckContext, stable: list[float], free: list[float]) -> str:
-    gap, verdict = _cost_reference(stable, free)
+    a, b = criteria.summarize(dict(enumerate(free))), criteria.summarize(dict(enumerate(stable)))
+    gap = 100 * criteria.relative_gap(b.mean, a.mean)
+    verdict = criteria.stability_cost_verdict("wikitext2", a, b)  # criteria.json's rule
     given = f"stable {stable}, unconstrained {free}"
     got = ctx.call(function, list(stable), list(free), given=given)
     if not isinstance(got, tuple) or len(got) != 2:
