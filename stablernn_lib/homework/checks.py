@@ -105,15 +105,6 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def check_context(
-    question: Question, check: Check, seed: int, source: str | None, notebook: str | None = None
-) -> CheckContext:
-    """The context a check runs with: its seeded generator (from ``seed`` when hidden)."""
-    value = check_seed(seed, question.id, check.name) if check.hidden else VISIBLE_SEED
-    generator = torch.Generator().manual_seed(value)
-    return CheckContext(seed=value, generator=generator, source=source, notebook=notebook)
-
-
 def run_check(
     question: Question,
     check: Check,
@@ -124,8 +115,11 @@ def run_check(
     time_scale: float = 1.0,
     notebook: str | None = None,
 ) -> CheckOutcome:
-    """Run one check on ``answer``; never raises (except KeyboardInterrupt)."""
-    ctx = check_context(question, check, seed, source, notebook)
+    """Run one check on ``answer`` with its seeded generator (from ``seed`` when hidden);
+    never raises (except KeyboardInterrupt)."""
+    value = check_seed(seed, question.id, check.name) if check.hidden else VISIBLE_SEED
+    generator = torch.Generator().manual_seed(value)
+    ctx = CheckContext(seed=value, generator=generator, source=source, notebook=notebook)
     start = time.perf_counter()
     status: Status
     try:
