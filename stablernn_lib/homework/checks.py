@@ -1,12 +1,7 @@
 """Running a question's checks: time limits, crash capture, scores, readable reports.
 
-A check never raises out of :func:`run_check`: a wrong answer, an exception in the
-student's code, a stub that still raises ``NotImplementedError`` and a check that runs
-past its time limit each become a :class:`CheckOutcome` with a status and a message.
-
-Time limits use ``signal.setitimer`` (POSIX, main thread: Jupyter and Colab kernels
-run cells there); elsewhere checks run without a limit and the grader's per-cell
-time limit is the only guard.
+Time limits use ``signal.setitimer`` (POSIX, main thread, where Jupyter and Colab run
+cells); elsewhere only the grader's per-cell time limit guards.
 """
 
 from __future__ import annotations
@@ -39,8 +34,7 @@ VISIBLE_SEED = 0
 
 
 class CheckTimeoutError(BaseException):
-    """Raised inside a check that ran past its time limit (a BaseException, so that a
-    student's ``except Exception`` cannot swallow it)."""
+    """A check ran past its time limit (a BaseException: ``except Exception`` misses it)."""
 
 
 @dataclass
@@ -111,15 +105,6 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def check_context(
-    question: Question, check: Check, seed: int, source: str | None, notebook: str | None = None
-) -> CheckContext:
-    """The context a check runs with: its seeded generator (from ``seed`` when hidden)."""
-    value = check_seed(seed, question.id, check.name) if check.hidden else VISIBLE_SEED
-    generator = torch.Generator().manual_seed(value)
-    return CheckContext(seed=value, generator=generator, source=source, notebook=notebook)
-
-
 def run_check(
     question: Question,
     check: Check,
@@ -130,8 +115,11 @@ def run_check(
     time_scale: float = 1.0,
     notebook: str | None = None,
 ) -> CheckOutcome:
-    """Run one check on ``answer``; never raises (except KeyboardInterrupt)."""
-    ctx = check_context(question, check, seed, source, notebook)
+    """Run one check on ``answer`` with its seeded generator (from ``seed`` when hidden);
+    never raises (except KeyboardInterrupt)."""
+    value = check_seed(seed, question.id, check.name) if check.hidden else VISIBLE_SEED
+    generator = torch.Generator().manual_seed(value)
+    ctx = CheckContext(seed=value, generator=generator, source=source, notebook=notebook)
     start = time.perf_counter()
     status: Status
     try:
@@ -208,11 +196,8 @@ def unanswered(outcomes: list[CheckOutcome]) -> list[CheckOutcome]:
 
 
 def format_result(question: Question, result: QuestionResult) -> str:
-    """A plain-text report: one line per check, with the reason for each failure.
-
-    The count in the first line covers every line below it; a check that carries no
-    points (weight 0) says so, and whether the question's points need it to pass.
-    """
+    """A plain-text report: a count, then one line per check with the reason for each
+    failure; a weight-0 check says so, and whether the question's points need it."""
     shown = result.outcomes
     if result.status == "not attempted":
         return (
@@ -243,12 +228,8 @@ def _source_of(answer: Any) -> str | None:
 
 
 def check(question_id: str, answer: Any) -> None:
-    """Run the visible checks of ``question_id`` on ``answer`` and print what passed and why.
-
-    Used in the check cell after each solution cell, e.g.
-    ``check("hw04.q1", spectral_projection)``.  Never raises for a wrong or crashing
-    answer; the hidden checks run only when the instructor grades.
-    """
+    """Print which visible checks of ``question_id`` pass on ``answer`` and why the others
+    fail, e.g. ``check("hw04.q1", spectral_projection)``; never raises for a wrong answer."""
     question = get_question(question_id)
     if question.kind != "code":
         raise ValueError(f"{question_id} is a proof question: your instructor grades it by hand")

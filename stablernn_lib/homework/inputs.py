@@ -1,11 +1,8 @@
 """Functions that a check hands to the student's function as *inputs*, not as answers.
 
-Some questions take a function as an argument: a step ``phi(h, x)`` to estimate a
-Lipschitz constant (hw04), a loss to differentiate (hw06), a gradient and a projection
-to run projected gradient descent with (hw07).  The grader's inputs cross to the
-student's process as data (:mod:`stablernn_grader.sandbox`), so these functions
-are small classes described by their tensors and numbers: the student's process
-rebuilds them from a description and never receives any code of the checks.
+They are described completely by their tensors and numbers (``arguments``), so that the
+grader's sandbox (:mod:`stablernn_grader.sandbox`) sends them to the student's process as
+data and rebuilds them there, never sending any code of the checks.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The homework registry: homeworks, their questions, and each question's checks.
 
-A *homework* belongs to one chapter (``hw04`` to ``chapters/04_stability.ipynb``) and
-holds two to five *questions*.  A code question names the function the student writes
-and carries its checks; a proof question is graded by hand with the rubric of its
-instructor notebook.
-
-A *check* is a function ``run(answer, ctx) -> str``: it calls the student's function on
-some input, returns a message saying what held when everything is right, and raises
-:class:`CheckFailedError` with a message (expected value, value obtained, the input used)
-when something is wrong.  Visible checks use fixed instances and run in the student's
-notebook; hidden checks draw their instances from ``ctx.generator``, which the grader
-seeds with the instructor's grading seed, and run only when grading.
-
-Each homework lives in its own module ``stablernn_lib.homework.questions.hwNN`` that
-defines ``HOMEWORK``; adding a chapter's homework means adding that module and its name
-to :data:`HOMEWORK_MODULES`.
+A homework ``hwNN`` (the ``HOMEWORK`` of ``questions/hwNN.py``) belongs to one chapter.
+A code question names the function the student writes and carries its checks; a proof
+question is graded by hand with the rubric of its instructor notebook.  A check
+``run(answer, ctx) -> str`` returns what held, or raises :class:`CheckFailedError` naming
+the expected value, the value obtained and the input.  Visible checks use fixed instances;
+hidden ones draw from ``ctx.generator``, seeded from the grading seed.
 """
 
 from __future__ import annotations
@@ -36,17 +27,7 @@ from stablernn_lib.homework.sources import (  # noqa: F401 (part of this module'
     parse_cells,
 )
 
-HOMEWORK_MODULES: tuple[str, ...] = (
-    "hw01",
-    "hw02",
-    "hw03",
-    "hw04",
-    "hw05",
-    "hw06",
-    "hw07",
-    "hw08",
-    "hw09",
-)
+HOMEWORK_MODULES: tuple[str, ...] = tuple(f"hw{n:02d}" for n in range(1, 10))
 
 QuestionKind = Literal["code", "proof"]
 
@@ -65,14 +46,8 @@ class StudentError(Exception):
 
 @dataclass
 class CheckContext:
-    """What a check receives besides the answer.
-
-    ``generator`` is seeded per check (from the grading seed for hidden checks), so a
-    check draws the same instance every time it runs with the same seed.  ``source``
-    is the source code of the student's answer when known (for the independence
-    check), else ``None``; ``notebook`` is every code cell of the submission (the
-    independence check follows the aliases it defines), when known.
-    """
+    """What a check receives besides the answer: its seeded ``generator``, and when known
+    the answer's ``source`` and every code cell of the ``notebook`` (for the source gate)."""
 
     seed: int
     generator: torch.Generator
@@ -99,15 +74,9 @@ class CheckContext:
         inplace: bool = False,
         **kwargs: Any,
     ):
-        """Call the student's function; turn its exceptions into readable ones.
-
-        The function gets copies of the check's tensors, modules and containers, so a
-        check computes its expected values from inputs no answer could change; only a
-        question about in-place semantics passes ``inplace=True`` (its check keeps its
-        own copies from before the call).  ``NotImplementedError`` becomes
-        :class:`NotAttemptedError`; any other exception becomes :class:`StudentError`
-        naming the exception and ``given`` (the input).
-        """
+        """Call the student's function on copies of the arguments (the originals when
+        ``inplace``); ``NotImplementedError`` becomes :class:`NotAttemptedError`, any other
+        exception a :class:`StudentError` naming it and ``given`` (the input)."""
         if not inplace:
             args = tuple(pristine(a) for a in args)
             kwargs = {k: pristine(v) for k, v in kwargs.items()}
@@ -159,15 +128,10 @@ class Check:
 
 @dataclass(frozen=True)
 class Question:
-    """A homework question.
-
-    ``id`` is ``"hwNN.qM"``; ``function`` is the name the solution cell defines (code
-    questions); ``task`` is the one-paragraph statement used in stubs and reports;
-    ``tests`` says what the question tests (instructor page); ``forbidden`` lists
-    names whose use in the answer defeats the question (the library function it
-    re-implements).  A proof question's rubric lives only in its instructor notebook
-    (a Markdown cell tagged ``rubric``, read by :mod:`stablernn_grader.rubrics`),
-    never in the library that students install.
+    """A question ``hwNN.qM``: ``function`` is the name the solution cell defines (code
+    questions), ``task`` the statement, ``tests`` what it tests (instructor page),
+    ``forbidden`` the names that would answer it for the student.  A proof question's
+    rubric lives only in its instructor notebook, never in the installed library.
     """
 
     id: str
@@ -240,13 +204,9 @@ def gate_verdict(forbidden: tuple[str, ...], used: set[str]) -> str:
 
 
 def independence_check(forbidden: tuple[str, ...]) -> Check:
-    """A visible gate (weight 0, required): the answer must not use the names it re-implements,
-    nor the homework's reference code (``stablernn_lib.homework.questions``).
-
-    It reads the source code (IPython syntax included), follows the aliases the
-    notebook defines (``from m import f as g``, ``g = m.f``), and fails closed: source
-    it cannot parse fails the gate.  A determined student still passes it (``getattr``
-    with a computed name); the grader's sandbox holds no reference code at all.
+    """A visible gate (weight 0, required): the answer uses neither ``forbidden`` nor the
+    reference code, aliases of the notebook followed; source it cannot parse fails.  A
+    computed ``getattr`` passes it; the grader's sandbox holds no reference code at all.
     """
 
     def run(answer: Any, ctx: CheckContext) -> str:

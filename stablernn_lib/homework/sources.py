@@ -1,12 +1,8 @@
 """Reading the source of an answer: names it uses, aliases, the homework's reference code.
 
-The source-code gate of a question (:func:`stablernn_lib.homework.registry.independence_check`)
-asks which names an answer imports, calls or reads as attributes, following the aliases
-that any cell of the notebook defines.  Each cell is read once into a *scan*
-(:func:`scan_tree`: plain lists, so that it can cross between processes); the grader
-reads the cells of a submission in a limited process of their own
-(:mod:`stablernn_grader.reader`), never in its own.  This module imports neither
-torch nor the rest of the homework package.
+Each cell is read once into a *scan* (:func:`scan_tree`: plain lists, so that the grader
+can read submissions in a limited process, :mod:`stablernn_grader.reader`).  This module
+imports neither torch nor the rest of the homework package.
 """
 
 from __future__ import annotations
@@ -26,9 +22,7 @@ def parse_cells(source: str) -> list[ast.Module]:
     """Every cell of ``source`` (cells joined by :data:`CELL_BREAK`) as a syntax tree.
 
     A cell Python cannot parse is read through IPython's input transformer (magics,
-    ``!`` commands); SyntaxError if it still does not parse.  The grader never calls
-    this on a submission in its own process: it reads cells in a limited process of their
-    own (:mod:`stablernn_grader.reader`).
+    ``!`` commands); SyntaxError if it still does not parse.
     """
     trees = []
     for cell in source.split(CELL_BREAK):
@@ -145,13 +139,9 @@ def resolve_names(answer: list[dict[str, Any]], context: list[dict[str, Any]]) -
 
 
 def names_used(source: str, notebook: str = "") -> set[str]:
-    """Names that ``source`` imports, calls, or reads as attributes, aliases resolved.
-
-    A local variable that happens to share a forbidden name (``grad = ...``) is not
-    counted; ``torch.autograd.grad``, ``from torch.autograd import grad``, ``grad(...)``
-    and ``g(...)`` after ``g = torch.autograd.grad`` in any cell of ``notebook`` are.
-    Raises SyntaxError when a cell of ``source`` does not parse (callers fail closed).
-    """
+    """Names that ``source`` imports, calls, or reads as attributes, aliases in any cell of
+    ``notebook`` resolved (``g(...)`` after ``g = torch.autograd.grad`` counts ``grad``; a
+    local ``grad = ...`` does not); SyntaxError when a cell of ``source`` does not parse."""
     answer = [scan_tree(tree) for tree in parse_cells(source)]
     try:
         context = [scan_tree(tree) for tree in parse_cells(notebook)] if notebook else []

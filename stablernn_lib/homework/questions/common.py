@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 from stablernn_lib.homework.expect import expect_close
-from stablernn_lib.homework.registry import CheckContext
+from stablernn_lib.homework.registry import CheckContext, CheckFunction
+
+
+def fixed_instance(match: Callable[..., str], *instance: Any) -> CheckFunction:
+    """The check ``(function, ctx) -> match(function, ctx, *instance)`` (a visible check)."""
+    return lambda function, ctx: match(function, ctx, *instance)
 
 
 def scaled_matrix(ctx: CheckContext, m: int, n: int, norm: float) -> torch.Tensor:

@@ -6,6 +6,7 @@ import torch
 
 from stablernn_lib.homework.expect import expect_close
 from stablernn_lib.homework.questions.common import (
+    fixed_instance,
     rnn_instance,
     tanh_rnn_states,
     truncated_states_match,
@@ -26,10 +27,6 @@ def _states_match(function, ctx: CheckContext, T: int, B: int, D: int, H: int) -
     return expect_close(got, tanh_rnn_states(W, U, inputs), "states h_1..h_T", given)
 
 
-def states_visible(function, ctx: CheckContext) -> str:
-    return _states_match(function, ctx, 4, 2, 3, 3)
-
-
 def states_against_torch(function, ctx: CheckContext) -> str:
     T, B, D, H = ctx.integer(2, 9), ctx.integer(1, 4), ctx.integer(1, 5), ctx.integer(1, 6)
     rnn = torch.nn.RNN(D, H, bias=False, dtype=torch.float64)
@@ -46,10 +43,6 @@ def states_against_torch(function, ctx: CheckContext) -> str:
 def states_edge_sizes(function, ctx: CheckContext) -> str:
     _states_match(function, ctx, 1, 1, 1, 1)
     return _states_match(function, ctx, 1, 3, 2, 4)
-
-
-def truncated_visible(function, ctx: CheckContext) -> str:
-    return truncated_states_match(function, ctx, 6, 2)
 
 
 def truncated_random(function, ctx: CheckContext) -> str:
@@ -81,10 +74,6 @@ def _lstm_match(function, ctx: CheckContext, B: int, D: int, H: int) -> str:
     return expect_close(got[1], expected_h.detach(), "new hidden state h'", given)
 
 
-def lstm_visible(function, ctx: CheckContext) -> str:
-    return _lstm_match(function, ctx, 2, 3, 2)
-
-
 def lstm_random(function, ctx: CheckContext) -> str:
     return _lstm_match(function, ctx, ctx.integer(1, 4), ctx.integer(1, 5), ctx.integer(1, 6))
 
@@ -107,7 +96,7 @@ HOMEWORK = Homework(
             tests=r"the recurrence $h_t = \phi_w(h_{t-1}, x_t)$, time-first batched shapes",
             forbidden=("RNN", "VanillaRNN", "from_torch"),
             checks=(
-                Check("a (4, 2, 3) input", states_visible),
+                Check("a (4, 2, 3) input", fixed_instance(_states_match, 4, 2, 3, 3)),
                 Check("same as torch.nn.RNN", states_against_torch, hidden=True),
                 Check("T = 1, one unit", states_edge_sizes, hidden=True),
             ),
@@ -125,7 +114,7 @@ HOMEWORK = Homework(
             tests=r"the definition of $h^k_t$; $k \ge t$ gives the full model",
             forbidden=("truncated_states", "truncated_states_reference"),
             checks=(
-                Check("T = 6, k = 2", truncated_visible),
+                Check("T = 6, k = 2", fixed_instance(truncated_states_match, 6, 2)),
                 Check("random T and k", truncated_random, hidden=True),
                 Check("k = 1, k = T, k > T", truncated_edges, hidden=True),
             ),
@@ -143,7 +132,7 @@ HOMEWORK = Homework(
             tests="the LSTM equations and PyTorch's gate layout",
             forbidden=("LSTMCell", "LSTM", "LSTMMap"),
             checks=(
-                Check("B = 2, D = 3, H = 2", lstm_visible),
+                Check("B = 2, D = 3, H = 2", fixed_instance(_lstm_match, 2, 3, 2)),
                 Check("same as torch.nn.LSTMCell, random sizes", lstm_random, hidden=True),
             ),
         ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from stablernn_lib.homework.expect import expect_close, expect_number, expect_raises
-from stablernn_lib.homework.questions.common import truncated_states_match
+from stablernn_lib.homework.questions.common import fixed_instance, truncated_states_match
 from stablernn_lib.homework.registry import Check, CheckContext, Homework, Question
 
 
@@ -22,19 +22,11 @@ def _windows_match(function, ctx: CheckContext, T: int, B: int, D: int, k: int) 
     return expect_close(got, _windows_reference(inputs, k), "windows", given, atol=0, rtol=0)
 
 
-def windows_visible(function, ctx: CheckContext) -> str:
-    return _windows_match(function, ctx, 5, 2, 1, 3)
-
-
 def windows_random(function, ctx: CheckContext) -> str:
     T = ctx.integer(2, 9)
     _windows_match(function, ctx, T, ctx.integer(1, 3), ctx.integer(1, 4), ctx.integer(1, T))
     _windows_match(function, ctx, 4, 1, 2, 1)
     return _windows_match(function, ctx, 3, 2, 2, 6)
-
-
-def parallel_visible(function, ctx: CheckContext) -> str:
-    return truncated_states_match(function, ctx, 7, 3)
 
 
 def parallel_random(function, ctx: CheckContext) -> str:
@@ -83,7 +75,7 @@ HOMEWORK = Homework(
             ),
             tests="the input of a feed-forward model of context $k$; zero padding",
             checks=(
-                Check("T = 5, k = 3", windows_visible),
+                Check("T = 5, k = 3", fixed_instance(_windows_match, 5, 2, 1, 3)),
                 Check("random shapes, k = 1, k > T", windows_random, hidden=True),
             ),
         ),
@@ -100,7 +92,7 @@ HOMEWORK = Homework(
             tests="why a truncated model is feed-forward: depth $k$, parallel over $t$",
             forbidden=("truncated_states", "truncated_states_reference"),
             checks=(
-                Check("T = 7, k = 3", parallel_visible),
+                Check("T = 7, k = 3", fixed_instance(truncated_states_match, 7, 3)),
                 Check("random T and k, k > T", parallel_random, hidden=True),
             ),
         ),

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from stablernn_lib.homework.expect import (
-    expect_close,
-    expect_number,
-    expect_raises,
-    expect_tensor,
-)
+from stablernn_lib.homework.expect import expect_close, expect_number, expect_raises
 from stablernn_lib.homework.inputs import TanhStep
-from stablernn_lib.homework.questions.common import scaled_matrix, svd_clip
+from stablernn_lib.homework.questions.common import fixed_instance, scaled_matrix, svd_clip
 from stablernn_lib.homework.registry import (
     Check,
     CheckContext,
@@ -48,10 +43,6 @@ def projection_inside_unchanged(projection, ctx: CheckContext) -> str:
     return expect_close(got, W, "a matrix inside the ball is left unchanged", given, atol=1e-8)
 
 
-def projection_visible_instance(projection, ctx: CheckContext) -> str:
-    return _projection_matches(projection, ctx, 5, 4, 2.0, 1.0)
-
-
 def projection_random_instances(projection, ctx: CheckContext) -> str:
     for _ in range(3):
         m, n = ctx.integer(2, 7), ctx.integer(2, 7)
@@ -63,8 +54,8 @@ def projection_nearest(projection, ctx: CheckContext) -> str:
     W = scaled_matrix(ctx, 4, 4, 2.5)
     given = "a random (4, 4) W with ||W||_2 = 2.5, radius = 1"
     got = ctx.call(projection, W.clone(), 1.0, given=given)
-    got = expect_tensor(got, (4, 4), "projection", given).detach().double()
     expect_close(got, svd_clip(W, 1.0), "projection", given, atol=1e-8)
+    got = got.detach().double()
     distance = float(torch.linalg.matrix_norm(W - got))
     for _ in range(200):
         Q = svd_clip(ctx.randn(4, 4) + W, 1.0)
@@ -97,14 +88,6 @@ def _lambda_matches(function, ctx: CheckContext, activation: str, m: int, norm: 
     return expect_number(got, LIPSCHITZ[activation] * norm, "lambda", given)
 
 
-def lambda_tanh(function, ctx: CheckContext) -> str:
-    return _lambda_matches(function, ctx, "tanh", 4, 0.8)
-
-
-def lambda_sigmoid(function, ctx: CheckContext) -> str:
-    return _lambda_matches(function, ctx, "sigmoid", 3, 2.0)
-
-
 def lambda_every_activation(function, ctx: CheckContext) -> str:
     for activation in LIPSCHITZ:
         _lambda_matches(function, ctx, activation, ctx.integer(2, 6), ctx.uniform(0.1, 5.0))
@@ -130,10 +113,6 @@ def _estimate_matches(function, ctx: CheckContext, size: int, inputs: int, lam: 
     given = f"a tanh RNN with lambda = {lam:.3g}, S = {size}, D = {inputs}, N = {n} pairs"
     got = ctx.call(function, step, h, h2, x, given=given)
     return expect_number(got, _ratio(step, h, h2, x), "largest ratio", given, rel=1e-6)
-
-
-def estimate_visible(function, ctx: CheckContext) -> str:
-    return _estimate_matches(function, ctx, 3, 2, 0.9, 50)
 
 
 def estimate_random(function, ctx: CheckContext) -> str:
@@ -173,7 +152,7 @@ PROJECTION = Question(
     checks=(
         Check("lands in the ball", projection_in_ball),
         Check("leaves points inside unchanged", projection_inside_unchanged),
-        Check("matches the SVD clip", projection_visible_instance),
+        Check("matches the SVD clip", fixed_instance(_projection_matches, 5, 4, 2.0, 1.0)),
         Check("random shapes and radii", projection_random_instances, hidden=True),
         Check("nearest point", projection_nearest, hidden=True),
         Check("idempotent", projection_idempotent, hidden=True),
@@ -193,8 +172,8 @@ LAMBDA = Question(
     tests="Lipschitz constants of activations (sigmoid: 1/4), spectral norm versus other norms",
     forbidden=("contraction_constant", "activation_lipschitz", "ACTIVATION_LIPSCHITZ"),
     checks=(
-        Check("tanh", lambda_tanh),
-        Check("sigmoid", lambda_sigmoid),
+        Check("tanh", fixed_instance(_lambda_matches, "tanh", 4, 0.8)),
+        Check("sigmoid", fixed_instance(_lambda_matches, "sigmoid", 3, 2.0)),
         Check("every activation, random matrices", lambda_every_activation, hidden=True),
         Check("refuses an unknown activation", lambda_unknown_activation, hidden=True),
     ),
@@ -213,7 +192,7 @@ ESTIMATE = Question(
     tests="contractivity measured on random pairs; a lower bound on the Lipschitz constant",
     forbidden=("empirical_lipschitz", "jacobian_norms"),
     checks=(
-        Check("a tanh RNN, 50 pairs", estimate_visible),
+        Check("a tanh RNN, 50 pairs", fixed_instance(_estimate_matches, 3, 2, 0.9, 50)),
         Check("random RNNs, edge sizes", estimate_random, hidden=True),
         Check("below the proved lambda", estimate_below_lambda, hidden=True),
     ),

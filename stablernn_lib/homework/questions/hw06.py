@@ -6,7 +6,7 @@ import torch
 
 from stablernn_lib.homework.expect import expect_close
 from stablernn_lib.homework.inputs import TanhQuadraticLoss
-from stablernn_lib.homework.questions.common import rnn_instance
+from stablernn_lib.homework.questions.common import fixed_instance, rnn_instance
 from stablernn_lib.homework.registry import (
     Check,
     CheckContext,
@@ -31,10 +31,6 @@ def _fd_match(function, ctx: CheckContext, shape: tuple[int, ...], what: str) ->
     return expect_close(got, expected, "gradient", given, atol=1e-6, rtol=1e-5)
 
 
-def fd_visible(function, ctx: CheckContext) -> str:
-    return _fd_match(function, ctx, (3,), "a vector")
-
-
 def fd_random(function, ctx: CheckContext) -> str:
     _fd_match(function, ctx, (ctx.integer(1, 4), ctx.integer(1, 4)), "a matrix")
     return _fd_match(function, ctx, (1,), "one number")
@@ -56,10 +52,6 @@ def _gradient_match(function, ctx: CheckContext, T: int, k: int, lam: float) -> 
     got = ctx.call(function, W.clone(), U, inputs, target, k, given=given)
     expected = _truncated_gradient(W, U, inputs, target, k)
     return expect_close(got, expected, "gradient with respect to W", given, atol=1e-8)
-
-
-def gradient_visible(function, ctx: CheckContext) -> str:
-    return _gradient_match(function, ctx, 8, 3, 0.8)
 
 
 def gradient_random(function, ctx: CheckContext) -> str:
@@ -87,7 +79,7 @@ HOMEWORK = Homework(
             tests="checking autograd gradients, as the chapter's tests do",
             forbidden=("backward", "grad", "jacobian", "gradcheck"),
             checks=(
-                Check("a vector of 3", fd_visible),
+                Check("a vector of 3", fixed_instance(_fd_match, (3,), "a vector")),
                 Check("a matrix, one number", fd_random, hidden=True),
             ),
         ),
@@ -103,7 +95,7 @@ HOMEWORK = Homework(
             ),
             tests="the quantity of Lemma 2: the gradient of the truncated model's loss",
             checks=(
-                Check("T = 8, k = 3", gradient_visible),
+                Check("T = 8, k = 3", fixed_instance(_gradient_match, 8, 3, 0.8)),
                 Check("random T and k, k > T", gradient_random, hidden=True),
             ),
         ),

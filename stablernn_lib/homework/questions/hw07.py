@@ -6,6 +6,7 @@ import torch
 
 from stablernn_lib.homework.expect import expect_close
 from stablernn_lib.homework.inputs import BallProjection, Residual
+from stablernn_lib.homework.questions.common import fixed_instance
 from stablernn_lib.homework.registry import (
     Check,
     CheckContext,
@@ -39,10 +40,6 @@ def _pgd_match(function, ctx: CheckContext, n: int, steps: int, alpha: float, de
     return expect_close(got, expected, "iterates w_0..w_N", given)
 
 
-def pgd_visible(function, ctx: CheckContext) -> str:
-    return _pgd_match(function, ctx, 2, 5, 0.5, True)
-
-
 def pgd_random(function, ctx: CheckContext) -> str:
     _pgd_match(function, ctx, ctx.integer(1, 5), ctx.integer(1, 12), ctx.uniform(0.1, 1.0), True)
     _pgd_match(function, ctx, 3, 7, 0.3, False)
@@ -61,10 +58,6 @@ def _recursion_match(function, ctx: CheckContext, alpha, beta, c, steps) -> str:
     got = ctx.call(function, alpha, beta, c, steps, given=given)
     got = torch.as_tensor(got, dtype=torch.float64)
     return expect_close(got, _recursion(alpha, beta, c, steps), "e_1..e_N", given, atol=1e-12)
-
-
-def recursion_visible(function, ctx: CheckContext) -> str:
-    return _recursion_match(function, ctx, 0.5, 1.0, 0.1, 6)
 
 
 def recursion_random(function, ctx: CheckContext) -> str:
@@ -107,7 +100,7 @@ HOMEWORK = Homework(
             ),
             tests=r"the training procedure of Proposition 2, the $\alpha / t$ schedule",
             checks=(
-                Check("5 steps, alpha / t", pgd_visible),
+                Check("5 steps, alpha / t", fixed_instance(_pgd_match, 2, 5, 0.5, True)),
                 Check("random runs, constant step, N = 0", pgd_random, hidden=True),
             ),
         ),
@@ -122,7 +115,10 @@ HOMEWORK = Homework(
             ),
             tests="the recursion behind Proposition 2, compared with its closed-form bound",
             checks=(
-                Check("alpha = 0.5, beta = 1, N = 6", recursion_visible),
+                Check(
+                    "alpha = 0.5, beta = 1, N = 6",
+                    fixed_instance(_recursion_match, 0.5, 1.0, 0.1, 6),
+                ),
                 Check("random constants, N = 1", recursion_random, hidden=True),
                 Check("below alpha c N^(alpha beta + 1)", recursion_below_bound, hidden=True),
             ),

@@ -10,7 +10,7 @@ import torch
 
 from stablernn_lib.core import criteria
 from stablernn_lib.homework.expect import expect_close, expect_number, expect_raises
-from stablernn_lib.homework.questions.common import svd_clip
+from stablernn_lib.homework.questions.common import fixed_instance, svd_clip
 from stablernn_lib.homework.registry import (
     Check,
     CheckContext,
@@ -31,10 +31,6 @@ def _batchify_match(function, ctx: CheckContext, length: int, batch: int) -> str
     return expect_close(got.double(), expected, "batched stream", given, atol=0, rtol=0)
 
 
-def batchify_visible(function, ctx: CheckContext) -> str:
-    return _batchify_match(function, ctx, 26, 4)
-
-
 def batchify_random(function, ctx: CheckContext) -> str:
     _batchify_match(function, ctx, ctx.integer(20, 200), ctx.integer(1, 9))
     _batchify_match(function, ctx, 12, 12)
@@ -49,10 +45,6 @@ def _perplexity_match(function, ctx: CheckContext, T: int, B: int, V: int) -> st
     given = f"logits (T, B, V) = ({T}, {B}, {V})"
     got = ctx.call(function, logits, targets, given=given)
     return expect_number(got, math.exp(float(loss)), "perplexity", given, rel=1e-6)
-
-
-def perplexity_visible(function, ctx: CheckContext) -> str:
-    return _perplexity_match(function, ctx, 4, 2, 5)
 
 
 def perplexity_random(function, ctx: CheckContext) -> str:
@@ -82,10 +74,6 @@ def _projection_match(function, ctx: CheckContext, layers: int, hidden: int) -> 
     return f"every weight_hh_l* projected in place, other parameters untouched, for {given}"
 
 
-def projection_visible(function, ctx: CheckContext) -> str:
-    return _projection_match(function, ctx, 2, 4)
-
-
 def projection_random(function, ctx: CheckContext) -> str:
     _projection_match(function, ctx, 1, ctx.integer(1, 6))
     return _projection_match(function, ctx, 3, ctx.integer(2, 6))
@@ -98,16 +86,10 @@ CHAPTER8_SEEDS = {
 }
 
 
-def _cost_reference(stable: list[float], free: list[float]) -> tuple[float, str]:
-    """The gap in percent and the verdict of criteria.json's ``stability_cost`` rule."""
-    a, b = criteria.summarize(dict(enumerate(free))), criteria.summarize(dict(enumerate(stable)))
-    return 100 * criteria.relative_gap(b.mean, a.mean), criteria.stability_cost_verdict(
-        "wikitext2", a, b
-    )
-
-
 def _cost_match(function, ctx: CheckContext, stable: list[float], free: list[float]) -> str:
-    gap, verdict = _cost_reference(stable, free)
+    a, b = criteria.summarize(dict(enumerate(free))), criteria.summarize(dict(enumerate(stable)))
+    gap = 100 * criteria.relative_gap(b.mean, a.mean)
+    verdict = criteria.stability_cost_verdict("wikitext2", a, b)  # criteria.json's rule
     given = f"stable {stable}, unconstrained {free}"
     got = ctx.call(function, list(stable), list(free), given=given)
     if not isinstance(got, tuple) or len(got) != 2:
@@ -159,7 +141,7 @@ HOMEWORK = Homework(
             ),
             tests="the data layout of word-level language modeling (time-first)",
             checks=(
-                Check("26 tokens, batch 4", batchify_visible),
+                Check("26 tokens, batch 4", fixed_instance(_batchify_match, 26, 4)),
                 Check("random lengths, one column, too few tokens", batchify_random, hidden=True),
             ),
         ),
@@ -174,7 +156,7 @@ HOMEWORK = Homework(
             ),
             tests="the metric of the paper's table",
             checks=(
-                Check("T = 4, B = 2, V = 5", perplexity_visible),
+                Check("T = 4, B = 2, V = 5", fixed_instance(_perplexity_match, 4, 2, 5)),
                 Check("random sizes, uniform model", perplexity_random, hidden=True),
             ),
         ),
@@ -191,7 +173,7 @@ HOMEWORK = Homework(
             tests="the stable training step used on every layer of the language models",
             forbidden=("project_spectral_ball", "project_to_stable_"),
             checks=(
-                Check("2 layers of 4 units", projection_visible),
+                Check("2 layers of 4 units", fixed_instance(_projection_match, 2, 4)),
                 Check("1 and 3 layers", projection_random, hidden=True),
             ),
         ),

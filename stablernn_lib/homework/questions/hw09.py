@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from stablernn_lib.homework.expect import expect_close, expect_number, show
+from stablernn_lib.homework.questions.common import fixed_instance
 from stablernn_lib.homework.registry import (
     Check,
     CheckContext,
@@ -34,10 +35,6 @@ def _nll_match(function, ctx: CheckContext, steps: int, keys: int, scale: float)
     return expect_number(got, _reference_nll(logits, frames), "NLL per step", given, rel=1e-7)
 
 
-def nll_visible(function, ctx: CheckContext) -> str:
-    return _nll_match(function, ctx, 3, 5, 1.0)
-
-
 def nll_random(function, ctx: CheckContext) -> str:
     _nll_match(function, ctx, ctx.integer(1, 12), ctx.integer(1, 88), ctx.uniform(0.1, 3.0))
     # confident predictions: log(sigmoid(z)) underflows to -inf for z << 0 in float64
@@ -59,10 +56,6 @@ def _rows_match(function, ctx: CheckContext, rows: int, columns: int, bound: flo
     expect_close(weight_in, expected[:, :-1], "projected weight", given, atol=1e-9)
     expect_close(bias_in, expected[:, -1], "projected bias", given, atol=1e-9)
     return f"rows [A_i, a_i] projected onto the l1 ball in place for {given}"
-
-
-def rows_visible(function, ctx: CheckContext) -> str:
-    return _rows_match(function, ctx, 4, 6, 1.0)
 
 
 def rows_random(function, ctx: CheckContext) -> str:
@@ -88,10 +81,6 @@ def _marginal_match(function, ctx: CheckContext, count: int, keys: int) -> str:
     given = f"{count} chorales of {keys} keys"
     got = ctx.call(function, [r.clone() for r in rolls], given=given)
     return expect_number(got, _marginal_reference(rolls), "baseline NLL per step", given, rel=1e-7)
-
-
-def marginal_visible(function, ctx: CheckContext) -> str:
-    return _marginal_match(function, ctx, 3, 6)
 
 
 def marginal_random(function, ctx: CheckContext) -> str:
@@ -171,7 +160,7 @@ HOMEWORK = Homework(
             ),
             tests="the loss and metric of the JSB table; a numerically stable form",
             checks=(
-                Check("T = 3, K = 5", nll_visible),
+                Check("T = 3, K = 5", fixed_instance(_nll_match, 3, 5, 1.0)),
                 Check("random sizes, logits of size 400", nll_random, hidden=True),
             ),
         ),
@@ -189,7 +178,7 @@ HOMEWORK = Homework(
             tests="the input bound that the Chapter 4 LSTM certificate needs",
             forbidden=("project_l1_ball", "project_rows_l1_", "project_input_layer_"),
             checks=(
-                Check("4 rows of 6 inputs, bound 1", rows_visible),
+                Check("4 rows of 6 inputs, bound 1", fixed_instance(_rows_match, 4, 6, 1.0)),
                 Check("random sizes and bounds, rows inside", rows_random, hidden=True),
             ),
         ),
@@ -206,7 +195,7 @@ HOMEWORK = Homework(
             ),
             tests="the floor any model of the table must beat (a Chapter 9 exercise derives it)",
             checks=(
-                Check("3 chorales of 6 keys", marginal_visible),
+                Check("3 chorales of 6 keys", fixed_instance(_marginal_match, 3, 6)),
                 Check("random chorales, frequencies 0 and 1", marginal_random, hidden=True),
             ),
         ),
