@@ -1,22 +1,12 @@
-"""Chapter 8's measurements on the JSB Chorales models (Chapter 9).
-
-The measurements are the functions of :mod:`stablernn_lib.tasks.wikitext2.analysis`, which take any
-model with ``embed`` / ``recur`` / ``token_nll`` and a held-out *source* ``(N, B, ...)``
-whose rows are time steps.  Here the source is the first ``frames`` frames of every
-test chorale (all 77 have at least 32), a tensor ``(frames, 77, 88)``.
-
-``python -m stablernn_lib jsb-analysis --config full|adam-tcn|authors|smoke`` measures every
-trained model of that config (seed 1111) found in ``data/runs/jsb`` and writes
-``data/results/jsb/analysis.json`` (full), ``data/results/jsb/<config>/analysis.json``
-(adam-tcn, authors) or ``analysis-<config>.json`` in the runs folder (the others); a rerun
-computes only what is missing.  What the committed results say is
-:mod:`stablernn_lib.tasks.jsb.results`.
+"""Chapter 8's measurements (:mod:`stablernn_lib.tasks.wikitext2.analysis`) on the JSB Chorales
+models (Chapter 9), on the first ``frames`` frames of every test chorale: ``(frames, 77, 88)``.
+``python -m stablernn_lib jsb-analysis --config full|adam-tcn|authors|smoke`` measures the
+trained models of a config (seed 1111) and writes :func:`analysis_path`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from stablernn_lib.core.io import atomic_write_json, provenance, same_config
+from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.tasks.jsb.data import PianoRolls, load_jsb
 from stablernn_lib.tasks.jsb.results import ALL_VARIANTS, LABELS
 from stablernn_lib.tasks.jsb.train import (
@@ -107,11 +97,8 @@ def truncated_eval_after(
     for every ``t >= start`` of every chorale ``(T, 88)`` with ``T >= start + 2`` frames; with
     ``start = 32``, each chorale's frames from the 34th on.
 
-    On a chorale's first frames a context-``k`` model with ``k > t`` sees the whole prefix and
-    equals the recurrent model; scoring those rows (as :func:`truncated_eval_curve` on the
-    first ``frames`` frames does) adds zero gaps and makes every ``k >= frames - 1`` exact.
-    Here, with ``max(ks) <= start``, the window ``t-k+1 .. t`` of every scored row starts
-    after frame 0, so every scored prediction of every ``k`` is a truncated one.
+    A row ``t < k`` sees its whole prefix, equals the recurrent model and would add a zero gap;
+    with ``max(ks) <= start`` every scored prediction of every ``k`` is a truncated one.
     """
     if max(ks) > start:
         raise ValueError(
@@ -204,19 +191,10 @@ def run_music_analysis(
     runs = Path(runs_dir) if runs_dir is not None else RUNS_DIR
     results_path = Path(results_path) if results_path is not None else analysis_path(config, runs)
     rolls = rolls if rolls is not None else load_jsb(data_dir)
-    result: dict[str, Any] = json.loads(
-        json.dumps({"config": asdict(ANALYSIS), "music_config": asdict(music_config)})
+    fresh = {"config": asdict(ANALYSIS), "music_config": asdict(music_config)}
+    result = lma.resumed(
+        results_path, fresh | {"provenance": provenance("cpu")}, "music_config", music_config
     )
-    if results_path.is_file():
-        previous = json.loads(results_path.read_text(encoding="utf8"))
-        saved = previous.get("music_config")
-        if (
-            previous.get("config") == result["config"]
-            and saved
-            and same_config(saved, music_config)
-        ):
-            result = previous  # same settings (fields added to MusicConfig take defaults)
-    result["provenance"] = provenance("cpu")
     result["missing"] = []
     for cell, variant in ALL_VARIANTS:
         name = f"{cell}-{variant}"
