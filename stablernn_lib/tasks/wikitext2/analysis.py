@@ -62,10 +62,6 @@ from stablernn_lib.tasks.wikitext2.variants import (
     variant_name,
 )
 
-# ---------------------------------------------------------------------------
-# Figure 2: gradient of the loss with respect to earlier inputs
-# ---------------------------------------------------------------------------
-
 
 def _repeat_state(state: State, copies: int) -> State:
     """Repeat a ``(L, B, H)`` state (or an LSTM pair) along the batch: ``(L, copies * B, H)``."""
@@ -76,8 +72,8 @@ def _repeat_state(state: State, copies: int) -> State:
     return tuple(part.repeat(1, copies, 1) for part in state)
 
 
-# Adds one window's gradient norms to ``sums[i]`` and ``counts[i]``, ``i`` the distance.
-WindowSums = Callable[[WordLanguageModel, Tensor, Tensor, State, Tensor, Tensor], None]
+# The norms ``||grad_{x_t} p_j||`` of one window ``(W, B)``, as a tensor ``[t, j, b]``.
+WindowNorms = Callable[[WordLanguageModel, Tensor, Tensor, State], Tensor]
 
 
 def _profile_by_distance(
@@ -85,7 +81,7 @@ def _profile_by_distance(
     source: Tensor,
     max_distance: int,
     max_windows: int | None,
-    add_window: WindowSums,
+    window_norms: WindowNorms,
     progress: bool = False,
 ) -> dict[str, list[float]]:
     """``distance``, ``mean_norm`` and ``count`` over windows of ``max_distance + 1`` rows of
@@ -98,7 +94,11 @@ def _profile_by_distance(
     with dropout_off(model):
         for start in tqdm(starts, disable=not progress):
             tokens, targets = get_batch(source, start, length_max)
-            add_window(model, tokens, targets, state, sums, counts)
+            norms = window_norms(model, tokens, targets, state).double().cpu()
+            for distance in range(tokens.shape[0]):  # the pairs t = j - distance
+                pairs = torch.diagonal(norms, offset=distance, dim1=0, dim2=1)
+                sums[distance] += pairs.sum()
+                counts[distance] += pairs.numel()
             with torch.no_grad():
                 _, state = model(tokens, state)
     return {
@@ -108,14 +108,9 @@ def _profile_by_distance(
     }
 
 
-def _add_window_batched(
-    model: WordLanguageModel,
-    tokens: Tensor,
-    targets: Tensor,
-    state: State,
-    sums: Tensor,
-    counts: Tensor,
-) -> None:
+def _norms_batched(
+    model: WordLanguageModel, tokens: Tensor, targets: Tensor, state: State
+) -> Tensor:
     length, batch = tokens.shape[:2]
     copies = tokens.repeat(1, length, *[1] * (tokens.dim() - 2))  # (L, L * B, ...)
     inputs = model.embed(copies).detach().requires_grad_(True)
@@ -124,30 +119,22 @@ def _add_window_batched(
     picked = outputs.view(length, length, batch, -1)[rows, rows]  # (j, B, H): row j of copy j
     loss = model.token_nll(picked, targets).sum()
     (grad,) = torch.autograd.grad(loss, inputs)
-    norms = grad.view(length, length, batch, -1).norm(dim=-1).double().cpu()  # [t, j, b]
-    for distance in range(length):
-        pairs = torch.diagonal(norms, offset=distance, dim1=0, dim2=1)  # t = j - distance
-        sums[distance] += pairs.sum()
-        counts[distance] += pairs.numel()
+    return grad.view(length, length, batch, -1).norm(dim=-1)
 
 
-def _add_window_per_pair(
-    model: WordLanguageModel,
-    tokens: Tensor,
-    targets: Tensor,
-    state: State,
-    sums: Tensor,
-    counts: Tensor,
-) -> None:
-    for s in range(tokens.shape[0]):
-        for t in range(s + 1):
+def _norms_per_pair(
+    model: WordLanguageModel, tokens: Tensor, targets: Tensor, state: State
+) -> Tensor:
+    length = tokens.shape[0]
+    norms = torch.zeros(length, length, tokens.shape[1], device=tokens.device)
+    for j in range(length):
+        for t in range(j + 1):
             inputs = model.embed(tokens).detach().requires_grad_(True)
             outputs, _ = model.recur(inputs, state)
-            loss = model.token_nll(outputs[s], targets[s]).sum()
+            loss = model.token_nll(outputs[j], targets[j]).sum()
             (grad,) = torch.autograd.grad(loss, inputs)
-            norms = grad[t].norm(dim=-1).double().cpu()
-            sums[s - t] += norms.sum()
-            counts[s - t] += norms.numel()
+            norms[t, j] = grad[t].norm(dim=-1)
+    return norms
 
 
 def gradient_by_distance(
@@ -165,21 +152,14 @@ def gradient_by_distance(
     ``grad_{x_t} p_j`` for every pair.  Train mode with dropout off: eval's function, with a
     cuDNN backward pass.  Returns ``distance``, ``mean_norm`` and ``count``.
     """
-    return _profile_by_distance(
-        model, source, max_distance, max_windows, _add_window_batched, progress
-    )
+    return _profile_by_distance(model, source, max_distance, max_windows, _norms_batched, progress)
 
 
 def gradient_by_distance_naive(
     model: WordLanguageModel, source: Tensor, max_distance: int, max_windows: int | None = None
 ) -> dict[str, list[float]]:
     """The average of :func:`gradient_by_distance`, one forward/backward pass per pair."""
-    return _profile_by_distance(model, source, max_distance, max_windows, _add_window_per_pair)
-
-
-# ---------------------------------------------------------------------------
-# Truncated evaluation and effective stability
-# ---------------------------------------------------------------------------
+    return _profile_by_distance(model, source, max_distance, max_windows, _norms_per_pair)
 
 
 def truncated_eval_curve(
@@ -258,11 +238,6 @@ def state_jacobian_norms(
     return per_layer
 
 
-# ---------------------------------------------------------------------------
-# Weights close in practice
-# ---------------------------------------------------------------------------
-
-
 def recurrent_weights(model: WordLanguageModel) -> Tensor:
     """All ``weight_hh_l{n}`` of the stack, flattened into one vector."""
     rnn = model.rnn
@@ -325,11 +300,6 @@ def weights_close_experiment(
                 gap = (recurrent_weights(models[f"k={k}"]) - w_rec).norm() / w_rec.norm()
                 record["relative_distance"][f"k={k}"].append(float(gap))
     return {"cell": cell, "ks": list(ks), "steps": steps, **record}
-
-
-# ---------------------------------------------------------------------------
-# Configurations and the whole analysis
-# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -469,10 +439,9 @@ def run_analysis(
             model = load_trained_model(runs / run_name(cell, stable, lm_config), device)
             entry: dict[str, Any] = result.setdefault(variant, {})
             if "truncated" in parts:
-                ks = list(analysis.truncation_ks)
                 measure(
                     entry, "truncated_eval", variant, truncated_eval_curve,
-                    model, test, ks, lm_config.bptt, progress,
+                    model, test, list(analysis.truncation_ks), lm_config.bptt, progress,
                 )  # fmt: skip
             if "figure2" in parts:
                 measure(
@@ -504,11 +473,6 @@ def _certificates(model: WordLanguageModel) -> list[dict[str, Any]]:
         {key: value for key, value in row.items() if key != "model"}
         for row in certificate_rows({"model": model})
     ]
-
-
-# ---------------------------------------------------------------------------
-# Figures
-# ---------------------------------------------------------------------------
 
 
 def _plain_name(name: str) -> str:
