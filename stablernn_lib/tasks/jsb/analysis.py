@@ -33,10 +33,10 @@ from stablernn_lib.tasks.wikitext2.model import truncated_outputs
 
 @dataclass(frozen=True)
 class MusicAnalysisConfig:
-    """What the measurements read: the first ``frames`` frames of every test chorale;
-    gradients up to ``max_distance``; contexts ``ks``; ``jacobian_positions`` states after
-    ``burn_in`` steps; the piano-roll view shows test chorale ``roll_chorale``, its first
-    ``roll_frames`` frames, keys ``roll_keys``, for contexts ``roll_ks``."""
+    """The first ``frames`` frames of every test chorale; gradients up to ``max_distance``;
+    contexts ``ks``; ``jacobian_positions`` states after ``burn_in`` steps; the piano roll of
+    test chorale ``roll_chorale`` (frames ``:roll_frames``, keys ``roll_keys``, contexts
+    ``roll_ks``)."""
 
     frames: int = 32
     max_distance: int = 24
@@ -154,12 +154,10 @@ def analyze_model(
     }
     entry: dict[str, Any] = {"seconds": {}}
     for name in measurements_of(recurrent=not model.authors_bug):
-        if name in done:
-            continue
-        compute = measurements[name]
-        clock = time.perf_counter()
-        entry[name] = compute()
-        entry["seconds"][name] = time.perf_counter() - clock
+        if name not in done:
+            clock = time.perf_counter()
+            entry[name] = measurements[name]()
+            entry["seconds"][name] = time.perf_counter() - clock
     return entry
 
 
@@ -199,8 +197,9 @@ def run_music_analysis(
     for cell, variant in ALL_VARIANTS:
         name = f"{cell}-{variant}"
         run_dir = runs / music_run_name(cell, variant, music_config)
+        entry = result.get(name, {"seconds": {}})
         wanted = measurements_of(recurrent=variant != "authors-bug")
-        done = tuple(part for part in wanted if part in result.get(name, {}))
+        done = tuple(part for part in wanted if part in entry)
         if done == wanted:
             continue
         if not (run_dir / "model.pt").is_file():
@@ -210,9 +209,8 @@ def run_music_analysis(
         if progress:
             print(f"measuring {name} ({run_dir})", flush=True)
         measured = analyze_model(load_music_model(run_dir), rolls, ANALYSIS, done)
-        previous_entry = result.get(name, {"seconds": {}})
-        seconds = previous_entry["seconds"] | measured.pop("seconds")
-        result[name] = previous_entry | measured | {"seconds": seconds}
+        seconds = entry["seconds"] | measured.pop("seconds")
+        result[name] = entry | measured | {"seconds": seconds}
         atomic_write_json(results_path, result)
     atomic_write_json(results_path, result)
     return result
