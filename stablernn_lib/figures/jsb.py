@@ -1,11 +1,6 @@
 """Chapter 9's figures: every seed's test NLL on JSB Chorales, the learning curves, the
 truncated models' NLL against their context, and a chorale's piano roll beside a model's
 predictions.
-
-:func:`seed_results_figure` draws, for each model and each seeded configuration, one dot per
-seed and a bar at the mean, the paper's number beside it and the no-memory baseline as a
-line (the legend below the axes), so that the reader sees the spread behind every mean of
-the chapter's table.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Chapter 8's figures as the site shows them: the test perplexity of the four WikiText-2
-models over their seeds beside the numbers the paper reports, and the paper's Figure 2, each
-at most ``PHONE_WIDTH_IN`` inches wide with its legend below the axes (a phone shows the
-whole figure with its text at 9 px or more); the evidence page's validation curves.
-
-The figure reads committed results (:func:`stablernn_lib.tasks.wikitext2.results.
-load_seed_results`) and the paper's numbers (:mod:`stablernn_lib.core.paper_claims`).
+"""Chapter 8's figures from committed results: the test perplexity of the four WikiText-2 models
+over their seeds beside the paper's numbers, Figure 2 (``PHONE_WIDTH_IN`` wide, legends below
+the axes), and the evidence page's validation curves.
 """
 
 from __future__ import annotations
@@ -76,10 +72,6 @@ def figure2_figure(analysis: dict[str, Any], title: str = "") -> Figure:
     return legends_below(figure, columns=2)
 
 
-def _percent_gap(value: float, reference: float) -> float:
-    return 100 * criteria.relative_gap(value, reference)
-
-
 def _plot_runs(axis: Any, runs: dict[str, Run], label: Any) -> None:
     """Validation perplexity per epoch of each run (log scale), in the variants' order."""
     for name, (_, stable) in VARIANTS_BY_NAME.items():
@@ -109,7 +101,10 @@ def plot_convergence(runs: dict[str, Run], title: str = "") -> Figure:
         gaps.plot(
             [i + 1 for i in common],
             [
-                _percent_gap(stable["epochs"][i]["val_ppl"], free["epochs"][i]["val_ppl"])
+                100
+                * criteria.relative_gap(
+                    stable["epochs"][i]["val_ppl"], free["epochs"][i]["val_ppl"]
+                )
                 for i in common
             ],
             "s-",

@@ -1,22 +1,12 @@
-"""Chapter 8's measurements on the JSB Chorales models (Chapter 9).
-
-The measurements are the functions of :mod:`stablernn_lib.tasks.wikitext2.analysis`, which take any
-model with ``embed`` / ``recur`` / ``token_nll`` and a held-out *source* ``(N, B, ...)``
-whose rows are time steps.  Here the source is the first ``frames`` frames of every
-test chorale (all 77 have at least 32), a tensor ``(frames, 77, 88)``.
-
-``python -m stablernn_lib jsb-analysis --config full|adam-tcn|authors|smoke`` measures every
-trained model of that config (seed 1111) found in ``data/runs/jsb`` and writes
-``data/results/jsb/analysis.json`` (full), ``data/results/jsb/<config>/analysis.json``
-(adam-tcn, authors) or ``analysis-<config>.json`` in the runs folder (the others); a rerun
-computes only what is missing.  What the committed results say is
-:mod:`stablernn_lib.tasks.jsb.results`.
+"""Chapter 8's measurements (:mod:`stablernn_lib.tasks.wikitext2.analysis`) on the JSB Chorales
+models (Chapter 9), on the first ``frames`` frames of every test chorale: ``(frames, 77, 88)``.
+``python -m stablernn_lib jsb-analysis --config full|adam-tcn|authors|smoke`` measures the
+trained models of a config (seed 1111) and writes :func:`analysis_path`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from stablernn_lib.core.io import atomic_write_json, provenance, same_config
+from stablernn_lib.core.io import atomic_write_json, provenance
 from stablernn_lib.tasks.jsb.data import PianoRolls, load_jsb
 from stablernn_lib.tasks.jsb.results import ALL_VARIANTS, LABELS
 from stablernn_lib.tasks.jsb.train import (
@@ -43,10 +33,10 @@ from stablernn_lib.tasks.wikitext2.model import truncated_outputs
 
 @dataclass(frozen=True)
 class MusicAnalysisConfig:
-    """What the measurements read: the first ``frames`` frames of every test chorale;
-    gradients up to ``max_distance``; contexts ``ks``; ``jacobian_positions`` states after
-    ``burn_in`` steps; the piano-roll view shows test chorale ``roll_chorale``, its first
-    ``roll_frames`` frames, keys ``roll_keys``, for contexts ``roll_ks``."""
+    """The first ``frames`` frames of every test chorale; gradients up to ``max_distance``;
+    contexts ``ks``; ``jacobian_positions`` states after ``burn_in`` steps; the piano roll of
+    test chorale ``roll_chorale`` (frames ``:roll_frames``, keys ``roll_keys``, contexts
+    ``roll_ks``)."""
 
     frames: int = 32
     max_distance: int = 24
@@ -107,11 +97,8 @@ def truncated_eval_after(
     for every ``t >= start`` of every chorale ``(T, 88)`` with ``T >= start + 2`` frames; with
     ``start = 32``, each chorale's frames from the 34th on.
 
-    On a chorale's first frames a context-``k`` model with ``k > t`` sees the whole prefix and
-    equals the recurrent model; scoring those rows (as :func:`truncated_eval_curve` on the
-    first ``frames`` frames does) adds zero gaps and makes every ``k >= frames - 1`` exact.
-    Here, with ``max(ks) <= start``, the window ``t-k+1 .. t`` of every scored row starts
-    after frame 0, so every scored prediction of every ``k`` is a truncated one.
+    A row ``t < k`` sees its whole prefix, equals the recurrent model and would add a zero gap;
+    with ``max(ks) <= start`` every scored prediction of every ``k`` is a truncated one.
     """
     if max(ks) > start:
         raise ValueError(
@@ -167,12 +154,10 @@ def analyze_model(
     }
     entry: dict[str, Any] = {"seconds": {}}
     for name in measurements_of(recurrent=not model.authors_bug):
-        if name in done:
-            continue
-        compute = measurements[name]
-        clock = time.perf_counter()
-        entry[name] = compute()
-        entry["seconds"][name] = time.perf_counter() - clock
+        if name not in done:
+            clock = time.perf_counter()
+            entry[name] = measurements[name]()
+            entry["seconds"][name] = time.perf_counter() - clock
     return entry
 
 
@@ -204,25 +189,17 @@ def run_music_analysis(
     runs = Path(runs_dir) if runs_dir is not None else RUNS_DIR
     results_path = Path(results_path) if results_path is not None else analysis_path(config, runs)
     rolls = rolls if rolls is not None else load_jsb(data_dir)
-    result: dict[str, Any] = json.loads(
-        json.dumps({"config": asdict(ANALYSIS), "music_config": asdict(music_config)})
+    fresh = {"config": asdict(ANALYSIS), "music_config": asdict(music_config)}
+    result = lma.resumed(
+        results_path, fresh | {"provenance": provenance("cpu")}, "music_config", music_config
     )
-    if results_path.is_file():
-        previous = json.loads(results_path.read_text(encoding="utf8"))
-        saved = previous.get("music_config")
-        if (
-            previous.get("config") == result["config"]
-            and saved
-            and same_config(saved, music_config)
-        ):
-            result = previous  # same settings (fields added to MusicConfig take defaults)
-    result["provenance"] = provenance("cpu")
     result["missing"] = []
     for cell, variant in ALL_VARIANTS:
         name = f"{cell}-{variant}"
         run_dir = runs / music_run_name(cell, variant, music_config)
+        entry = result.get(name, {"seconds": {}})
         wanted = measurements_of(recurrent=variant != "authors-bug")
-        done = tuple(part for part in wanted if part in result.get(name, {}))
+        done = tuple(part for part in wanted if part in entry)
         if done == wanted:
             continue
         if not (run_dir / "model.pt").is_file():
@@ -232,9 +209,8 @@ def run_music_analysis(
         if progress:
             print(f"measuring {name} ({run_dir})", flush=True)
         measured = analyze_model(load_music_model(run_dir), rolls, ANALYSIS, done)
-        previous_entry = result.get(name, {"seconds": {}})
-        seconds = previous_entry["seconds"] | measured.pop("seconds")
-        result[name] = previous_entry | measured | {"seconds": seconds}
+        seconds = entry["seconds"] | measured.pop("seconds")
+        result[name] = entry | measured | {"seconds": seconds}
         atomic_write_json(results_path, result)
     atomic_write_json(results_path, result)
     return result

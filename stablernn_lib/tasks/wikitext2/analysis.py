@@ -1,20 +1,8 @@
-"""The paper's measurements on trained language models (Chapter 8).
-
-* :func:`gradient_by_distance` (Figure 2): ``||grad_{x_t} p_{t+i}||`` against the
-  distance ``i``, averaged over held-out windows, where ``x_t`` is the input
-  (embedding) vector at position ``t`` and ``p_s`` the loss at position ``s``.
-  :func:`gradient_by_distance_naive` is the per-pair reference.
-* :func:`truncated_eval_curve`: held-out perplexity of a trained model run as a
-  context-``k`` model, against ``k``.
-* :func:`state_jacobian_norms`: the spectral norms of ``d h_t / d h_{t-1}`` of
-  each layer along held-out trajectories (effective stability).
-* :func:`weights_close_experiment`: a recurrent model and truncated models of
-  context ``k`` trained from the same initialization on the same batches;
-  distance of their recurrent weight matrices during training.
-
-``python -m stablernn_lib lm-analysis --config smoke|full`` runs all of them on
-the models trained by ``python -m stablernn_lib train`` and writes
-``data/results/wikitext2/analysis.json`` (full) or the run folder (smoke).
+"""The paper's measurements on trained language models (Chapter 8): Figure 2's gradient
+norms ``||grad_{x_t} p_{t+i}||`` against the distance ``i``, the context-``k`` perplexity, the
+state-Jacobian norms ``||d h_t / d h_{t-1}||_2`` and the distance of recurrent and truncated
+weights during training.  ``python -m stablernn_lib lm-analysis --config smoke|cpu|full``
+writes them to the config's ``analysis.json`` (smoke: the runs folder).
 """
 
 from __future__ import annotations
@@ -24,6 +12,7 @@ import copy
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -73,10 +62,6 @@ from stablernn_lib.tasks.wikitext2.variants import (
     variant_name,
 )
 
-# ---------------------------------------------------------------------------
-# Figure 2: gradient of the loss with respect to earlier inputs
-# ---------------------------------------------------------------------------
-
 
 def _repeat_state(state: State, copies: int) -> State:
     """Repeat a ``(L, B, H)`` state (or an LSTM pair) along the batch: ``(L, copies * B, H)``."""
@@ -87,9 +72,69 @@ def _repeat_state(state: State, copies: int) -> State:
     return tuple(part.repeat(1, copies, 1) for part in state)
 
 
-def _windows(source: Tensor, length: int, max_windows: int | None) -> list[int]:
-    starts = list(batch_starts(source.shape[0], length))
-    return starts if max_windows is None else starts[:max_windows]
+# The norms ``||grad_{x_t} p_j||`` of one window ``(W, B)``, as a tensor ``[t, j, b]``.
+WindowNorms = Callable[[WordLanguageModel, Tensor, Tensor, State], Tensor]
+
+
+def _profile_by_distance(
+    model: WordLanguageModel,
+    source: Tensor,
+    max_distance: int,
+    max_windows: int | None,
+    window_norms: WindowNorms,
+    progress: bool = False,
+) -> dict[str, list[float]]:
+    """``distance``, ``mean_norm`` and ``count`` over windows of ``max_distance + 1`` rows of
+    ``source (N, B)``, each from the state carried along the stream, every dropout off."""
+    length_max = max_distance + 1
+    sums = torch.zeros(length_max, dtype=torch.float64)
+    counts = torch.zeros(length_max, dtype=torch.float64)
+    state: State = None
+    starts = list(batch_starts(source.shape[0], length_max))[:max_windows]
+    with dropout_off(model):
+        for start in tqdm(starts, disable=not progress):
+            tokens, targets = get_batch(source, start, length_max)
+            norms = window_norms(model, tokens, targets, state).double().cpu()
+            for distance in range(tokens.shape[0]):  # the pairs t = j - distance
+                pairs = torch.diagonal(norms, offset=distance, dim1=0, dim2=1)
+                sums[distance] += pairs.sum()
+                counts[distance] += pairs.numel()
+            with torch.no_grad():
+                _, state = model(tokens, state)
+    return {
+        "distance": list(range(length_max)),
+        "mean_norm": (sums / counts.clamp(min=1)).tolist(),
+        "count": counts.tolist(),
+    }
+
+
+def _norms_batched(
+    model: WordLanguageModel, tokens: Tensor, targets: Tensor, state: State
+) -> Tensor:
+    length, batch = tokens.shape[:2]
+    copies = tokens.repeat(1, length, *[1] * (tokens.dim() - 2))  # (L, L * B, ...)
+    inputs = model.embed(copies).detach().requires_grad_(True)
+    outputs, _ = model.recur(inputs, _repeat_state(state, length))
+    rows = torch.arange(length, device=tokens.device)
+    picked = outputs.view(length, length, batch, -1)[rows, rows]  # (j, B, H): row j of copy j
+    loss = model.token_nll(picked, targets).sum()
+    (grad,) = torch.autograd.grad(loss, inputs)
+    return grad.view(length, length, batch, -1).norm(dim=-1)
+
+
+def _norms_per_pair(
+    model: WordLanguageModel, tokens: Tensor, targets: Tensor, state: State
+) -> Tensor:
+    length = tokens.shape[0]
+    norms = torch.zeros(length, length, tokens.shape[1], device=tokens.device)
+    for j in range(length):
+        for t in range(j + 1):
+            inputs = model.embed(tokens).detach().requires_grad_(True)
+            outputs, _ = model.recur(inputs, state)
+            loss = model.token_nll(outputs[j], targets[j]).sum()
+            (grad,) = torch.autograd.grad(loss, inputs)
+            norms[t, j] = grad[t].norm(dim=-1)
+    return norms
 
 
 def gradient_by_distance(
@@ -101,97 +146,20 @@ def gradient_by_distance(
 ) -> dict[str, list[float]]:
     """Mean ``||grad_{x_t} p_{t+i}||_2`` for ``i = 0..max_distance`` over held-out windows.
 
-    ``source (N, B)`` is batchified held-out data, read in windows of
-    ``W = max_distance + 1`` rows; each window starts from the state carried
-    along the stream (so ``x_t`` is seen in its real context).  In a window,
-    the pairs ``(t, s)`` with ``t <= s`` give the distances ``i = s - t``.
-
-    Efficiency: the ``B`` columns do not interact, and neither do copies of a
-    column.  The window is copied ``W`` times along the batch, copy ``j`` keeps
-    only its loss at row ``j``, and ONE backward pass of the summed loss gives
-    ``grad_{x_t} p_j`` for every ``t``, ``j`` and column at once (instead of one
-    backward pass per pair).  The model runs in train mode with every dropout
-    off (:func:`~stablernn_lib.tasks.wikitext2.model.dropout_off`): the function of
-    eval mode, with a cuDNN backward pass.  Returns ``distance``, ``mean_norm``
-    and ``count``.
+    ``x_t`` is the input (embedding) at row ``t`` of ``source (N, B)``, ``p_s`` the loss at
+    row ``s >= t`` of the same window.  The window is copied ``W = max_distance + 1`` times
+    along the batch and copy ``j`` keeps only its loss at row ``j``, so one backward pass gives
+    ``grad_{x_t} p_j`` for every pair.  Train mode with dropout off: eval's function, with a
+    cuDNN backward pass.  Returns ``distance``, ``mean_norm`` and ``count``.
     """
-    with dropout_off(model):
-        return _gradient_by_distance(model, source, max_distance, max_windows, progress)
-
-
-def _gradient_by_distance(
-    model: WordLanguageModel,
-    source: Tensor,
-    max_distance: int,
-    max_windows: int | None,
-    progress: bool,
-) -> dict[str, list[float]]:
-    length_max = max_distance + 1
-    sums = torch.zeros(length_max, dtype=torch.float64)
-    counts = torch.zeros(length_max, dtype=torch.float64)
-    state: State = None
-    for start in tqdm(_windows(source, length_max, max_windows), disable=not progress):
-        tokens, targets = get_batch(source, start, length_max)
-        length, batch = tokens.shape[:2]
-        copies = tokens.repeat(1, length, *[1] * (tokens.dim() - 2))  # (L, L * B, ...)
-        inputs = model.embed(copies).detach().requires_grad_(True)
-        outputs, _ = model.recur(inputs, _repeat_state(state, length))
-        rows = torch.arange(length, device=source.device)
-        picked = outputs.view(length, length, batch, -1)[rows, rows]  # (j, B, H): row j of copy j
-        loss = model.token_nll(picked, targets).sum()
-        (grad,) = torch.autograd.grad(loss, inputs)
-        norms = grad.view(length, length, batch, -1).norm(dim=-1).double().cpu()  # [t, j, b]
-        for distance in range(length):
-            pairs = torch.diagonal(norms, offset=distance, dim1=0, dim2=1)  # t = j - distance
-            sums[distance] += pairs.sum()
-            counts[distance] += pairs.numel()
-        with torch.no_grad():
-            _, state = model(tokens, state)
-    return _profile(sums, counts)
+    return _profile_by_distance(model, source, max_distance, max_windows, _norms_batched, progress)
 
 
 def gradient_by_distance_naive(
     model: WordLanguageModel, source: Tensor, max_distance: int, max_windows: int | None = None
 ) -> dict[str, list[float]]:
     """The average of :func:`gradient_by_distance`, one forward/backward pass per pair."""
-    with dropout_off(model):
-        return _gradient_by_distance_naive(model, source, max_distance, max_windows)
-
-
-def _gradient_by_distance_naive(
-    model: WordLanguageModel, source: Tensor, max_distance: int, max_windows: int | None
-) -> dict[str, list[float]]:
-    length_max = max_distance + 1
-    sums = torch.zeros(length_max, dtype=torch.float64)
-    counts = torch.zeros(length_max, dtype=torch.float64)
-    state: State = None
-    for start in _windows(source, length_max, max_windows):
-        tokens, targets = get_batch(source, start, length_max)
-        for s in range(tokens.shape[0]):
-            for t in range(s + 1):
-                inputs = model.embed(tokens).detach().requires_grad_(True)
-                outputs, _ = model.recur(inputs, state)
-                loss = model.token_nll(outputs[s], targets[s]).sum()
-                (grad,) = torch.autograd.grad(loss, inputs)
-                norms = grad[t].norm(dim=-1).double().cpu()
-                sums[s - t] += norms.sum()
-                counts[s - t] += norms.numel()
-        with torch.no_grad():
-            _, state = model(tokens, state)
-    return _profile(sums, counts)
-
-
-def _profile(sums: Tensor, counts: Tensor) -> dict[str, list[float]]:
-    return {
-        "distance": list(range(len(sums))),
-        "mean_norm": (sums / counts.clamp(min=1)).tolist(),
-        "count": counts.tolist(),
-    }
-
-
-# ---------------------------------------------------------------------------
-# Truncated evaluation and effective stability
-# ---------------------------------------------------------------------------
+    return _profile_by_distance(model, source, max_distance, max_windows, _norms_per_pair)
 
 
 def truncated_eval_curve(
@@ -270,11 +238,6 @@ def state_jacobian_norms(
     return per_layer
 
 
-# ---------------------------------------------------------------------------
-# Weights close in practice
-# ---------------------------------------------------------------------------
-
-
 def recurrent_weights(model: WordLanguageModel) -> Tensor:
     """All ``weight_hh_l{n}`` of the stack, flattened into one vector."""
     rnn = model.rnn
@@ -295,13 +258,10 @@ def weights_close_experiment(
 ) -> dict[str, Any]:
     """Train a recurrent model and context-``k`` models in lockstep; record weight distances.
 
-    All models start from the same initialization (``config.seed``) and see the
-    same batches in the same order, with the same constant learning rate
-    ``config.lr`` and clipping (dropout off, so nothing random differs).  The
-    recurrent model carries its state across BPTT windows (as in training);
-    the context-``k`` model predicts every token from the ``k`` tokens up to it,
-    starting from the zero state.  Every ``record_every`` steps we record
-    ``||W_rec - W_k||_F / ||W_rec||_F`` over all recurrent matrices ``W_hh``.
+    Same initialization (``config.seed``), batches, constant learning rate ``config.lr`` and
+    clipping; dropout off.  The recurrent model carries its state across BPTT windows, the
+    context-``k`` model predicts each token from the ``k`` tokens up to it.  Every
+    ``record_every`` steps: ``||W_rec - W_k||_F / ||W_rec||_F`` over all matrices ``W_hh``.
     """
     config = replace(config, dropout=0.0)
     device = torch.device(device)
@@ -342,11 +302,6 @@ def weights_close_experiment(
     return {"cell": cell, "ks": list(ks), "steps": steps, **record}
 
 
-# ---------------------------------------------------------------------------
-# Configurations and the whole analysis
-# ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class AnalysisConfig:
     """Sizes of the measurements (``smoke``: CPU seconds; ``full``: GPU, whole held-out set)."""
@@ -374,16 +329,8 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
         weights_steps=20,
         weights_record_every=4,
     ),
-    # The models of the `cpu` LM config, on the first 50,000 tokens of the test split
-    # (a contiguous sample, read as the 10 evaluation streams of 5,000 tokens).
-    # Budget, measured at 1 thread on a busy 2-core machine (2026-11-22), untrained
-    # 2 x 200 models: a truncated evaluation costs ~50 us (LSTM) / ~8 us (RNN) per
-    # token and unit of k, so the ks below (sum 247) take ~10 min per LSTM and ~2 min
-    # per RNN; Figure 2 ~4 s (LSTM) / ~1.3 s (RNN) per window of 51 x 10 targets, so
-    # 40 windows (20,400 target positions, distances 0..50) ~3 min (LSTM) per model;
-    # Jacobians ~60 s (LSTM) / ~11 s (RNN) per 1,000 positions and layer; the
-    # weights-close runs, 150 lockstep steps with k = 2, 5, 10, ~5 min (LSTM) and
-    # ~1.5 min (RNN). About 40 min in all at one thread, less on two.
+    # The `cpu` models on the first 50,000 test tokens (10 streams of 5,000); about 40 min at
+    # one CPU thread, most of it the LSTMs' truncated evaluations (~50 us per token and unit of k).
     "cpu": AnalysisConfig(
         name="cpu",
         test_tokens=50_000,
@@ -418,6 +365,19 @@ for _name in CONFIGS:
     if _name.startswith("cpu-"):
         ANALYSIS_CONFIGS[_name] = replace(ANALYSIS_CONFIGS["cpu"], name=_name)
 
+
+def resumed(path: Path, fresh: dict[str, Any], config_key: str, config: Any) -> dict[str, Any]:
+    """The result file at ``path`` if it was written with ``fresh["config"]`` and ``config`` (saved
+    under ``config_key``), with ``fresh["provenance"]``; else ``fresh``, in its JSON form."""
+    fresh = json.loads(json.dumps(fresh))
+    if path.is_file():
+        previous = json.loads(path.read_text(encoding="utf8"))
+        saved = previous.get(config_key)
+        if previous.get("config") == fresh["config"] and saved and same_config(saved, config):
+            return previous | {"provenance": fresh["provenance"]}
+    return fresh
+
+
 ANALYSIS_PARTS = ("figure2", "truncated", "jacobians", "certificates", "weights_close")
 
 
@@ -436,13 +396,11 @@ def run_analysis(
     """All measurements on the models trained with the LM config of the same name.
 
     Reads ``<runs_dir>/<model>-<variant>-<config>/model.pt`` for each of ``variants``
-    (default: all four; train them first; the weights-close runs are for their cells)
-    and evaluates on the test split.  Writes the result to ``results_path`` (default:
-    ``analysis.json`` in the config's committed results folder,
-    :func:`~stablernn_lib.tasks.wikitext2.train.results_folder`, or ``analysis-<config>.json``
-    in the runs folder for smoke).  The file is rewritten (atomically) after every
-    measurement; a rerun with the same configs keeps what is there and computes only
-    what is missing.  Each measurement records its wall time in ``seconds``.
+    (default: all four) and evaluates on the test split.  Writes ``results_path`` (default:
+    ``analysis.json`` in :func:`~stablernn_lib.tasks.wikitext2.train.results_folder`, or
+    ``analysis-<config>.json`` in the runs folder for smoke) atomically after every
+    measurement; a rerun with the same configs computes only what is missing.  Each
+    measurement records its wall time in ``seconds``.
     """
     analysis = ANALYSIS_CONFIGS[config]
     lm_config = CONFIGS[config]
@@ -457,19 +415,10 @@ def run_analysis(
     results_path = Path(results_path)
     data = prepare_corpus(lm_config, corpus, data_dir)
     test = batchify(data.test[: analysis.test_tokens], lm_config.eval_batch_size).to(device)
-    result: dict[str, Any] = {
-        "config": asdict(analysis),
-        "lm_config": asdict(lm_config),
-        "provenance": provenance(device),
-    }
-    result = json.loads(json.dumps(result))  # the form it takes in the file
-    if results_path.is_file():
-        with open(results_path, encoding="utf8") as handle:
-            previous = json.load(handle)
-        if previous.get("config") == result["config"] and same_config(
-            previous.get("lm_config", {}), lm_config
-        ):
-            result = previous | {"provenance": result["provenance"]}
+    fresh = {"config": asdict(analysis), "lm_config": asdict(lm_config)}
+    result = resumed(
+        results_path, fresh | {"provenance": provenance(device)}, "lm_config", lm_config
+    )
     seconds: dict[str, float] = result.setdefault("seconds", {})
 
     def measure(entry: dict[str, Any], key: str, label: str, compute: Any, *args: Any) -> None:
@@ -490,10 +439,9 @@ def run_analysis(
             model = load_trained_model(runs / run_name(cell, stable, lm_config), device)
             entry: dict[str, Any] = result.setdefault(variant, {})
             if "truncated" in parts:
-                ks = list(analysis.truncation_ks)
                 measure(
                     entry, "truncated_eval", variant, truncated_eval_curve,
-                    model, test, ks, lm_config.bptt, progress,
+                    model, test, list(analysis.truncation_ks), lm_config.bptt, progress,
                 )  # fmt: skip
             if "figure2" in parts:
                 measure(
@@ -525,11 +473,6 @@ def _certificates(model: WordLanguageModel) -> list[dict[str, Any]]:
         {key: value for key, value in row.items() if key != "model"}
         for row in certificate_rows({"model": model})
     ]
-
-
-# ---------------------------------------------------------------------------
-# Figures
-# ---------------------------------------------------------------------------
 
 
 def _plain_name(name: str) -> str:
