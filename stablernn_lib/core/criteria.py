@@ -101,6 +101,16 @@ def relative_gap(value: float, reference: float) -> float:
     return (value - reference) / reference
 
 
+def percent_gap(value: float, reference: float) -> float:
+    """:func:`relative_gap` in percent."""
+    return 100 * relative_gap(value, reference)
+
+
+def gap_label(value: float, reference: float) -> str:
+    """:func:`percent_gap` with its sign to one decimal, as ``"+3.2%"``."""
+    return f"{percent_gap(value, reference):+.1f}%"
+
+
 def stability_cost_verdict(task: str, free: SeedSummary, stable: SeedSummary) -> str:
     """ "supported", "not supported", "inconclusive" or "no verdict (...)" for "stability costs
     little" (criteria.stability_cost)."""
@@ -151,3 +161,8 @@ def criterion(name: str) -> dict[str, Any]:
     if name not in rules:
         raise KeyError(f"no criterion {name!r} in criteria.json; it has {sorted(rules)}")
     return rules[name]
+
+
+def vanishes_verdict(ratio: float) -> str:
+    """The ``gradient_vanishes`` verdict on a mean gradient norm at its distance over at 0."""
+    return "supported" if ratio < criterion("gradient_vanishes")["ratio"] else "not supported"
