@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -104,6 +105,14 @@ def relative_gap(value: float, reference: float) -> float:
 def percent_gap(value: float, reference: float) -> float:
     """:func:`relative_gap` in percent."""
     return 100 * relative_gap(value, reference)
+
+
+def smallest_context(
+    ks: Sequence[int], values: Sequence[float], recurrent: float, tolerance: float
+) -> int | None:
+    """The first ``k`` whose loss or perplexity is at most ``recurrent * (1 + tolerance)``."""
+    close = [k for k, value in zip(ks, values, strict=True) if value <= recurrent * (1 + tolerance)]
+    return close[0] if close else None
 
 
 def gap_label(value: float, reference: float) -> str:

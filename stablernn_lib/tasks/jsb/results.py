@@ -99,11 +99,8 @@ def _baseline_row(baseline: float, columns: int) -> list[str]:
 def results_table(results: Runs, baseline: float, smoke: Runs | None = None) -> str:
     """Markdown table: test NLL of the ``full`` runs against the baseline and the paper."""
     columns = ["model", "ours, with input layer", "vs baseline", "epochs run", "best epoch"]
-    columns += [
-        "wall time",
-        *(["ours, smoke"] if smoke is not None else []),
-        "reported by the paper",
-    ]
+    columns += ["wall time", *(["ours, smoke"] if smoke is not None else [])]
+    columns += ["reported by the paper"]
     rows = []
     for cell, variant in ALL_VARIANTS:
         name = f"{cell}-{variant}"
@@ -415,10 +412,7 @@ def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int |
     """The smallest ``k`` whose NLL is within ``tolerance`` of the recurrent one."""
     if tolerance is None:
         tolerance = criteria.criterion("truncation")["relative_tolerance"]
-    for k, loss in zip(curve["k"], curve["loss"], strict=True):
-        if loss <= curve["recurrent_loss"] * (1 + tolerance):
-            return k
-    return None
+    return criteria.smallest_context(curve["k"], curve["loss"], curve["recurrent_loss"], tolerance)
 
 
 def truncation_verdict(k: int | None, measured_up_to: int, exact_from: int | None) -> str:
@@ -536,16 +530,11 @@ def measurements_table(
         first = f"{m.first_nll:.2f}" if m.first_nll is not None else ""
         k = m.context if m.context is not None else "none"
         short = f"{k}: {m.truncation}" if m.truncation else ""
-        ratio = (
-            f"{100 * m.gradient_ratio:.2g}%: {m.vanishes}" if m.gradient_ratio is not None else ""
-        )
-        jac = m.jacobians
-        norms = (
-            f"{jac.smallest:.3f}–{jac.largest:.3f} ({jac.median:.3f}); "
-            f"{100 * jac.below_one:.0f}% of {jac.count}"
-            if jac
-            else "(no state map)"
-        )
+        ratio = f"{100 * m.gradient_ratio:.2g}%: {m.vanishes}" if m.vanishes else ""
+        norms = "(no state map)"
+        if jac := m.jacobians:
+            norms = f"{jac.smallest:.3f}–{jac.largest:.3f} ({jac.median:.3f}); "
+            norms += f"{100 * jac.below_one:.0f}% of {jac.count}"
         memory = [m.memory] if reading else []
         rows.append([LABELS[name], nll, first, short, ratio, norms, *memory])
     return text_table(columns, rows, right=(1, 2))
@@ -634,10 +623,8 @@ def measured_values(
             values[f"{key}_vanishes"] = found.vanishes
         if jac := found.jacobians:
             values[f"{key}_jac_min"], values[f"{key}_jac_max"] = jac.smallest, jac.largest
-            values[f"{key}_jac_median"], values[f"{key}_jac_below"] = (
-                jac.median,
-                100 * jac.below_one,
-            )
+            values[f"{key}_jac_median"] = jac.median
+            values[f"{key}_jac_below"] = 100 * jac.below_one
         curve = analysis[name].get(curve_key)
         if curve_key == "truncated_eval_after" and curve:
             losses = dict(zip(curve["k"], curve["loss"], strict=True))

@@ -120,11 +120,8 @@ def load_converged() -> dict[str, Run]:
     for name in PAIR:
         epochs = unfinished_epochs(CONVERGED, name)
         if name not in runs and epochs:
-            runs[name] = {
-                "epochs": epochs,
-                "config": asdict(CONFIGS[CONVERGED]),
-                "unfinished": True,
-            }
+            config = asdict(CONFIGS[CONVERGED])
+            runs[name] = {"epochs": epochs, "config": config, "unfinished": True}
     return runs
 
 
@@ -135,9 +132,7 @@ def seed_summary(runs: dict[int, Run]) -> criteria.SeedSummary:
 
 def smallest_k_within(curve: dict[str, Any], tolerance: float = 0.01) -> int | None:
     """The smallest measured ``k`` whose perplexity is within ``tolerance`` of the recurrent one."""
-    target = curve["recurrent_ppl"] * (1 + tolerance)
-    close = [k for k, ppl in zip(curve["k"], curve["ppl"], strict=True) if ppl <= target]
-    return close[0] if close else None
+    return criteria.smallest_context(curve["k"], curve["ppl"], curve["recurrent_ppl"], tolerance)
 
 
 def worst_jacobians(config: str, variant: str = "lstm-stable") -> list[float] | None:
@@ -396,9 +391,8 @@ def claim_readings(
             a, b = seed_summary(free), seed_summary(stable)
             verdict = criteria.stability_cost_verdict("wikitext2", a, b)
             seeds = tuple(sorted(set(a.seeds) & set(b.seeds)))
-            reading = ClaimReading(
-                cell, "stability_cost", percent_gap(b.mean, a.mean), seeds, verdict, False
-            )
+            gap = percent_gap(b.mean, a.mean)
+            reading = ClaimReading(cell, "stability_cost", gap, seeds, verdict, False)
         readings.append(reading)
         entry = analysis.get(variant_name(cell, False), {})
         reading = ClaimReading(cell, "truncation", None, (), "not yet run", True)
@@ -489,12 +483,9 @@ def ablation_table() -> tuple[str, str]:
                 "jacobians --variants lstm-stable"
             )
         if not runs:
-            epochs = unfinished_epochs(config, variant)
-            missing = (
-                f"unfinished ({len(epochs)} of at most {CONFIGS[config].epochs} epochs so far)"
-            )
-            missing = missing if epochs else "not run yet"
-            rows.append([label, certified, missing, "", ""])
+            epochs, most = unfinished_epochs(config, variant), CONFIGS[config].epochs
+            missing = f"unfinished ({len(epochs)} of at most {most} epochs so far)"
+            rows.append([label, certified, missing if epochs else "not run yet", "", ""])
             continue
         summary, free = seed_summary(runs), every[reference].get("lstm-unconstrained")
         gap = criteria.gap_label(summary.mean, seed_summary(free).mean) if stable and free else ""
@@ -826,14 +817,11 @@ def chapter8_numbers() -> Numbers:
         "seeds_needed_jsb": rules["seeds"]["jsb"],
         "lstm_lambda": authors_constants_constraint().contraction_bound(input_bound=1.0),
     }
-    for part in (
-        _seed_numbers,
-        _ablation_numbers,
-        _converged_numbers,
-        _unfinished_numbers,
-        _measurement_numbers,
-    ):
-        part(out)
+    _seed_numbers(out)
+    _ablation_numbers(out)
+    _converged_numbers(out)
+    _unfinished_numbers(out)
+    _measurement_numbers(out)
     out.update(benchmark_numbers())
     anchor = 142.07  # one user's run of the example's defaults at lr 20 (the evidence page)
     out["anchor_gap"] = percent_gap(out["lr20_free"], anchor)
