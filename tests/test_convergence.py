@@ -146,7 +146,7 @@ def test_an_unfinished_run_is_read_from_its_committed_metrics_and_never_judged(
     table = results.converged_table().splitlines()
     assert (
         table[5] == "| stable, until the decay is used up (unfinished, 6 epochs so far) "
-        "| no result yet | | | |"
+        "| no result yet |  |  |  |"
     )
 
 

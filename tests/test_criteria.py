@@ -99,3 +99,17 @@ def test_seeds_label_says_how_many_seeds() -> None:
     from stablernn_lib.core.criteria import seeds_label
 
     assert (seeds_label(1), seeds_label(2), seeds_label(5)) == ("1 seed", "2 seeds", "5 seeds")
+
+
+def test_gaps_in_percent_and_the_smallest_context_within_the_tolerance() -> None:
+    assert criteria.percent_gap(110.0, 100.0) == pytest.approx(10.0)
+    assert criteria.gap_label(97.0, 100.0) == "-3.0%"
+    curve = ([1, 2, 4, 8], [120.0, 104.0, 100.9, 100.2])
+    assert criteria.smallest_context(*curve, recurrent=100.0, tolerance=0.01) == 4
+    assert criteria.smallest_context(*curve, recurrent=100.0, tolerance=0.001) is None
+
+
+def test_the_gradient_vanishes_below_the_rules_ratio() -> None:
+    ratio = criteria.criterion("gradient_vanishes")["ratio"]
+    assert criteria.vanishes_verdict(0.5 * ratio) == "supported"
+    assert criteria.vanishes_verdict(2 * ratio) == "not supported"

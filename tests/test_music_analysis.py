@@ -152,7 +152,7 @@ def test_optimizer_diagnostic_table_reads_each_config_under_its_own_name(tmp_pat
     assert paper_claims.marked("jsb-rnn-stable-nll") in row
     assert table.count("not yet run") == 6  # three other variants, two columns each
     assert "clip 1," in table.splitlines()[0]  # the diagnostic's clip, not the TCN default 0.2
-    assert table.splitlines()[-1] == f"| {mr.BASELINE_LABEL} | 11.09 | | |"
+    assert table.splitlines()[-1] == f"| {mr.BASELINE_LABEL} | 11.09 |  |  |"
 
 
 def _runs(**values: list[float]) -> dict[str, dict[int, dict]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stablernn_lib.core.tables import config_table, format_value, markdown_table
+from stablernn_lib.core.tables import config_table, format_value, markdown_table, text_table
 from stablernn_lib.tasks.wikitext2.train import CONFIGS as LM_CONFIGS
 from stablernn_lib.theory.weights_close import CONFIGS as FIGURE1_CONFIGS
 
@@ -23,6 +23,16 @@ def test_markdown_table_aligns_numbers_right() -> None:
     assert header == "| k | name | gap_\u200bmax |"  # may wrap after the underscore
     assert delimiter == "| ---: | --- | ---: |"
     assert body == ["| 1 | a | 0.5 |", "| 8 | b |  |"]
+
+
+def test_text_table_takes_cells_or_joined_rows_and_aligns_the_named_columns_right() -> None:
+    table = text_table("model | ppl | note", [["RNN", "130.2", ""], "LSTM | 99.0 | stable"], [1])
+    assert table.splitlines() == [
+        "| model | ppl | note |",
+        "| --- | ---: | --- |",
+        "| RNN | 130.2 |  |",
+        "| LSTM | 99.0 | stable |",
+    ]
 
 
 def test_markdown_table_rejects_ragged_or_empty_rows() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -101,6 +102,24 @@ def relative_gap(value: float, reference: float) -> float:
     return (value - reference) / reference
 
 
+def percent_gap(value: float, reference: float) -> float:
+    """:func:`relative_gap` in percent."""
+    return 100 * relative_gap(value, reference)
+
+
+def smallest_context(
+    ks: Sequence[int], values: Sequence[float], recurrent: float, tolerance: float
+) -> int | None:
+    """The first ``k`` whose loss or perplexity is at most ``recurrent * (1 + tolerance)``."""
+    close = [k for k, value in zip(ks, values, strict=True) if value <= recurrent * (1 + tolerance)]
+    return close[0] if close else None
+
+
+def gap_label(value: float, reference: float) -> str:
+    """:func:`percent_gap` with its sign to one decimal, as ``"+3.2%"``."""
+    return f"{percent_gap(value, reference):+.1f}%"
+
+
 def stability_cost_verdict(task: str, free: SeedSummary, stable: SeedSummary) -> str:
     """ "supported", "not supported", "inconclusive" or "no verdict (...)" for "stability costs
     little" (criteria.stability_cost)."""
@@ -151,3 +170,8 @@ def criterion(name: str) -> dict[str, Any]:
     if name not in rules:
         raise KeyError(f"no criterion {name!r} in criteria.json; it has {sorted(rules)}")
     return rules[name]
+
+
+def vanishes_verdict(ratio: float) -> str:
+    """The ``gradient_vanishes`` verdict on a mean gradient norm at its distance over at 0."""
+    return "supported" if ratio < criterion("gradient_vanishes")["ratio"] else "not supported"

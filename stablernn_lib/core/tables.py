@@ -3,7 +3,7 @@ book renders as MyST): rows of results, and configurations side by side."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -27,6 +27,21 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def text_table(
+    columns: Sequence[str] | str, rows: Iterable[Sequence[str] | str], right: Iterable[int] = ()
+) -> str:
+    """A Markdown table of text cells: ``columns`` and each row a sequence of cells or one string
+    of them separated by ``" | "``; the columns numbered in ``right`` (from 0) right-aligned."""
+    titles = columns.split(" | ") if isinstance(columns, str) else list(columns)
+    aligned = set(right)
+    lines = [
+        "| " + " | ".join(titles) + " |",
+        "|" + "|".join(" ---: " if i in aligned else " --- " for i in range(len(titles))) + "|",
+    ]
+    lines += ["| " + (row if isinstance(row, str) else " | ".join(row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def markdown_table(
     rows: Sequence[Mapping[str, Any]], headers: Mapping[str, str] | None = None
 ) -> str:
@@ -42,12 +57,8 @@ def markdown_table(
     numeric = [all(_is_number(row[key]) or row[key] is None for row in rows) for key in keys]
     # a zero-width space after each underscore lets long column names wrap there
     titles = [(headers or {}).get(key, key.replace("_", "_\u200b")) for key in keys]
-    lines = [
-        "| " + " | ".join(titles) + " |",
-        "|" + "|".join(" ---: " if right else " --- " for right in numeric) + "|",
-    ]
-    lines += ["| " + " | ".join(format_value(row[key]) for key in keys) + " |" for row in rows]
-    return "\n".join(lines)
+    cells = [[format_value(row[key]) for key in keys] for row in rows]
+    return text_table(titles, cells, right=[i for i, right in enumerate(numeric) if right])
 
 
 def config_table(configs: Mapping[str, Any], none: str = "all") -> str:
@@ -57,12 +68,8 @@ def config_table(configs: Mapping[str, Any], none: str = "all") -> str:
     names = list(configs)
     fields = {name: asdict(config) for name, config in configs.items()}
     keys = [key for key in fields[names[0]] if key != "name"]
-    lines = [
-        "| field | " + " | ".join(names) + " |",
-        "| --- |" + " ---: |" * len(names),
-    ]
+    rows = []
     for key in keys:  # a seed is a label, not a quantity: no thousands separator
         show = str if key == "seed" else lambda value: format_value(value, none)
-        values = [show(fields[name][key]) for name in names]
-        lines.append(f"| `{key}` | " + " | ".join(values) + " |")
-    return "\n".join(lines)
+        rows.append([f"`{key}`", *(show(fields[name][key]) for name in names)])
+    return text_table(["field", *names], rows, right=range(1, len(names) + 1))

@@ -1,8 +1,5 @@
-"""The committed JSB Chorales results (``data/results/jsb/``) as the numbers, Markdown tables
-and figures Chapter 9 and its companion page show; :func:`chapter_values` is every number and
-verdict the prose glues (percentages in percent, NLLs in nats per time step). The
-measurements on trained models are :mod:`stablernn_lib.tasks.jsb.analysis`.
-"""
+"""The committed JSB Chorales results (``data/results/jsb/``) as the numbers and Markdown
+tables of Chapter 9 and its companion page (percentages in percent, NLL in nats per step)."""
 
 from __future__ import annotations
 
@@ -15,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from stablernn_lib.core import criteria, paper_claims
+from stablernn_lib.core.tables import text_table
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.jsb.train import CONFIGS, PUBLISHED_RESULTS, RESULTS_DIR, result_file_name
 
@@ -68,8 +66,7 @@ def load_results(results_dir: str | Path | None = None, config: str = "full") ->
 
 
 def load_seed_results(config: str, results_dir: str | Path | None = None) -> SeedRuns:
-    """Every completed run of a published config by model and seed: the config's own seed
-    (:func:`result_file_name`) and every ``seed<N>/`` beside it."""
+    """Every completed run of a published config by model and seed (``seed<N>/`` beside)."""
     root, found = _root(results_dir), {}
     for cell, variant in ALL_VARIANTS:
         own = Path(result_file_name(cell, variant, config))
@@ -87,30 +84,24 @@ def seed_summary(runs: dict[int, dict[str, Any]]) -> criteria.SeedSummary:
 
 def baseline_comparison(summary: criteria.SeedSummary, baseline: float) -> str:
     """The gap to the no-memory baseline and, with enough seeds, the ``beats_baseline`` verdict."""
-    gap = f"{100 * criteria.relative_gap(summary.mean, baseline):+.1f}%"
+    gap = criteria.gap_label(summary.mean, baseline)
     if not criteria.enough_seeds("jsb", summary):
         return f"{gap} ({criteria.seeds_label(summary.n)}: no verdict)"
     beats = criteria.beats_baseline(summary, baseline)
     return f"{gap}: {'beats it' if beats else 'no better than the baseline'}"
 
 
-def _baseline_row(baseline: float, header: str) -> str:
-    """The baseline's row of the table whose first line is ``header``."""
-    columns = header.count("|") - 1
-    return f"| {BASELINE_LABEL} | {baseline:.2f} |" + " |" * (columns - 2)
+def _baseline_row(baseline: float, columns: int) -> list[str]:
+    """The baseline's row of a table of ``columns`` columns."""
+    return [BASELINE_LABEL, f"{baseline:.2f}", *[""] * (columns - 2)]
 
 
 def results_table(results: Runs, baseline: float, smoke: Runs | None = None) -> str:
-    """Markdown table: test NLL of the ``full`` runs (the input-layer ablation), their gap to
-    the no-memory ``baseline``, the smoke runs if given, and the paper's number."""
+    """Markdown table: test NLL of the ``full`` runs against the baseline and the paper."""
     columns = ["model", "ours, with input layer", "vs baseline", "epochs run", "best epoch"]
-    columns += [
-        "wall time",
-        *(["ours, smoke"] if smoke is not None else []),
-        "reported by the paper",
-    ]
-    header = "| " + " | ".join(columns) + " |"
-    lines = [header, "|" + " --- |" * len(columns)]
+    columns += ["wall time", *(["ours, smoke"] if smoke is not None else [])]
+    columns += ["reported by the paper"]
+    rows = []
     for cell, variant in ALL_VARIANTS:
         name = f"{cell}-{variant}"
         result = results.get(name)
@@ -122,26 +113,20 @@ def results_table(results: Runs, baseline: float, smoke: Runs | None = None) -> 
             wall = f"{result['wall_seconds'] / 60:.0f} min"
         else:
             ours, versus, ran, best, wall = "not yet run", "", "", "", ""
-        row = f"| {LABELS[name]} | {ours} | {versus} | {ran} | {best} | {wall} |"
+        row = [LABELS[name], ours, versus, ran, best, wall]
         if smoke is not None:
             entry = smoke.get(name)
-            row += f" {entry['test_nll']:.2f} |" if entry and "test_nll" in entry else " |"
+            row.append(f"{entry['test_nll']:.2f}" if entry and "test_nll" in entry else "")
         key = PAPER_KEYS.get((cell, variant))
-        row += f" {paper_claims.marked(key)} |" if key else " (not a row of the paper) |"
-        lines.append(row)
-    lines.append(_baseline_row(baseline, header))
-    return "\n".join(lines)
+        row.append(paper_claims.marked(key) if key else "(not a row of the paper)")
+        rows.append(row)
+    return text_table(columns, [*rows, _baseline_row(baseline, len(columns))])
 
 
 def optimizer_diagnostic_table(sgd: Runs, adam: Runs, baseline: float) -> str:
-    """Markdown table: test NLL of each ``full`` model trained by the authors' SGD schedule and
-    by the ``adam`` diagnostic, the no-memory ``baseline``, and the paper's number."""
+    """Markdown table: test NLL of each ``full`` model under SGD and the ``adam`` diagnostic."""
     clip = CONFIGS["adam"].clip
-    lines = [
-        "| model | SGD, authors' schedule (epochs) | Adam lr 1e-3, clip "
-        f"{clip:g}, diagnostic (best epoch of {CONFIGS['adam'].epochs}) | reported by the paper |",
-        "| --- | --- | --- | --- |",
-    ]
+    rows = []
     for cell, variant in TABLE_VARIANTS:
         name = f"{cell}-{variant}"
         cells = []
@@ -153,14 +138,14 @@ def optimizer_diagnostic_table(sgd: Runs, adam: Runs, baseline: float) -> str:
             else:
                 cells.append("not yet run")
         marked = paper_claims.marked(PAPER_KEYS[(cell, variant)])
-        lines.append(f"| {LABELS[name]} | {cells[0]} | {cells[1]} | {marked} |")
-    lines.append(_baseline_row(baseline, lines[0]))
-    return "\n".join(lines)
+        rows.append([LABELS[name], *cells, marked])
+    adam = f"Adam lr 1e-3, clip {clip:g}, diagnostic (best epoch of {CONFIGS['adam'].epochs})"
+    columns = f"model | SGD, authors' schedule (epochs) | {adam} | reported by the paper"
+    return text_table(columns, [*rows, _baseline_row(baseline, 4)])
 
 
 def rerun_command(config: str, cell: str, variant: str, seed: int | str | None = None) -> str:
-    """The command that trains (or resumes) one run of a published config; the config's own
-    seed takes no ``--seed``, a string ``seed`` (``"<N>"``) is written as given."""
+    """The command that trains (or resumes) one run of a published config."""
     command = f"python -m stablernn_lib train-music --model {cell} --variant {variant}"
     command += f" --config {config}"
     if seed is not None and seed != CONFIGS[config].seed:
@@ -189,8 +174,7 @@ def missing_runs(config: str, results_dir: str | Path | None = None) -> list[tup
 
 
 def run_commands(config: str, results_dir: str | Path | None = None) -> str:
-    """Markdown: the command pattern that reruns any row of a config's table, and a command
-    for each of its :func:`missing_runs`, each in a code block."""
+    """Markdown: the command pattern of any row of a config's table and each missing run's."""
     seeds = planned_seeds(config)
     pattern = rerun_command(config, "<model>", "<variant>", "<N>" if len(seeds) > 1 else None)
     variants = "unconstrained or stable"
@@ -213,8 +197,7 @@ def run_commands(config: str, results_dir: str | Path | None = None) -> str:
 
 
 def _code_block(command: str, width: int = 34) -> list[str]:
-    """A Markdown code block of one command, broken with ``\\`` before a flag that would take
-    a line past ``width`` characters (short lines on a phone)."""
+    """A Markdown code block of one command, lines broken before flags at ``width`` characters."""
     words = command.split(" --")
     lines = [words[0]]
     for flag in words[1:]:
@@ -226,34 +209,28 @@ def _code_block(command: str, width: int = 34) -> list[str]:
 
 
 def seeds_table(config: str, baseline: float, results_dir: str | Path | None = None) -> str:
-    """Markdown table of a seeded config: each model's test NLL over its seeds, its gap to the
-    ``baseline``, the stable model's gap and ``stability_cost`` verdict, and at the authors'
-    setting the paper's number."""
+    """Markdown table of a seeded config: test NLL over seeds, baseline and stability cost."""
     runs = load_seed_results(config, results_dir)
     paper, costs = config in PAPER_SETTING_CONFIGS, stability_costs(runs)
-    lines = [
-        f"| model (config `{config}`) | test NLL over seeds | vs baseline "
-        "| stable vs unconstrained | stability costs little? (criteria.json) |"
-        + (" reported by the paper |" if paper else ""),
-        "| --- | --- | --- | ---: | --- |" + (" --- |" if paper else ""),
-    ]
+    columns = [f"model (config `{config}`)", "test NLL over seeds", "vs baseline"]
+    columns += ["stable vs unconstrained", "stability costs little? (criteria.json)"]
+    columns += ["reported by the paper"] if paper else []
+    rows = []
     for cell, variant in TABLE_VARIANTS:
         name = f"{cell}-{variant}"
-        reported = f" {paper_claims.marked(PAPER_KEYS[(cell, variant)])} |" if paper else ""
+        reported = [paper_claims.marked(PAPER_KEYS[(cell, variant)])] if paper else []
         if name not in runs:
-            lines.append(f"| {LABELS[name]} | not yet run: `{rerun_command(config, cell, variant)}`"
-                         " | | | |" + reported)  # fmt: skip
+            command = f"not yet run: `{rerun_command(config, cell, variant)}`"
+            rows.append([LABELS[name], command, "", "", "", *reported])
             continue
         summary, cost = seed_summary(runs[name]), costs.get(cell)
         gap = verdict = ""
         if variant == "stable" and cost:
             gap, verdict = f"{100 * cost.relative:+.1f}%", cost.verdict
         versus = baseline_comparison(summary, baseline)
-        lines.append(
-            f"| {LABELS[name]} | {summary.describe(2)} | {versus} | {gap} | {verdict} |" + reported
-        )
-    lines.append(_baseline_row(baseline, lines[0]))
-    return "\n".join(lines)
+        rows.append([LABELS[name], summary.describe(2), versus, gap, verdict, *reported])
+    rows.append(_baseline_row(baseline, len(columns)))
+    return text_table(columns, rows, right=(3,))
 
 
 def load_reruns(config: str, results_dir: str | Path | None = None) -> dict[str, Any] | None:
@@ -262,16 +239,12 @@ def load_reruns(config: str, results_dir: str | Path | None = None) -> dict[str,
 
 
 def reruns_table(config: str, results_dir: str | Path | None = None) -> str:
-    """Markdown table of :func:`load_reruns`: the earlier run's outcome beside the committed
-    run's test NLL, the change, and the first epoch where their validation NLLs part."""
+    """Markdown table of :func:`load_reruns` beside the committed runs."""
     reruns = load_reruns(config, results_dir)
     if reruns is None:
         return f"no reruns recorded for config `{config}`"
     runs = load_seed_results(config, results_dir)
-    lines = [
-        "| model | seed | first run | run of the table | change | validation NLL parts (> 0.01) |",
-        "| --- | ---: | --- | --- | ---: | --- |",
-    ]
+    rows = []
     for entry in reruns["runs"]:
         earlier = entry["earlier"]
         before = f"{earlier['test_nll']:.3f}" if "test_nll" in earlier else earlier["outcome"]
@@ -284,17 +257,14 @@ def reruns_table(config: str, results_dir: str | Path | None = None) -> str:
             now = f"{current['test_nll']:.3f}"
             if "test_nll" in earlier:
                 change = f"{current['test_nll'] - earlier['test_nll']:+.3f}"
-        lines.append(
-            f"| {LABELS[entry['model']]} | {entry['seed']} | {before} | {now} | {change} "
-            f"| {split} |"
-        )
-    return "\n".join(lines)
+        rows.append([LABELS[entry["model"]], str(entry["seed"]), before, now, change, split])
+    columns = "model | seed | first run | run of the table | change | validation NLL parts (> 0.01)"
+    return text_table(columns, rows, right=(1, 4))
 
 
 @dataclass(frozen=True)
 class PaperComparison:
-    """One model's test NLL over its seeds against the paper's: ``difference`` = ours - paper
-    (nats per step), ``relative`` = that / paper, and the ``reproduces_paper`` verdict."""
+    """Ours against the paper's test NLL: ``difference`` = ours - paper, ``relative`` / paper."""
 
     ours: criteria.SeedSummary | None
     paper: float
@@ -336,8 +306,7 @@ def paper_comparisons(
 
 @dataclass(frozen=True)
 class StabilityCost:
-    """A stable model against its unconstrained twin over their seeds: ``relative`` =
-    (stable - unconstrained) / unconstrained, and the ``stability_cost`` verdict."""
+    """A stable model against its unconstrained twin: ``relative`` = (stable - free) / free."""
 
     free: criteria.SeedSummary
     stable: criteria.SeedSummary
@@ -361,119 +330,93 @@ def stability_costs(runs: SeedRuns) -> dict[str, StabilityCost]:
 
 def stability_cost_table(runs_by_label: dict[str, SeedRuns]) -> str:
     """Markdown table of :func:`stability_costs` for each labelled set of runs."""
-    lines = [
-        "| runs | model | unconstrained | stable | stable vs unconstrained "
-        "| stability costs little? |",
-        "| --- | --- | --- | --- | ---: | --- |",
+    rows = [
+        f"{label} | {LABELS[f'{cell}-unconstrained']} | {cost.free.describe(2)} "
+        f"| {cost.stable.describe(2)} | {100 * cost.relative:+.1f}% | {cost.verdict}"
+        for label, runs in runs_by_label.items()
+        for cell, cost in stability_costs(runs).items()
     ]
-    for label, runs in runs_by_label.items():
-        for cell, cost in stability_costs(runs).items():
-            lines.append(
-                f"| {label} | {LABELS[f'{cell}-unconstrained']} | {cost.free.describe(2)} "
-                f"| {cost.stable.describe(2)} | {100 * cost.relative:+.1f}% | {cost.verdict} |"
-            )
-    return "\n".join(lines)
+    columns = "runs | model | unconstrained | stable | stable vs unconstrained"
+    return text_table(f"{columns} | stability costs little?", rows, right=(4,))
 
 
 def main_table(baseline: float, results_dir: str | Path | None = None) -> str:
-    """Markdown table of the chapter's main result (config ``authors``): each model's test NLL
-    over its seeds, the paper's number and our difference from it, the gap to the
-    ``baseline``, and the stable model's :class:`StabilityCost`."""
+    """Markdown table of the chapter's main result (config ``authors``)."""
     compared = paper_comparisons("authors", results_dir)
     costs = stability_costs(load_seed_results("authors", results_dir))
-    lines = [
-        "| model | ours | the paper | ours − paper | vs no-memory baseline "
-        "| stable vs unconstrained |",
-        "| --- | --- | --- | ---: | --- | --- |",
-    ]
+    rows = []
     for cell, variant in TABLE_VARIANTS:
         name = f"{cell}-{variant}"
         marked = paper_claims.marked(PAPER_KEYS[(cell, variant)])
         found = compared[name]
         if found.ours is None:
-            lines.append(f"| {LABELS[name]} | not yet run | {marked} | | | |")
+            rows.append([LABELS[name], "not yet run", marked, "", "", ""])
             continue
         cost = costs.get(cell) if variant == "stable" else None
         versus = f"{100 * cost.relative:+.1f}%: {cost.verdict}" if cost else ""
         difference = f"{found.difference:+.2f} ({100 * found.relative:+.1f}%)"
         if cell in NOT_THE_AUTHORS_MODEL:
             difference += ", another model"
-        lines.append(
-            f"| {LABELS[name]} | {found.ours.mean:.2f} ± {found.ours.sd:.2f} | {marked} "
-            f"| {difference} | {baseline_comparison(found.ours, baseline)} | {versus} |"
+        rows.append(
+            f"{LABELS[name]} | {found.ours.mean:.2f} ± {found.ours.sd:.2f} | {marked} "
+            f"| {difference} | {baseline_comparison(found.ours, baseline)} | {versus}"
         )
-    lines.append(_baseline_row(baseline, lines[0]))
-    return "\n".join(lines)
+    columns = "model | ours | the paper | ours − paper | vs no-memory baseline"
+    rows.append(_baseline_row(baseline, 6))
+    return text_table(f"{columns} | stable vs unconstrained", rows, right=(3,))
 
 
 def training_extent_table(runs: SeedRuns) -> str:
     """Markdown table: each model and seed's best validation epoch, epochs run and final lr."""
-    lines = [
-        "| model | seed | best epoch | epochs run | final lr |",
-        "| --- | ---: | ---: | ---: | ---: |",
+    rows = [
+        f"{LABELS[name]} | {seed} | {run['best_epoch']} | {len(run['epochs'])} "
+        f"| {run['epochs'][-1]['lr']:.0e}"
+        for name, each in runs.items()
+        for seed, run in sorted(each.items())
     ]
-    for name, each in runs.items():
-        for seed, run in sorted(each.items()):
-            lines.append(
-                f"| {LABELS[name]} | {seed} | {run['best_epoch']} | {len(run['epochs'])} "
-                f"| {run['epochs'][-1]['lr']:.0e} |"
-            )
-    return "\n".join(lines)
+    return text_table("model | seed | best epoch | epochs run | final lr", rows, right=(1, 2, 3, 4))
 
 
 def early_stop_table(results: Runs) -> str:
-    """Markdown table: each run's epochs, and for a run ended by ``--stop-below-lr`` its lr
-    then and the bound on how far the skipped epochs could have moved its weights."""
-    lines = [
-        "| model | epochs run | stopped early at lr "
-        "| skipped epochs could move the weights by at most |",
-        "| --- | --- | --- | --- |",
-    ]
+    """Markdown table: each run's epochs and, if stopped early, its lr and weight bound."""
+    rows = []
     for name, result in results.items():
         early = result.get("stopped_early") or {}
         ran = f"{len(result['epochs'])} of {result['config']['epochs']}"
         lr = f"{early['lr']:.0e}" if early else "(ran every epoch)"
         bound = f"{early['max_weight_change']:.3f} in norm" if early else ""
-        lines.append(f"| {LABELS[name]} | {ran} | {lr} | {bound} |")
-    return "\n".join(lines)
+        rows.append([LABELS[name], ran, lr, bound])
+    columns = "model | epochs run | stopped early at lr"
+    return text_table(f"{columns} | skipped epochs could move the weights by at most", rows)
 
 
 def input_layer_table(results: Runs, reference: SeedRuns) -> str:
-    """Markdown table: the ``single_seed_ablation`` rule on each one-seed ``full`` run against
-    the same model without the input layer over its seeds (``reference``, ``authors``)."""
+    """Markdown table: the ``single_seed_ablation`` rule on each one-seed ``full`` run."""
     k = criteria.criterion("single_seed_ablation")["sd_multiple"]
-    lines = [
-        "| model | with input layer (one seed) | without (config `authors`) | effect "
-        f"| {k:g} sd | read on one seed? |",
-        "| --- | ---: | --- | ---: | ---: | --- |",
-    ]
+    rows = []
     for cell, variant in TABLE_VARIANTS:
         name = f"{cell}-{variant}"
         if name not in results or name not in reference or "test_nll" not in results[name]:
             continue
         row, summary = results[name]["test_nll"], seed_summary(reference[name])
         readable = "yes" if criteria.single_seed_readable(row, summary) else "no: needs seeds"
-        lines.append(
-            f"| {LABELS[name]} | {row:.2f} | {summary.mean:.2f} ± {summary.sd:.2f} "
-            f"| {row - summary.mean:+.2f} | {k * summary.sd:.2f} | {readable} |"
+        rows.append(
+            f"{LABELS[name]} | {row:.2f} | {summary.mean:.2f} ± {summary.sd:.2f} "
+            f"| {row - summary.mean:+.2f} | {k * summary.sd:.2f} | {readable}"
         )
-    return "\n".join(lines)
+    columns = "model | with input layer (one seed) | without (config `authors`) | effect"
+    return text_table(f"{columns} | {k:g} sd | read on one seed?", rows, right=(1, 3, 4))
 
 
 def context_used(curve: dict[str, Any], tolerance: float | None = None) -> int | None:
-    """The smallest ``k`` whose NLL is within ``tolerance`` (default: the ``truncation``
-    rule's) of the recurrent one, relative."""
+    """The smallest ``k`` whose NLL is within ``tolerance`` of the recurrent one."""
     if tolerance is None:
         tolerance = criteria.criterion("truncation")["relative_tolerance"]
-    for k, loss in zip(curve["k"], curve["loss"], strict=True):
-        if loss <= curve["recurrent_loss"] * (1 + tolerance):
-            return k
-    return None
+    return criteria.smallest_context(curve["k"], curve["loss"], curve["recurrent_loss"], tolerance)
 
 
 def truncation_verdict(k: int | None, measured_up_to: int, exact_from: int | None) -> str:
-    """The ``truncation`` verdict on a smallest context ``k`` (None: none) of a curve measured
-    up to ``measured_up_to``; from ``exact_from`` on a context covers every scored frame."""
+    """The ``truncation`` verdict on a smallest context ``k`` (None: none)."""
     max_k = criteria.criterion("truncation")["max_k"]
     if k is not None and exact_from is not None and k >= exact_from:
         return f"no verdict (from k = {exact_from} the context covers every scored frame)"
@@ -507,8 +450,7 @@ def jacobian_stats(entry: dict[str, Any]) -> JacobianStats | None:
 
 
 def gradient_ratio(entry: dict[str, Any], distance: int | None = None) -> float | None:
-    """Mean gradient norm at ``distance`` (default: the ``gradient_vanishes`` rule's) over
-    the one at 0, from one model's analysis entry (None when not measured)."""
+    """Mean gradient norm at ``distance`` over the one at 0 (None when not measured)."""
     if "figure2" not in entry:
         return None
     distance = criteria.criterion("gradient_vanishes")["distance"] if distance is None else distance
@@ -519,8 +461,7 @@ def gradient_ratio(entry: dict[str, Any], distance: int | None = None) -> float 
 
 
 def memory_reading(name: str, results: Runs, baseline: float) -> str:
-    """Whether a model beats the no-memory baseline (``beats_baseline``), indicative on too
-    few seeds; "" without a run."""
+    """Whether a model beats the no-memory baseline; "" without a run."""
     run = results.get(name)
     if run is None or "test_nll" not in run:
         return ""
@@ -552,11 +493,9 @@ def measured(
     baseline: float | None = None,
     curve_key: str = "truncated_eval",
 ) -> dict[str, Measured]:
-    """:class:`Measured` of every model of ``analysis`` (a context of ``frames - 1`` on
-    ``truncated_eval`` sees every scored frame: no verdict there)."""
+    """:class:`Measured` of every model of ``analysis``."""
     frames = analysis.get("config", {}).get("frames")
     exact_from = frames - 1 if curve_key == "truncated_eval" and frames else None
-    ratio_needed = criteria.criterion("gradient_vanishes")["ratio"]
     found = {}
     for name in LABELS:
         entry = analysis.get(name)
@@ -566,7 +505,7 @@ def measured(
         k = context_used(curve) if curve else None
         nlls = (curve["recurrent_loss"], curve["loss"][0]) if curve else (None, None)
         verdict = truncation_verdict(k, curve["k"][-1], exact_from) if curve else ""
-        vanishes = "" if ratio is None else "supported" if ratio < ratio_needed else "not supported"
+        vanishes = "" if ratio is None else criteria.vanishes_verdict(ratio)
         memory = memory_reading(name, results, baseline) if results and baseline else ""
         found[name] = Measured(*nlls, k, verdict, ratio, vanishes, jacobian_stats(entry), memory)
     return found
@@ -581,30 +520,24 @@ def measurements_table(
     """Markdown table of :func:`measured`, one row per model."""
     distance = criteria.criterion("gradient_vanishes")["distance"]
     reading = results is not None and baseline is not None
-    lines = [
-        "| model | recurrent NLL | NLL at k = 1 | smallest k within 1%: short context? "
-        f"| gradient at {distance} / at 0: vanishes? | Jacobian norms: min–max (median); "
-        "below 1 |" + (" vs no-memory baseline |" if reading else ""),
-        "| --- | ---: | ---: | --- | --- | --- |" + (" --- |" if reading else ""),
-    ]
+    columns = ["model", "recurrent NLL", "NLL at k = 1", "smallest k within 1%: short context?"]
+    columns += [f"gradient at {distance} / at 0: vanishes?"]
+    columns += ["Jacobian norms: min–max (median); below 1"]
+    columns += ["vs no-memory baseline"] if reading else []
+    rows = []
     for name, m in measured(analysis, results, baseline, curve_key).items():
         nll = f"{m.recurrent_nll:.2f}" if m.recurrent_nll is not None else ""
         first = f"{m.first_nll:.2f}" if m.first_nll is not None else ""
         k = m.context if m.context is not None else "none"
         short = f"{k}: {m.truncation}" if m.truncation else ""
-        ratio = (
-            f"{100 * m.gradient_ratio:.2g}%: {m.vanishes}" if m.gradient_ratio is not None else ""
-        )
-        jac = m.jacobians
-        norms = (
-            f"{jac.smallest:.3f}–{jac.largest:.3f} ({jac.median:.3f}); "
-            f"{100 * jac.below_one:.0f}% of {jac.count}"
-            if jac
-            else "(no state map)"
-        )
-        row = f"| {LABELS[name]} | {nll} | {first} | {short} | {ratio} | {norms} |"
-        lines.append(row + (f" {m.memory} |" if reading else ""))
-    return "\n".join(lines)
+        ratio = f"{100 * m.gradient_ratio:.2g}%: {m.vanishes}" if m.vanishes else ""
+        norms = "(no state map)"
+        if jac := m.jacobians:
+            norms = f"{jac.smallest:.3f}–{jac.largest:.3f} ({jac.median:.3f}); "
+            norms += f"{100 * jac.below_one:.0f}% of {jac.count}"
+        memory = [m.memory] if reading else []
+        rows.append([LABELS[name], nll, first, short, ratio, norms, *memory])
+    return text_table(columns, rows, right=(1, 2))
 
 
 def piano_roll_contexts(entry: dict[str, Any]) -> list[int]:
@@ -619,13 +552,8 @@ PREFIX = {"authors": "sgd", "adam-tcn": "tcn", "full": "full"}  # of a config's 
 GAP_CONTEXTS = (1, 4, 8, 16, 32)
 
 
-def _percent(value: float, reference: float) -> float:
-    return 100 * criteria.relative_gap(value, reference)
-
-
 def seeded_values(config: str, baseline: float, results_dir: str | Path | None = None) -> dict:
-    """``<prefix>_<model>_mean|sd|n|vs_base|best_first|best_last`` of every model of a seeded
-    config and ``<prefix>_<cell>_stable_below|cost_verdict`` of each pair (:data:`PREFIX`)."""
+    """Each model's seed statistics and each pair's stability cost of a seeded config."""
     prefix = PREFIX[config]
     runs = load_seed_results(config, results_dir)
     values: dict[str, Value] = {}
@@ -633,7 +561,7 @@ def seeded_values(config: str, baseline: float, results_dir: str | Path | None =
         summary = seed_summary(each)
         key = f"{prefix}_{SHORT[name]}"
         values |= {f"{key}_mean": summary.mean, f"{key}_sd": summary.sd, f"{key}_n": summary.n,
-                   f"{key}_vs_base": -_percent(summary.mean, baseline)}  # fmt: skip
+                   f"{key}_vs_base": -criteria.percent_gap(summary.mean, baseline)}  # fmt: skip
         best = sorted(run["best_epoch"] for run in each.values())
         values |= {f"{key}_best_first": best[0], f"{key}_best_last": best[-1]}
     for cell, cost in stability_costs(runs).items():
@@ -643,9 +571,7 @@ def seeded_values(config: str, baseline: float, results_dir: str | Path | None =
 
 
 def paper_values(results_dir: str | Path | None = None) -> dict[str, Value]:
-    """``paper_<model>_diff|verdict`` at the authors' setting, and ``tcn_<model>_below_paper``:
-    how far the ``adam-tcn`` mean lies below the paper's number, in percent (the least and
-    the most as ``tcn_below_paper_least|most``)."""
+    """Each model against the paper at the authors' setting, and ``adam-tcn`` below it."""
     values: dict[str, Value] = {}
     tcn = load_seed_results("adam-tcn", results_dir)
     for name, found in paper_comparisons("authors", results_dir).items():
@@ -653,7 +579,7 @@ def paper_values(results_dir: str | Path | None = None) -> dict[str, Value]:
             values[f"paper_{SHORT[name]}_diff"] = 100 * found.relative
         values[f"paper_{SHORT[name]}_verdict"] = found.verdict
         if name in tcn:
-            below = -_percent(seed_summary(tcn[name]).mean, found.paper)
+            below = -criteria.percent_gap(seed_summary(tcn[name]).mean, found.paper)
             values[f"tcn_{SHORT[name]}_below_paper"] = below
     below = [v for k, v in values.items() if k.endswith("_below_paper")]
     if below:
@@ -662,8 +588,7 @@ def paper_values(results_dir: str | Path | None = None) -> dict[str, Value]:
 
 
 def extent_values(results_dir: str | Path | None = None) -> dict[str, Value]:
-    """The ``authors`` unconstrained LSTM seeds whose best epoch came before 400: how many, the
-    first and last such epoch, and their largest final learning rate."""
+    """The ``authors`` unconstrained LSTM seeds whose best epoch came before 400."""
     runs = load_seed_results("authors", results_dir)
     early = sorted(
         (run["best_epoch"], run["epochs"][-1]["lr"])
@@ -681,10 +606,8 @@ def extent_values(results_dir: str | Path | None = None) -> dict[str, Value]:
 def measured_values(
     config: str, results_dir: str | Path | None = None, curve_key: str = "truncated_eval"
 ) -> dict[str, Value]:
-    """``m_<prefix>_<model>_k|short|grad|vanishes|jac_min|jac_median|jac_max|jac_below`` of a
-    config's seed-1111 models (``grad``, ``jac_below`` in percent); on
-    ``truncated_eval_after`` also ``..._gap<k>`` = NLL(k) - NLL(recurrent) at
-    :data:`GAP_CONTEXTS` and ``..._tolerance``, the ``truncation`` tolerance in nats."""
+    """The measurements of a config's models; on ``truncated_eval_after`` also the NLL gaps
+    at :data:`GAP_CONTEXTS` and the ``truncation`` tolerance in nats."""
     analysis = load_full_analysis(results_dir, config)
     if analysis is None:
         return {}
@@ -700,10 +623,8 @@ def measured_values(
             values[f"{key}_vanishes"] = found.vanishes
         if jac := found.jacobians:
             values[f"{key}_jac_min"], values[f"{key}_jac_max"] = jac.smallest, jac.largest
-            values[f"{key}_jac_median"], values[f"{key}_jac_below"] = (
-                jac.median,
-                100 * jac.below_one,
-            )
+            values[f"{key}_jac_median"] = jac.median
+            values[f"{key}_jac_below"] = 100 * jac.below_one
         curve = analysis[name].get(curve_key)
         if curve_key == "truncated_eval_after" and curve:
             losses = dict(zip(curve["k"], curve["loss"], strict=True))
@@ -715,8 +636,7 @@ def measured_values(
 
 
 def chapter_values(baseline: float, results_dir: str | Path | None = None) -> dict[str, Value]:
-    """Every number and verdict word the prose of Chapter 9 and its companion page quotes
-    (``baseline``: the no-memory model's test NLL, which the notebook computes from the data)."""
+    """Every number and verdict the prose of Chapter 9 and its companion page quotes."""
     values: dict[str, Value] = {
         "seeds_needed": criteria.load_criteria()["seeds"]["jsb"],
         "seeds_needed_wikitext2": criteria.load_criteria()["seeds"]["wikitext2"],
@@ -736,8 +656,8 @@ def chapter_values(baseline: float, results_dir: str | Path | None = None) -> di
     full = load_results(results_dir)
     for name, run in full.items():
         values[f"full_{SHORT[name]}_nll"] = run["test_nll"]
-        values[f"full_{SHORT[name]}_vs_base"] = -_percent(run["test_nll"], baseline)
-        values[f"full_{SHORT[name]}_above_base"] = _percent(run["test_nll"], baseline)
+        values[f"full_{SHORT[name]}_vs_base"] = -criteria.percent_gap(run["test_nll"], baseline)
+        values[f"full_{SHORT[name]}_above_base"] = criteria.percent_gap(run["test_nll"], baseline)
     adam = load_results(results_dir, config="adam")
     for name, run in adam.items():
         values[f"adam_{SHORT[name]}_nll"] = run["test_nll"]

@@ -1,8 +1,5 @@
-"""The committed WikiText-2 results (``data/results/wikitext2/``) as the numbers, Markdown
-tables and figures Chapter 8 and its evidence page show; :func:`chapter8_numbers` is every
-number the prose glues (percentages in percent). The measurements on trained models are
-:mod:`stablernn_lib.tasks.wikitext2.analysis`.
-"""
+"""The committed WikiText-2 results (``data/results/wikitext2/``) as the numbers and Markdown
+tables of Chapter 8 and its evidence page (percentages in percent)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,9 @@ from typing import Any
 import torch
 
 from stablernn_lib.core import criteria, paper_claims
+from stablernn_lib.core.criteria import percent_gap
 from stablernn_lib.core.io import readable_device
+from stablernn_lib.core.tables import text_table
 from stablernn_lib.tasks import training
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, RESULTS_DIR, results_folder
@@ -41,22 +40,12 @@ def model_label(name: str) -> str:
     return f"{MODEL_LABELS[cell]}, {kind}"
 
 
-def _table(header: str, align: str, rows: list[str]) -> str:
-    return "\n".join([header, align, *rows])
-
-
-def _gap(value: float, reference: float) -> float:
-    """The relative gap in percent."""
-    return 100 * criteria.relative_gap(value, reference)
-
-
 def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf8"))
 
 
 def load_full_results(results_dir: str | Path | None = None) -> dict[str, Any]:
-    """Every ``*.json`` of a results folder (default ``RESULTS_DIR``) by file stem: the runs
-    ``"<cell>-<variant>"``, ``"analysis"``, ``"benchmark-<kind>"``, ..."""
+    """Every ``*.json`` of a results folder (default ``RESULTS_DIR``) by file stem."""
     folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
     return {path.stem: _read_json(path) for path in sorted(folder.glob("*.json"))}
 
@@ -98,8 +87,7 @@ def unfinished_epochs(config: str, variant: str) -> list[dict[str, Any]]:
 
 
 def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, Run]:
-    """The full scale's unfinished runs of ``plan.json`` with a metrics file, by variant:
-    ``job``, ``config``, ``epochs`` and ``provenance``."""
+    """The full scale's unfinished runs of ``plan.json`` (job, config, epochs, provenance)."""
     folder = Path(folder)
     if not (folder / "plan.json").exists():
         return {}
@@ -122,8 +110,7 @@ def load_partial_runs(folder: str | Path = PARTIAL_DIR) -> dict[str, Run]:
 
 
 def load_converged() -> dict[str, Run]:
-    """The ``cpu-converged`` runs of its own seed by variant (an unfinished one: its epochs,
-    config and ``"unfinished": True``)."""
+    """The ``cpu-converged`` runs of its own seed by variant, unfinished ones included."""
     seed = CONFIGS[CONVERGED].seed
     runs = {
         name: by_seed[seed]
@@ -133,11 +120,8 @@ def load_converged() -> dict[str, Run]:
     for name in PAIR:
         epochs = unfinished_epochs(CONVERGED, name)
         if name not in runs and epochs:
-            runs[name] = {
-                "epochs": epochs,
-                "config": asdict(CONFIGS[CONVERGED]),
-                "unfinished": True,
-            }
+            config = asdict(CONFIGS[CONVERGED])
+            runs[name] = {"epochs": epochs, "config": config, "unfinished": True}
     return runs
 
 
@@ -148,9 +132,7 @@ def seed_summary(runs: dict[int, Run]) -> criteria.SeedSummary:
 
 def smallest_k_within(curve: dict[str, Any], tolerance: float = 0.01) -> int | None:
     """The smallest measured ``k`` whose perplexity is within ``tolerance`` of the recurrent one."""
-    target = curve["recurrent_ppl"] * (1 + tolerance)
-    close = [k for k, ppl in zip(curve["k"], curve["ppl"], strict=True) if ppl <= target]
-    return close[0] if close else None
+    return criteria.smallest_context(curve["k"], curve["ppl"], curve["recurrent_ppl"], tolerance)
 
 
 def worst_jacobians(config: str, variant: str = "lstm-stable") -> list[float] | None:
@@ -167,9 +149,8 @@ def learning_rate_cuts(run: Run) -> int:
 
 
 def equal_epoch_gaps(runs: dict[str, Run]) -> dict[str, dict[str, dict[str, float]]]:
-    """Per cell with both runs, the validation perplexities at ``"last"``, the last epoch both
-    reached, and ``"uncut"``, the last before either rate was cut: ``epoch``, each model's
-    perplexity and rate, and ``gap`` = (stable - unconstrained) / unconstrained."""
+    """Per cell, both models' validation perplexity and rate at the last epoch both reached
+    (``"last"``) and the last before a rate cut (``"uncut"``); gap = (stable - free) / free."""
     gaps: dict[str, dict[str, dict[str, float]]] = {}
     for cell in MODEL_LABELS:
         free, stable = (runs.get(variant_name(cell, s)) for s in (False, True))
@@ -197,9 +178,8 @@ def equal_epoch_gaps(runs: dict[str, Run]) -> dict[str, dict[str, dict[str, floa
 def time_budget(
     runs: dict[str, Any], benchmark: dict[str, Any], idle_analysis: dict[str, Any]
 ) -> dict[str, tuple[float, float]]:
-    """Seconds of each part of a scale's budget, ``{part: (as committed, idle)}``, parts
-    ``"training <variant>"``, ``"every analysis"``, ``"total"``. A run on the idle machine is
-    estimated from the benchmark's epoch time and evaluation speed."""
+    """Seconds of each part of a scale's budget, ``{part: (as committed, idle)}``; idle runs
+    are estimated from the benchmark's epoch time and evaluation speed."""
     evaluated = benchmark["epochs"] * WIKITEXT2_TOKENS["valid"] + WIKITEXT2_TOKENS["test"]
     parts: dict[str, tuple[float, float]] = {}
     for name, (cell, stable) in VARIANTS_BY_NAME.items():
@@ -219,17 +199,13 @@ def time_budget(
 def runs_summary(results: dict[str, Any]) -> str:
     """Markdown table: device, commit, epochs and wall time of each run."""
     rows = [
-        f"| {name} | {readable_device(run['provenance']['device'])} | "
+        f"{name} | {readable_device(run['provenance']['device'])} | "
         f"{run['provenance']['git_commit'][:12]} | {len(run['epochs'])} | "
-        f"{run['wall_seconds'] / 60:.1f} min |"
+        f"{run['wall_seconds'] / 60:.1f} min"
         for name in VARIANTS_BY_NAME
         if (run := results.get(name))
     ]
-    return _table(
-        "| run | device | git commit | epochs | wall time |",
-        "| --- | --- | --- | ---: | ---: |",
-        rows,
-    )
+    return text_table("run | device | git commit | epochs | wall time", rows, right=(3, 4))
 
 
 def epochs_table(results: dict[str, Run], run_label: str = "run") -> str:
@@ -239,14 +215,9 @@ def epochs_table(results: dict[str, Run], run_label: str = "run") -> str:
         epochs = ", ".join(f"{e['val_ppl']:.0f}" for e in run["epochs"])
         seconds = run["wall_seconds"]
         wall = f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds:.0f} s"
-        rows.append(
-            f"| {name} | {run['vocab_size']:,} | {epochs} | {run['test_ppl']:.1f} | {wall} |"
-        )
-    return _table(
-        f"| {run_label} | vocabulary | val ppl per epoch | test ppl | wall time |",
-        "| --- | ---: | --- | ---: | ---: |",
-        rows,
-    )
+        rows.append(f"{name} | {run['vocab_size']:,} | {epochs} | {run['test_ppl']:.1f} | {wall}")
+    columns = f"{run_label} | vocabulary | val ppl per epoch | test ppl | wall time"
+    return text_table(columns, rows, right=(1, 3, 4))
 
 
 def time_budget_table(
@@ -257,15 +228,12 @@ def time_budget_table(
     for part, (measured, idle) in time_budget(runs, benchmark, idle_analysis).items():
         kind = "measured" if part == "every analysis" else "estimated"
         if part == "total":
-            rows.append(f"| **total** | **{measured / 60:.0f}** | **{idle / 60:.0f}** |")
+            rows.append(f"**total** | **{measured / 60:.0f}** | **{idle / 60:.0f}**")
         else:
-            rows.append(f"| {part} | {measured / 60:.0f} | {idle / 60:.0f} ({kind}) |")
+            rows.append(f"{part} | {measured / 60:.0f} | {idle / 60:.0f} ({kind})")
     device = readable_device(benchmark["provenance"]["device"])
-    return _table(
-        f"| part | minutes, as committed (measured) | minutes, idle machine ({device}) |",
-        "| --- | ---: | ---: |",
-        rows,
-    )
+    columns = f"part | minutes, as committed (measured) | minutes, idle machine ({device})"
+    return text_table(columns, rows, right=(1, 2))
 
 
 def table_by_scale(scales: dict[str, dict[str, Any]]) -> str:
@@ -278,12 +246,9 @@ def table_by_scale(scales: dict[str, dict[str, Any]]) -> str:
         ]
         paper = paper_claims.marked(PAPER_TEST_PPL_KEYS[name])
         variant = "stable" if stable else "unconstrained"
-        rows.append(f"| {MODEL_LABELS[cell]} | {variant} | {paper} | " + " | ".join(ours) + " |")
-    return _table(
-        "| model | variant | reported by the paper | " + " | ".join(scales) + " |",
-        "| --- | --- | ---: |" + " ---: |" * len(scales),
-        rows,
-    )
+        rows.append([MODEL_LABELS[cell], variant, paper, *ours])
+    columns = ["model", "variant", "reported by the paper", *scales]
+    return text_table(columns, rows, right=range(2, len(columns)))
 
 
 def rerun_command(config: str, cell: str, stable: bool, seed: int | None = None) -> str:
@@ -309,28 +274,23 @@ def seeds_commands(config: str = "cpu") -> str:
 
 
 def seeds_table(config: str = "cpu") -> str:
-    """Markdown table: each variant's test perplexity over seeds, and the stable model's gap
-    with the ``stability_cost`` verdict."""
+    """Markdown table: test perplexity over seeds, the stable gap and its verdict."""
     runs = load_seed_results(config)
     rows = []
     for name in VARIANTS_BY_NAME:
         found = runs.get(name, {})
         if not found:
-            rows.append(f"| {model_label(name)} | not run yet | | |")
+            rows.append([model_label(name), "not run yet", "", ""])
             continue
         summary, gap, verdict = seed_summary(found), "", ""
         free = runs.get(name.replace("stable", "unconstrained"), {})
         if name.endswith("-stable") and free:
             reference = seed_summary(free)
-            gap = f"{_gap(summary.mean, reference.mean):+.1f}%"
+            gap = criteria.gap_label(summary.mean, reference.mean)
             verdict = criteria.stability_cost_verdict("wikitext2", reference, summary)
-        rows.append(f"| {model_label(name)} | {summary.describe(each=False)} | {gap} | {verdict} |")
-    return _table(
-        f"| model ({config} scale) | test perplexity over seeds | stable vs "
-        "unconstrained | verdict (criteria.json) |",
-        "| --- | --- | ---: | --- |",
-        rows,
-    )
+        rows.append([model_label(name), summary.describe(each=False), gap, verdict])
+    columns = f"model ({config} scale) | test perplexity over seeds | stable vs unconstrained"
+    return text_table(f"{columns} | verdict (criteria.json)", rows, right=(2,))
 
 
 def schedule_table(config: str = "cpu") -> str:
@@ -341,20 +301,13 @@ def schedule_table(config: str = "cpu") -> str:
         found = runs.get(name, {})
         for seed in sorted(found, key=lambda seed: (seed != own, seed)):
             rates = ", ".join(f"{epoch['lr']:g}" for epoch in found[seed]["epochs"])
-            rows.append(
-                f"| {model_label(name)} | {seed} | {found[seed]['test_ppl']:.1f} | {rates} |"
-            )
-    return _table(
-        f"| model ({config} scale) | seed | test perplexity | learning rate, epoch by epoch |",
-        "| --- | ---: | ---: | --- |",
-        rows,
-    )
+            rows.append(f"{model_label(name)} | {seed} | {found[seed]['test_ppl']:.1f} | {rates}")
+    columns = f"model ({config} scale) | seed | test perplexity | learning rate, epoch by epoch"
+    return text_table(columns, rows, right=(1, 2))
 
 
 def converged_table() -> str:
-    """Markdown table of the LSTM pair of seed 1111 after 6 epochs and until the decay is used
-    up: test perplexity, gap, the smallest context within 1% of the recurrent perplexity and
-    the median state-Jacobian norm of each layer."""
+    """Markdown table of the LSTM pair after 6 epochs and until the decay is used up."""
     lines = []
     for config in (SHORT, CONVERGED):
         results = load_full_results(results_folder(config))
@@ -370,9 +323,9 @@ def converged_table() -> str:
                 when = f"until the decay is used up{ran}"
             label, run = f"{name.split('-')[1]}, {when}", results.get(name)
             if not run:
-                lines.append(f"| {label} | no result yet | | | |")
+                lines.append([label, "no result yet", "", "", ""])
                 continue
-            gap = f"{_gap(run['test_ppl'], free):+.1f}%" if free and name == PAIR[1] else "—"
+            gap = criteria.gap_label(run["test_ppl"], free) if free and name == PAIR[1] else "—"
             entry = results.get("analysis", {}).get(name, {})
             curve, reach = entry.get("truncated_eval"), "not measured"
             if curve is not None:
@@ -382,18 +335,14 @@ def converged_table() -> str:
                 f"{torch.tensor(norms).median():.2f}" for norms in entry.get("jacobian_norms", [])
             )
             medians = medians or "not measured"
-            lines.append(f"| {label} | {run['test_ppl']:.1f} | {gap} | {reach} | {medians} |")
-    return _table(
-        f"| LSTM, cpu scale, seed {CONFIGS[CONVERGED].seed} | test ppl | vs unconstrained "
-        "| smallest k within 1% | median Jacobian norm, layer 1 / 2 |",
-        "| --- | ---: | ---: | ---: | ---: |",
-        lines,
-    )
+            lines.append(f"{label} | {run['test_ppl']:.1f} | {gap} | {reach} | {medians}")
+    columns = f"LSTM, cpu scale, seed {CONFIGS[CONVERGED].seed} | test ppl | vs unconstrained"
+    columns += " | smallest k within 1% | median Jacobian norm, layer 1 / 2"
+    return text_table(columns, lines, right=(1, 2, 3, 4))
 
 
 def partial_runs_table(runs: dict[str, Run]) -> str:
-    """Markdown table: per unfinished run, its config, epochs reached and its best validation
-    perplexity (with the epoch that reached it)."""
+    """Markdown table: each unfinished run's config, epochs and best validation perplexity."""
     rows = []
     for name in VARIANTS_BY_NAME:
         if (run := runs.get(name)) is None:
@@ -401,23 +350,16 @@ def partial_runs_table(runs: dict[str, Run]) -> str:
         config, epochs = run["config"], run["epochs"]
         at, best = min(enumerate(epochs, 1), key=lambda item: item[1]["val_ppl"])
         rows.append(
-            f"| {model_label(name)} | `{config['name']}` "
-            f"(lr {config['lr']:g}) | {len(epochs)} of {config['epochs']} | "
-            f"{best['val_ppl']:.1f} ({at}) |"
+            f"{model_label(name)} | `{config['name']}` (lr {config['lr']:g}) | "
+            f"{len(epochs)} of {config['epochs']} | {best['val_ppl']:.1f} ({at})"
         )
-    return _table(
-        "| model (full scale, unfinished) | config | epochs run | best validation "
-        "perplexity (epoch) |",
-        "| --- | --- | ---: | ---: |",
-        rows,
-    )
+    columns = "model (full scale, unfinished) | config | epochs run"
+    return text_table(f"{columns} | best validation perplexity (epoch)", rows, right=(2, 3))
 
 
 @dataclass(frozen=True)
 class ClaimReading:
-    """One scale's ``value`` of one claim for one cell and its rule's verdict: the stable gap in
-    percent (``stability_cost``), the smallest context within the tolerance (``truncation``)
-    or the gradient ratio (``gradient_vanishes``); one trained model is ``indicative``."""
+    """One claim's measured ``value`` for one cell on one scale and its rule's verdict."""
 
     cell: str
     claim: str
@@ -430,8 +372,7 @@ class ClaimReading:
 def claim_readings(
     results: dict[str, Any], seed_runs: SeedRuns | None = None
 ) -> list[ClaimReading]:
-    """Each claim of the paper per cell on one scale (``results``: :func:`load_full_results`;
-    ``seed_runs``: its :func:`load_seed_results`, default the runs in ``results``)."""
+    """Each claim of the paper per cell on one scale (seed runs default to ``results``')."""
     if seed_runs is None:
         seed_runs = {
             name: {int(run.get("seed", 0)): run}
@@ -450,9 +391,8 @@ def claim_readings(
             a, b = seed_summary(free), seed_summary(stable)
             verdict = criteria.stability_cost_verdict("wikitext2", a, b)
             seeds = tuple(sorted(set(a.seeds) & set(b.seeds)))
-            reading = ClaimReading(
-                cell, "stability_cost", _gap(b.mean, a.mean), seeds, verdict, False
-            )
+            gap = percent_gap(b.mean, a.mean)
+            reading = ClaimReading(cell, "stability_cost", gap, seeds, verdict, False)
         readings.append(reading)
         entry = analysis.get(variant_name(cell, False), {})
         reading = ClaimReading(cell, "truncation", None, (), "not yet run", True)
@@ -466,7 +406,7 @@ def claim_readings(
         reading = ClaimReading(cell, "gradient_vanishes", None, (), "not yet run", True)
         if profile and len(profile["mean_norm"]) > vanishes["distance"]:
             ratio = profile["mean_norm"][vanishes["distance"]] / profile["mean_norm"][0]
-            verdict = "supported" if ratio < vanishes["ratio"] else "not supported"
+            verdict = criteria.vanishes_verdict(ratio)
             reading = ClaimReading(cell, "gradient_vanishes", ratio, measured, verdict, True)
         readings.append(reading)
     return readings
@@ -497,15 +437,9 @@ def claims_table(readings: list[ClaimReading], scale: str) -> str:
             }[r.claim]
         verdict = r.verdict + (" (one trained model: indicative)" if r.indicative and ran else "")
         seeds = ", ".join(map(str, r.seeds))
-        rows.append(
-            f"| {MODEL_LABELS[r.cell]} | {claim} | {measure} | {value} | {seeds} | {verdict} |"
-        )
-    return _table(
-        f"| model | the paper's claim | what we measure ({scale}) | value | seeds "
-        "| verdict (criteria.json) |",
-        "| --- | --- | --- | ---: | --- | --- |",
-        rows,
-    )
+        rows.append([MODEL_LABELS[r.cell], claim, measure, value, seeds, verdict])
+    columns = f"model | the paper's claim | what we measure ({scale}) | value | seeds"
+    return text_table(f"{columns} | verdict (criteria.json)", rows, right=(3,))
 
 
 # The LSTM ablation: label, config, stable, the layers certified contractive, and the config of
@@ -517,30 +451,15 @@ ABLATION_ROWS: tuple[tuple[str, str, bool, str, str], ...] = (
     ("authors' rescaling, first layer only", "cpu-authors-first", True, "none", "cpu"),
     ("authors' rescaling, every layer", "cpu-authors-all", True, "none", "cpu"),
     ("course constraint, forget cap lifted", "cpu-free-forget", True, "none", "cpu"),
-    (
-        "course constraint, forget cap lifted above layer 1",
-        "cpu-free-forget-upper",
-        True,
-        "layer 1 only",
-        "cpu",
-    ),
+    ("course constraint, forget cap lifted above layer 1", "cpu-free-forget-upper", True,
+     "layer 1 only", "cpu"),
     ("unconstrained, lr 20", "cpu-lr20", False, "none (no constraint)", "cpu-lr20"),
     ("course constraint, every layer, lr 20", "cpu-lr20", True, "every layer", "cpu-lr20"),
-    (
-        "unconstrained, until the decay is used up",
-        "cpu-converged",
-        False,
-        "none (no constraint)",
-        "cpu-converged",
-    ),
-    (
-        "course constraint, every layer, until the decay is used up",
-        "cpu-converged",
-        True,
-        "every layer",
-        "cpu-converged",
-    ),
-)
+    ("unconstrained, until the decay is used up", "cpu-converged", False,
+     "none (no constraint)", "cpu-converged"),
+    ("course constraint, every layer, until the decay is used up", "cpu-converged", True,
+     "every layer", "cpu-converged"),
+)  # fmt: skip
 
 
 def _ablation_runs() -> dict[str, SeedRuns]:
@@ -551,8 +470,7 @@ def _ablation_runs() -> dict[str, SeedRuns]:
 
 
 def ablation_table() -> tuple[str, str]:
-    """The LSTM ablation as a Markdown table (each stable row's gap to its reference) and the
-    commands of its rows."""
+    """The LSTM ablation as a Markdown table, and the commands of its rows."""
     rows, commands = [], []
     every = _ablation_runs()
     for label, config, stable, certified, reference in ABLATION_ROWS:
@@ -565,35 +483,24 @@ def ablation_table() -> tuple[str, str]:
                 "jacobians --variants lstm-stable"
             )
         if not runs:
-            epochs = unfinished_epochs(config, variant)
-            missing = (
-                f"unfinished ({len(epochs)} of at most {CONFIGS[config].epochs} epochs so far)"
-            )
-            missing = missing if epochs else "not run yet"
-            rows.append(f"| {label} | {certified} | {missing} | | |")
+            epochs, most = unfinished_epochs(config, variant), CONFIGS[config].epochs
+            missing = f"unfinished ({len(epochs)} of at most {most} epochs so far)"
+            rows.append([label, certified, missing if epochs else "not run yet", "", ""])
             continue
         summary, free = seed_summary(runs), every[reference].get("lstm-unconstrained")
-        gap = f"{_gap(summary.mean, seed_summary(free).mean):+.1f}%" if stable and free else ""
+        gap = criteria.gap_label(summary.mean, seed_summary(free).mean) if stable and free else ""
         worst = worst_jacobians(config, variant)
         worst_text = "not measured" if worst is None else f"{max(worst):.2f}"
-        rows.append(
-            f"| {label} | {certified} | {summary.describe(each=config != 'cpu')} | {gap} "
-            f"| {worst_text} |"
-        )
-    table = _table(
-        "| LSTM, cpu scale | certified contractive | test perplexity | vs unconstrained "
-        "| worst one-step Jacobian norm |",
-        "| --- | --- | --- | ---: | ---: |",
-        rows,
-    )
+        rows.append([label, certified, summary.describe(each=config != "cpu"), gap, worst_text])
+    columns = "LSTM, cpu scale | certified contractive | test perplexity | vs unconstrained"
+    table = text_table(f"{columns} | worst one-step Jacobian norm", rows, right=(3, 4))
     return table, "\n".join(dict.fromkeys(commands))
 
 
 @dataclass(frozen=True)
 class AblationReading:
-    """One stable row of the LSTM ablation: ``gap`` to its reference in percent, the percent of
-    the course gap it closes (None for a setting row), the verdict with enough seeds, else
-    ``effects`` against the ``cpu`` models: ``{name: (|row - mean|, 5 sd, readable)}``."""
+    """One stable ablation row: gap and share of the course gap closed (percent), a verdict
+    with enough seeds, else ``effects``: ``{name: (|row - mean|, k sd, readable)}``."""
 
     label: str
     config: str
@@ -605,13 +512,14 @@ class AblationReading:
 
 
 def ablation_readings() -> list[AblationReading]:
-    """Every committed stable row of :data:`ABLATION_ROWS` with its reference, but the course
-    model's."""
+    """Every committed stable ablation row with its reference, but the course model's."""
     every = _ablation_runs()
 
     def gap_of(config: str, reference: str) -> float | None:
         runs, free = every[config].get("lstm-stable"), every[reference].get("lstm-unconstrained")
-        return _gap(seed_summary(runs).mean, seed_summary(free).mean) if runs and free else None
+        if runs and free:
+            return percent_gap(seed_summary(runs).mean, seed_summary(free).mean)
+        return None
 
     course = gap_of("cpu", "cpu")
     if course is None:
@@ -660,18 +568,14 @@ def ablation_readings_table(readings: list[AblationReading]) -> str:
                 + "; no verdict before 3 seeds"
             )
         share = "" if r.share_closed is None else f"{r.share_closed:.0f}%"
-        rows.append(f"| {r.label} | {r.seeds} | {r.gap:+.1f}% | {share} | {read} |")
-    return _table(
-        "| change from the course model (LSTM, cpu scale) | seeds | gap | share of the "
-        "course gap closed | how the criteria read it |",
-        "| --- | ---: | ---: | ---: | --- |",
-        rows,
-    )
+        rows.append([r.label, str(r.seeds), f"{r.gap:+.1f}%", share, read])
+    columns = "change from the course model (LSTM, cpu scale) | seeds | gap"
+    columns += " | share of the course gap closed | how the criteria read it"
+    return text_table(columns, rows, right=(1, 2, 3))
 
 
 def _seed_numbers(out: Numbers) -> None:
-    """The cpu scale's four models over their seeds, each cell's cost and verdict, and the
-    one RNN run whose schedule cut its rate."""
+    """The cpu scale's models over their seeds, each cell's cost and verdict."""
     runs = load_seed_results("cpu")
     summaries = {name: seed_summary(runs[name]) for name in VARIANTS_BY_NAME}
     for name, s in summaries.items():
@@ -679,7 +583,7 @@ def _seed_numbers(out: Numbers) -> None:
         out[f"{key}_mean"], out[f"{key}_sd"], out[f"{key}_n"] = s.mean, s.sd, s.n
     for cell in ("rnn", "lstm"):
         free, stable = summaries[f"{cell}-unconstrained"], summaries[f"{cell}-stable"]
-        out[f"{cell}_gap"] = _gap(stable.mean, free.mean)
+        out[f"{cell}_gap"] = percent_gap(stable.mean, free.mean)
         out[f"{cell}_verdict"] = criteria.stability_cost_verdict("wikitext2", free, stable)
     rnn = runs["rnn-unconstrained"]
     cut = [seed for seed, run in rnn.items() if learning_rate_cuts(run)]
@@ -697,15 +601,15 @@ def _seed_numbers(out: Numbers) -> None:
         ]
         out["rnn_kept_low"], out["rnn_kept_high"] = min(kept), max(kept)
         others = [v["test_ppl"] for s, v in rnn.items() if s != seed]
-        out["rnn_free_uncut_vs_stable"] = _gap(sum(others) / len(others), out["rnn_stable_mean"])
+        uncut = sum(others) / len(others)
+        out["rnn_free_uncut_vs_stable"] = percent_gap(uncut, out["rnn_stable_mean"])
     out["tolerance"] = 100 * criteria.criterion("stability_cost")["relative_tolerance"]
 
 
 def _ablation_numbers(out: Numbers) -> None:
-    """The LSTM rows changed one factor at a time: mean, gap, share of the course gap closed,
-    worst Jacobian norm, and the split of layer 2's cost between the forget cap and the rest."""
+    """The LSTM rows changed one factor at a time."""
     free, course = out["lstm_free_mean"], out["lstm_stable_mean"]
-    every = _ablation_runs()
+    course_gap, every = percent_gap(course, free), _ablation_runs()
     for key, config in (
         ("first_layer", "cpu-first-layer"),
         ("authors_first", "cpu-authors-first"),
@@ -715,8 +619,8 @@ def _ablation_numbers(out: Numbers) -> None:
     ):
         s = seed_summary(every[config]["lstm-stable"])
         out[f"{key}_ppl"], out[f"{key}_sd"], out[f"{key}_n"] = s.mean, s.sd, s.n
-        out[f"{key}_gap"] = _gap(s.mean, free)
-        out[f"{key}_share"] = 100 * (_gap(course, free) - out[f"{key}_gap"]) / _gap(course, free)
+        out[f"{key}_gap"] = percent_gap(s.mean, free)
+        out[f"{key}_share"] = 100 * (course_gap - out[f"{key}_gap"]) / course_gap
         out[f"{key}_worst_jac"] = max(worst_jacobians(config) or [])
     out["upper_layer1_jac"], out["upper_layer2_jac"] = worst_jacobians("cpu-free-forget-upper")
     out["authors_first_verdict"] = criteria.stability_cost_verdict(
@@ -729,16 +633,15 @@ def _ablation_numbers(out: Numbers) -> None:
     out["other_gates_cost"] = upper - first
     out["lr20_free"] = seed_summary(every["cpu-lr20"]["lstm-unconstrained"]).mean
     out["lr20_stable"] = seed_summary(every["cpu-lr20"]["lstm-stable"]).mean
-    out["lr20_gap"] = _gap(out["lr20_stable"], out["lr20_free"])
+    out["lr20_gap"] = percent_gap(out["lr20_stable"], out["lr20_free"])
 
 
 def _model_numbers(out: Numbers, key: str, entry: dict[str, Any]) -> list[Any]:
-    """The smallest context within 1%, the excess at the largest ``k`` and the median
-    Jacobian norm of each layer of one measured model (``key_k``, ...); its layers' norms."""
+    """One measured model's smallest context within 1% and Jacobian norms; its layers' norms."""
     curve = entry["truncated_eval"]
     k = smallest_k_within(curve)
     out[f"{key}_k"] = "none up to 100" if k is None else k
-    out[f"{key}_k100_excess"] = _gap(curve["ppl"][-1], curve["recurrent_ppl"])
+    out[f"{key}_k100_excess"] = percent_gap(curve["ppl"][-1], curve["recurrent_ppl"])
     layers = [torch.tensor(layer) for layer in entry["jacobian_norms"]]
     for number, layer in enumerate(layers, start=1):
         out[f"{key}_jac_l{number}"] = float(layer.median())
@@ -747,8 +650,7 @@ def _model_numbers(out: Numbers, key: str, entry: dict[str, Any]) -> list[Any]:
 
 
 def _converged_numbers(out: Numbers) -> None:
-    """The LSTM pair trained until the decay is used up: epochs, test perplexities, their
-    change from the 6-epoch seeds, the gaps, and what their analysis found."""
+    """The LSTM pair trained until the decay is used up."""
     runs, short = load_converged(), load_seed_results(SHORT)
     seed = CONFIGS[CONVERGED].seed
     analysis = load_full_results(results_folder(CONVERGED))["analysis"]
@@ -759,7 +661,7 @@ def _converged_numbers(out: Numbers) -> None:
         early = run.get("stopped_early")
         out[f"{key}_epochs"], out[f"{key}_ppl"] = len(run["epochs"]), run["test_ppl"]
         out[f"{key}_cuts"] = learning_rate_cuts(run) + (1 if early else 0)  # a stop follows a cut
-        out[f"{key}_change"] = _gap(run["test_ppl"], reference.mean)
+        out[f"{key}_change"] = percent_gap(run["test_ppl"], reference.mean)
         out[f"{key}_limit"] = single * reference.sd
         out[f"{key}_drift"] = 100 * first_epochs_agreement(name, run)
         _model_numbers(out, key, analysis[name])
@@ -768,15 +670,15 @@ def _converged_numbers(out: Numbers) -> None:
     early = runs[PAIR[1]].get("stopped_early")
     out["conv_stop_lr"] = early["lr"] if early else runs[PAIR[1]]["epochs"][-1]["lr"]
     free, stable = (runs[name]["test_ppl"] for name in PAIR)
-    out["conv_gap"] = _gap(stable, free)
-    out["conv_gap_same_seed_short"] = _gap(*(short[name][seed]["test_ppl"] for name in PAIR[::-1]))
+    out["conv_gap"] = percent_gap(stable, free)
+    short_free, short_stable = (short[name][seed]["test_ppl"] for name in PAIR)
+    out["conv_gap_same_seed_short"] = percent_gap(short_stable, short_free)
     equal = equal_epoch_gaps(runs)["lstm"]["uncut"]
     out["conv_uncut_epoch"], out["conv_uncut_gap"] = equal["epoch"], 100 * equal["gap"]
 
 
 def first_epochs_agreement(name: str, run: Run) -> float:
-    """The largest relative difference in validation perplexity over the epochs a converged
-    run shares with the 6-epoch run of the same seed (the same training up to then)."""
+    """The largest relative validation-perplexity difference from the 6-epoch run's epochs."""
     short = load_seed_results(SHORT)[name][CONFIGS[CONVERGED].seed]["epochs"]
     return max(
         abs(a["val_ppl"] - b["val_ppl"]) / b["val_ppl"]
@@ -785,8 +687,7 @@ def first_epochs_agreement(name: str, run: Run) -> float:
 
 
 def _unfinished_numbers(out: Numbers) -> None:
-    """The full scale's unfinished runs: epochs reached and the validation gaps at equal
-    epochs, beside the cpu scale's at epoch 6."""
+    """The full scale's unfinished runs: epochs reached and gaps at equal epochs."""
     runs = load_partial_runs()
     if not runs:
         return
@@ -799,12 +700,11 @@ def _unfinished_numbers(out: Numbers) -> None:
     cpu = load_full_results(results_folder("cpu"))
     for key, found in (("full_lstm_gap6", runs), ("cpu_lstm_val_gap6", cpu)):
         free, stable = (found[name]["epochs"][5]["val_ppl"] for name in PAIR)
-        out[key] = _gap(stable, free)
+        out[key] = percent_gap(stable, free)
 
 
 def _measurement_numbers(out: Numbers) -> None:
-    """What the measurements of the cpu scale found: Figure 2's ratios, the smallest context
-    within 1%, the Jacobian norms, the weight distances and the diagonal certificate."""
+    """What the measurements of the cpu scale found."""
     analysis = load_full_results(results_folder("cpu"))["analysis"]
     vanishes = criteria.criterion("gradient_vanishes")
     distance = vanishes["distance"]
@@ -820,8 +720,7 @@ def _measurement_numbers(out: Numbers) -> None:
         norms = analysis[name]["figure2"]["mean_norm"]
         out[f"{key}_fig2_ratio"] = 100 * norms[distance] / norms[0]
         out[f"{key}_fig2_last"] = 100 * norms[-1] / norms[0]
-        vanished = norms[distance] / norms[0] < vanishes["ratio"]
-        out[f"{key}_fig2_verdict"] = "supported" if vanished else "not supported"
+        out[f"{key}_fig2_verdict"] = criteria.vanishes_verdict(norms[distance] / norms[0])
         for number, layer in enumerate(_model_numbers(out, key, analysis[name]), start=1):
             out[f"{key}_below1_l{number}"] = 100 * float((layer < 1).double().mean())
     rnn = analysis["rnn-unconstrained"]["figure2"]["mean_norm"]
@@ -841,8 +740,7 @@ def _threads(device: str) -> int:
 
 
 def benchmark_numbers() -> Numbers:
-    """The committed step-time ratios (GPU and CPU), the output layer's step times, the cpu
-    scale's epoch and budget on the idle machine against what its step times predict."""
+    """The committed step times and ratios, and the cpu scale's epoch and budget."""
     out: Numbers = {}
     found = {
         name: _read_json(path)
@@ -919,15 +817,12 @@ def chapter8_numbers() -> Numbers:
         "seeds_needed_jsb": rules["seeds"]["jsb"],
         "lstm_lambda": authors_constants_constraint().contraction_bound(input_bound=1.0),
     }
-    for part in (
-        _seed_numbers,
-        _ablation_numbers,
-        _converged_numbers,
-        _unfinished_numbers,
-        _measurement_numbers,
-    ):
-        part(out)
+    _seed_numbers(out)
+    _ablation_numbers(out)
+    _converged_numbers(out)
+    _unfinished_numbers(out)
+    _measurement_numbers(out)
     out.update(benchmark_numbers())
     anchor = 142.07  # one user's run of the example's defaults at lr 20 (the evidence page)
-    out["anchor_gap"] = _gap(out["lr20_free"], anchor)
+    out["anchor_gap"] = percent_gap(out["lr20_free"], anchor)
     return out
