@@ -101,10 +101,7 @@ def plot_convergence(runs: dict[str, Run], title: str = "") -> Figure:
         gaps.plot(
             [i + 1 for i in common],
             [
-                100
-                * criteria.relative_gap(
-                    stable["epochs"][i]["val_ppl"], free["epochs"][i]["val_ppl"]
-                )
+                criteria.percent_gap(stable["epochs"][i]["val_ppl"], free["epochs"][i]["val_ppl"])
                 for i in common
             ],
             "s-",
