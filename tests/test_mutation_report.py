@@ -124,8 +124,9 @@ def test_the_report_is_not_older_than_the_code_it_describes() -> None:
 
 
 def test_an_edit_that_changes_no_mutant_is_not_stale(tmp_path, monkeypatch) -> None:
-    """A comment, or a function mutmut does not mutate (a decorated one), keeps every mutant;
-    an edited formula does not; a moved module keeps them, compared with its path then."""
+    """A comment, a docstring, or a function mutmut does not mutate (a decorated one), keeps
+    every mutant; an edited formula or a new pragma does not; a moved module keeps them,
+    compared with its path then."""
     module_dir = tmp_path / "pkg"
     module_dir.mkdir()
     source = module_dir / "fresh.py"
@@ -147,8 +148,14 @@ def test_an_edit_that_changes_no_mutant_is_not_stale(tmp_path, monkeypatch) -> N
         encoding="utf8",
     )
     assert mutants_unchanged("pkg.fresh", commit)
+    source.write_text('"""The sum."""\n\n\ndef f(a, b):\n    """a + b."""\n    return a + b\n')
+    assert mutants_unchanged("pkg.fresh", commit)  # docstrings only
+    source.write_text("def f(a, b):\n    return a + b  # pragma: no mutate\n")
+    assert not mutants_unchanged("pkg.fresh", commit)  # mutmut skips that line now
     source.write_text('def f(a, b):\n    """Sum."""\n    return a + 2 * b\n', encoding="utf8")
     assert not mutants_unchanged("pkg.fresh", commit)
+    source.write_text('def f(a, b):\n    "Sum."\n    return b + a\n', encoding="utf8")
+    assert not mutants_unchanged("pkg.fresh", commit)  # the same mutants of other code
     assert not mutants_unchanged("pkg.fresh", "0" * 40)  # a commit git does not know
     source.rename(module_dir / "moved.py")  # git mv: the same functions under a new name
     (module_dir / "moved.py").write_text('def f(a, b):\n    """Sum."""\n    return a + b\n')

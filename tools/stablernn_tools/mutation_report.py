@@ -100,6 +100,25 @@ def _top_level_functions(source: str, names: set[str]) -> str:
     return "\n\n\n".join(chunks) + "\n"
 
 
+def _without_docstrings(source: str) -> str:
+    """``source`` with every module, class and function docstring removed, as ``ast.unparse``
+    writes it (comments dropped)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if node.body and isinstance(node.body[0], ast.Expr):
+            value = node.body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return ast.unparse(tree) + "\n"
+
+
+def _pragmas(source: str) -> list[str]:
+    """The lines that carry a ``# pragma:`` comment (mutmut's ``no mutate``)."""
+    return [line.strip() for line in source.splitlines() if "pragma:" in line]
+
+
 def recorded_path(module: str, record: dict[str, Any]) -> str:
     """The module's source path at the record's commit: ``record["path"]`` for a moved module."""
     return record.get("path", str(source_path(module)))
@@ -108,8 +127,9 @@ def recorded_path(module: str, record: dict[str, Any]) -> str:
 def mutants_unchanged(module: str, commit: str, path_then: str | None = None) -> bool:
     """Whether mutmut makes the same mutants of ``module`` at ``commit`` as on disk: the same
     mutant names and the same hash of every mutated function, mutmut's own test of which
-    verdicts to reset when a module changes (e.g. after an edit of a comment or of a
-    decorated function, which mutmut does not mutate).
+    verdicts to reset when a module changes, compared without docstrings (an edit of a
+    docstring, of a comment or of a decorated function, which mutmut does not mutate, keeps
+    every mutant).
 
     Functions whose syntax tree is unchanged make the same mutants, so only the changed
     top-level functions are mutated (the whole module when a method changed).  ``path_then``:
@@ -122,7 +142,11 @@ def mutants_unchanged(module: str, commit: str, path_then: str | None = None) ->
     shown = subprocess.run(["git", "show", f"{commit}:{then_path}"], capture_output=True, text=True)
     if shown.returncode != 0:
         return False
-    then_source, now_source = shown.stdout, Path(path).read_text(encoding="utf8")
+    then_text, now_text = shown.stdout, Path(path).read_text(encoding="utf8")
+    if _pragmas(then_text) != _pragmas(now_text):  # mutmut skips the lines they mark
+        return False
+    # docstrings make no mutant and change no mutant's behaviour: compared without them
+    then_source, now_source = (_without_docstrings(text) for text in (then_text, now_text))
     then_hashes, now_hashes = (compute_function_hashes(s) for s in (then_source, now_source))
     changed = {k for k in then_hashes.keys() | now_hashes.keys()
                if then_hashes.get(k) != now_hashes.get(k)}  # fmt: skip
