@@ -1,26 +1,12 @@
-"""A proved contraction certificate for the LSTM, and the projection that enforces it.
+"""The LSTM contraction certificate of Chapter 4 and the projection that enforces it.
 
-The LSTM map ``(c, h) -> (c', h')`` (gates ``i, f, o = sigmoid(.)``, ``z = tanh(.)``,
-``c' = i*z + f*c``, ``h' = o*tanh(c')``) is studied on the box
-
-    D = {(c, h) : |h_j| <= 1, |c_j| <= C_j},   C_j = ibar_j zbar_j / (1 - fbar_j),
-
-which contains ``0`` and which the map sends into itself when ``||x||_inf <= B``.
-For two states in ``D`` and the same input the differences obey the entrywise
-inequalities (chapter 4 proves them)::
-
-    |c' - c~'| <= fbar * |c - c~| + A |h - h~|
-    |h' - h~'| <= obar*fbar * |c - c~| + G |h - h~|
-
-with non-negative ``(H, H)`` matrices ``A`` and ``G`` built from ``|W_i|, |W_z|, |W_f|,
-|W_o|``.  For a ``p``-norm this gives the ``2 x 2`` matrix
-``M = [[max fbar, ||A||_p], [max obar*fbar, ||G||_p]]``, and the map is
-``rho(M)``-contractive in the weighted norm
-``||(c, h)||_v = max(||c||_p / v_c, ||h||_p / v_h)`` where ``v`` is the Perron vector of
-``M``.  The certificate is ``lambda = rho(M)`` (stable when ``< 1``).
-
-Gate blocks follow PyTorch's order ``(i, f, z, o)`` along the first axis of
-``weight_hh (4H, H)``, ``weight_ih (4H, D)`` and ``bias (4H,)``.
+On the box ``D = {|h_j| <= 1, |c_j| <= C_j}``, ``C_j = ibar_j zbar_j / (1 - fbar_j)``, which
+the map sends into itself when ``||x||_inf <= B``, two states obey entrywise
+``|c' - c~'| <= fbar |c - c~| + A |h - h~|``, ``|h' - h~'| <= obar fbar |c - c~| + G |h - h~|``
+(``A, G >= 0`` of shape ``(H, H)``).  The certificate is ``lambda = rho(M)``,
+``M = [[max fbar, ||A||_p], [max obar fbar, ||G||_p]]``: the map is ``lambda``-contractive in
+``max(||c||_p / v_c, ||h||_p / v_h)``, ``v`` the Perron vector of ``M``.  Gates are stacked
+``(i, f, z, o)`` as in PyTorch: ``weight_hh (4H, H)``, ``weight_ih (4H, D)``, ``bias (4H,)``.
 """
 
 from __future__ import annotations
@@ -37,26 +23,17 @@ from stablernn_lib.core.models import LSTMMap
 
 GATES = ("i", "f", "z", "o")
 
-# The constants of the authors' experiment code, one per recurrent gate block,
-# and the one for the input-to-forget block U_f.
+# The constants of the authors' experiment code: one per recurrent block W_g, one for U_f.
 AUTHORS_RECURRENT_SCALES = {"i": 0.395, "f": 0.155, "z": 0.099, "o": 0.395}
 AUTHORS_INPUT_FORGET_SCALE = 0.25
 
-# The course's compact parameter set (:func:`course_lstm_constraint`) adds to the authors'
-# constants a bound on every row of the free input blocks U_i, U_z, U_o and a box on every
-# gate bias.  Both are generous (chosen not to bind in training); they make the set
-# compact, so that the constants of Lemmas 2 and 3 are finite on it (Chapter 7).
+# Generous bounds (not binding in training) on the rows of U_i, U_z, U_o and on the biases:
+# they make course_lstm_constraint's set compact, so Lemmas 2 and 3 have finite constants.
 COURSE_INPUT_RADIUS = 100.0
 COURSE_BIAS_BOUND = 20.0
 
-# Entries of M below this floor are raised to it, so that M is positive and its
-# Perron vector is positive (a larger M is still a valid bound).
+# Entries of M are raised to this floor: M and its Perron vector positive, still a bound.
 _POSITIVE_FLOOR = 1e-12
-
-
-# ----------------------------------------------------------------------------
-# Checks and small helpers
-# ----------------------------------------------------------------------------
 
 
 def _check_input_bound(input_bound: float) -> float:
@@ -102,8 +79,7 @@ def gate_blocks(stacked: Tensor) -> dict[str, Tensor]:
 
 
 def induced_norm(matrix: Tensor, p: float) -> float:
-    """The induced norm ``||A||_p`` of a matrix: max row l1-sum (inf), max column sum (1), or
-    the largest singular value (2)."""
+    """``||A||_p``: max row sum (inf), max column sum (1) or largest singular value (2)."""
     p = _check_p(p)
     a = matrix.detach()
     if p == math.inf:
@@ -113,20 +89,11 @@ def induced_norm(matrix: Tensor, p: float) -> float:
     return float(torch.linalg.matrix_norm(a, ord=2))
 
 
-# ----------------------------------------------------------------------------
-# Exact Euclidean projections
-# ----------------------------------------------------------------------------
-
-
 def project_l1_ball(vectors: Tensor, radius: float | Tensor) -> Tensor:
-    """Euclidean projection of each row of ``vectors (..., n)`` onto ``{||w||_1 <= radius}``.
-
-    Rows inside the ball are returned unchanged; the others are soft-thresholded,
-    ``w = sign(v) * max(|v| - theta, 0)``, with ``theta > 0`` chosen so that
-    ``||w||_1 = radius``.  ``theta`` is found exactly by sorting ``|v|``: with
-    ``u`` sorted decreasingly and ``S_k = u_1 + ... + u_k``, ``k*`` is the largest
-    ``k`` with ``u_k > (S_k - radius) / k`` and ``theta = (S_k* - radius) / k*``.
-    """
+    """Euclidean projection of each row of ``vectors (..., n)`` onto ``{||w||_1 <= radius}``:
+    ``w = sign(v) max(|v| - theta, 0)``, ``theta = (S_k* - radius) / k*`` with ``u = |v|``
+    sorted decreasingly, ``S_k = u_1 + ... + u_k``, ``k*`` the largest ``k`` with
+    ``u_k > (S_k - radius) / k``."""
     if not isinstance(vectors, Tensor) or not vectors.is_floating_point():
         raise TypeError("vectors must be a floating torch.Tensor of shape (..., n)")
     if vectors.dim() < 1 or vectors.shape[-1] == 0:
@@ -140,11 +107,8 @@ def project_l1_ball(vectors: Tensor, radius: float | Tensor) -> Tensor:
 
 
 def _project_rows_l1(vectors: Tensor, radius: Tensor) -> Tensor:
-    """:func:`project_l1_ball` without the checks: rows ``(..., n)``, radii ``(..., 1)``.
-
-    Only tensor operations, no host synchronization: the per-step path of the projection.
-    A radius of ``inf`` leaves its row unchanged.
-    """
+    """:func:`project_l1_ball` unchecked, without host synchronization: rows ``(..., n)``,
+    radii ``(..., 1)`` (``inf`` leaves a row unchanged)."""
     magnitudes = vectors.abs()
     inside = magnitudes.sum(dim=-1, keepdim=True) <= radius
     sorted_desc = magnitudes.sort(dim=-1, descending=True).values
@@ -158,12 +122,7 @@ def _project_rows_l1(vectors: Tensor, radius: Tensor) -> Tensor:
 
 
 def project_rows_l1_(matrix: Tensor, radius: float) -> Tensor:
-    """In place: every row onto the l1 ball of ``radius``, i.e. onto ``{||W||_inf <= radius}``.
-
-    The set is a product of row balls and the squared Frobenius distance is a sum
-    over rows, so projecting each row is the Euclidean projection of the matrix.
-    ``radius = math.inf`` leaves the matrix unchanged.
-    """
+    """In place: rows onto l1 balls of ``radius``, the projection onto ``{||W||_inf <= radius}``."""
     if radius == math.inf:
         return matrix
     with torch.no_grad():
@@ -172,12 +131,8 @@ def project_rows_l1_(matrix: Tensor, radius: float) -> Tensor:
 
 
 def project_bias_sum_(biases: Sequence[Tensor], upper: float, lower: float = -math.inf) -> None:
-    """In place: Euclidean projection of ``(b_1, ..., b_K)`` onto ``{lower <= sum_k b_k <= upper}``.
-
-    The constraint acts coordinate-wise on the sum (e.g. ``bias_ih + bias_hh`` of
-    ``torch.nn.LSTM``); its normal direction is ``(1, ..., 1)``, so the excess of the
-    sum is removed in equal shares ``excess / K`` from every tensor.
-    """
+    """In place: Euclidean projection of ``(b_1, ..., b_K)`` onto ``{lower <= sum_k b_k <= upper}``
+    (coordinate-wise); the excess of the sum leaves every ``b_k`` in equal shares ``excess / K``."""
     if not biases:
         return
     if lower > upper:
@@ -189,18 +144,13 @@ def project_bias_sum_(biases: Sequence[Tensor], upper: float, lower: float = -ma
             b.sub_(excess)
 
 
-# ----------------------------------------------------------------------------
-# The certificate
-# ----------------------------------------------------------------------------
-
-
 def _sigmoid_slope(distance_to_zero: Tensor) -> Tensor:
     s = torch.sigmoid(distance_to_zero)
     return s * (1 - s)
 
 
 def _distance_to_zero(center: Tensor, radius: Tensor) -> Tensor:
-    """Distance from 0 to the interval ``[center - radius, center + radius]``."""
+    """Distance from 0 to ``[center - radius, center + radius]``."""
     return (center.abs() - radius).clamp(min=0)
 
 
@@ -218,14 +168,9 @@ def _perron(matrix: Tensor) -> tuple[float, tuple[float, float]]:
 
 @dataclass(frozen=True)
 class LSTMCertificate:
-    """Everything the contraction theorem computes for one LSTM layer.
-
-    ``matrix`` is ``M (2, 2)``; ``lam = rho(M)``; ``weights = (v_c, v_h)`` define the norm
-    ``max(||c||_p / v_c, ||h||_p / v_h)``; ``cell_bound`` is ``C (H,)``, the box ``D``
-    being ``|c_j| <= C_j, |h_j| <= 1``; ``*_max`` are the gate bounds on ``D`` (shape ``(H,)``);
-    ``cell_coupling`` and ``hidden_coupling`` are the non-negative ``(H, H)`` matrices ``A``
-    and ``G`` of the entrywise inequalities.
-    """
+    """One layer's certificate: ``matrix`` ``M (2, 2)``, ``lam = rho(M)``, ``weights = (v_c, v_h)``,
+    ``cell_bound`` ``C (H,)``, ``*_max`` the gate bounds on ``D`` ``(H,)``, and ``cell_coupling``,
+    ``hidden_coupling`` the ``A``, ``G (H, H)``."""
 
     p: float
     input_bound: float
@@ -242,7 +187,7 @@ class LSTMCertificate:
 
     @property
     def unweighted_lam(self) -> float:
-        """The constant in the plain norm ``max(||c||_p, ||h||_p)``: max row sum of ``M``."""
+        """The constant in ``max(||c||_p, ||h||_p)``: max row sum of ``M``."""
         return float(self.matrix.sum(dim=1).max())
 
 
@@ -253,11 +198,8 @@ def lstm_certificate_from_tensors(
     input_bound: float,
     p: float = math.inf,
 ) -> LSTMCertificate:
-    """The certificate of the theorem of chapter 4 for one LSTM layer (all in float64).
-
-    ``weight_hh (4H, H)``, ``weight_ih (4H, D)``, ``bias (4H,)`` or ``None`` (the sum of
-    all bias vectors of the layer), inputs with ``||x||_inf <= input_bound``.
-    """
+    """The certificate of one LSTM layer, in float64: ``weight_hh (4H, H)``, ``weight_ih (4H, D)``,
+    ``bias (4H,)`` (the sum of the layer's biases) or ``None``, ``||x||_inf <= input_bound``."""
     hidden = _check_gate_matrix("weight_hh", weight_hh)
     _check_gate_matrix("weight_ih", weight_ih, hidden)
     if weight_hh.shape[1] != hidden:
@@ -336,11 +278,7 @@ def lstm_certificate(model: LSTMMap, input_bound: float, p: float = math.inf) ->
 
 
 def lstm_contraction_bound(model: LSTMMap, input_bound: float, p: float = math.inf) -> float:
-    """The proved contraction constant ``lambda = rho(M)`` (``math.inf`` when no bound exists).
-
-    The model is certified stable on ``D`` when the result is ``< 1``; the norm is
-    :func:`state_norm` with the same ``input_bound`` and ``p``.
-    """
+    """``lambda = rho(M)`` (``math.inf`` when no bound exists); stable on ``D`` when ``< 1``."""
     return lstm_certificate(model, input_bound, p).lam
 
 
@@ -359,12 +297,8 @@ def weighted_state_norm(
 def state_norm(
     model: LSTMMap, state: Tensor, input_bound: float = 1.0, p: float = math.inf
 ) -> Tensor:
-    """The certificate's norm ``max(||c||_p / v_c, ||h||_p / v_h)`` of states ``(B, 2H) -> (B,)``.
-
-    The weights ``(v_c, v_h)`` (the Perron vector of ``M``, largest entry 1) depend on
-    the model and on ``input_bound``: pass the same ``input_bound`` as to
-    :func:`lstm_contraction_bound`.
-    """
+    """``max(||c||_p / v_c, ||h||_p / v_h)`` of states ``(B, 2H) -> (B,)``, ``v`` the Perron
+    vector (max entry 1) of the model's ``M`` for ``input_bound``."""
     certificate = lstm_certificate(model, input_bound, p)
     if state.shape[-1] != model.state_size:
         raise ValueError(
@@ -374,19 +308,10 @@ def state_norm(
     return weighted_state_norm(state, model.hidden_size, certificate.weights, p)
 
 
-# ----------------------------------------------------------------------------
-# The constraint set and its projection
-# ----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class UniformCertificate:
-    """Stability uniform over a parameter set: one norm, one box, one ``lambda`` for all.
-
-    Every LSTM of the set maps the box ``{|c_j| <= cell_bound, |h_j| <= 1}`` into itself
-    and is ``lam``-contractive on it in ``max(||c||_inf / v_c, ||h||_inf / v_h)``,
-    ``(v_c, v_h) = weights``.
-    """
+    """One ``lambda``, norm ``max(||c||_inf / v_c, ||h||_inf / v_h)`` (``weights = (v_c, v_h)``)
+    and invariant box ``{|c_j| <= cell_bound, |h_j| <= 1}`` for every LSTM of a set."""
 
     lam: float
     weights: tuple[float, float]
@@ -401,16 +326,12 @@ class UniformCertificate:
 
 @dataclass(frozen=True)
 class LSTMConstraint:
-    """A convex set of LSTM layers on which the certificate is at most ``contraction_bound``.
-
-    For each gate ``g``: every row of ``W_g`` has l1-norm ``<= recurrent_radius[g]``
-    (``||W_g||_inf <= r``), every row of ``U_g`` has l1-norm ``<= input_radius[g]``, and the
-    bias satisfies ``bias_min[g] <= b_g <= bias_max[g]``.  Without ``bias_min`` the lower
-    bounds are ``-inf`` for the sigmoid gates i, f, o and ``-bias_max["z"]`` for z (so
-    ``|b_z| <= bias_max["z"]``).  ``math.inf`` leaves a part free.  The set is a product of
-    l1 balls, half-spaces and slabs, so its Euclidean projection is exact and separates; it
-    is compact when every radius and bias bound is finite.
-    """
+    """A convex set of LSTM layers with certificate ``<= contraction_bound``: per gate ``g``,
+    rows of ``W_g`` in the l1 ball of ``recurrent_radius[g]`` (``||W_g||_inf <= r``), rows of
+    ``U_g`` in that of ``input_radius[g]``, ``bias_min[g] <= b_g <= bias_max[g]``; without
+    ``bias_min`` the lower bounds are ``-inf`` for i, f, o and ``-bias_max["z"]`` for z.
+    ``math.inf`` leaves a part free.  A product of l1 balls, half-spaces and slabs: its
+    Euclidean projection is exact and separates."""
 
     recurrent_radius: dict[str, float]
     input_radius: dict[str, float]
@@ -418,7 +339,7 @@ class LSTMConstraint:
     bias_min: dict[str, float] | None = field(default=None)
 
     def lower_bias(self) -> dict[str, float]:
-        """The lower bias bound of every gate (see the class docstring for the default)."""
+        """The lower bias bound of every gate."""
         if self.bias_min is not None:
             return dict(self.bias_min)
         return {g: -self.bias_max["z"] if g == "z" else -math.inf for g in GATES}
@@ -460,7 +381,7 @@ class LSTMConstraint:
                     )
 
     def matrix(self, input_bound: float) -> Tensor:
-        """The worst-case ``M (2, 2)`` over the set (slopes 1/4 and 1, gate maxima at bounds)."""
+        """The worst-case ``M (2, 2)`` over the set (slopes 1/4 and 1, gates at their bounds)."""
         input_bound = _check_input_bound(input_bound)
         r = {
             g: self.recurrent_radius[g]
@@ -492,12 +413,7 @@ class LSTMConstraint:
         return _perron(self.matrix(input_bound))[0]
 
     def uniform_certificate(self, input_bound: float) -> UniformCertificate:
-        """One norm and one invariant box for every LSTM of the set (Chapter 4).
-
-        ``lam = rho(M-bar)``, the norm ``max(||c||_inf / v_c, ||h||_inf / v_h)`` with the
-        Perron vector ``(v_c, v_h)`` of :meth:`matrix`, and the box
-        ``D-bar = {|c_j| <= cell_bound, |h_j| <= 1}``, ``cell_bound = i-bar z-bar / (1 - F)``.
-        """
+        """``rho(M)`` and Perron vector of :meth:`matrix`, ``cell_bound = ibar zbar / (1 - F)``."""
         matrix = self.matrix(input_bound)
         lam, weights = _perron(matrix)
         if not math.isfinite(lam):  # the forget gate can reach 1: no box, no norm
@@ -521,7 +437,7 @@ class LSTMConstraint:
 
 
 def authors_constants_constraint(forget_bias_max: float = 0.0) -> LSTMConstraint:
-    """The authors' constants read as ROW sums (``||W_g||_inf``), ``||U_f||_inf <= 0.25``,
+    """The authors' constants as row sums ``||W_g||_inf <= c_g``, ``||U_f||_inf <= 0.25``,
     forget bias ``<= forget_bias_max``, all other parts free."""
     return LSTMConstraint(
         recurrent_radius=dict(AUTHORS_RECURRENT_SCALES),
@@ -535,14 +451,9 @@ def course_lstm_constraint(
     bias_bound: float = COURSE_BIAS_BOUND,
     forget_bias_max: float = 0.0,
 ) -> LSTMConstraint:
-    """The course's compact parameter set: the default of :func:`project_lstm_weights_`.
-
-    :func:`authors_constants_constraint` (row sums ``||W_g||_inf <= c_g``,
-    ``||U_f||_inf <= 0.25``, forget bias ``<= forget_bias_max``) plus every row of
-    ``U_i, U_z, U_o`` in the l1 ball of ``input_radius`` and every gate bias in
-    ``[-bias_bound, bias_bound]`` (the forget bias in ``[-bias_bound, forget_bias_max]``).
-    The added bounds only lower the certified ``lambda``; they make the set compact.
-    """
+    """:func:`authors_constants_constraint` plus rows of ``U_i, U_z, U_o`` in the l1 ball of
+    ``input_radius`` and every bias in ``[-bias_bound, bias_bound]`` (forget bias
+    ``<= forget_bias_max``): compact, the default of :func:`project_lstm_weights_`."""
     if not (0 <= input_radius < math.inf and 0 <= bias_bound < math.inf):
         raise ValueError(
             f"input_radius and bias_bound must be finite and >= 0 (they make the set compact), "
@@ -566,13 +477,8 @@ def course_lstm_constraint(
 def free_forget_constraint(
     input_radius: float = COURSE_INPUT_RADIUS, bias_bound: float = COURSE_BIAS_BOUND
 ) -> LSTMConstraint:
-    """The course's set with the forget gate uncapped: NOT certified contractive.
-
-    As :func:`course_lstm_constraint`, except that the forget bias lies in
-    ``[-bias_bound, bias_bound]`` and every row of ``U_f`` in the l1 ball of ``input_radius``,
-    the generous bounds of the other gates; the recurrent row sums keep the authors'
-    constants.  Chapter 8's ablation uses it to measure what the forget cap costs.
-    """
+    """:func:`course_lstm_constraint` with the forget bias in ``[-bias_bound, bias_bound]`` and
+    rows of ``U_f`` in the l1 ball of ``input_radius``: NOT certified contractive."""
     course = course_lstm_constraint(input_radius, bias_bound, forget_bias_max=bias_bound)
     return replace(course, input_radius={g: float(input_radius) for g in GATES})
 
@@ -602,8 +508,7 @@ def _solve_scale(bound_of_scale, lam: float, what: str) -> float:
 def stable_lstm_constraint(
     lam: float, input_bound: float = 1.0, forget_bias_max: float = 0.0
 ) -> LSTMConstraint:
-    """The authors'-shaped constraint (:func:`authors_constants_constraint`) with the recurrent
-    radii scaled so that its contraction bound equals ``lam`` (for ``||x||_inf <= input_bound``)."""
+    """:func:`authors_constants_constraint`, radii scaled to a bound ``lam`` at ``input_bound``."""
     _check_lam(lam)
     base = authors_constants_constraint(forget_bias_max)
     scale = _solve_scale(
@@ -619,10 +524,7 @@ def _check_lam(lam: float) -> None:
 
 @dataclass(frozen=True)
 class _ProjectionPlan:
-    """What :func:`project_lstm_weights_` needs per call, computed once per set.
-
-    Radii are per gate in the order ``(i, f, z, o)``; ``math.inf`` marks a free part.
-    """
+    """Per-gate radii and bias bounds ``(i, f, z, o)`` of a set, and its certified lambda."""
 
     certified: float
     recurrent_radius: tuple[float, ...]
@@ -674,10 +576,8 @@ def _projection_plan(
 def _row_bounds(
     per_gate: tuple[float, ...], hidden: int, dtype: torch.dtype, device: torch.device
 ) -> Tensor:
-    """A per-gate bound repeated over the gate's rows: ``(4H, 1)`` on the weights' device.
-
-    Cached (callers only read it): after the first step no host-to-device copy is left in
-    the projection, so a CUDA graph can capture it."""
+    """A per-gate bound repeated over the gate's rows: ``(4H, 1)``.  Cached, so that no
+    host-to-device copy is left after the first step (a CUDA graph can capture it)."""
     return torch.tensor(per_gate, dtype=dtype).repeat_interleave(hidden)[:, None].to(device)
 
 
@@ -685,11 +585,8 @@ def _row_bounds(
 def _stacked_layout(
     plan: _ProjectionPlan, hidden: int, dtype: torch.dtype, device: torch.device
 ) -> tuple[tuple[tuple[int, int, int], ...], Tensor]:
-    """Which rows of ``(weight_hh, weight_ih)`` are constrained, and their radii.
-
-    Returns ``((matrix index, first row, end row), ...)`` (per matrix the contiguous range
-    covering its gates of finite radius) and the radii ``(rows, 1)`` of those rows stacked.
-    """
+    """``((matrix index, first row, end row), ...)`` of the constrained rows of
+    ``(weight_hh, weight_ih)`` and their radii ``(rows, 1)`` stacked."""
     spans, bounds = [], []
     for index, radius in enumerate((plan.recurrent_radius, plan.input_radius)):
         gates = [n for n, r in enumerate(radius) if r != math.inf]
@@ -704,12 +601,8 @@ def _stacked_layout(
 def _project_rows_of_layer_(
     weight_hh: Tensor, weight_ih: Tensor, plan: _ProjectionPlan, hidden: int
 ) -> None:
-    """Every constrained row of ``weight_hh`` and ``weight_ih`` onto its l1 ball, in place.
-
-    The constrained rows of both matrices go through ONE batched projection with a
-    per-row radius; the shorter rows are padded with zeros, which the soft-threshold
-    keeps at zero.
-    """
+    """Every constrained row of both matrices onto its l1 ball, in place, in one batched
+    projection (shorter rows padded with zeros, which the soft-threshold keeps at zero)."""
     matrices = (weight_hh, weight_ih)
     if weight_hh.dtype != weight_ih.dtype or weight_hh.device != weight_ih.device:
         for matrix, radius in zip(
@@ -765,20 +658,11 @@ def project_lstm_weights_(
 ) -> float:
     """Project one LSTM layer in place onto an :class:`LSTMConstraint`; returns its lambda.
 
-    ``weight_hh (4H, H)`` and ``weight_ih (4H, D)`` (e.g. ``lstm.weight_hh_l0``,
-    ``lstm.weight_ih_l0``); ``biases`` are the layer's bias vectors ``(4H,)`` whose sum
-    is the gate bias (``[lstm.bias_ih_l0, lstm.bias_hh_l0]``, or ``()`` for a bias-free
-    layer).  The set is ``constraint``, else :func:`stable_lstm_constraint` ``(lam, input_bound)``,
-    else the course's compact set (:func:`course_lstm_constraint`: the authors' constants
-    read as row sums, plus generous bounds on the free input rows and on the biases).
-    Each part is the exact Euclidean projection: rows onto l1 balls, bias sums onto
-    half-spaces or slabs.  For layers above the first, the inputs are the ``h`` of the
-    layer below, so ``input_bound = 1``.
-
-    Called after every optimizer step, so it is cheap: the set's radii and its lambda are
-    computed once per set (cached), all constrained rows are projected in one batched
-    call, and nothing waits for the device (no host synchronization).
-    """
+    ``weight_hh (4H, H)``, ``weight_ih (4H, D)``; ``biases``: the layer's ``(4H,)`` bias vectors
+    whose sum is the gate bias (``()`` without bias).  The set is ``constraint``, else
+    :func:`stable_lstm_constraint` ``(lam, input_bound)``, else :func:`course_lstm_constraint`.
+    Rows go onto l1 balls, bias sums onto half-spaces or slabs (exact); the plan is cached and
+    nothing synchronizes with the device.  Above the first layer ``input_bound = 1``."""
     hidden = _check_gate_matrix("weight_hh", weight_hh)
     _check_gate_matrix("weight_ih", weight_ih, hidden)
     input_bound = _check_input_bound(input_bound)
@@ -805,11 +689,6 @@ def project_lstm_(model: LSTMMap, **kwargs) -> float:
     return project_lstm_weights_(model.weight_hh, model.weight_ih, biases=biases, **kwargs)
 
 
-# ----------------------------------------------------------------------------
-# Random stable LSTMs
-# ----------------------------------------------------------------------------
-
-
 def random_stable_lstm(
     input_size: int,
     hidden_size: int,
@@ -818,13 +697,9 @@ def random_stable_lstm(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> LSTMMap:
-    """An LSTM with Gaussian weights whose certificate ``lstm_contraction_bound`` equals ``lam``.
-
-    ``W, U ~ N(0, 1/H)``, biases ``~ N(0, 0.1^2)``; the forget bias is lowered until
-    ``sigmoid(b_f) <= lam / 2`` (the bound at zero weights is ``max sigmoid(b_f)``), then
-    ``W`` and ``U`` are scaled by the ``t`` that solves ``lambda(t) = lam`` (the
-    certificate increases with ``t``; bisection).
-    """
+    """A Gaussian LSTM with ``lstm_contraction_bound = lam``: ``W, U ~ N(0, 1/H)``, biases
+    ``~ N(0, 0.1^2)``, the forget bias lowered to ``sigmoid(b_f) <= lam / 2``, then ``W, U``
+    scaled by the ``t`` with ``lambda(t) = lam`` (bisection)."""
     _check_lam(lam)
     input_bound = _check_input_bound(input_bound)
     H, D = hidden_size, input_size
@@ -848,14 +723,9 @@ def random_stable_lstm(
     return model
 
 
-# ----------------------------------------------------------------------------
-# The authors' rescaling, examined
-# ----------------------------------------------------------------------------
-
-
 @lru_cache(maxsize=16)
 def _authors_scales(dtype: torch.dtype, device: torch.device) -> Tensor:
-    """The authors' recurrent constants as a ``(4, 1, 1)`` tensor on the weights' device."""
+    """The authors' recurrent constants, ``(4, 1, 1)``."""
     scales = [AUTHORS_RECURRENT_SCALES[g] for g in GATES]
     return torch.tensor(scales, dtype=dtype).view(4, 1, 1).to(device)
 
@@ -867,21 +737,11 @@ def authors_lstm_rescaling_(
     embedding: Tensor | None = None,
     check_zero_columns: bool | None = None,
 ) -> None:
-    """The LSTM constraint of the authors' experiment code, reproduced faithfully (in place).
-
-    Each recurrent block is set to ``W_g <- c_g * W_g / sum(|W_g|, dim=0)`` with
-    ``c = 0.395 (i), 0.155 (f), 0.099 (z), 0.395 (o)``, and the input block of the
-    forget gate to ``U_f <- 0.25 * U_f / sum(|U_f|, dim=0)``; the embedding (if given)
-    is clamped to ``[-1, 1]``.  The sum over ``dim=0`` makes every COLUMN sum equal
-    to ``c`` (the induced 1-norm), scaling small columns up: it is a rescaling, not a
-    projection.  Biases and the other input blocks are left free.
-
-    Called after every training step, so it is written for the GPU: the four recurrent
-    blocks are rescaled at once as a ``(4, H, H)`` view, with no loop over the gates and
-    no host synchronization.  A zero column (the rule divides by its sum) raises an error
-    when ``check_zero_columns`` (default: on CPU tensors, where the check is free); on a
-    GPU it makes the column NaN, which stops a training run at its next loss check.
-    """
+    """The authors' LSTM rescaling, in place (of columns; not a projection):
+    ``W_g <- c_g W_g / sum(|W_g|, dim=0)``, ``c = 0.395 (i), 0.155 (f), 0.099 (z), 0.395 (o)``;
+    ``U_f <- 0.25 U_f / sum(|U_f|, dim=0)``; the embedding clamped to ``[-1, 1]``.  A zero column
+    raises ``ValueError`` when ``check_zero_columns`` (default: on CPU); on a GPU it becomes NaN,
+    so that no step synchronizes."""
     hidden = _check_gate_matrix("weight_hh", weight_hh)
     _check_gate_matrix("weight_ih", weight_ih, hidden)
     if not weight_hh.is_contiguous():
@@ -915,10 +775,7 @@ def authors_rescaled_lstm(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> LSTMMap:
-    """A Gaussian LSTM after :func:`authors_lstm_rescaling_`.
-
-    Biases are ``N(0, bias_std^2)``, plus ``forget_bias`` on the forget gate.
-    """
+    """A Gaussian LSTM, biases ``N(0, bias_std^2)`` + ``forget_bias`` on f, after the rescaling."""
     model = LSTMMap(input_size, hidden_size, bias=True, dtype=dtype)
     with torch.no_grad():
         for param in (model.weight_hh, model.weight_ih):
@@ -935,13 +792,9 @@ def concentrated_authors_lstm(
     open_gates_bias: float = 0.0,
     dtype: torch.dtype = torch.float64,
 ) -> LSTMMap:
-    """An LSTM that satisfies the authors' constraint exactly but is not contractive in one step.
-
-    Every column of every recurrent block puts its whole mass ``c_g`` on unit 0, so unit 0
-    reads ``c_g * sum_j h_j`` (row sum ``c_g H``) while all column sums equal ``c_g``;
-    ``U_f`` has column sums 0.25; the biases of ``i, f, o`` are ``open_gates_bias``
-    (the authors leave biases free).  It is a fixed point of :func:`authors_lstm_rescaling_`.
-    """
+    """An LSTM meeting the authors' constraint exactly, not contractive in one step: every
+    recurrent column puts its mass ``c_g`` on unit 0 (row sum ``c_g H``), ``U_f`` has column
+    sums 0.25, the i, f, o biases are ``open_gates_bias``; a fixed point of the rescaling."""
     model = LSTMMap(input_size, hidden_size, bias=True, dtype=dtype)
     with torch.no_grad():
         model.weight_hh.zero_()
@@ -957,11 +810,6 @@ def concentrated_authors_lstm(
     return model
 
 
-# ----------------------------------------------------------------------------
-# Measuring contractivity on D
-# ----------------------------------------------------------------------------
-
-
 def sample_box_states(
     model: LSTMMap,
     input_bound: float,
@@ -969,13 +817,9 @@ def sample_box_states(
     generator: torch.Generator | None = None,
     horizon: float = 50.0,
 ) -> tuple[Tensor, Tensor]:
-    """States of ``D`` and inputs with ``||x||_inf <= input_bound``: ``(N, 2H), (N, D)``.
-
-    A third of the states are uniform in the box ``|c_j| <= min(C_j, horizon)``,
-    ``|h_j| <= 1``, a third are its corners, and a third lie on trajectories from 0
-    (every state reached in ``t`` steps has ``|c| <= t``; the box never leaves ``D``).
-    Inputs are uniform in ``[-B, B]^D`` or on its corners.
-    """
+    """States of ``D`` and inputs with ``||x||_inf <= input_bound``: ``(N, 2H), (N, D)``; thirds
+    uniform in ``|c_j| <= min(C_j, horizon), |h_j| <= 1``, on its corners, and on trajectories
+    from 0; inputs uniform in ``[-B, B]^D`` or on its corners."""
     certificate = lstm_certificate(model, input_bound)
     dtype = model.weight_hh.dtype
     H = model.hidden_size
@@ -1015,13 +859,9 @@ def pair_lipschitz(
     relative_step: float = 1e-3,
     p: float = math.inf,
 ) -> float:
-    """Largest ``||phi(s, x) - phi(s~, x)|| / ||s - s~||`` over random pairs in ``D``.
-
-    Half the pairs are independent points of ``D``; half are nearby points
-    ``s~ = s + relative_step * noise`` (kept inside the box).  ``norm`` is
-    ``"certificate"`` (:func:`state_norm` with the given ``p``) or ``"euclidean"``.
-    A lower bound on the Lipschitz constant on ``D``.
-    """
+    """Largest ``||phi(s, x) - phi(s~, x)|| / ||s - s~||`` over pairs in ``D`` (half independent,
+    half ``s~ = s + relative_step * noise``), a lower bound on the Lipschitz constant; ``norm``:
+    ``"certificate"`` (:func:`state_norm`) or ``"euclidean"``."""
     if norm not in ("certificate", "euclidean"):
         raise ValueError(f"norm must be 'certificate' or 'euclidean', got {norm!r}")
     certificate = lstm_certificate(model, input_bound, p)
@@ -1052,14 +892,12 @@ def pair_lipschitz(
 
 
 def lstm_state_jacobians(model: LSTMMap, states: Tensor, inputs: Tensor) -> Tensor:
-    """Closed-form Jacobians ``d(c', h') / d(c, h)`` at ``N`` points: ``(N, 2H, 2H)``.
-
-    With ``s_g = g (1 - g)`` for the sigmoid gates and ``t = tanh(c')``::
+    """Jacobians ``d(c', h') / d(c, h)`` at ``N`` points, ``(N, 2H, 2H)``: those of
+    :func:`stablernn_lib.core.contraction.state_jacobians` (autograd) with ``s_g = g (1 - g)``,
+    ``t = tanh(c')``::
 
         dc'/dc = diag(f),  dc'/dh = diag(z s_i) W_i + diag(i (1 - z^2)) W_z + diag(c s_f) W_f,
         dh'/dc = diag(o (1 - t^2)) dc'/dc,  dh'/dh = diag(t s_o) W_o + diag(o (1 - t^2)) dc'/dh.
-
-    Equals :func:`stablernn_lib.core.stability.state_jacobians` (autograd), much faster.
     """
     _check_model(model)
     c, _ = model.split_state(states)
@@ -1083,12 +921,8 @@ def lstm_state_jacobians(model: LSTMMap, states: Tensor, inputs: Tensor) -> Tens
 def jacobian_certificate_norms(
     model: LSTMMap, states: Tensor, inputs: Tensor, input_bound: float
 ) -> Tensor:
-    """Induced norms of the state Jacobians in the certificate's norm (``p = inf``), ``(N,)``.
-
-    For the weighted max-norm with weights ``w`` (``v_c`` on ``c``, ``v_h`` on ``h``) the
-    induced norm is ``max_a sum_b |J_ab| w_b / w_a``; its supremum over the convex box
-    ``D`` is the Lipschitz constant of the map on ``D``.
-    """
+    """Induced norms ``max_a sum_b |J_ab| w_b / w_a`` of the Jacobians in the certificate's
+    norm (``p = inf``, ``w = (v_c, v_h)``): ``(N,)``."""
     certificate = lstm_certificate(model, input_bound)
     H = model.hidden_size
     v_c, v_h = certificate.weights
@@ -1100,11 +934,8 @@ def jacobian_certificate_norms(
 
 
 def iterated_jacobian_norms(model: LSTMMap, states: Tensor, inputs: Tensor) -> Tensor:
-    """Spectral norms of the Jacobians of the ``r``-step map ``s -> phi^r(s; x_1..x_r)``.
-
-    ``states (N, 2H)``, ``inputs (r, N, D)``; returns ``(N,)``.  The largest is a lower
-    bound on the Euclidean Lipschitz constant of the iterated map.
-    """
+    """Spectral norms of the Jacobians of ``s -> phi^r(s; x_1..x_r)``: ``states (N, 2H)``,
+    ``inputs (r, N, D)`` -> ``(N,)``."""
     if inputs.dim() != 3 or inputs.shape[1] != states.shape[0]:
         raise ValueError(
             f"inputs must have shape (r, N, D) with N = {states.shape[0]}, "
@@ -1121,12 +952,9 @@ def iterated_jacobian_norms(model: LSTMMap, states: Tensor, inputs: Tensor) -> T
 
 
 def forget_gate_threshold(column_or_row_sums: dict[str, float]) -> float:
-    """Largest forget-gate bound ``F`` for which ``rho(M) < 1`` with the given gate norms.
-
-    ``M(F) = [[F, a], [F, a + ||W_o|| tanh(C) / 4]]`` with ``C = 1 / (1 - F)``,
-    ``a = ||W_i|| / 4 + ||W_z|| + C ||W_f|| / 4`` and the other gates bounded by 1 (free
-    biases): the theorem with ``p = 1`` (column sums) or ``p = inf`` (row sums).
-    """
+    """Largest forget-gate bound ``F`` with ``rho(M(F)) < 1``, other gates bounded by 1:
+    ``M(F) = [[F, a], [F, a + ||W_o|| tanh(C) / 4]]``, ``C = 1 / (1 - F)``,
+    ``a = ||W_i|| / 4 + ||W_z|| + C ||W_f|| / 4``."""
 
     def lam(forget: float) -> float:
         cell = 1 / (1 - forget)
@@ -1153,13 +981,9 @@ def measured_contraction(
     num_states: int = 600,
     generator: torch.Generator | None = None,
 ) -> dict[str, float]:
-    """Certificate and measurements for one LSTM: a dict of floats.
-
-    ``certificate`` (proved lambda, p = inf), ``certificate_l1`` (p = 1),
-    ``jacobian_certificate_norm`` / ``pairs_certificate_norm`` (measured in the
-    certificate's norm), ``jacobian_euclidean`` / ``pairs_euclidean`` (Euclidean), all
-    maxima over sampled states of ``D``.
-    """
+    """``certificate`` (p = inf), ``certificate_l1`` (p = 1), and the maxima over sampled states
+    of ``D``: ``jacobian_certificate_norm``, ``pairs_certificate_norm`` (certificate's norm),
+    ``jacobian_euclidean``, ``pairs_euclidean``."""
     states, x = sample_box_states(model, input_bound, num_states, generator)
     jacobians = lstm_state_jacobians(model, states, x)
     return {
@@ -1176,13 +1000,8 @@ def measured_contraction(
     }
 
 
-# ----------------------------------------------------------------------------
-# Text summaries for the book
-# ----------------------------------------------------------------------------
-
-
 def format_certificate(certificate: LSTMCertificate) -> str:
-    """A few lines with ``M``, ``lambda``, the norm's weights and the gate bounds."""
+    """``M``, ``lambda``, the norm's weights and the gate bounds, one per line."""
     m = certificate.matrix.tolist()
     return "\n".join(
         [
@@ -1198,7 +1017,7 @@ def format_certificate(certificate: LSTMCertificate) -> str:
 
 
 def gate_norm_table(model: LSTMMap) -> str:
-    """Markdown table: column sums (induced 1-norm) and row sums (induced inf-norm) per block."""
+    """Markdown table of max column and row sums of each block."""
     _check_model(model)
     lines = ["| block | max column sum | max row sum |", "| --- | ---: | ---: |"]
     blocks = [(f"W_{g}", w) for g, w in gate_blocks(model.weight_hh).items()]
@@ -1214,7 +1033,7 @@ def gate_norm_table(model: LSTMMap) -> str:
 
 
 def contraction_verdicts(rows: Sequence[dict[str, object]]) -> str:
-    """One line per measured model: is it certified, and is it measured contractive?"""
+    """One line per measured model: certified, and measured contractive?"""
     lines = []
     for row in rows:
         proved = float(row["certificate"])
