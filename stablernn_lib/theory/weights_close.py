@@ -1,19 +1,11 @@
-"""Proposition 2 (weights close) and Theorem 1 (predictions close), and the Figure 1 experiment.
+"""Proposition 2 (weights close), Theorem 1 (predictions close) and the Figure 1 experiment.
 
-Projected gradient descent runs on the recurrent loss ``p_T`` and on the truncated
-loss ``p^k_T`` from the same start ``w_1``, on the same data, with steps ``alpha_t``::
-
-    w_{t+1} = P(w_t - alpha_t grad p_T(w_t)),    w'_{t+1} = P(w'_t - alpha_t grad p^k_T(w'_t)).
-
-``P`` (the projection onto the stable set) is non-expansive, so ``e_t = ||w_t - w'_t||``
-obeys ``e_{t+1} <= (1 + alpha_t beta) e_t + alpha_t gamma k lambda^k`` with ``e_1 = 0``
-(``beta`` from Lemma 3, ``gamma k lambda^k`` from Lemma 2).  With ``alpha_t = alpha / t``
-this unrolls to Proposition 2: ``e_{N+1} <= alpha gamma k lambda^k N^(alpha beta + 1)``.
-
-The experiment (the paper's Figure 1b) trains the recurrent matrix ``W`` (shape ``(H, H)``)
-of a vanilla RNN on random Gaussian regression instances; ``U`` stays fixed, and the
-parameter set is ``{||W||_2 <= lambda}`` (compact and convex).  Bounds are stored as
-``log10`` values because the theoretical ones overflow a float.
+Projected gradient descent on ``p_T`` and on ``p^k_T`` from the same ``w_1`` with steps
+``alpha_t``: the projection is non-expansive, so ``e_t = ||w_t - w'_t||`` obeys
+``e_{t+1} <= (1 + alpha_t beta) e_t + alpha_t gamma k lambda^k``, ``e_1 = 0`` (Lemmas 2, 3);
+with ``alpha_t = alpha / t``, ``e_{N+1} <= alpha gamma k lambda^k N^(alpha beta + 1)``.  The
+experiment trains the recurrent ``W (H, H)`` of a vanilla RNN on Gaussian regression
+(``U`` fixed) in ``{||W||_2 <= lambda}``.  Bounds are ``log10`` values: they overflow a float.
 """
 
 from __future__ import annotations
@@ -61,8 +53,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_RESULTS = results_path("figure1")
 RERUN_RESULTS = REPO_ROOT / "data" / "runs" / "figure1"  # reruns from the notebook (ignored)
 
-# ----------------------------------------------------------------------------- the bounds
-
 
 def step_sizes(schedule: str, alpha: float, num_steps: int) -> np.ndarray:
     """Steps ``alpha_t`` for ``t = 1..N``: ``alpha / t`` ("decay") or ``alpha`` ("constant")."""
@@ -105,12 +95,9 @@ def proposition2_bound(
 def recurrence_bound_log10(
     steps: np.ndarray, beta: float | np.ndarray, gradient_gap: float | np.ndarray
 ) -> np.ndarray:
-    """``log10 e_t`` for ``t = 1..N+1`` of ``e_{t+1} = (1 + alpha_t beta_t) e_t + alpha_t g_t``.
-
-    ``e_1 = 0`` (same start).  ``steps``: ``(N,)``; ``beta`` and ``gradient_gap`` are
-    constants or per-step arrays ``(N,)``.  Iterated in log space so that huge
-    constants do not overflow; ``log10 e_1 = -inf``.
-    """
+    """``log10 e_t``, ``t = 1..N+1``, of ``e_{t+1} = (1 + alpha_t beta_t) e_t + alpha_t g_t``,
+    ``e_1 = 0`` (``-inf``).  ``steps (N,)``; ``beta``, ``gradient_gap`` constants or ``(N,)``.
+    Iterated in log space: the constants overflow a float."""
     steps = np.asarray(steps, dtype=float)
     beta = np.broadcast_to(np.asarray(beta, dtype=float), steps.shape)
     gap = np.broadcast_to(np.asarray(gradient_gap, dtype=float), steps.shape)
@@ -128,12 +115,9 @@ def recurrence_bound_log10(
 def decay_recurrence_solution_log10(
     alpha: float, beta: float, gradient_gap: float, num_steps: int
 ) -> float:
-    """Exact ``log10 e_{N+1}`` of the recurrence with ``alpha_t = alpha / t`` and constants.
-
-    With ``c = alpha beta``: ``e_{N+1} = (g / beta) (Gamma(N + 1 + c) / (Gamma(N + 1)
-    Gamma(1 + c)) - 1)`` (sympy's ``rsolve`` finds it, see :func:`symbolic_recurrence_solution`);
-    for ``beta = 0`` it is ``alpha g H_N`` with the harmonic number ``H_N``.
-    """
+    """Exact ``log10 e_{N+1}`` for ``alpha_t = alpha / t`` and constants, ``c = alpha beta``:
+    ``e_{N+1} = (g / beta) (Gamma(N + 1 + c) / (Gamma(N + 1) Gamma(1 + c)) - 1)``, or
+    ``alpha g H_N`` (harmonic number) for ``beta = 0``."""
     if gradient_gap == 0:
         return -math.inf
     c = alpha * beta
@@ -146,10 +130,8 @@ def decay_recurrence_solution_log10(
 
 
 def product_bound_slack(c: float, num_steps: int) -> np.ndarray:
-    """``log prod_{j=t+1}^N (1 + c/j) - c log(N/t)`` for ``t = 1..N``; never positive.
-
-    The step of the proof: ``log(1 + x) <= x`` and ``sum_{j=t+1}^N 1/j <= log(N/t)``.
-    """
+    """``log prod_{j=t+1}^N (1 + c/j) - c log(N/t)`` for ``t = 1..N``; never positive
+    (``log(1 + x) <= x``, ``sum_{j=t+1}^N 1/j <= log(N/t)``)."""
     if c < 0 or num_steps < 1:
         raise ValueError(f"need c >= 0 and num_steps >= 1, got c={c}, num_steps={num_steps}")
     j = np.arange(1, num_steps + 1, dtype=float)
@@ -160,22 +142,16 @@ def product_bound_slack(c: float, num_steps: int) -> np.ndarray:
 
 
 def symbolic_recurrence_solution() -> sp.Expr:
-    """sympy's solution ``e(t)`` of ``e(t+1) = (1 + c/t) e(t) + d/t`` with ``e(1) = 0``.
-
-    Here ``c = alpha beta`` and ``d = alpha gamma k lambda^k``; the answer involves
-    ``gamma(c + t) / gamma(t)``, which grows like ``t^c``.
-    """
+    """sympy's ``e(t)`` solving ``e(t+1) = (1 + c/t) e(t) + d/t``, ``e(1) = 0``
+    (``c = alpha beta``, ``d = alpha gamma k lambda^k``)."""
     t, c, d = sp.symbols("t c d", positive=True)
     e = sp.Function("e")
     return sp.rsolve(e(t + 1) - (1 + c / t) * e(t) - d / t, e(t), {e(1): 0})
 
 
 def symbolic_unrolling(num_steps: int) -> tuple[sp.Expr, sp.Expr]:
-    """``e_{N+1}`` by iterating the recurrence and by the unrolled sum, as sympy expressions.
-
-    Unrolled: ``e_{N+1} = sum_{t=1}^N (d/t) prod_{j=t+1}^N (1 + c/j)``; the two agree
-    (``sympy.simplify(a - b) == 0``).
-    """
+    """``e_{N+1}`` iterated and as the unrolled sum
+    ``sum_{t=1}^N (d/t) prod_{j=t+1}^N (1 + c/j)``, as sympy expressions."""
     c, d = sp.symbols("c d", positive=True)
     iterated = sp.Integer(0)
     for t in range(1, num_steps + 1):
@@ -190,29 +166,18 @@ def symbolic_unrolling(num_steps: int) -> tuple[sp.Expr, sp.Expr]:
 def theorem1_prediction_bound(
     lam: float, lx: float, bx: float, weight_distance: float, k: int, *, l_rho: float = 1.0
 ) -> float:
-    """``||h_T(w) - h^k_T(w')|| <= L_rho B_h ||w - w'|| / (1 - lambda) + lambda^k B_h``.
-
-    The first term moves the weights (``phi`` is ``L_rho B_h``-Lipschitz in ``W`` on states
-    of norm ``<= B_h = L_x B_x / (1 - lambda)``), the second truncates (Lemma 1).  The
-    prediction is ``y_T = h_T`` here, so ``L_f = 1``.
-    """
+    """``||h_T(w) - h^k_T(w')|| <= L_rho B_h ||w - w'|| / (1 - lambda) + lambda^k B_h``,
+    ``B_h = L_x B_x / (1 - lambda)`` (``y_T = h_T``, so ``L_f = 1``)."""
     if weight_distance < 0:
         raise ValueError(f"weight_distance must be non-negative, got {weight_distance}")
     bh = state_norm_bound(lam, lx, bx)
     return l_rho * bh * weight_distance / (1 - lam) + lemma1_truncation_bound(lam, lx, bx, k)
 
 
-# ----------------------------------------------------------------------------- configurations
-
-
 @dataclass(frozen=True)
 class Figure1Config:
-    """One Figure 1 configuration (sizes, contexts, schedules, seeds).
-
-    Inputs ``x_t`` have i.i.d. ``N(0, 1/D)`` entries (``||x_t|| ~ 1``); the target of a
-    sequence is the last state of a random teacher RNN (same ``U``, its own ``W`` with
-    ``||W||_2 = lambda``) plus ``N(0, noise_std^2)`` noise.
-    """
+    """One Figure 1 configuration: inputs i.i.d. ``N(0, 1/D)``, targets the last state of a
+    teacher RNN (same ``U``, ``||W||_2 = lambda``) plus ``N(0, noise_std^2)``."""
 
     name: str
     activations: tuple[str, ...]
@@ -283,15 +248,9 @@ def get_config(name: str) -> Figure1Config:
     return CONFIGS[name]
 
 
-# ----------------------------------------------------------------------------- the instances
-
-
 @dataclass
 class Figure1Instance:
-    """A random regression instance and the shared starting model ``w_1``.
-
-    Shapes: ``train_inputs (T, n, D)``, ``train_targets (n, H)``, likewise for test.
-    """
+    """A regression instance and the start ``w_1``: ``*_inputs (T, n, D)``, ``*_targets (n, H)``."""
 
     activation: str
     lam: float
@@ -332,10 +291,7 @@ def make_instance(
 
 
 def final_predictions(model: VanillaRNN, inputs: Tensor, k: int | None = None) -> Tensor:
-    """``y_T = h_T`` (``k=None``) or the truncated ``y^k_T = h^k_T`` (last ``k`` inputs).
-
-    Shapes: inputs ``(T, n, D)`` -> predictions ``(n, H)``.
-    """
+    """``y_T = h_T``, or ``y^k_T = h^k_T`` of the last ``k`` inputs: ``(T, n, D) -> (n, H)``."""
     window = inputs if k is None else inputs[-k:]
     return model.output(model.run(window)[-1])
 
@@ -350,18 +306,15 @@ def final_state_loss(
 def recurrent_weight_gradient(
     model: VanillaRNN, inputs: Tensor, targets: Tensor, k: int | None = None
 ) -> tuple[float, Tensor]:
-    """The loss and its gradient with respect to ``W`` (shape ``(H, H)``)."""
+    """The loss and its gradient with respect to ``W (H, H)``."""
     loss = final_state_loss(model, inputs, targets, k)
     (gradient,) = torch.autograd.grad(loss, model.weight_hh)
     return float(loss.detach()), gradient
 
 
 def theory_constants(instance: Figure1Instance) -> dict[str, float]:
-    """``L_x, B_x, B_h, L_p, S_p`` of the instance and Lemma 2's ``gamma``, Lemma 3's ``beta``.
-
-    ``B_x`` is the largest ``||x_t||`` of the training set (Gaussian inputs are bounded
-    on a finite sample), the loss constants come from the largest target norm.
-    """
+    """``L_x, B_x, B_h, L_p, S_p``, Lemma 2's ``gamma`` and Lemma 3's ``beta`` of the instance
+    (``B_x``: the largest training ``||x_t||``; loss constants from the largest target norm)."""
     activation, lam = instance.activation, instance.lam
     l_rho, l2_rho = activation_lipschitz(activation), activation_smoothness(activation)
     lx = l_rho * spectral_norm(instance.start.weight_ih)
@@ -380,13 +333,9 @@ def theory_constants(instance: Figure1Instance) -> dict[str, float]:
     }
 
 
-# ----------------------------------------------------------------------------- the two runs
-
-
 @contextlib.contextmanager
 def single_thread() -> Iterator[None]:
-    """Run torch on one thread: these matrices are tiny, and on a busy CPU extra
-    threads only wait for each other (a step takes milliseconds instead of microseconds)."""
+    """Torch on one thread: for tiny matrices extra threads only wait for each other."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -397,10 +346,8 @@ def single_thread() -> Iterator[None]:
 
 @dataclass
 class RecurrentTrajectory:
-    """Projected GD on ``p_T``: ``weights (N+1, H, H)`` = ``w_1..w_{N+1}``.
-
-    ``gradients (N, H, H)`` = ``grad p_T(w_t)`` and ``losses (N,)`` = ``p_T(w_t)``.
-    """
+    """Projected GD on ``p_T``: weights ``w_t (N+1, H, H)``, gradients ``grad p_T(w_t) (N, H, H)``,
+    losses ``(N,)``."""
 
     weights: Tensor
     gradients: Tensor
@@ -415,7 +362,7 @@ def _projected_step_(model: VanillaRNN, gradient: Tensor, step: float, lam: floa
 
 @single_thread()
 def recurrent_trajectory(instance: Figure1Instance, steps: np.ndarray) -> RecurrentTrajectory:
-    """Run projected GD on the recurrent loss (it does not depend on ``k``, so run it once)."""
+    """Projected GD on the recurrent loss (one run serves every ``k``)."""
     model = copy.deepcopy(instance.start)
     weights, gradients, losses = [model.weight_hh.detach().clone()], [], []
     for step in steps:
@@ -431,12 +378,9 @@ def recurrent_trajectory(instance: Figure1Instance, steps: np.ndarray) -> Recurr
 
 @dataclass
 class TruncatedRun:
-    """Projected GD on ``p^k_T`` beside a recurrent trajectory, with what the proof uses.
-
-    ``distance (N+1,)`` = ``e_t``; per step ``t`` (shape ``(N,)``): ``smoothness`` =
-    ``||grad p_T(w_t) - grad p_T(w'_t)|| / e_t`` (Lemma 3's ratio, 0 when ``e_t = 0``) and
-    ``gradient_gap`` = ``||grad p_T(w'_t) - grad p^k_T(w'_t)||`` (Lemma 2's quantity).
-    """
+    """Projected GD on ``p^k_T``: ``distance (N+1,) = e_t``; per step ``(N,)``: ``smoothness =
+    ||grad p_T(w_t) - grad p_T(w'_t)|| / e_t`` (0 when ``e_t = 0``), ``gradient_gap =
+    ||grad p_T(w'_t) - grad p^k_T(w'_t)||``."""
 
     model: VanillaRNN
     distance: np.ndarray
@@ -469,9 +413,6 @@ def truncated_run(
     )
 
 
-# ----------------------------------------------------------------------------- one result unit
-
-
 def record_steps(num_steps: int, num_points: int) -> np.ndarray:
     """About ``num_points`` log-spaced step counts in ``[1, N]`` (always including ``N``)."""
     points = np.unique(np.round(np.logspace(0, math.log10(num_steps), num_points)).astype(int))
@@ -490,7 +431,7 @@ def _curve(values: np.ndarray, at: np.ndarray) -> list[float | None]:
 def _theorem1(
     instance: Figure1Instance, k: int, recurrent_weights: Tensor, run: TruncatedRun
 ) -> dict[str, float]:
-    """Predictions of the two trained models on the fresh test sequences."""
+    """Theorem 1's gaps, bound and test losses of the two trained models on the test set."""
     recurrent = copy.deepcopy(instance.start)
     with torch.no_grad():
         recurrent.weight_hh.copy_(recurrent_weights)
@@ -527,15 +468,10 @@ def summarize_unit(
     recurrent: RecurrentTrajectory,
     run: TruncatedRun,
 ) -> dict[str, Any]:
-    """Everything one (activation, schedule, seed, k) run produced, ready for JSON.
-
-    Curves are read at :func:`record_steps`; ``*_log10`` are ``log10`` of bounds:
-    ``stepwise`` iterates the recurrence with the per-step measured ratios (valid for
-    any schedule), ``empirical`` uses their maxima along the run (``beta_hat``,
-    ``gamma_hat = max gap / (k lambda^k)``), ``theory`` uses Lemma 2's gamma and Lemma 3's
-    beta; ``prop2_*`` is the closed form ``alpha gamma k lambda^k n^(alpha beta + 1)``,
-    which is proved only for the decaying schedule.
-    """
+    """One (activation, schedule, seed, k) run as JSON, curves at :func:`record_steps`.  Bounds
+    ``*_log10``: ``stepwise`` iterates the recurrence with the per-step ratios, ``empirical``
+    with their maxima (``beta_hat``, ``gamma_hat = max gap / (k lambda^k)``), ``theory`` with
+    Lemmas 2, 3; ``prop2_*``: ``alpha gamma k lambda^k n^(alpha beta + 1)``, proved for "decay"."""
     lam, num_steps, alpha = instance.lam, steps.size, config.alpha
     theory = theory_constants(instance)
     beta_hat = float(run.smoothness.max())
@@ -580,9 +516,6 @@ def summarize_unit(
     }
 
 
-# ----------------------------------------------------------------------------- running it all
-
-
 def unit_path(
     out_dir: Path, config: Figure1Config, activation: str, schedule: str, seed: int, k: int
 ) -> Path:
@@ -592,7 +525,7 @@ def unit_path(
 
 
 def _load_finished(path: Path, config: Figure1Config) -> dict[str, Any] | None:
-    """A unit written earlier with the same configuration, or None (missing, stale, broken)."""
+    """A unit written with the same configuration, else None."""
     try:
         unit = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
@@ -614,7 +547,7 @@ def run_group(
     lam: float | None = None,
     on_unit: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Both runs for one instance and schedule, for every ``k`` (the recurrent run is shared)."""
+    """Both runs for one instance and schedule, for every ``k``."""
     instance = make_instance(config, activation, seed, lam)
     steps = step_sizes(schedule, config.alpha, config.num_steps)
     started = time.perf_counter()
@@ -645,13 +578,9 @@ def run_figure1(
     resume: bool = True,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Run (or resume) a Figure 1 configuration; returns ``{"summary": ..., "units": [...]}``.
-
-    With ``out_dir``, each unit is written atomically as soon as it finishes, then
-    ``summary.json`` (with provenance) and ``figure1.csv`` (the ``figure1`` command adds
-    ``figure1.png``: :mod:`stablernn_lib.figures.figure1`).  With
-    ``resume``, units already written with the same configuration are loaded, not rerun.
-    """
+    """Run or resume a configuration: ``{"summary": ..., "units": [...]}``.  With ``out_dir``,
+    each unit is written atomically, then ``summary.json`` and ``figure1.csv``; ``resume`` loads
+    the units written with the same configuration."""
     config = get_config(config) if isinstance(config, str) else config
     started = time.perf_counter()
     groups = [
@@ -714,7 +643,7 @@ def run_figure1(
 
 
 def load_results(out_dir: str | Path, config_name: str = "full") -> dict[str, Any]:
-    """Load a finished run written by :func:`run_figure1` (``summary.json`` and the units)."""
+    """A finished run of :func:`run_figure1`: ``summary.json`` and the units."""
     folder = Path(out_dir) / config_name
     summary_path = folder / "summary.json"
     if not summary_path.exists():
@@ -728,12 +657,8 @@ def load_results(out_dir: str | Path, config_name: str = "full") -> dict[str, An
 
 
 def full_results(mode: str) -> dict[str, Any] | None:
-    """The full Figure 1 run for Chapter 7.
-
-    ``mode="smoke"`` loads the committed files in ``data/results/figure1/full`` (``None``,
-    with a message, where they are absent, e.g. on Colab without the repository);
-    ``mode="full"`` recomputes the run (resumably) into ``data/runs/figure1``.
-    """
+    """``"smoke"``: the committed full run (``None``, with a message, where absent);
+    ``"full"``: the run recomputed, resumably, into ``data/runs/figure1``."""
     check_mode(mode)
     if mode == "full":
         return run_figure1("full", RERUN_RESULTS)
@@ -742,9 +667,6 @@ def full_results(mode: str) -> dict[str, Any] | None:
     except FileNotFoundError as error:
         print(error)
         return None
-
-
-# ----------------------------------------------------------------------------- tables
 
 
 TABLE_FIELDS = (
@@ -844,12 +766,8 @@ BOUND_TABLE_HEADERS = {
 
 
 def bound_tables(report: Sequence[dict[str, Any]]) -> str:
-    """:func:`bound_report` as two narrow Markdown tables with readable titles.
-
-    First the runs with steps ``alpha/t`` against their own bounds, then the runs with a
-    constant step against their own recurrence and against the ``alpha/t`` bounds. A
-    "÷" column is measured distance / bound (below 1: the bound holds).
-    """
+    """:func:`bound_report` as two Markdown tables (steps ``alpha/t``, then constant steps);
+    a "÷" column is distance / bound."""
     from stablernn_lib.core.tables import markdown_table
 
     def part(prefix: str) -> list[dict[str, Any]]:
@@ -871,17 +789,10 @@ def bound_tables(report: Sequence[dict[str, Any]]) -> str:
 
 
 def bound_report(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Where the bounds hold: one row per activation and ``k`` with ``0 < distance``.
-
-    Only seeds run with both schedules count.  Ratios are measured distance / bound,
-    maximised over those seeds and the recorded steps
-    ``n >= 2`` (``<= 1``: the bound holds; after one step the stepwise recurrence is an
-    equality, ``e_2 = alpha_1 ||grad p_T - grad p^k_T||``).  ``decay_*`` compare the
-    ``alpha/t`` runs with their own bounds; ``constant_vs_recurrence`` compares the
-    constant-step runs with the recurrence for their own steps (proved);
-    ``constant_vs_decay_*`` compare them with the bounds of the ``alpha/t`` runs of the
-    same instance (what the paper's figure draws).
-    """
+    """One row per activation and ``k`` with a positive distance, seeds run with both schedules:
+    ratios distance / bound (``<= 1``: it holds), maximised over seeds and steps ``n >= 2``.
+    ``decay_*``: ``alpha/t`` runs against their bounds; ``constant_vs_recurrence``: constant
+    steps against their own recurrence; ``constant_vs_decay_*``: against the ``alpha/t`` bounds."""
     rows = []
     for activation, k in sorted({(u["activation"], u["k"]) for u in units}):
         decay = {
@@ -916,7 +827,7 @@ def bound_report(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-# Column titles of :func:`theorem1_table` for ``markdown_table(rows, THEOREM1_TABLE_HEADERS)``.
+# Column titles of :func:`theorem1_table`.
 THEOREM1_TABLE_HEADERS = {
     "activation": "model",
     "schedule": "steps",
@@ -931,13 +842,8 @@ THEOREM1_TABLE_HEADERS = {
 
 
 def theorem1_table(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Theorem 1 on the test sequences: one row per activation, schedule and ``k``.
-
-    Largest prediction gap ``||y_T - y^k_T||`` over seeds and sequences, its two parts
-    (different weights, truncation), the bound of Theorem 1 with the measured weight
-    distance (smallest over seeds, so ``bound >= gap`` row by row is the check), and
-    mean test losses of the two trained models.
-    """
+    """Per activation, schedule and ``k``: the largest gap ``||y_T - y^k_T||``, its weights and
+    truncation parts, Theorem 1's bound at the smallest measured distance, mean test losses."""
     rows = []
     keys = sorted({(u["activation"], u["schedule"], u["k"]) for u in units})
     for activation, schedule, k in keys:
@@ -959,9 +865,6 @@ def theorem1_table(units: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-# ----------------------------------------------------------------------------- units
-
-
 def select_units(units: Sequence[dict[str, Any]], **fields: Any) -> list[dict[str, Any]]:
     """The units whose fields equal ``fields`` (e.g. ``activation="tanh", k=4``)."""
     return [u for u in units if all(u[name] == value for name, value in fields.items())]
@@ -973,7 +876,7 @@ def widget_grid(
     config: Figure1Config | str = "smoke",
     seed: int = 0,
 ) -> dict[tuple[float, str], list[dict[str, Any]]]:
-    """Smoke-size runs for every ``lambda`` and schedule (all ``ks`` share one recurrent run)."""
+    """Smoke-size runs for every ``lambda`` and schedule."""
     config = get_config(config) if isinstance(config, str) else config
     activation = config.activations[0]
     return {
