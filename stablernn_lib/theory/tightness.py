@@ -1,28 +1,10 @@
-"""How tight is every constant?  Adversarial searches for the ratio measured / bound.
+"""Adversarial searches for the largest ratio measured / bound of every constant.
 
-For each bound of the course the search maximises ``measured / bound`` by gradient
-ascent (Adam, with restarts) over everything the bound quantifies over: weights,
-states, inputs and targets.  Each search keeps the *constraint constants* fixed
-(``L_rho ||W||_2 <= lambda``, ``L_rho ||U||_2 <= L_x``, ``||x_t|| <= B_x``,
-``||y|| <= Y``) by projecting after every step, so the bound is a constant during the
-ascent; the final instance is then re-measured with the library's own functions
-(:mod:`stablernn_lib.core.bounds`, :mod:`stablernn_lib.theory.lemmas`,
-:mod:`stablernn_lib.theory.lstm_certificate`) and with the constants read off the instance,
-which can only make the reported ratio larger.  A ratio above 1 (beyond rounding)
-would be a counterexample to a lemma.
-
-- Lemma 1: ``max_t ||h_t - h^k_t|| / (lambda^k L_x B_x / (1 - lambda))``.
-- Lemma 2: ``||grad_w p_T - grad_w p^k_T|| / (gamma k lambda^k)``.
-- Lemma 3: ``||grad p_T(w) - grad p_T(w')|| / (beta ||w - w'||)``, ``w, w'`` in the set.
-- Proposition 2: ``||w_{N+1} - w'_{N+1}|| / (alpha gamma k lambda^k N^(alpha beta + 1))``
-  on the worst problem its hypotheses allow (a concave quadratic whose truncated
-  gradient is shifted by the largest gap Lemma 2 allows), run by projected gradient descent.
-- LSTM theorem (Chapter 4): the state Jacobian's norm in the certificate's norm over
-  the box ``D`` and the input cube, divided by ``lambda = rho(M)``; the weights are
-  searched by random restarts and multiplicative hill climbing.
-
-``python -m stablernn_lib tightness`` runs every search and writes
-``data/results/tightness.json`` with provenance.
+Adam ascent with restarts over weights, states, inputs and targets, projected after each
+step onto fixed constants (``L_rho ||W||_2 <= lambda``, ``L_rho ||U||_2 <= L_x``,
+``||x_t|| <= B_x``, ``||y|| <= Y``); the instance found is re-measured by the library with
+the constants read off it.  A ratio above 1 would refute a lemma.
+``python -m stablernn_lib tightness`` writes ``data/results/tightness.json``.
 """
 
 from __future__ import annotations
@@ -141,9 +123,6 @@ CONFIGS: dict[str, TightnessConfig] = {
 }
 
 
-# ----------------------------------------------------------------------------- helpers
-
-
 def _ascend(
     objective: Callable[[], Tensor],
     params: list[Tensor],
@@ -211,8 +190,7 @@ class _RNNVariables:
         target_norm: float = 0.0,
         input_norm: float = 1.0,
     ) -> _RNNVariables:
-        """Gaussian ``W, U``, inputs and target, projected (``target_norm = 0``: no target,
-        as Lemma 1 has none)."""
+        """Gaussian ``W, U``, inputs and target, projected (``target_norm = 0``: no target)."""
         H, D, T = config.hidden_size, config.input_size, config.seq_len
 
         def normal(*shape: int) -> Tensor:
@@ -265,15 +243,9 @@ def _best(records: list[dict[str, Any]]) -> dict[str, Any]:
     return max(finite, key=lambda r: r["ratio"]) if finite else {"ratio": math.nan}
 
 
-# ----------------------------------------------------------------------------- Lemma 1
-
-
 def lemma1_ratio(W: Tensor, U: Tensor, inputs: Tensor, activation: str, k: int) -> float:
-    """Lemma 1's ``max_t ||h_t - h^k_t|| / (lambda^k L_x B_x / (1 - lambda))`` by the library.
-
-    ``lambda = L_rho ||W||_2``, ``L_x = L_rho ||U||_2`` and ``B_x = max_t ||x_t||`` are read
-    off the instance (:func:`stablernn_lib.core.bounds.lemma1_truncation_bound`).
-    """
+    """``max_t ||h_t - h^k_t|| / (lambda^k L_x B_x / (1 - lambda))``, with the instance's
+    ``lambda = L_rho ||W||_2``, ``L_x = L_rho ||U||_2``, ``B_x = max_t ||x_t||``."""
     model = _rnn(W, U, activation)
     inputs = inputs.detach()
     measured = float(truncation_gaps(model, inputs[:, None, :], [k])[0])
@@ -290,11 +262,7 @@ def lemma1_ratio(W: Tensor, U: Tensor, inputs: Tensor, activation: str, k: int) 
 def lemma1_search(
     config: TightnessConfig, lam: float, k: int, activation: str, generator: torch.Generator
 ) -> dict[str, Any]:
-    """The largest Lemma 1 ratio found over ``W, U`` and the inputs (restarts of ascent).
-
-    The objective is the ratio itself, with ``lambda``, ``L_x``, ``B_x`` read off the
-    current point (spectral norms are differentiable).
-    """
+    """The largest Lemma 1 ratio over ``W, U`` and the inputs (restarts of ascent)."""
     records = []
     for _ in range(config.restarts):
         v = _RNNVariables.draw(config, lam, activation, generator)
@@ -312,9 +280,6 @@ def lemma1_search(
             _record(lemma1_ratio(v.W, v.U, v.inputs, activation, k), instance_lam=v.contraction())
         )
     return {"lam": lam, "k": k, "activation": activation, **_best(records)}
-
-
-# ----------------------------------------------------------------------------- Lemma 2
 
 
 def _instance(W: Tensor, U: Tensor, inputs: Tensor, target: Tensor, activation: str):
@@ -343,8 +308,7 @@ def lemma2_search(
     generator: torch.Generator,
     input_norm: float = 1.0,
 ) -> dict[str, Any]:
-    """The largest Lemma 2 ratio found over ``W, U``, inputs (``||x_t|| <= input_norm``) and
-    target (``||y|| <= target_norm``)."""
+    """The largest Lemma 2 ratio over ``W, U``, inputs and target."""
     records = []
     for _ in range(config.restarts):
         v = _RNNVariables.draw(config, lam, activation, generator, target_norm, input_norm)
@@ -362,9 +326,6 @@ def lemma2_search(
     return {**details, "input_norm": input_norm, **best}
 
 
-# ----------------------------------------------------------------------------- Lemma 3
-
-
 def lemma3_ratio(
     first: tuple[Tensor, Tensor],
     second: tuple[Tensor, Tensor],
@@ -372,11 +333,8 @@ def lemma3_ratio(
     target: Tensor,
     activation: str,
 ) -> float:
-    """Lemma 3's ``||grad p(w) - grad p(w')|| / (beta ||w - w'||)`` by the library.
-
-    ``beta`` (:func:`stablernn_lib.core.bounds.lemma3_beta`) uses the larger ``lambda`` and
-    ``L_x`` of the two parameter points: both lie in the set the lemma is stated on.
-    """
+    """``||grad p(w) - grad p(w')|| / (beta ||w - w'||)``, ``beta`` with the larger ``lambda`` and
+    ``L_x`` of the two points."""
     a = _instance(*first, inputs, target, activation)
     b = _instance(*second, inputs, target, activation)
     lam, lx, bx = max(a.lam, b.lam), max(a.lx, b.lx), a.bx
@@ -435,18 +393,9 @@ def lemma3_search(
     return {**details, "input_norm": input_norm, **_best(records)}
 
 
-# ----------------------------------------------------------------------------- Proposition 2
-
-
 def proposition2_worst_case(alpha: float, beta: float, gap: float, num_steps: int) -> float:
-    """``||w_{N+1} - w'_{N+1}||`` of projected GD with ``alpha_t = alpha / t`` on the worst problem.
-
-    ``p(w) = -beta w^2 / 2`` (``beta``-smooth), ``p^k(w) = p(w) - gap w`` (so that
-    ``||grad p - grad p^k|| = gap``, the most Lemma 2 allows), the parameter set an
-    interval ``[-R, R]`` too large to bind, both runs from ``w_1 = 0``: the recurrence
-    ``e_{t+1} <= (1 + alpha_t beta) e_t + alpha_t gap`` behind Proposition 2 then holds
-    with equality.
-    """
+    """``||w_{N+1} - w'_{N+1}||`` of GD with ``alpha_t = alpha / t`` on ``p(w) = -beta w^2 / 2``,
+    ``p^k(w) = p(w) - gap w`` from ``w_1 = 0``: Proposition 2's recurrence holds with equality."""
     radius = 1e300
     w = w_truncated = 0.0
     for step in step_sizes("decay", alpha, num_steps):
@@ -459,11 +408,8 @@ def proposition2_search(
     alphas_times_betas: tuple[float, ...] = (0.0, 0.1, 0.5, 1.0, 2.0),
     num_steps: tuple[int, ...] = (1, 2, 10, 100),
 ) -> list[dict[str, Any]]:
-    """Ratio worst case / Proposition 2 bound on a grid of ``c = alpha beta`` and ``N``.
-
-    The ratio depends only on ``c`` and ``N``; it is 1 at ``N = 1`` (one step of the
-    recurrence is an equality) and falls like ``1 / Gamma(1 + c)`` as ``N`` grows.
-    """
+    """Ratio worst case / Proposition 2 bound on a grid of ``c = alpha beta`` and ``N``: 1 at
+    ``N = 1``, falling like ``1 / Gamma(1 + c)``."""
     gamma, k, lam, alpha = 2.0, 1, 0.5, 0.1  # gap = gamma k lambda^k = 1
     rows = []
     for c in alphas_times_betas:
@@ -476,10 +422,8 @@ def proposition2_search(
 
 
 def proposition2_random_log10(results_dir: Path = COMMITTED_RESULTS) -> float | None:
-    """``log10`` of the largest distance / Proposition 2 bound in the committed Figure 1 run.
-
-    Over the ``alpha / t`` runs and recorded steps ``n >= 2``; ``None`` without the run.
-    """
+    """``log10`` of the largest distance / Proposition 2 bound of the committed Figure 1
+    ``alpha / t`` runs, steps ``n >= 2``; ``None`` without the run."""
     try:
         units = load_results(results_dir, "full")["units"]
     except FileNotFoundError:
@@ -494,9 +438,6 @@ def proposition2_random_log10(results_dir: Path = COMMITTED_RESULTS) -> float | 
             if distance and log_bound is not None:
                 worst = max(worst, math.log10(distance) - log_bound)
     return worst if math.isfinite(worst) else None
-
-
-# ----------------------------------------------------------------------------- LSTM
 
 
 def _lstm_box(model: LSTMMap, input_bound: float) -> tuple[Tensor, Tensor]:
@@ -528,12 +469,9 @@ def lstm_state_search(
     generator: torch.Generator,
     restarts: int = 2,
 ) -> float:
-    """Largest Jacobian norm / ``lambda`` over states in ``D`` and inputs in the cube.
-
-    Ascent on unconstrained ``(a, b)`` with ``s = limit * tanh(a)`` and
-    ``x = B tanh(b)``; the best points are re-measured by
-    :func:`stablernn_lib.theory.lstm_stability.jacobian_certificate_norms`.
-    """
+    """Largest Jacobian norm / ``lambda`` over states in ``D`` and inputs in the cube: ascent on
+    ``(a, b)``, ``s = limit tanh(a)``, ``x = B tanh(b)``, the best points re-measured by
+    :func:`stablernn_lib.theory.lstm_certificate.jacobian_certificate_norms`."""
     lam = lstm_certificate(model, input_bound).lam
     limit, weights = _lstm_box(model, input_bound)
     best = 0.0
@@ -574,11 +512,8 @@ def _perturbed(model: LSTMMap, scale: float, generator: torch.Generator) -> LSTM
 def lstm_search(
     config: TightnessConfig, hidden_size: int, lam: float, generator: torch.Generator
 ) -> dict[str, Any]:
-    """Random restart at certificate ``lam``, then hill climbing on the weights.
-
-    A perturbed model is kept when its certificate stays below 1 and the state search
-    finds a larger ratio.
-    """
+    """A random LSTM at certificate ``lam``, then hill climbing on its weights (a perturbation
+    is kept when the certificate stays below 1 and the ratio grows)."""
     model = random_stable_lstm(config.input_size, hidden_size, lam, generator=generator)
     steps = max(10, config.steps // 5)
     ratio = lstm_state_search(model, 1.0, steps, config.learning_rate, generator)
@@ -600,9 +535,6 @@ def lstm_search(
         "forget_share": float(certificate.matrix[0, 0]) / certificate.lam,
         "ratio": ratio,
     }
-
-
-# ----------------------------------------------------------------------------- random baselines
 
 
 def random_baselines(config: TightnessConfig) -> dict[str, float | None]:
@@ -642,9 +574,6 @@ def random_baselines(config: TightnessConfig) -> dict[str, float | None]:
         "proposition2_log10": proposition2_random_log10(),
         "lstm_lambda": lstm,
     }
-
-
-# ----------------------------------------------------------------------------- the run
 
 
 Job = Callable[[torch.Generator], dict[str, Any]]
@@ -697,18 +626,10 @@ def rerun_search(config: TightnessConfig, bound: str, position: int) -> dict[str
     return search_jobs(config)[index][1](job_generator(config, index))
 
 
-# ----------------------------------------------------------------------------- beta asymptotic
-
-
 def lemma3_linear_unit_ratio(lam: float, tol: float = 1e-12) -> float:
-    """Lemma 3's ratio on the one-unit linear RNN ``h_t = lam h_{t-1} + x_t``, ``x_t = 1``.
-
-    Loss ``h_T^2 / 2`` (target 0), ``T`` long enough that ``lam^T < tol``.  The second
-    point moves ``(W, U) = (lam, 1)`` by ``1e-6`` against the top eigenvector of the
-    Hessian (it stays in the set), so the ratio is ``||Hessian||_2 / beta`` up to
-    ``O(1e-6)``; measured and bounded by :func:`lemma3_ratio`.  It tends to 1 as
-    ``lam -> 1``: both are ``3 / (1 - lam)^4`` to leading order.
-    """
+    """Lemma 3's ratio on ``h_t = lam h_{t-1} + 1``, loss ``h_T^2 / 2``, ``lam^T < tol``: the
+    second point is ``(W, U) = (lam, 1)`` moved ``1e-6`` along the Hessian's top eigenvector, so
+    the ratio is ``||Hessian||_2 / beta + O(1e-6)`` (-> 1 as ``lam -> 1``)."""
     if not 0 < lam < 1:
         raise ValueError(f"lam must lie in (0, 1), got {lam}")
     steps = max(2, math.ceil(math.log(tol) / math.log(lam)))
