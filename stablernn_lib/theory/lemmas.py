@@ -1,13 +1,5 @@
-"""Experiments behind Lemmas 1-3: measured quantities next to the proved bounds.
-
-Lemma 1 (Chapter 5): ``max_t ||h_t - h^k_t||`` versus ``k`` for random stable models.
-Lemma 2 (Chapters 6 and 7, the paper's Figure 1a): ``||grad_w p_T - grad_w p^k_T||``
-versus ``k`` for random vanilla RNNs with the regression loss
-``p_T = ||h_T - y||^2 / 2``.  Lemma 3 (Chapter 6): the Lipschitz ratio
-``||grad p_T(w) - grad p_T(w')|| / ||w - w'||`` versus ``lambda``.
-
-Every experiment returns a small dataclass of arrays; the ``*_figure`` functions in
-:mod:`stablernn_lib.figures.lemmas` draw them.
+"""Experiments behind Lemmas 1-3: measured gaps and Lipschitz ratios of random instances
+next to the proved bounds, each returned as a dataclass of arrays.
 """
 
 from __future__ import annotations
@@ -37,11 +29,7 @@ from stablernn_lib.theory.lstm_certificate import (
 
 
 def single_threaded(function: Callable) -> Callable:
-    """Run ``function`` with one torch thread, then restore the previous count.
-
-    The experiments work on tensors of a few hundred entries, where extra threads
-    only add synchronisation; on a busy machine they make it many times slower.
-    """
+    """Run ``function`` on one torch thread: on tensors this small extra threads only wait."""
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
@@ -70,10 +58,7 @@ def sphere_inputs(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> Tensor:
-    """Gaussian directions scaled to ``||x_t|| = B_x`` exactly: shape ``(T, B, D)``.
-
-    Inputs on the sphere of radius ``B_x`` are the largest the lemmas allow.
-    """
+    """Gaussian directions scaled to ``||x_t|| = B_x``, the largest allowed: ``(T, B, D)``."""
     if input_bound < 0:
         raise ValueError(f"input_bound must be non-negative, got {input_bound}")
     x = torch.randn(seq_len, batch, input_size, generator=generator, dtype=dtype)
@@ -95,14 +80,10 @@ def random_rnn_with_inputs(
     input_bound: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> tuple[VanillaRNN, Tensor]:
-    """A random vanilla RNN with ``L_rho ||W||_2 = lam`` and inputs ``(T, B, D)`` of norm ``B_x``.
-
-    ``family="gaussian"``: Gaussian ``W`` rescaled to ``lam`` (its other singular
-    values are smaller), Gaussian ``U``, inputs on the sphere of radius ``B_x``.
-    ``family="aligned"``: ``W = (lam / L_rho) I`` and every ``x_t = B_x v`` with
-    ``v`` the top right singular vector of ``U``, so each step adds the same
-    largest push in the same direction: the slowest forgetting a ``lam``-contraction allows.
-    """
+    """A vanilla RNN with ``L_rho ||W||_2 = lam`` and inputs ``(T, B, D)`` of norm ``B_x``:
+    ``"gaussian"`` (Gaussian ``W`` rescaled, Gaussian ``U``, inputs on the sphere) or
+    ``"aligned"`` (``W = (lam / L_rho) I``, every ``x_t = B_x v``, ``v`` the top right singular
+    vector of ``U``: the slowest forgetting a ``lam``-contraction allows)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; use one of {FAMILIES}")
     model = random_vanilla_rnn(input_size, hidden_size, lam, activation, generator=generator)
@@ -117,13 +98,9 @@ def random_rnn_with_inputs(
     return model, inputs
 
 
-# ----------------------------------------------------------------------------- Lemma 1
-
-
-# float64 rounding: a computed difference of two states of size <= B_h is off by about
-# T * eps * B_h.  The checks allow ROUNDOFF_SLACK * scale on top of a bound, and ratios
-# measured / bound are only reported where the bound exceeds RATIO_FLOOR * scale, so that
-# rounding cannot move them by more than about 1e-8.  (scale: B_h, or gamma for gradients.)
+# A difference of states of size <= B_h is off by about T eps B_h in float64: checks allow
+# ROUNDOFF_SLACK * scale over a bound; ratios are reported where the bound exceeds
+# RATIO_FLOOR * scale (scale: B_h, or gamma for gradients), so rounding moves them < 1e-8.
 ROUNDOFF_SLACK = 1e-12
 RATIO_FLOOR = 1e-6
 
@@ -140,14 +117,9 @@ def _rowwise_nanmax(values: np.ndarray) -> np.ndarray:
 
 @dataclass
 class TruncationResult:
-    """Lemma 1 on random instances.
-
-    ``measured[i, j, m] = max_{t, b} ||h_t - h^k_t||`` for instance ``j`` at ``lams[i]``
-    and context ``ks[m]``; ``certified[i, j]`` the proved contraction constant and
-    ``state_bounds[i, j]`` the proved bound on ``||h_s||`` (both NaN where
-    ``lam >= 1``: nothing is proved there); ``bound = certified^k state_bounds``.
-    ``norm`` names the norm the states are measured in.
-    """
+    """Lemma 1 on random instances: ``measured[i, j, m] = max_{t, b} ||h_t - h^k_t||`` (``lams[i]``,
+    instance ``j``, ``ks[m]``); ``certified[i, j]``, ``state_bounds[i, j]`` (NaN where
+    ``lam >= 1``); ``bound = certified^k state_bounds``; ``norm`` names the state norm."""
 
     lams: np.ndarray
     ks: np.ndarray
@@ -181,10 +153,7 @@ class TruncationResult:
         return _rowwise_nanmax(self.ratios())
 
     def smallest_context(self, eps: float) -> np.ndarray:
-        """For each ``lam``: the smallest ``k`` in ``ks`` with every measured gap ``<= eps``.
-
-        NaN when no ``k`` of the grid is enough.
-        """
+        """Per ``lam``: the smallest ``k`` with every gap ``<= eps`` (NaN when none)."""
         if not eps > 0:
             raise ValueError(f"eps must be positive, got {eps}")
         enough = self.measured.max(axis=1) <= eps  # (lams, ks)
@@ -221,11 +190,8 @@ def truncation_gaps(
     ks: Sequence[int],
     norm: Callable[[Tensor], Tensor] | None = None,
 ) -> np.ndarray:
-    """``max_{t, b} ||h_t - h^k_t||`` for each ``k`` in ``ks``: shape ``(len(ks),)``.
-
-    ``norm`` maps state differences ``(N, S) -> (N,)``; the default is the
-    Euclidean norm (pass the certificate's norm for an LSTM).
-    """
+    """``max_{t, b} ||h_t - h^k_t||`` for each ``k``: ``(len(ks),)``; ``norm`` maps
+    ``(N, S) -> (N,)`` (default Euclidean)."""
     ks = _check_contexts(ks)
     with torch.no_grad():
         full = model.run(inputs)
@@ -238,13 +204,9 @@ def truncation_gaps(
 
 
 def lstm_state_bound(certificate: LSTMCertificate) -> float:
-    """A proved bound on ``||s_t||_v`` along LSTM trajectories from ``s_0 = 0``.
-
-    The smaller of two: the box ``D`` (``|c_j| <= C_j``, ``|h_j| <= 1``) that the
-    map keeps invariant, and Lemma 1's geometric series ``B_0 / (1 - lambda)`` with
-    ``B_0 >= ||phi(0, x)||_v``, since ``phi(0, x) = (i z, o tanh(i z))`` has
-    ``|i z| <= ibar zbar`` and ``|o tanh(i z)| <= obar tanh(ibar zbar)`` entrywise.
-    """
+    """A bound on ``||s_t||_v`` from ``s_0 = 0``: the smaller of the box ``D`` and
+    ``B_0 / (1 - lambda)``, ``B_0 >= ||phi(0, x)||_v`` as ``|i z| <= ibar zbar`` and
+    ``|o tanh(i z)| <= obar tanh(ibar zbar)``."""
     v_c, v_h = certificate.weights
     cell = certificate.input_max * certificate.candidate_max
     p = certificate.p
@@ -327,15 +289,10 @@ def truncation_experiment(
     seed: int = 0,
     progress: bool = True,
 ) -> TruncationResult:
-    """Lemma 1: ``max_t ||h_t - h^k_t||`` versus ``k`` against ``lambda^k B_h``.
-
-    ``model``: ``"tanh"`` or ``"identity"`` (a vanilla RNN with ``L_rho ||W||_2 = lam``,
-    inputs from :func:`random_rnn_with_inputs` with ``family``; ``lam >= 1`` shows
-    what fails without stability), or ``"lstm"`` (:func:`random_stable_lstm` with
-    certificate ``lam``, inputs uniform in ``||x||_inf <= B``, states measured in the
-    certificate's norm).  For an RNN ``B_h = L_x B_x / (1 - lambda)``; for an LSTM
-    see :func:`lstm_state_bound`.
-    """
+    """Lemma 1: ``max_t ||h_t - h^k_t||`` versus ``k`` against ``lambda^k B_h``.  ``"tanh"``,
+    ``"identity"``: a vanilla RNN, ``L_rho ||W||_2 = lam``, ``B_h = L_x B_x / (1 - lambda)``;
+    ``"lstm"``: :func:`random_stable_lstm` at certificate ``lam``, ``||x||_inf <= B``, measured
+    in the certificate's norm, ``B_h`` by :func:`lstm_state_bound`."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; use one of {MODELS}")
     if model == "lstm" and not all(0 < lam < 1 for lam in lams):
@@ -370,18 +327,10 @@ def truncation_experiment(
     )
 
 
-# ----------------------------------------------------------------------------- Lemmas 2, 3
-
-
 @dataclass
 class RegressionInstance:
-    """A vanilla RNN, one input sequence ``(T, 1, D)`` and a target ``(H,)``.
-
-    The loss is ``p_T = ||h_T - y||^2 / 2``; the constants of Lemmas 2 and 3 are
-    read off the instance: ``lam = L_rho ||W||_2``, ``lx = L_rho ||U||_2``,
-    ``bx = max_t ||x_t||``, and ``(L_p, S_p)`` of the squared loss on ``||h|| <= B_h``.
-    ``family`` names how the instance was drawn (see :func:`random_rnn_with_inputs`).
-    """
+    """A vanilla RNN, inputs ``(T, 1, D)``, target ``(H,)``, loss ``||h_T - y||^2 / 2``; constants
+    ``lam = L_rho ||W||_2``, ``lx = L_rho ||U||_2``, ``bx = max_t ||x_t||``, ``(L_p, S_p)``."""
 
     model: VanillaRNN
     inputs: Tensor
@@ -423,10 +372,8 @@ def random_regression_instance(
     target_norm: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> RegressionInstance:
-    """An RNN and inputs from :func:`random_rnn_with_inputs` (one sequence), and a target.
-
-    The target ``y`` is a Gaussian direction of norm ``target_norm``.  float64.
-    """
+    """:func:`random_rnn_with_inputs` (one sequence) and a Gaussian target of norm
+    ``target_norm``, float64."""
     model, inputs = random_rnn_with_inputs(
         lam,
         family=family,
@@ -453,11 +400,8 @@ def _check_regression_model(model: VanillaRNN) -> None:
 def regression_loss(
     model: VanillaRNN, inputs: Tensor, target: Tensor, k: int | None = None
 ) -> Tensor:
-    """``p_T = ||h_T - y||^2 / 2`` (mean over the batch); ``p^k_T`` when ``k`` is given.
-
-    The truncated model's last state ``h^k_T`` runs the map on ``x_{T-k+1..T}``
-    from zero.  Shapes: inputs ``(T, B, D)``, target ``(H,)`` or ``(B, H)``.
-    """
+    """``p_T = ||h_T - y||^2 / 2`` (batch mean), or ``p^k_T`` from ``x_{T-k+1..T}``: inputs
+    ``(T, B, D)``, target ``(H,)`` or ``(B, H)``."""
     _check_regression_model(model)
     if k is not None and k < 1:
         raise ValueError(f"the context k must be at least 1 (or None for the full model), got {k}")
@@ -469,10 +413,7 @@ def regression_loss(
 def parameter_gradient(
     model: VanillaRNN, inputs: Tensor, target: Tensor, k: int | None = None
 ) -> Tensor:
-    """``grad_w p_T`` (or ``grad_w p^k_T``) by autograd, flattened: ``(H*H + H*D,)``.
-
-    The order is ``(W, U)`` = ``(weight_hh, weight_ih)``, each row-major.
-    """
+    """``grad_w p_T`` (or ``grad_w p^k_T``) flattened ``(H*H + H*D,)``, ``(W, U)`` row-major."""
     params = (model.weight_hh, model.weight_ih)
     loss = regression_loss(model, inputs, target, k)
     grads = torch.autograd.grad(loss, params)
@@ -482,10 +423,8 @@ def parameter_gradient(
 def finite_difference_gradient(
     instance: RegressionInstance, k: int | None = None, step: float = 1e-6
 ) -> Tensor:
-    """Central differences ``(p(w + s e_i) - p(w - s e_i)) / 2s`` for every coordinate of ``w``.
-
-    The independent check of :func:`parameter_gradient`: same order ``(W, U)``, float64.
-    """
+    """``(p(w + s e_i) - p(w - s e_i)) / 2s`` for every coordinate, in
+    :func:`parameter_gradient`'s order, float64."""
     if not step > 0:
         raise ValueError(f"the step must be positive, got {step}")
     model, inputs, target = instance.model, instance.inputs, instance.target
@@ -515,11 +454,8 @@ def gradient_gaps(instance: RegressionInstance, ks: Sequence[int]) -> np.ndarray
 
 @dataclass
 class GradientGapResult:
-    """Lemma 2 on random instances.
-
-    ``measured[i, j, m]``: instance ``j`` at ``lams[i]`` and context ``ks[m]``;
-    ``gammas[i, j]`` its constant; ``bound[i, j, m] = gamma k lambda^k``.
-    """
+    """Lemma 2 on random instances: ``measured[i, j, m]`` (``lams[i]``, instance ``j``,
+    ``ks[m]``), ``gammas[i, j]``, ``bound[i, j, m] = gamma k lambda^k``."""
 
     lams: np.ndarray
     ks: np.ndarray
@@ -567,12 +503,8 @@ def _regression_instances(
     description: str,
     instance_options: dict,
 ) -> Iterator[tuple[int, int, RegressionInstance, torch.Generator]]:
-    """Yield ``(i, j, instance, generator)``: instance ``j`` at ``lams[i]``, drawn in order.
-
-    One generator seeded with ``seed`` draws every instance; it is yielded too, so
-    that the caller's own random draws continue the same reproducible stream.
-    ``instance_options`` go to :func:`random_regression_instance`.
-    """
+    """``(i, j, instance, generator)`` for instance ``j`` at ``lams[i]``, all from one generator
+    (yielded so that the caller's draws continue its stream)."""
     if len(lams) == 0 or num_instances < 1:
         raise ValueError(
             f"need at least one lambda and num_instances >= 1, got lams = {list(lams)} and "
@@ -595,12 +527,8 @@ def gradient_gap_experiment(
     progress: bool = True,
     **instance_options,
 ) -> GradientGapResult:
-    """Lemma 2 (the paper's Figure 1a): gradient gaps versus ``k`` against ``gamma k lambda^k``.
-
-    ``instance_options`` (``family``, ``input_size``, ``hidden_size``, ``seq_len``,
-    ``activation``, ``input_bound``, ``target_norm``) go to
-    :func:`random_regression_instance`; its defaults apply to the rest.
-    """
+    """Lemma 2 (Figure 1a): gradient gaps versus ``k`` against ``gamma k lambda^k``;
+    ``instance_options`` go to :func:`random_regression_instance`."""
     ks = _check_contexts(ks)
     shape = (len(lams), num_instances)
     measured = np.zeros((*shape, len(ks)))
@@ -651,11 +579,7 @@ def _hessian_vector_product(flat_grad: Tensor, params: tuple[Tensor, ...], v: Te
 def hessian_top_direction(
     instance: RegressionInstance, iterations: int = 30, generator: torch.Generator | None = None
 ) -> tuple[float, Tensor]:
-    """Power iteration on ``grad^2_w p_T``: ``(||Hessian||_2, unit top eigenvector)``.
-
-    Uses Hessian-vector products (double backward).  The spectral norm of the
-    Hessian at ``w`` is the local Lipschitz constant of ``w -> grad_w p_T``.
-    """
+    """``(||grad^2_w p_T||_2, unit top eigenvector)``: power iteration, Hessian-vector products."""
     model = instance.model
     params = (model.weight_hh, model.weight_ih)
     loss = regression_loss(model, instance.inputs, instance.target)
@@ -674,11 +598,8 @@ def hessian_top_direction(
 
 
 def lipschitz_ratio(instance: RegressionInstance, direction: Tensor, radius: float) -> float:
-    """``||grad p_T(w) - grad p_T(w')|| / ||w - w'||`` with ``w' = Proj(w + radius d)``.
-
-    The projection onto ``Omega`` (the instance's own ``lam`` and ``lx``) keeps
-    ``w'`` in the set where Lemma 3 holds.
-    """
+    """``||grad p_T(w) - grad p_T(w')|| / ||w - w'||``, ``w' = Proj(w + radius d)`` in the
+    instance's set."""
     if not radius > 0:
         raise ValueError(f"the radius must be positive, got {radius}")
     model = instance.model
@@ -699,12 +620,8 @@ def lipschitz_ratio(instance: RegressionInstance, direction: Tensor, radius: flo
 
 @dataclass
 class SmoothnessResult:
-    """Lemma 3 on random instances.
-
-    ``ratios[i, j]``: the largest Lipschitz ratio found for instance ``j`` at
-    ``lams[i]`` (top Hessian direction and random directions, several radii);
-    ``hessian_norms[i, j]``: ``||grad^2 p_T(w)||_2``; ``betas[i, j]``: Lemma 3's constant.
-    """
+    """Lemma 3 on random instances: ``ratios[i, j]`` (the largest found), ``hessian_norms[i, j]``,
+    ``betas[i, j]``."""
 
     lams: np.ndarray
     ratios: np.ndarray
@@ -735,10 +652,8 @@ class SmoothnessResult:
         return "\n".join(lines)
 
     def growth_exponent(self, values: np.ndarray | None = None) -> float:
-        """Least-squares slope of ``log(mean values)`` against ``log(1 / (1 - lambda))``.
-
-        ``values`` defaults to the measured ratios; pass ``self.betas`` for the bound's slope.
-        """
+        """Least-squares slope of ``log(mean values)`` against ``log(1 / (1 - lambda))``
+        (default: the ratios)."""
         values = self.ratios if values is None else values
         slope, _ = np.polyfit(np.log(1 / (1 - self.lams)), np.log(values.mean(axis=1)), 1)
         return float(slope)
@@ -755,11 +670,7 @@ def smoothness_experiment(
     progress: bool = True,
     **instance_options,
 ) -> SmoothnessResult:
-    """Lemma 3: Lipschitz ratios of ``grad_w p_T`` versus ``lambda`` against ``beta``.
-
-    ``instance_options`` go to :func:`random_regression_instance`, as in
-    :func:`gradient_gap_experiment`.
-    """
+    """Lemma 3: Lipschitz ratios of ``grad_w p_T`` versus ``lambda`` against ``beta``."""
     shape = (len(lams), num_instances)
     ratios, hessian_norms, betas = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     instances = _regression_instances(
