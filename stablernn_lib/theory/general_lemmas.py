@@ -1,24 +1,13 @@
 """Lemmas 2 and 3 for a general contractive map, with the constants derived by sympy.
 
-Setting (Chapter 6, "The lemmas for a general map"): states ``s_t = phi(s_{t-1}, x_t, w)``
-in a convex set ``D`` that contains ``0``, is mapped into itself and has
-``||s|| <= B_s`` (any norm on the states; the loss gradient is measured in its dual
-norm, the weights in the Euclidean norm).  On ``D``, for all inputs and all
-``w, w'`` in a convex ``Omega``:
+States ``s_t = phi(s_{t-1}, x_t, w)`` lie in a convex invariant ``D`` containing 0 with
+``||s|| <= B_s`` (loss gradients in the dual norm, weights Euclidean).  On ``D``, for all
+inputs and ``w, w'`` in a convex ``Omega``:
 
 * ``||d_s phi|| <= lambda < 1`` and ``||d_w phi|| <= L_w``;
 * ``||d_s phi(s, x, w) - d_s phi(s', x, w')|| <= K_ss ||s - s'|| + K_sw ||w - w'||``;
 * ``||d_w phi(s, x, w) - d_w phi(s', x, w')|| <= K_ws ||s - s'|| + K_ww ||w - w'||``;
 * the loss ``l`` of the last state has ``||grad l|| <= L_p``, ``grad l`` ``S_p``-Lipschitz.
-
-The proofs reduce to three linear recursions; :func:`solved_recursions` solves them
-with ``sympy.rsolve`` and :func:`general_gamma` / :func:`general_beta` assemble the
-constants from the solutions (no typed-in closed forms).  :func:`rnn_constants` and
-:func:`rnn_gamma_beta` instantiate them for the vanilla RNN; the tests check that this
-gives exactly :func:`stablernn_lib.symbolic.lemma_algebra.lemma2_gamma_expression` and
-:func:`~stablernn_lib.symbolic.lemma_algebra.lemma3_beta_expression`.
-:func:`growth_exponents` gives the orders in ``1 / (1 - lambda)`` when the constants of the
-map and of the loss are fixed and only the state bound grows.
 """
 
 from __future__ import annotations
@@ -59,15 +48,13 @@ def _solve(forcing: sp.Expr, initial: sp.Expr) -> sp.Expr:
     except AttributeError:  # sympy's hypergeometric solver fails on a resonant forcing
         solution = None
     if solution is None:
-        # resonant forcing (of the rate lambda^m itself): put e(m) = lambda^m u(m), so
-        # that u(m + 1) = u(m) + forcing(m) / lambda^(m + 1), and solve for u
+        # resonant forcing lambda^m: e(m) = lambda^m u(m), u(m+1) = u(m) + forcing(m) / lambda^(m+1)
         scaled = sp.powsimp(sp.expand(forcing.subs(n, m) / lam ** (m + 1)), force=True)
         u = sp.rsolve(_e(m + 1) - _e(m) - scaled, _e(m), {_e(0): initial})
         if u is None:
             raise ArithmeticError("rsolve found no solution")
         solution = lam**m * u
     solution = sp.simplify(solution.subs(m, n))
-    # check: the solution satisfies the recursion and the initial condition
     residual = solution.subs(n, n + 1) - lam * solution - forcing
     if sp.simplify(sp.expand(sp.powsimp(residual, force=True))) != 0:
         raise ArithmeticError(f"rsolve's solution does not satisfy the recursion: {residual}")
@@ -78,15 +65,13 @@ def _solve(forcing: sp.Expr, initial: sp.Expr) -> sp.Expr:
 
 @lru_cache(maxsize=1)
 def solved_recursions() -> dict[str, sp.Expr]:
-    """The three recursions of the proofs and their ``rsolve`` solutions.
+    """The three recursions of the proofs and their ``rsolve`` solutions:
 
-    * ``forward``: Lemma 3, the state gap ``d(n+1) <= lambda d(n) + L_w Delta``, ``d(0) = 0``;
-    * ``backward_lemma2``: Lemma 2, the gap between the backward errors ``n`` steps
-      before the end, ``e(n+1) <= lambda e(n) + K_ss B_s L_p lambda^(k-1)``,
+    * ``forward`` (Lemma 3): ``d(n+1) <= lambda d(n) + L_w Delta``, ``d(0) = 0``;
+    * ``backward_lemma2``: ``e(n+1) <= lambda e(n) + K_ss B_s L_p lambda^(k-1)``,
       ``e(0) = S_p B_s lambda^k``;
-    * ``backward_lemma3``: Lemma 3, ``e(n+1) <= lambda e(n) + c Delta lambda^n``,
-      ``e(0) = S_p sup d`` with ``c = L_p (K_ss sup d / Delta + K_sw)``.
-    """
+    * ``backward_lemma3``: ``e(n+1) <= lambda e(n) + c Delta lambda^n``, ``e(0) = S_p sup d``,
+      ``c = L_p (K_ss sup d / Delta + K_sw)``."""
     forward = _solve(L_w * delta, sp.Integer(0))
     sup_forward = L_w * delta / (1 - lam)
     backward2 = _solve(K_ss * B_s * Lp * lam ** (k - 1), Sp * B_s * lam**k)
@@ -101,12 +86,8 @@ def solved_recursions() -> dict[str, sp.Expr]:
 
 
 def fixed_point_split(solution: sp.Expr, forcing: sp.Expr, initial: sp.Expr) -> sp.Expr:
-    """``sup_n e(n)`` for ``e(n+1) = lambda e(n) + forcing`` (constant forcing).
-
-    The solution is ``lambda^n e(0) + (1 - lambda^n) e_inf`` with the fixed point
-    ``e_inf = forcing / (1 - lambda)``, a convex combination; so
-    ``e(n) <= e(0) + e_inf``.  Checked against ``solution`` symbolically.
-    """
+    """``sup_n e(n) <= e(0) + e_inf``, ``e_inf = forcing / (1 - lambda)``, for
+    ``e(n+1) = lambda e(n) + forcing``: ``solution = lambda^n e(0) + (1 - lambda^n) e_inf``."""
     fixed = forcing / (1 - lam)
     combination = lam**n * initial + (1 - lam**n) * fixed
     if sp.simplify(sp.powsimp(sp.expand(solution - combination), force=True)) != 0:
@@ -116,13 +97,9 @@ def fixed_point_split(solution: sp.Expr, forcing: sp.Expr, initial: sp.Expr) -> 
 
 @lru_cache(maxsize=1)
 def general_gamma() -> sp.Expr:
-    """Lemma 2's ``gamma`` for the general map, assembled from the solved recursions.
-
-    ``||grad p_T - grad p^k_T|| <= (tail + forward gap + backward gap)`` with
-    tail ``L_w L_p sum_{i >= k} lambda^i``, forward gap
-    ``K_ws B_s L_p sum_{j=1}^k lambda^{j-1} lambda^{k-j}`` and backward gap
-    ``L_w k sup_n e(n)``; divided by ``k lambda^k`` (the tail uses ``1 <= k``).
-    """
+    """Lemma 2's ``gamma``: (tail ``L_w L_p sum_{i >= k} lambda^i`` + forward gap
+    ``K_ws B_s L_p sum_{j=1}^k lambda^{j-1} lambda^{k-j}`` + backward gap ``L_w k sup_n e(n)``)
+    divided by ``k lambda^k``."""
     i, j = sp.symbols("i j", integer=True, nonnegative=True)
     tail = L_w * Lp * evaluate_sum(sp.Sum(lam**i, (i, k, sp.oo)))
     forward_gap = (
@@ -143,11 +120,8 @@ def general_gamma() -> sp.Expr:
 
 @lru_cache(maxsize=1)
 def general_beta() -> sp.Expr:
-    """Lemma 3's ``beta`` for the general map, assembled from the solved recursions.
-
-    ``||grad p_T(w) - grad p_T(w')|| <= L_w sum_n e(n) + L_p sum_t lambda^{T-t}
-    (K_ws sup d + K_ww Delta)``, divided by ``Delta``.
-    """
+    """Lemma 3's ``beta``: ``(L_w sum_n e(n) + L_p sum_t lambda^{T-t} (K_ws sup d + K_ww Delta))
+    / Delta``."""
     solved = solved_recursions()
     i = sp.Symbol("i", integer=True, nonnegative=True)
     backward_sum = evaluate_sum(sp.Sum(solved["backward_lemma3"].subs(n, i), (i, 0, sp.oo)))
@@ -174,12 +148,8 @@ def stated_beta() -> sp.Expr:
 
 
 def growth_exponents(state_dependent_jacobian: bool = True) -> tuple[sp.Expr, sp.Expr]:
-    """``(n_gamma, n_beta)`` with ``gamma, beta ~ c (1 - lambda)^-n`` as ``lambda -> 1``.
-
-    ``L_w, L_p, S_p`` and the ``K``s are fixed; the state bound grows as Lemma 1's ball,
-    ``B_s = L_x B_x / (1 - lambda)``.  ``state_dependent_jacobian=False`` sets ``K_ss = 0``
-    (a map affine in the state).  ``beta`` has no ``B_s``, so only ``gamma`` feels it.
-    """
+    """``(n_gamma, n_beta)``: ``gamma, beta ~ c (1 - lambda)^-n`` as ``lambda -> 1``, constants
+    fixed, ``B_s = L_x B_x / (1 - lambda)``; ``state_dependent_jacobian=False``: ``K_ss = 0``."""
     growing = {B_s: Lx * Bx / (1 - lam)}
     if not state_dependent_jacobian:
         growing[K_ss] = 0
@@ -190,13 +160,10 @@ def growth_exponents(state_dependent_jacobian: bool = True) -> tuple[sp.Expr, sp
 
 
 def rnn_constants() -> dict[sp.Symbol, sp.Expr]:
-    """The general constants for ``phi(h, x, (W, U)) = rho(W h + U x)`` (Euclidean norms).
-
-    ``D`` is the ball ``||h|| <= B_h``; ``L_w = L_rho B_z``; the Jacobian ``diag(rho'(a)) W``
-    changes by ``L2_rho (lambda / L_rho)^2`` per unit of ``h`` and by
-    ``L_rho + L2_rho lambda B_z / L_rho`` per unit of ``w``; ``d_w phi`` changes by the
-    same amount per unit of ``h`` and by ``L2_rho B_z^2`` per unit of ``w``.
-    """
+    """The constants for ``phi(h, x, (W, U)) = rho(W h + U x)`` on ``||h|| <= B_h``:
+    ``L_w = L_rho B_z``; ``diag(rho'(a)) W`` changes by ``L2_rho (lambda / L_rho)^2`` per unit of
+    ``h`` and by ``L_rho + L2_rho lambda B_z / L_rho`` per unit of ``w``; ``d_w phi`` by the same
+    per unit of ``h`` and by ``L2_rho B_z^2`` per unit of ``w``."""
     mixed = L_rho + L2_rho * lam * Bz / L_rho
     return {
         B_s: Bh,
@@ -224,15 +191,10 @@ def lstm_weight_lipschitz(
     input_size: int,
     input_bound: float,
 ) -> float:
-    """``L_w`` of one LSTM layer on the box ``|c| <= C, |h| <= 1``, ``||x||_inf <= B``.
-
-    Weights ``w = (W_g, U_g, b_g)_g`` in the Euclidean norm; states in
-    ``max(||c||_inf / v_c, ||h||_inf / v_h)``.  A gate's pre-activation at unit ``j``
-    moves by at most ``||row_j(dW_g, dU_g, db_g)|| * B_zeta`` with
-    ``B_zeta = sqrt(H + D B^2 + 1)`` (Cauchy-Schwarz), so
-    ``|dc'_j| <= B_zeta sqrt(1/16 + 1 + C^2/16) ||dw||`` and
-    ``|dh'_j| <= B_zeta sqrt(tanh(C)^2/16 + 1/16 + 1 + C^2/16) ||dw||``.
-    """
+    """``L_w`` of one LSTM layer on ``|c| <= C, |h| <= 1``, ``||x||_inf <= B``: weights Euclidean,
+    states in ``max(||c||_inf / v_c, ||h||_inf / v_h)``, ``B_zeta = sqrt(H + D B^2 + 1)``,
+    ``|dc'_j| <= B_zeta sqrt(1/16 + 1 + C^2/16) ||dw||``,
+    ``|dh'_j| <= B_zeta sqrt(tanh(C)^2/16 + 1/16 + 1 + C^2/16) ||dw||``."""
     if not (cell_bound >= 0 and hidden_size >= 1 and input_size >= 0 and input_bound >= 0):
         raise ValueError("need cell_bound >= 0, hidden_size >= 1, input_size, input_bound >= 0")
     v_c, v_h = weights
@@ -334,13 +296,10 @@ def lstm_second_order_constants(
 def lstm_lemma_constants(
     constraint, input_bound: float, hidden_size: int, input_size: int, target_bound: float
 ) -> dict[str, float]:
-    """Every constant of the general lemmas for one projected LSTM layer, and ``gamma, beta``.
-
-    ``constraint`` is an :class:`~stablernn_lib.theory.lstm_stability.LSTMConstraint`; the loss is
-    ``l(s) = ||h - y||^2 / 2`` of the hidden part with ``||y||_inf <= target_bound``.  In the
-    dual of ``max(||c||_inf / v_c, ||h||_inf / v_h)``, ``||grad l||_* = v_h ||h - y||_1``, so
-    ``L_p = v_h H (1 + target_bound)`` and ``S_p = v_h^2 H``.
-    """
+    """Every constant of the general lemmas, and ``gamma, beta``, for one LSTM layer in
+    ``constraint`` (an :class:`~stablernn_lib.theory.lstm_certificate.LSTMConstraint`); loss
+    ``||h - y||^2 / 2``, ``||y||_inf <= target_bound``: ``||grad l||_* = v_h ||h - y||_1``,
+    ``L_p = v_h H (1 + target_bound)``, ``S_p = v_h^2 H``."""
     uniform = constraint.uniform_certificate(input_bound)
     forget = float(constraint.matrix(input_bound)[0, 0])
     if not math.isfinite(uniform.lam):
