@@ -1,21 +1,10 @@
 """The necessity direction: what a truncated model cannot approximate is not stable.
 
-If the gap ``||h_t - h^k_t||`` stays above ``eps`` for every context ``k`` (on some
-inputs, with states bounded by ``B``), then
-
-1. ``phi_w`` is ``lambda``-contractive for no ``lambda < 1``, in no norm;
-2. for every ``k`` some state ``g`` on the segment ``[0, h_{t-k}]`` has a ``k``-step
-   Jacobian product ``||d Phi_k(g) / d g|| >= eps / B`` (the products do not vanish);
-3. for the vanilla RNN, ``L_rho ||W||_2 >= 1``: the necessary condition for exploding
-   gradients (Chapter 2), not exploding gradients themselves.
-
-The proof writes the gap as an integral over that segment,
-``h_t - h^k_t = Phi_k(h_{t-k}) - Phi_k(0) = int_0^1 DPhi_k(theta h_{t-k}) h_{t-k} dtheta``,
-where ``Phi_k`` applies the map to the last ``k`` inputs.  This module computes every
-object of that argument for a :class:`~stablernn_lib.core.models.RecurrentMap`: the window
-map, its Jacobian, the integrand along the segment, and the two examples of
-Chapter 5 (a bistable one-unit RNN, and the linear "memory line" whose Jacobian
-products neither vanish nor explode).
+If ``||h_t - h^k_t|| > eps`` for every ``k`` (states bounded by ``B``), then (1) ``phi_w`` is
+``lambda``-contractive for no ``lambda < 1`` in no norm; (2) for every ``k`` some ``g`` on
+``[0, h_{t-k}]`` has ``||d Phi_k(g) / d g|| >= eps / B``; (3) for the vanilla RNN
+``L_rho ||W||_2 >= 1``.  The proof: ``h_t - h^k_t = Phi_k(h_{t-k}) - Phi_k(0) =
+int_0^1 DPhi_k(theta h_{t-k}) h_{t-k} dtheta``, ``Phi_k`` the map over the last ``k`` inputs.
 """
 
 from __future__ import annotations
@@ -32,8 +21,7 @@ from stablernn_lib.core.truncation import truncated_states
 
 
 def window_map(model: RecurrentMap, window: Tensor, state: Tensor) -> Tensor:
-    """``Phi_k(state)``: the map applied to the ``k`` inputs ``window`` ``(k, D)``,
-    starting from ``state`` ``(S,)``; returns ``(S,)``."""
+    """``Phi_k(state)``: the map over the inputs ``window (k, D)`` from ``state (S,)``."""
     current = state.unsqueeze(0)
     for x in window:
         current = model.step(current, x.unsqueeze(0))
@@ -41,13 +29,8 @@ def window_map(model: RecurrentMap, window: Tensor, state: Tensor) -> Tensor:
 
 
 def window_jacobians(model: RecurrentMap, window: Tensor, states: Tensor) -> Tensor:
-    """``D Phi_k`` at each of the ``N`` states ``(N, S)`` at once, the product of the ``k``
-    step Jacobians along the trajectory from each; shape ``(N, S, S)``.
-
-    The ``N`` trajectories run as one batch; as state ``n`` of the output depends only on
-    state ``n`` of the input, the gradient of ``sum_n Phi_k(states)[n, i]`` is row ``i`` of
-    every ``D Phi_k(states[n])``, so ``S`` backward passes give all ``N`` Jacobians.
-    """
+    """``D Phi_k`` at ``N`` states ``(N, S)``: ``(N, S, S)``.  State ``n`` of the output depends
+    only on state ``n`` of the input, so ``S`` backward passes of one batch give all ``N``."""
     with torch.enable_grad():
         current = start = states.detach().clone().requires_grad_(True)
         for x in window:
@@ -61,12 +44,9 @@ def window_jacobians(model: RecurrentMap, window: Tensor, states: Tensor) -> Ten
 
 @dataclass(frozen=True)
 class SegmentProfile:
-    """The mean-value argument on the segment ``theta * start``, ``theta in [0, 1]``.
-
-    ``gap = ||Phi_k(start) - Phi_k(0)||``; ``jacobian_norms[i] = ||D Phi_k(theta_i start)||_2``;
-    ``integral`` is the trapezoid rule for ``int_0^1 ||D Phi_k(theta start) start|| dtheta``,
-    which bounds ``gap`` from above.
-    """
+    """On the segment ``theta * start``: ``gap = ||Phi_k(start) - Phi_k(0)||``,
+    ``jacobian_norms[i] = ||D Phi_k(theta_i start)||_2`` and ``integral``, the trapezoid rule for
+    ``int_0^1 ||D Phi_k(theta start) start|| dtheta >= gap``."""
 
     thetas: Tensor
     jacobian_norms: Tensor
@@ -88,8 +68,7 @@ class SegmentProfile:
 def segment_profile(
     model: RecurrentMap, window: Tensor, start: Tensor, num_points: int = 201
 ) -> SegmentProfile:
-    """Evaluate the gap and the Jacobians of ``Phi_k`` on ``num_points`` points of the
-    segment from ``0`` to ``start``."""
+    """The :class:`SegmentProfile` of ``num_points`` points from ``0`` to ``start``."""
     if num_points < 2:
         raise ValueError(f"num_points must be at least 2 (both ends), got {num_points}")
     thetas = torch.linspace(0.0, 1.0, num_points, dtype=start.dtype)
@@ -123,9 +102,8 @@ class NecessityRow:
 def necessity_table(
     model: RecurrentMap, inputs: Tensor, ks: list[int], num_points: int = 201
 ) -> list[NecessityRow]:
-    """For each ``k``: the truncation gap at the last time and the Jacobians that the
-    necessity theorem relates to it.  ``inputs`` is one sequence ``(T, 1, D)``; every
-    ``k`` must be below ``T``."""
+    """Per ``k < T``: the truncation gap at the last time and the Jacobians the theorem
+    relates to it; ``inputs`` is one sequence ``(T, 1, D)``."""
     model.check_inputs(inputs)
     if inputs.shape[1] != 1:
         raise ValueError(
@@ -156,9 +134,8 @@ def necessity_table(
 
 
 def table_markdown(rows: list[NecessityRow]) -> str:
-    """The rows as a Markdown table: the gap, the bound ``gap / ||h_{T-k}||`` that part 2
-    of the theorem puts under the largest Jacobian on the segment, that largest
-    Jacobian, and the Jacobian along the visited trajectory."""
+    """Markdown: the gap, ``gap / ||h_{T-k}||`` (part 2's lower bound on the largest
+    Jacobian on the segment), that largest Jacobian, and the Jacobian along the trajectory."""
     lines = [
         "| k | gap at T | gap / state norm | largest Jacobian on the segment "
         "| Jacobian on the trajectory |",
@@ -214,15 +191,9 @@ def rnn_norm_lower_bound(gap: float, state_bound: float, k: int) -> float:
     return (gap / state_bound) ** (1.0 / k)
 
 
-# ---------------------------------------------------------------------------
-# sympy: the algebra of the theorem
-# ---------------------------------------------------------------------------
-
-
 def contraction_context_solution() -> tuple[sp.Expr, sp.Expr]:
-    """Solve ``c lambda^k B = eps`` for ``k``; returns (sympy's solution, the closed form
-    ``log(c B / eps) / log(1/lambda)``).  Beyond this ``k`` a contraction forces the
-    gap below ``eps``."""
+    """``k`` solving ``c lambda^k B = eps``: (sympy's solution,
+    ``log(c B / eps) / log(1/lambda)``)."""
     c, lam, B, eps, k = sp.symbols("c lambda B varepsilon k", positive=True)
     (solution,) = sp.solve(sp.Eq(c * lam**k * B, eps), k)
     return solution, sp.log(c * B / eps) / sp.log(1 / lam)
