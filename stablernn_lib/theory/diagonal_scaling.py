@@ -1,18 +1,10 @@
 """A sharper stability certificate for the vanilla RNN: diagonal scaling.
 
-A positive diagonal ``D = diag(d)`` commutes with a coordinatewise activation, so for
-``phi(h, x) = rho(W h + U x + b)``::
-
-    ||D (phi(h, x) - phi(h', x))||_2 <= L_rho ||D W D^-1||_2 ||D (h - h')||_2 .
-
-The model is therefore a contraction in the norm ``||D .||_2`` whenever
-``lambda_D = L_rho ||D W D^-1||_2 < 1``.  ``D = I`` gives the usual ``L_rho ||W||_2``, and
-no ``D`` can go below the spectral radius of ``W``.  With ``D = diag(exp(t))``, the
-function ``t -> log ||D W D^-1||_2`` is convex (Sezginer and Overton, 1990), and its
-gradient where the top singular value is simple is ``u**2 - v**2`` (``u, v`` the top
-singular vectors of ``D W D^-1``), so a descent method with a monotone line search finds
-a near-optimal ``D``.  Every ``D`` it returns is a valid certificate: ``lam`` is
-recomputed from ``D``, never taken from the optimiser.
+A positive diagonal ``D`` commutes with a coordinatewise activation, so
+``||D (phi(h, x) - phi(h', x))||_2 <= L_rho ||D W D^-1||_2 ||D (h - h')||_2``: a contraction
+in ``||D .||_2`` when ``lambda_D = L_rho ||D W D^-1||_2 < 1`` (never below ``L_rho rho(W)``).
+``log ||D W D^-1||_2`` is convex in ``log d`` (Sezginer and Overton, 1990), with gradient
+``u**2 - v**2`` (top singular vectors) where the top singular value is simple.
 """
 
 from __future__ import annotations
@@ -75,13 +67,9 @@ def _balanced_start(matrix: Tensor, sweeps: int = 20) -> Tensor:
 def diagonal_certificate(
     weight_hh: Tensor, l_rho: float = 1.0, iterations: int = 300, max_condition: float = 1e6
 ) -> DiagonalCertificate:
-    """The best diagonal scaling found for ``W (H, H)``: a certificate ``L_rho ||D W D^-1||_2``.
-
-    Starts from ``D = I`` and from Osborne's balancing, keeps the better, and descends
-    ``log ||D W D^-1||_2`` (convex in ``log d``) with a monotone backtracking line search.
-    ``max_condition`` caps ``max d / min d`` (the infimum may need unbounded scalings,
-    for a triangular ``W`` for instance); the result never exceeds ``L_rho ||W||_2``.
-    """
+    """The best diagonal scaling found for ``W (H, H)``, ``L_rho ||D W D^-1||_2 <= L_rho ||W||_2``:
+    the better of ``D = I`` and Osborne's balancing, then descent on ``log ||D W D^-1||_2`` with a
+    monotone line search; ``max_condition`` caps ``max d / min d``."""
     check_matrix(weight_hh)
     if weight_hh.dim() != 2 or weight_hh.shape[0] != weight_hh.shape[1]:
         raise ValueError(f"weight_hh must be a square matrix (H, H), got {tuple(weight_hh.shape)}")
@@ -129,11 +117,8 @@ def scaled_pair_ratios(
 
 
 def certificate_rows(models: dict[str, object]) -> list[dict[str, object]]:
-    """For each vanilla-RNN language model and layer: ``||W||_2`` next to ``||D W D^-1||_2``.
-
-    ``models`` maps names to :class:`stablernn_lib.tasks.wikitext2.model.WordLanguageModel`
-    (or anything with an ``nn.RNN`` at ``.rnn``); LSTMs are skipped.
-    """
+    """Per vanilla-RNN language model (an ``nn.RNN`` at ``.rnn``) and layer: ``||W||_2`` and
+    ``||D W D^-1||_2``; LSTMs are skipped."""
     rows = []
     for name, model in models.items():
         rnn = model.rnn
@@ -155,11 +140,8 @@ def certificate_rows(models: dict[str, object]) -> list[dict[str, object]]:
 
 
 def certificate_table(rows: list[dict[str, object]]) -> str:
-    """Markdown table of :func:`certificate_rows`, with which certificate proves stability.
-
-    Its math uses plain LaTeX, not the book's macros (``\\norm``): Colab and Jupyter, which
-    show the output too, do not know them.
-    """
+    """Markdown table of :func:`certificate_rows`, with which certificate proves stability
+    (plain LaTeX: Colab and Jupyter do not know the book's macros such as ``\\norm``)."""
     lines = [
         "| model | layer | $\\lVert W \\rVert_2$ | best $\\lVert DWD^{-1} \\rVert_2$ "
         "| $\\rho(W)$ | $\\max d / \\min d$ | certified by $\\lVert W \\rVert_2$ "
