@@ -1,12 +1,8 @@
-"""The one-unit recurrent system ``x_t = w sigmoid(x_{t-1}) + b`` of Pascanu et al.
+"""The one-unit system ``x_t = w sigmoid(x_{t-1}) + b`` of Pascanu et al.
 
-Fixed points solve ``x = w sigmoid(x) + b``, i.e. ``b = x - w sigmoid(x)``: reading the
-fixed points off this curve gives them all for every ``b`` at once.  A fixed point is
-stable when ``|w sigmoid'(x)| < 1``.  For ``w > 4`` the curve folds: two saddle-node
-bifurcations at ``sigmoid'(x) = 1/w`` bound an interval of ``b`` with two stable fixed
-points (bistability, hence hysteresis).  Near a fold, ``x_T`` changes abruptly with
-``b`` and its derivative ``d x_T / d b`` spikes; gradient descent on ``b`` that
-reaches the fold takes one huge step (:func:`train_bias`).
+Fixed points lie on the curve ``b = x - w sigmoid(x)``, stable when ``|w sigmoid'(x)| < 1``.
+For ``w > 4`` two saddle-node folds at ``sigmoid'(x) = 1/w`` bound a bistable range of ``b``,
+where ``d x_T / d b`` spikes.
 """
 
 from __future__ import annotations
@@ -20,10 +16,7 @@ from stablernn_lib.core.gradients import clip_gradient_norm_
 
 
 def iterate(w: float | Tensor, b: float | Tensor, x0: float | Tensor, steps: int) -> Tensor:
-    """The trajectory ``x_0, ..., x_steps``; ``w``, ``b``, ``x0`` broadcast together.
-
-    Returns ``(steps + 1, *shape)`` with ``shape`` the broadcast shape (float64).
-    """
+    """``x_0, ..., x_steps`` (``w, b, x0`` broadcast): ``(steps + 1, *shape)``, float64."""
     if steps < 0:
         raise ValueError(f"steps must be non-negative, got {steps}")
     w, b, x = (torch.as_tensor(v, dtype=torch.float64) for v in (w, b, x0))
@@ -36,22 +29,15 @@ def iterate(w: float | Tensor, b: float | Tensor, x0: float | Tensor, steps: int
 
 
 def fixed_point_curve(w: float, x_grid: Tensor) -> dict[str, Tensor]:
-    """All fixed points, parametrised by their position ``x``.
-
-    Returns ``x``, ``b = x - w sigmoid(x)`` (the bias for which ``x`` is fixed) and
-    ``stable = |w sigmoid'(x)| < 1``, each shaped like ``x_grid``.
-    """
+    """``x``, ``b = x - w sigmoid(x)``, ``stable = |w sigmoid'(x)| < 1``, shaped like ``x_grid``."""
     x = torch.as_tensor(x_grid, dtype=torch.float64)
     s = torch.sigmoid(x)
     return {"x": x, "b": x - w * s, "stable": (w * s * (1 - s)).abs() < 1}
 
 
 def saddle_nodes(w: float) -> list[tuple[float, float]]:
-    """The folds ``(x, b)`` where ``w sigmoid'(x) = 1``: none for ``w <= 4``, two for ``w > 4``.
-
-    ``sigmoid'(x) = s (1 - s) = 1/w`` gives ``s = (1 +- sqrt(1 - 4/w)) / 2`` and
-    ``x = log(s / (1 - s))``.
-    """
+    """The folds ``(x, b)`` where ``w sigmoid'(x) = 1`` (two for ``w > 4``, else none):
+    ``s = (1 +- sqrt(1 - 4/w)) / 2``, ``x = log(s / (1 - s))``."""
     if w <= 4:
         return []
     root = math.sqrt(1.0 - 4.0 / w)
@@ -65,11 +51,8 @@ def saddle_nodes(w: float) -> list[tuple[float, float]]:
 def fixed_points(
     w: float, b: float, lo: float | None = None, hi: float | None = None
 ) -> list[float]:
-    """All fixed points of ``x -> w sigmoid(x) + b``, by bisection on sign changes.
-
-    Every fixed point lies between ``b`` and ``b + w`` (the range of the map), which
-    is the default search interval.
-    """
+    """All fixed points of ``x -> w sigmoid(x) + b``, by bisection on sign changes in
+    ``[b, b + w]`` (the map's range) by default."""
     lo = min(b, b + w) - 1.0 if lo is None else lo
     hi = max(b, b + w) + 1.0 if hi is None else hi
     grid = torch.linspace(lo, hi, 20001, dtype=torch.float64)
@@ -92,12 +75,8 @@ def fixed_points(
 def hysteresis_sweep(
     w: float, b_values: Tensor, x0: float = -5.0, steps_per_value: int = 200
 ) -> tuple[Tensor, Tensor]:
-    """Slowly sweep ``b`` up then down, carrying the state over; returns ``(up, down)``.
-
-    ``up[i]`` is the state after ``steps_per_value`` iterations at ``b_values[i]``
-    during the upward sweep; ``down[i]`` the same for the downward sweep (same order as
-    ``b_values``).  In the bistable range the two sweeps sit on different branches.
-    """
+    """``(up, down)``: the state after ``steps_per_value`` iterations at each ``b_values[i]``,
+    sweeping ``b`` up then down with the state carried over."""
     levels = torch.as_tensor(b_values, dtype=torch.float64).tolist()
     x = float(x0)
     up, down = [], []
@@ -130,14 +109,8 @@ def train_bias(
     learning_rate: float = 0.02,
     iterations: int = 40,
 ) -> dict[str, list[float]]:
-    """Gradient descent on ``b`` for the loss ``(x_T - target)^2 / 2``, clipped or not.
-
-    ``x_T`` is the state after ``steps`` iterations from ``x0``; the gradient is
-    ``(x_T - target) d x_T / d b`` (autograd), clipped at ``threshold`` by
-    :func:`stablernn_lib.core.gradients.clip_gradient_norm_` (``None``: no clipping).
-    Returns per iteration ``b`` (before the step), ``loss`` and ``grad_norm`` (``|dL/db|``
-    before clipping).
-    """
+    """Gradient descent on ``b`` for ``(x_T - target)^2 / 2``, clipped at ``threshold`` (``None``:
+    not); per iteration ``b`` before the step, ``loss`` and ``grad_norm`` before clipping."""
     if iterations < 1 or learning_rate <= 0:
         raise ValueError(
             f"iterations must be >= 1 and learning_rate > 0, got {iterations} and "
