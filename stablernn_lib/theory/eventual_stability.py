@@ -1,18 +1,9 @@
 """Eventual stability, and what rules out stability in every norm (Chapter 4).
 
-A model is ``(kappa, lambda)``-eventually stable on ``D`` when ``k`` steps driven by any
-admissible inputs shrink distances by ``kappa lambda^k``::
-
-    ||Phi_k(h) - Phi_k(h')|| <= kappa lambda^k ||h - h'||,   h, h' in D, k >= 0.
-
-Contraction is the case ``kappa = 1``; a contraction in another norm with
-``a ||v|| <= ||v||_* <= b ||v||`` is eventually stable with ``kappa = b / a`` (for the
-diagonal certificate of :mod:`stablernn_lib.theory.diagonal_scaling`, ``kappa = max d / min d``).
-Lemma 1 holds with ``kappa`` in front: ``||h_t - h^k_t|| <= kappa lambda^k L_x B_x / (1 - lambda)``.
-
-Conversely, a fixed point of ``phi(., x)`` whose Jacobian has spectral radius ``>= 1``,
-or two distinct fixed points of the same ``phi(., x)``, rule out eventual stability,
-hence contraction, in every norm.  The functions here measure both for a model.
+``(kappa, lambda)``-eventually stable on ``D``: ``||Phi_k(h) - Phi_k(h')|| <= kappa lambda^k
+||h - h'||`` for ``h, h'`` in ``D``, ``k >= 0``; a contraction in a norm with
+``a ||v|| <= ||v||_* <= b ||v||`` has ``kappa = b / a``.  A fixed point of ``phi(., x)`` with
+Jacobian spectral radius ``>= 1``, or two distinct fixed points, rule it out in every norm.
 """
 
 from __future__ import annotations
@@ -34,12 +25,8 @@ def eventual_truncation_bound(kappa: float, lam: float, lx: float, bx: float, k:
 
 
 def telescoping_sum_identity() -> tuple[sp.Expr, sp.Expr]:
-    """``(sum, closed form)`` of the proof of Lemma 1 under eventual stability.
-
-    ``sum_{i=k}^{t-1} kappa lambda^i L_x B_x = kappa lambda^k L_x B_x (1 - lambda^(t-k)) /
-    (1 - lambda)``, with ``lambda = 1 / (1 + r)``, ``r > 0`` (so sympy knows
-    ``lambda != 1``); the two agree (``sympy.simplify(a - b) == 0``).
-    """
+    """``(sum, closed form)``: ``sum_{i=k}^{t-1} kappa lambda^i L_x B_x =
+    kappa lambda^k L_x B_x (1 - lambda^(t-k)) / (1 - lambda)``, ``lambda = 1 / (1 + r)``."""
     kappa, L, B, r = sp.symbols("kappa L_x B_x r", positive=True)
     i, t, k = sp.symbols("i t k", integer=True, nonnegative=True)
     lam = 1 / (1 + r)
@@ -51,11 +38,7 @@ def telescoping_sum_identity() -> tuple[sp.Expr, sp.Expr]:
 def fixed_point_spectral_radius(
     model: RecurrentMap, state: Tensor, x: Tensor
 ) -> tuple[float, float]:
-    """``(||phi(s, x) - s||, spectral radius of d phi / d s at s)`` for one state ``(S,)``.
-
-    A residual of 0 and a radius ``>= 1`` certify that no norm makes ``phi(., x)`` a
-    contraction near ``s`` (the theorem of Chapter 4).
-    """
+    """``(||phi(s, x) - s||, spectral radius of d phi / d s at s)`` for one state ``(S,)``."""
     states, inputs = state[None].to(model.weight_hh.dtype), x[None].to(model.weight_hh.dtype)
     with torch.no_grad():
         residual = float((model.step(states, inputs) - states).norm())
