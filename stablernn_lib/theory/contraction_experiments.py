@@ -70,9 +70,8 @@ def gradient_descent_rnn(
     teacher_lam: float = 1.6,
     seed: int = 0,
 ) -> DescentHistory:
-    """Fit a tanh RNN to the states of a teacher RNN with ``||W||_2 = teacher_lam`` by full-batch
-    gradient descent on the mean squared error; with ``project``, ``W`` is projected onto
-    ``{||W||_2 <= radius}`` after every step (``core.contraction.project_to_stable_``)."""
+    """Full-batch GD of a tanh RNN on the MSE to a teacher's states (``||W||_2 = teacher_lam``);
+    with ``project``, ``W`` is projected onto ``{||W||_2 <= radius}`` after every step."""
     generator = torch.Generator().manual_seed(seed)
     teacher = random_vanilla_rnn(input_size, hidden_size, teacher_lam, generator=generator)
     student = random_vanilla_rnn(input_size, hidden_size, 0.5, generator=generator)
@@ -105,44 +104,28 @@ def lstm_verification_rows(
     """Certificates and measured contraction for random stable, random, projected and
     authors'-constrained LSTMs (inputs with ``||x||_inf <= 1``); one dict per model."""
     generator = torch.Generator().manual_seed(seed)
-    models: list[tuple[str, object]] = []
-    for lam in lams:
-        models.append(
-            (
-                f"built with λ = {lam}",
-                random_stable_lstm(input_size, hidden_size, lam, 1.0, generator=generator),
-            )
-        )
+    sizes = (input_size, hidden_size)
+    models: list[tuple[str, LSTMMap]] = [
+        (f"built with λ = {lam}", random_stable_lstm(*sizes, lam, 1.0, generator=generator))
+        for lam in lams
+    ]
     for scale in random_scales:
-        model = random_lstm(input_size, hidden_size, scale, generator=generator)
-        models.append((f"random, scale {scale}", model))
-        projected = random_lstm(input_size, hidden_size, scale, generator=generator)
+        models.append((f"random, scale {scale}", random_lstm(*sizes, scale, generator=generator)))
+        projected = random_lstm(*sizes, scale, generator=generator)
         project_lstm_(projected, lam=0.9)
         models.append((f"random, scale {scale}, projected to 0.9", projected))
     for forget_bias in (0.0, 1.0):
-        models.append(
-            (
-                f"authors' rescaling, forget bias {forget_bias:g}",
-                authors_rescaled_lstm(
-                    input_size,
-                    hidden_size,
-                    bias_std=0.1,
-                    forget_bias=forget_bias,
-                    generator=generator,
-                ),
-            )
+        model = authors_rescaled_lstm(
+            *sizes, bias_std=0.1, forget_bias=forget_bias, generator=generator
         )
+        models.append((f"authors' rescaling, forget bias {forget_bias:g}", model))
     for bias in (0.0, 5.0):
-        models.append(
-            (
-                f"authors' constraint, one unit reads all (bias {bias:g})",
-                concentrated_authors_lstm(input_size, hidden_size, bias),
-            )
-        )
-    rows = []
-    for name, model in tqdm(models, desc="measuring LSTMs", leave=False):
-        rows.append({"model": name, **measured_contraction(model, 1.0, num_states, generator)})
-    return rows
+        model = concentrated_authors_lstm(*sizes, bias)
+        models.append((f"authors' constraint, one unit reads all (bias {bias:g})", model))
+    return [
+        {"model": name, **measured_contraction(model, 1.0, num_states, generator)}
+        for name, model in tqdm(models, desc="measuring LSTMs", leave=False)
+    ]
 
 
 def iterated_norm_curves(
@@ -152,9 +135,8 @@ def iterated_norm_curves(
     num_states: int = 90,
     seed: int = 0,
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per model, the step counts ``r`` (at most 12, from 1 to ``max_steps`` on a log grid)
-    and the largest spectral norm of the ``r``-step Jacobian over sampled box states and
-    inputs with ``||x||_inf <= input_bound``: ``{name: (steps, norms)}``."""
+    """``{name: (steps, norms)}``: the largest spectral norm of the ``r``-step Jacobian over box
+    states and inputs with ``||x||_inf <= input_bound``, ``r`` on a log grid up to ``max_steps``."""
     generator = torch.Generator().manual_seed(seed)
     steps = np.unique(np.geomspace(1, max_steps, 12).astype(int))
     curves = {}
@@ -162,13 +144,9 @@ def iterated_norm_curves(
         states, _ = sample_box_states(model, input_bound, num_states, generator)
         norms = []
         for r in steps:
-            inputs = input_bound * (
-                2
-                * torch.rand(
-                    (r, len(states), model.input_size), generator=generator, dtype=states.dtype
-                )
-                - 1
-            )
+            shape = (r, len(states), model.input_size)
+            uniform = 2 * torch.rand(shape, generator=generator, dtype=states.dtype) - 1
+            inputs = input_bound * uniform
             norms.append(float(iterated_jacobian_norms(model, states, inputs).max()))
         curves[name] = (steps, np.array(norms))
     return curves
