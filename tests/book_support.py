@@ -10,11 +10,13 @@ stretches both) and, with the machine, date and commit, to
 on a quiet machine), and stores every executed notebook in the book's jupyter-cache. The
 times are benchmarks, recorded and shown, never pass/fail limits; the per-cell timeout
 only stops a hung cell. ``build_book()`` then builds the student site, as ``make book``
-does, which finds every notebook in the cache and executes none. Both are cached for the
-pytest session (``make test`` runs every test that uses them in one pytest-xdist worker)."""
+does, which finds every notebook in the cache and executes none. Each runs once per test run:
+the first pytest-xdist worker that needs it does the work while the others wait for it
+(:func:`once_per_run`), so the tests that read the built sites can run on any worker."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import multiprocessing
 import os
@@ -24,6 +26,8 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -50,7 +54,31 @@ CELL_TIMEOUT_S = 1800
 # kernel with one torch thread: about half the wall time of running them one by one.
 NOTEBOOK_WORKERS = max(1, min(2, os.cpu_count() or 1))
 KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# Kernels that start side by side pick their ports at random; two can pick the same one (the
+# second kernel then dies before it replies): it is started again, up to this many times.
+KERNEL_STARTS = 3
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+# The workers of one pytest-xdist run share its id (one process alone gets one of its own).
+RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+
+
+def once_per_run(name: str, compute: Callable[[], object]) -> object:
+    """``compute()``'s JSON result, computed by the first worker of this test run that asks
+    (under a lock in ``_build``) and read back from ``_build/.<name>.json`` by the others; an
+    exception is not kept (the next caller computes again)."""
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    record = BUILD_DIR / f".{name}.json"
+    with open(BUILD_DIR / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if record.is_file():
+            saved = json.loads(record.read_text())
+            if saved["run"] == RUN_ID:
+                return saved["result"]
+        result = compute()
+        atomic_write_json(record, {"run": RUN_ID, "result": result})
+        return result
 
 
 def _one_thread() -> None:
@@ -74,11 +102,17 @@ def _execute(path: str) -> tuple[str, dict]:
     so the children's CPU time is the kernel's. Returns the executed notebook as JSON."""
     from jupyter_cache.executors.utils import single_nb_execution
 
-    notebook = nbformat.read(path, as_version=4)
     cpu_before, wall_before = _children_cpu_s(), time.perf_counter()
-    result = single_nb_execution(
-        notebook, cwd=str(Path(path).parent), timeout=CELL_TIMEOUT_S, allow_errors=False
-    )
+    for attempt in range(1, KERNEL_STARTS + 1):
+        notebook = nbformat.read(path, as_version=4)
+        try:
+            result = single_nb_execution(
+                notebook, cwd=str(Path(path).parent), timeout=CELL_TIMEOUT_S, allow_errors=False
+            )
+            break
+        except RuntimeError as error:  # the kernel never started: e.g. a port taken meanwhile
+            if "before replying to kernel_info" not in str(error) or attempt == KERNEL_STARTS:
+                raise
     record = {
         "cpu_s": round(_children_cpu_s() - cpu_before, 2),
         "wall_s": round(time.perf_counter() - wall_before, 2),
@@ -98,9 +132,13 @@ def _longest_first(names: list[str]) -> list[str]:
 
 @lru_cache(maxsize=1)
 def execute_book_notebooks() -> dict[str, dict]:
-    """Execute every book notebook once, a homework notebook in the student edition
+    """Execute every book notebook once per run, a homework notebook in the student edition
     (written to ``student/``) that the student site shows; all go to the jupyter-cache.
     Returns the times of the book's notebooks: ``{path: {cpu_s, wall_s, ..., error}}``."""
+    return once_per_run("notebooks", _execute_book_notebooks)
+
+
+def _execute_book_notebooks() -> dict[str, dict]:
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
     from stablernn_tools.student_edition import build_student_edition
@@ -143,13 +181,21 @@ def execute_book_notebooks() -> dict[str, dict]:
 
 @lru_cache(maxsize=1)
 def build_book() -> subprocess.CompletedProcess:
-    """Run the notebooks (timed, cached), then build the STUDENT site as ``make book`` does.
+    """Run the notebooks (timed, cached), then build the STUDENT site as ``make book`` does,
+    once per run.
 
     The student edition (``student/``, written by :func:`execute_book_notebooks`) is built
     into ``_build/html`` with the shared cache, where every one of its notebooks is already:
     the build executes nothing.
     """
     execute_book_notebooks()
+    done = once_per_run("student_site", _build_student_site)
+    return subprocess.CompletedProcess(
+        done["args"], done["returncode"], done["stdout"], done["stderr"]
+    )
+
+
+def _build_student_site() -> dict:
     # as `make book`: Sphinx would keep an earlier build's search-index words (e.g. of an
     # instructor build into the same folder), so the student site starts from nothing
     shutil.rmtree(HTML_DIR, ignore_errors=True)
@@ -165,13 +211,13 @@ def build_book() -> subprocess.CompletedProcess:
         timeout=3600,
     )
     print(f"jupyter-book build: {time.perf_counter() - start:.0f} s, exit code {result.returncode}")
-    return result
+    return {key: getattr(result, key) for key in ("args", "returncode", "stdout", "stderr")}
 
 
 @lru_cache(maxsize=1)
 def build_instructor_site() -> Path:
     """Build the INSTRUCTOR site (`make instructor`: the book's own sources, solutions
-    included) into :data:`INSTRUCTOR_HTML_DIR` with ``-W``; returns that folder.
+    included) into :data:`INSTRUCTOR_HTML_DIR` with ``-W``, once per run; returns that folder.
 
     The chapters come from the cache that :func:`execute_book_notebooks` filled, so this build
     executes none of them; the instructor homework notebooks are shown without running them
@@ -179,6 +225,10 @@ def build_instructor_site() -> Path:
     ``AssertionError`` with the build's output when it fails.
     """
     execute_book_notebooks()
+    return Path(once_per_run("instructor_site", _build_instructor_site))
+
+
+def _build_instructor_site() -> str:
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["execute"]["cache"] = str(CACHE_DIR)
     config["execute"]["exclude_patterns"] = ["chapters/homework/*"]
@@ -198,7 +248,7 @@ def build_instructor_site() -> Path:
     )
     print(f"instructor build: {time.perf_counter() - start:.0f} s, exit code {result.returncode}")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return INSTRUCTOR_HTML_DIR
+    return str(INSTRUCTOR_HTML_DIR)
 
 
 def read_times() -> dict[str, dict]:

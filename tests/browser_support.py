@@ -8,14 +8,22 @@ as soon as that tab's page is measured, and measures the tabs in turn.
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from stablernn_tools.book_config import toc_files
+
 CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[1]
+# Each page is loaded at the first width, then the window is narrowed to the second.
+WIDTHS = (1400, 400)
 # axe-core from npm (tests/axe/package-lock.json; `make test` runs `npm ci` there): the
 # accessibility rules of WCAG 2.1 levels A and AA, run in the page.
 AXE_SCRIPT = Path(__file__).resolve().parent / "axe" / "node_modules" / "axe-core" / "axe.min.js"
@@ -166,16 +174,57 @@ LAYOUT_RULES = ("color-contrast", "link-in-text-block")
 # sphinx-togglebutton's admonitions (a solution, a dropdown note).
 COLLAPSIBLES = "details, .admonition.toggle"
 
+# Resolves once the page is laid out again and its animations are done.
+SETTLED = """await new Promise(resolve => requestAnimationFrame(() => resolve(null)));
+  await new Promise(resolve => setTimeout(resolve, 0));
+  await Promise.all(document.getAnimations().map(a => a.finished.catch(() => null)));"""
+
 # Every collapsible of the page opened (an admonition by its title, as a reader clicks it),
 # once the content has faded in (the theme animates it: half-faded text would read as low
-# contrast).
-OPEN_COLLAPSIBLES_SCRIPT = """async () => {
-  document.querySelectorAll("details").forEach(d => { d.open = true; });
+# contrast); each one opened here is marked, for CLOSE_COLLAPSIBLES_SCRIPT.
+OPEN_COLLAPSIBLES_SCRIPT = f"""async () => {{
+  document.querySelectorAll("details:not([open])").forEach(d => {{
+    d.open = true; d.dataset.openedByTest = ""; }});
   document.querySelectorAll(".admonition.toggle.toggle-hidden > .admonition-title")
-    .forEach(title => title.click());
-  await new Promise(resolve => requestAnimationFrame(() => resolve(null)));
-  await Promise.all(document.getAnimations().map(a => a.finished.catch(() => null)));
-}"""
+    .forEach(title => {{ title.parentElement.dataset.openedByTest = ""; title.click(); }});
+  {SETTLED}
+}}"""
+
+# The collapsibles that OPEN_COLLAPSIBLES_SCRIPT opened, closed again.
+CLOSE_COLLAPSIBLES_SCRIPT = f"""async () => {{
+  document.querySelectorAll("[data-opened-by-test]").forEach(node => {{
+    delete node.dataset.openedByTest;
+    if (node.tagName === "DETAILS") node.open = false;
+    else node.querySelector(":scope > .admonition-title").click();
+  }});
+  {SETTLED}
+}}"""
+
+
+def resize(page: Any, width: int) -> None:
+    """Set the window ``width`` px wide and wait until the page has laid itself out again
+    (book/course.js, fit.js and accessibility.js refit it on the resize event)."""
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.evaluate(f"async () => {{ {SETTLED} }}")
+
+
+@contextmanager
+def serve(folder: Path) -> Iterator[str]:
+    """A local HTTP server of ``folder`` for the duration; yields its address (``.../``)."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+            pass
+
+    handler = functools.partial(Quiet, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
 
 # Every image of the page's content: its address and its text alternative (alt, or the
 # aria-label or title that stands for it; null when it has none).
@@ -231,3 +280,39 @@ def alt_problem(alt: str | None, src: str) -> str | None:
     if len(words) < 30 or len(words.split()) < 5:
         return f"alt says too little ({words!r})"
     return None
+
+
+def book_pages() -> list[str]:
+    """The pages of the book (``_toc.yml``), as paths of the built site."""
+    return [f"{name}.html" for name in toc_files(ROOT / "_toc.yml")]
+
+
+def measure_accessibility(page, selector: str | None = None, closed_too: bool = True) -> dict:
+    """axe-core's violations once the widgets are drawn: with ``closed_too``, in the
+    collapsibles as loaded (closed); then, every collapsible opened, in the elements
+    ``selector`` matches (the whole page when None); and the text alternative of every
+    content image. One load serves both states: outside the collapsibles nothing changes
+    when they open, and a closed collapsible's content is hidden, which axe skips, so the
+    closed state adds only the collapsibles' own names, roles and states (summaries, titles,
+    buttons); their colours, the same in both states, are checked with the page open
+    (:data:`LAYOUT_RULES` would lay out the whole page a second time)."""
+    page.evaluate(WIDGETS_SCRIPT)
+    found = {}
+    if closed_too:
+        found["collapsibles closed"] = axe_violations(
+            page, selector=COLLAPSIBLES, skip=LAYOUT_RULES
+        )
+    page.evaluate(OPEN_COLLAPSIBLES_SCRIPT)
+    found["collapsibles open"] = axe_violations(page, selector=selector)
+    return {"axe": found, "images": page.evaluate(CONTENT_IMAGES_SCRIPT)}
+
+
+def axe_failures(site: str, records: dict[int, dict[str, dict]]) -> list[str]:
+    """Every element that breaks an axe rule: site, page, width, state, rule, element."""
+    lines = []
+    for width, pages in records.items():
+        for page_name, record in pages.items():
+            for state, violations in record["axe"].items():
+                where = f"{site} {page_name} at {width} px, {state}"
+                lines += describe_violations(where, violations)
+    return lines

@@ -120,12 +120,21 @@ def fresh_caches_under_mutmut() -> None:
                     value.cache_clear()
 
 
+# The built sites' browser tests: each site's visits are one unit of work, which may go to
+# either worker once the book is built (tests/book_support.py builds it once per run).
+SITE_SCOPES = {"test_browser.py": "student site", "test_browser_instructor.py": "instructor site"}
+BOOK_SCOPES = {"book", *SITE_SCOPES.values()}
+
+
 @functools.cache
 def _scope(path: str) -> str:
-    """Which tests pytest-xdist keeps on one worker, one after another: ``book`` for a file
-    that runs the book's notebooks or reads the built site, ``grading`` for one that grades
-    submissions in the sandbox (the grader's tests look for student processes left running,
-    so no other grading may run beside them), else the file itself."""
+    """Which tests pytest-xdist keeps on one worker, one after another: each site's browser
+    tests (:data:`SITE_SCOPES`); ``book`` for another file that runs the book's notebooks or
+    reads the built site; ``grading`` for one that grades submissions in the sandbox (the
+    grader's tests look for student processes left running, so no other grading may run
+    beside them), else the file itself."""
+    if Path(path).name in SITE_SCOPES:
+        return SITE_SCOPES[Path(path).name]
     text = Path(path).read_text(encoding="utf-8")
     if "book_support" in text:
         return "book"
@@ -138,10 +147,12 @@ def _scope(path: str) -> str:
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """How pytest-xdist shares the tests out (``make test`` runs two workers).
 
-    Every test that executes the notebooks or reads the built site goes to one worker, so
-    the book is executed and built once (``book_support`` caches it per process); the tests
-    that grade in the sandbox go to one worker, one file after another (:func:`_scope`);
-    every other test file goes to one worker whole, so its module fixtures run once.
+    The ``book`` tests (they execute the notebooks and build the site) go first, to the
+    first worker; each site's browser tests go, once the ``book`` tests are done, to the
+    next worker that asks for work (one worker starts the student site's visits while the
+    other builds and visits the instructor site); the tests that grade in the sandbox go to
+    one worker, one file after another; every other test file goes to one worker whole, so
+    its module fixtures run once (:func:`_scope`).
     """
     # Not ``--dist loadgroup`` with ``xdist_group`` marks: pytest-xdist 3.8 groups a test by
     # the "@group" it appends to ``item._nodeid``, and pytest 9.2 reads a node's id from
@@ -152,17 +163,34 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     root = Path(str(config.rootpath))
 
-    class BookOnOneWorker(LoadScopeScheduling):
+    class BookFirst(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return _scope(str(root / nodeid.split("::", 1)[0]))
 
+        def _book_done(self) -> bool:
+            pending = [
+                done
+                for work in self.assigned_work.values()
+                for done in work.get("book", {}).values()
+            ]
+            return "book" not in self.workqueue and all(pending)
+
         def _assign_work_unit(self, node) -> None:  # noqa: ANN001 (xdist's WorkerController)
-            # the book first, to the first worker: the longest chain starts at once
-            if "book" in self.workqueue:
-                self.workqueue.move_to_end("book", last=False)
+            # the book first; then a site's visits as soon as the book is built; else any
+            # other unit (a site's, when nothing else is left: it waits for the build)
+            order = ["book", *SITE_SCOPES.values()]
+            first = [scope for scope in order if scope in self.workqueue]
+            ready = [scope for scope in first if scope == "book" or self._book_done()]
+            # the longest other unit, the grading, first
+            rest = sorted(
+                (scope for scope in self.workqueue if scope not in BOOK_SCOPES),
+                key=lambda scope: scope != "grading",
+            )
+            chosen = (ready + rest + first)[0]
+            self.workqueue.move_to_end(chosen, last=False)
             super()._assign_work_unit(node)
 
-    return BookOnOneWorker(config, log)
+    return BookFirst(config, log)
 
 
 # How much the workers without the book yield the CPU to it (``nice`` increment).
@@ -171,14 +199,14 @@ OTHER_WORKERS_NICE = 5
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """On a pytest-xdist worker that runs no book test, lower the priority once.
+    """On a pytest-xdist worker, lower the priority once at its first test that is not the
+    book's.
 
-    The book's chain (notebooks, build, browser visits) is the longest on one worker; the
-    other workers keep the cores busy where that chain leaves them idle, instead of
-    stretching it. The first worker gets the book first (``BookOnOneWorker``), so a worker
-    lowered here never runs it afterwards.
+    The book's chain (notebooks, build, browser visits) is the longest; the other tests keep
+    the cores busy where that chain leaves them idle, instead of stretching it. The first
+    worker gets the book first (``BookFirst``), so it is lowered only once the book is done.
     """
-    if "PYTEST_XDIST_WORKER" not in os.environ or _scope(str(item.path)) == "book":
+    if "PYTEST_XDIST_WORKER" not in os.environ or _scope(str(item.path)) in BOOK_SCOPES:
         return
     if not getattr(pytest_runtest_setup, "lowered", False):
         os.nice(OTHER_WORKERS_NICE)

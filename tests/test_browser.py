@@ -1,42 +1,39 @@
-"""Open the built book in headless Chromium with no network.
+"""Open the built student site in headless Chromium with no network.
 
 Every request that does not go to the local server is aborted (and recorded), so
 the checks prove that the site works offline: math is typeset by the vendored
 MathJax, every image loads, and moving a slider of the widget plot swaps the
-image shown, with no Python kernel. Every page is loaded once at 1400 px and once at
-400 px (a phone), a few side by side, and the page tests judge what those visits
-measured, axe-core's accessibility rules (WCAG 2.1 A and AA) included: run on each visit
-over the collapsibles closed, then over the page with every collapsible open, on the student
-site and on what the instructor site adds to it. Screenshots go to _build/screenshots/.
+image shown, with no Python kernel. Every page is loaded once at 1400 px, measured, and
+measured again with the window narrowed to 400 px (a phone; the book's scripts refit the
+page on a resize), a few pages side by side; the page tests judge what those visits
+measured, axe-core's accessibility rules (WCAG 2.1 A and AA) included: at each width over
+the collapsibles closed, then over the page with every collapsible open. Screenshots go to
+_build/screenshots/. The instructor site: tests/test_browser_instructor.py.
 """
 
 import contextlib
-import functools
-import http.server
 import json
-import re
-import threading
 
 import pytest
-from book_support import BUILD_DIR, HTML_DIR, ROOT, build_book, build_instructor_site
+from book_support import BUILD_DIR, HTML_DIR, build_book
 from browser_support import (
     CHROMIUM,
-    COLLAPSIBLES,
-    CONTENT_IMAGES_SCRIPT,
-    LAYOUT_RULES,
-    OPEN_COLLAPSIBLES_SCRIPT,
+    CLOSE_COLLAPSIBLES_SCRIPT,
     TYPESET_SCRIPT,
     WIDGETS_SCRIPT,
+    WIDTHS,
     alt_problem,
-    axe_violations,
+    axe_failures,
+    book_pages,
     chromium,
-    describe_violations,
+    measure_accessibility,
+    resize,
+    serve,
     visit_pages,
 )
 
 CHAPTER_PAGE = "chapters/01_recurrent_models.html"
 SCREENSHOTS = BUILD_DIR / "screenshots"
-WIDTHS = (1400, 400)
 
 pytestmark = [
     pytest.mark.browser,
@@ -45,22 +42,12 @@ pytestmark = [
 ]
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 (signature of the base class)
-        pass
-
-
 @pytest.fixture(scope="module")
 def site_url():
     build_book()  # warnings elsewhere fail tests/test_book.py; this test needs Chapter 1 only
     assert (HTML_DIR / CHAPTER_PAGE).is_file(), f"the build wrote no {CHAPTER_PAGE}"
-    handler = functools.partial(QuietHandler, directory=str(HTML_DIR))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with serve(HTML_DIR) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -180,12 +167,6 @@ def test_moving_the_slider_changes_the_plot(chapter_page):
     widget.screenshot(path=str(SCREENSHOTS / "chapter01_widget_lam_max.png"))
     assert last_src not in (before_src, after_src)
     assert not errors, f"JavaScript errors: {errors}"
-
-
-def book_pages() -> list[str]:
-    from stablernn_tools.book_config import toc_files
-
-    return [f"{name}.html" for name in toc_files(ROOT / "_toc.yml")]
 
 
 RAW_TEX_SCRIPT = """() => {
@@ -312,64 +293,50 @@ FIGURE_SCALE_SCRIPT = """() => Array.from(document.querySelectorAll("main img"))
               scale: i.getBoundingClientRect().width / i.naturalWidth}))"""
 
 
-def measure_page(job: tuple[int, str], page) -> dict:
-    """Everything the page tests judge, measured on one typeset page, and its screenshot."""
-    width, page_name = job
-    record = {
-        "raw_tex": page.evaluate(RAW_TEX_SCRIPT),
-        "raw_tables": page.evaluate(RAW_TABLE_SCRIPT),
-        "wide_equations": page.evaluate(WIDE_EQUATIONS_SCRIPT),
-        "overflow": page.evaluate(OVERFLOW_SCRIPT),
-    }
-    if width < 1000:
-        record["wider_than_column"] = page.evaluate(WIDER_THAN_COLUMN_SCRIPT)
-        record["figure_scales"] = page.evaluate(FIGURE_SCALE_SCRIPT)
-    else:
-        record["visible_text"] = page.evaluate(VISIBLE_TEXT_SCRIPT)
-    record["table_fit"] = page.evaluate(TABLE_FIT_SCRIPT)
-    folder = SCREENSHOTS / str(width)
-    page.screenshot(path=str(folder / page_name.replace("/", "_").replace(".html", ".png")))
-    return {**record, **measure_accessibility(job, page)}
-
-
-def measure_accessibility(
-    job: tuple[int, str], page, selector: str | None = None, closed_too: bool = True
-) -> dict:
-    """axe-core's violations once the widgets are drawn: with ``closed_too``, in the
-    collapsibles as loaded (closed); then, every collapsible opened, in the elements
-    ``selector`` matches (the whole page when None); and the text alternative of every
-    content image. One load serves both states: outside the collapsibles nothing changes
-    when they open, and a closed collapsible's content is hidden, which axe skips, so the
-    closed state adds only the collapsibles' own names, roles and states (summaries, titles,
-    buttons); their colours, the same in both states, are checked with the page open
-    (:data:`LAYOUT_RULES` would lay out the whole page a second time)."""
-    page.evaluate(WIDGETS_SCRIPT)
-    found = {}
-    if closed_too:
-        found["collapsibles closed"] = axe_violations(
-            page, selector=COLLAPSIBLES, skip=LAYOUT_RULES
-        )
-    page.evaluate(OPEN_COLLAPSIBLES_SCRIPT)
-    found["collapsibles open"] = axe_violations(page, selector=selector)
-    return {"axe": found, "images": page.evaluate(CONTENT_IMAGES_SCRIPT)}
+def measure_page(page_name: str, page) -> dict[int, dict]:
+    """``{width: record}``: everything the page tests judge, measured on the typeset page at
+    each of :data:`WIDTHS` with its collapsibles closed (then opened for axe, and closed again
+    before the window is narrowed), and a screenshot at each width."""
+    records = {}
+    for width in WIDTHS:
+        if width != WIDTHS[0]:
+            page.evaluate(CLOSE_COLLAPSIBLES_SCRIPT)
+            resize(page, width)
+        record = {
+            "raw_tex": page.evaluate(RAW_TEX_SCRIPT),
+            "raw_tables": page.evaluate(RAW_TABLE_SCRIPT),
+            "wide_equations": page.evaluate(WIDE_EQUATIONS_SCRIPT),
+            "overflow": page.evaluate(OVERFLOW_SCRIPT),
+        }
+        if width < 1000:
+            record["wider_than_column"] = page.evaluate(WIDER_THAN_COLUMN_SCRIPT)
+            record["figure_scales"] = page.evaluate(FIGURE_SCALE_SCRIPT)
+        else:
+            record["visible_text"] = page.evaluate(VISIBLE_TEXT_SCRIPT)
+        record["table_fit"] = page.evaluate(TABLE_FIT_SCRIPT)
+        shot = SCREENSHOTS / str(width) / page_name.replace("/", "_").replace(".html", ".png")
+        page.screenshot(path=str(shot))
+        records[width] = {**record, **measure_accessibility(page)}
+    return records
 
 
 @pytest.fixture(scope="module")
 def visits(browser, site_url) -> dict[int, dict[str, dict]]:
-    """``{width: {page: record}}``: every built page of the book visited once at each width,
-    with no network; a record holds the measurements and the page's ``problems``. Screenshots
-    of every page at both widths go to _build/screenshots/<width>/, the overflow counts to
-    _build/page_widths_<width>.json."""
+    """``{width: {page: record}}``: every built page of the book loaded once, with no network,
+    and measured at each width; a record holds the measurements and the page's ``problems``.
+    Screenshots of every page at both widths go to _build/screenshots/<width>/, the overflow
+    counts to _build/page_widths_<width>.json."""
     for width in WIDTHS:
         (SCREENSHOTS / str(width)).mkdir(parents=True, exist_ok=True)
     built = [name for name in book_pages() if (HTML_DIR / name).is_file()]
-    jobs = [((width, name), site_url + name, width) for width in WIDTHS for name in built]
+    jobs = [(name, site_url + name, WIDTHS[0]) for name in built]
     results = visit_pages(
         browser, jobs, measure_page, lambda url: url.startswith((site_url, "data:", "blob:"))
     )
     records = {width: {} for width in WIDTHS}
-    for (width, name), (record, problems) in results.items():
-        records[width][name] = {**record, "problems": problems}
+    for name, (by_width, problems) in results.items():
+        for width, record in by_width.items():
+            records[width][name] = {**record, "problems": problems}
     for width, pages in records.items():
         counts = {
             name: {"wide_equations": len(record["wide_equations"]), **record["overflow"]}
@@ -488,17 +455,6 @@ def test_the_evidence_pages_read_as_appendices(visits):
     assert not shown, shown
 
 
-def axe_failures(site: str, records: dict[int, dict[str, dict]]) -> list[str]:
-    """Every element that breaks an axe rule: site, page, width, state, rule, element."""
-    lines = []
-    for width, pages in records.items():
-        for page_name, record in pages.items():
-            for state, violations in record["axe"].items():
-                where = f"{site} {page_name} at {width} px, {state}"
-                lines += describe_violations(where, violations)
-    return lines
-
-
 def test_no_accessibility_violations_on_the_student_site(visits):
     """axe-core (WCAG 2.1 A and AA rules) finds nothing on any page, at either width, with the
     widgets drawn, every collapsible closed and then open."""
@@ -588,75 +544,3 @@ def test_widgets_work_by_keyboard_alone(browser, site_url, page_name, kind):
     shot = SCREENSHOTS / f"keyboard_{kind}.png"
     page.screenshot(path=str(shot))
     context.close()
-
-
-# The blocks that the instructor edition of a chapter adds (sphinx-exercise's solutions).
-SOLUTIONS = "div.solution"
-
-
-@pytest.fixture(scope="module")
-def instructor_visits(browser) -> dict[int, dict[str, dict]]:
-    """The instructor site (`make instructor`), served like the student site: what it adds to
-    the student site visited at both widths, every collapsible open, through axe: the
-    solutions of a chapter that differs from the student page by its solutions alone, every
-    other page whose article differs (homework with model answers and rubrics, the
-    instructor pages) whole. Records by width and page, as :func:`measure_accessibility`."""
-    site = build_instructor_site()
-    changed = [
-        name
-        for name in book_pages()
-        if (site / name).is_file() and article(site / name) != article(HTML_DIR / name)
-    ]
-    selectors = {name: added_part(site / name, HTML_DIR / name) for name in changed}
-    handler = functools.partial(QuietHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
-    try:
-        jobs = [((width, name), url + name, width) for width in WIDTHS for name in changed]
-        results = visit_pages(
-            browser,
-            jobs,
-            lambda job, page: measure_accessibility(job, page, selectors[job[1]], closed_too=False),
-            lambda u: u.startswith((url, "data:", "blob:")),
-        )
-    finally:
-        server.shutdown()
-        server.server_close()
-    records = {width: {} for width in WIDTHS}
-    for (width, name), (record, _) in results.items():
-        records[width][name] = record
-    return records
-
-
-def article(path) -> str:
-    """The HTML of a page's article (what an edition changes), or "" without one."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    start, end = text.find('<article class="bd-article">'), text.find("</article>")
-    return text[start:end] if start >= 0 else ""
-
-
-def added_part(instructor_page, student_page) -> str | None:
-    """:data:`SOLUTIONS` when the instructor page's article is the student page's plus
-    solutions (compared with white space collapsed), else None (the whole page)."""
-    from bs4 import BeautifulSoup
-
-    def markup(html: str) -> str:
-        return re.sub(r"\s+", " ", str(BeautifulSoup(html, "html.parser")))
-
-    soup = BeautifulSoup(article(instructor_page), "html.parser")
-    solutions = soup.select(SOLUTIONS)
-    for block in solutions:
-        block.decompose()
-    same = markup(str(soup)) == markup(article(student_page))
-    return SOLUTIONS if solutions and same else None
-
-
-def test_no_accessibility_violations_on_the_instructor_site(instructor_visits):
-    """What the instructor site adds (homework with model answers and rubrics, the chapters'
-    solutions, opened) passes the same axe rules at both widths."""
-    pages = instructor_visits[1400]
-    assert any(name.startswith("chapters/homework/") for name in pages), sorted(pages)
-    assert any(name.startswith("chapters/0") for name in pages), sorted(pages)
-    failures = axe_failures("instructor site", instructor_visits)
-    assert not failures, "\n".join(failures[:60])
