@@ -201,10 +201,17 @@ CLOSE_COLLAPSIBLES_SCRIPT = f"""async () => {{
 }}"""
 
 
+# The theme makes each scrollable element a tab stop (and each other one none) 300 ms after
+# the last resize event.
+THEME_RESIZE_DELAY_MS = 300
+
+
 def resize(page: Any, width: int) -> None:
     """Set the window ``width`` px wide and wait until the page has laid itself out again
-    (book/course.js, fit.js and accessibility.js refit it on the resize event)."""
+    (book/course.js, fit.js and accessibility.js refit it on the resize event, the theme
+    its tab stops :data:`THEME_RESIZE_DELAY_MS` later)."""
     page.set_viewport_size({"width": width, "height": 1000})
+    page.wait_for_timeout(THEME_RESIZE_DELAY_MS + 100)
     page.evaluate(f"async () => {{ {SETTLED} }}")
 
 
