@@ -16,8 +16,8 @@ import pytest
 from chapter8_text import chapter8_numbers, chapter8_prose
 
 from stablernn_lib.core.io import same_config
-from stablernn_lib.tasks.wikitext2.analysis import ANALYSIS_CONFIGS
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
+from stablernn_lib.tasks.wikitext2.measurements import ANALYSIS_CONFIGS
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, results_folder
 from stablernn_lib.tasks.wikitext2.variants import MODEL_VARIANTS, variant_name
 
