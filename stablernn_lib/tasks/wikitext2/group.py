@@ -1,11 +1,9 @@
 """Several language models trained as one task: one step for all, each model on its own.
 
-:class:`ModelGroup` puts ``M`` runs that read the same batches into one
-:class:`~stablernn_lib.tasks.training.Task`: one forward over the members, one backward
-of the sum of their losses (each member gets exactly its own gradient), each member's
-gradient clipped by its own norm, SGD at its own learning rate, its own projection, best
-weights and learning-rate cuts.  On a CPU without dropout a member trains as the same run
-alone does; with dropout the masks come from one generator in member order.
+:class:`ModelGroup`: one forward over ``M`` runs that read the same batches, one backward of
+the sum of their losses (each member gets its own gradient), then each member's own clipping,
+learning rate, projection, best weights and cuts.  On a CPU without dropout a member trains
+as it does alone; dropout masks come from one generator in member order.
 """
 
 from __future__ import annotations
@@ -66,8 +64,6 @@ class ModelGroup(training.Task):
         self.records = [new_record() for _ in members]
         self.val_losses: list[float] = []
 
-    # -- steps ------------------------------------------------------------------------
-
     def batch(self, index: int) -> tuple[Tensor, Tensor]:
         return self.members[0].batch(index)
 
@@ -99,8 +95,6 @@ class ModelGroup(training.Task):
     def project(self) -> None:
         for member in self.members:
             member.project()
-
-    # -- epochs -----------------------------------------------------------------------
 
     def validate(self) -> float:
         """Every member's validation loss (each after its own end-of-epoch work, kept for the
@@ -177,9 +171,8 @@ def train_language_models_together(
     checkpoint_every: float | None = 600.0,
     stop_at: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Train ``runs`` (``(cell, stable, LMConfig)`` each) as one :class:`ModelGroup` in the
-    folder ``out_dir`` (one checkpoint for the group); returns one result per run, in order
-    (``status`` ``"completed"`` or ``"interrupted"``, as the loop ended)."""
+    """Train ``runs`` (``(cell, stable, LMConfig)``) as one :class:`ModelGroup` in ``out_dir``;
+    one result per run, in order."""
     device = torch.device(device)
     members = [
         LanguageModelTask(
