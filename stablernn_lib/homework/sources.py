@@ -65,9 +65,8 @@ def _mentions_reference(node: ast.AST) -> bool:
 
 def scan_tree(tree: ast.Module) -> dict[str, Any]:
     """What one cell uses, as JSON-able lists: ``names`` it imports, calls or reads as
-    attributes, ``loaded`` names, the ``aliases`` it defines (``import m.f as g``, ``from m
-    import f as g``, ``g = m.f``); a use of the reference code counts as the name
-    :data:`REFERENCE_CODE` (and makes the names it binds aliases of it)."""
+    attributes, ``loaded`` names, the ``aliases`` it defines (``g = m.f``, ...); the reference
+    code counts as the name :data:`REFERENCE_CODE`."""
     names: set[str] = set()
     loaded: set[str] = set()
     aliases: dict[str, set[str]] = {}

@@ -70,8 +70,7 @@ class ModelGroup(training.Task):
     def forward_loss(
         self, tokens: Tensor, targets: Tensor, carried: tuple[State, ...] | None
     ) -> tuple[Tensor, tuple[State, ...]]:
-        """The sum of the members' mean losses (and their states); each member's loss is
-        added, times the window's tokens, to its sum on the device."""
+        """The sum of the members' mean losses and their states (each added to its sum)."""
         carried = carried if carried is not None else (None,) * len(self.members)
         losses, states = [], []
         for member, state in zip(self.members, carried, strict=True):
@@ -97,16 +96,14 @@ class ModelGroup(training.Task):
             member.project()
 
     def validate(self) -> float:
-        """Every member's validation loss (each after its own end-of-epoch work, kept for the
-        epoch's records); returns their mean."""
+        """The mean of the members' validation losses (each kept for its record)."""
         self.val_losses = [member.validate() for member in self.members]
         return sum(self.val_losses) / len(self.val_losses)
 
     def should_decay(
         self, epoch: int, val_loss: float, improved: bool, previous: list[float]
     ) -> bool:
-        """Each member's own schedule: its best weights kept, its learning rate cut when its
-        validation loss did not improve.  Returns False (the loop cuts no rate itself)."""
+        """Each member's best weights and lr cut by its own loss; False for the loop itself."""
         for member, record, group, loss in zip(
             self.members, self.records, self.optimizer.param_groups, self.val_losses, strict=True
         ):
@@ -121,8 +118,7 @@ class ModelGroup(training.Task):
         return False
 
     def epoch_record(self, stats: training.EpochStats) -> tuple[dict[str, Any], str]:
-        """The group's line: each member's metrics (its own training and validation loss and
-        the learning rate it ran the epoch at), which also go to its record."""
+        """The group's line: each member's metrics, which also go to its record."""
         tokens = stats.tokens
         sums = self.train_sums.tolist()
         members = {}

@@ -376,10 +376,10 @@ def run_analysis(
     device: str | torch.device | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Every measurement on the test split of the ``variants`` trained with the LM config of
-    the same name; written to ``results_path`` (``analysis.json`` of its results folder, or
-    ``analysis-<config>.json`` in the runs folder) after each, with its ``seconds``; a rerun
-    computes only what is missing."""
+    """Every measurement on the test split of the ``variants`` of the LM config of the same
+    name, written with its ``seconds`` to ``results_path`` (``analysis.json`` of the results
+    folder, else ``analysis-<config>.json`` of the runs) after each; a rerun adds what is missing.
+    """
     analysis = ANALYSIS_CONFIGS[config]
     lm_config = CONFIGS[config]
     variants = MODEL_VARIANTS if variants is None else variants
