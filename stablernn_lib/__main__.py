@@ -1,13 +1,8 @@
 """Command line: ``python -m stablernn_lib <command> ...``.
 
-``COMMANDS`` names each subcommand's module and one-line help. A module is imported
-only when its subcommand runs; the module's ``register(subparsers)`` adds the
-subcommand's arguments and sets ``func`` to the function that runs it. The grader
-(``python -m stablernn_grader``) and the maintainers' tools (``python -m stablernn_tools``)
-run their own tables through :func:`run_command`.
-
-An error of a command prints its message, not a traceback (the messages name the
-problem and the fix); ``--debug``, anywhere on the line, shows the traceback.
+``COMMANDS``: each subcommand's module (imported when it runs; its ``register(subparsers)``
+adds the arguments and sets ``func``) and help.  The grader and the maintainers' tools run
+their own tables through :func:`run_command`.
 """
 
 from __future__ import annotations
@@ -37,11 +32,11 @@ COMMANDS: dict[str, Command] = {
         "stablernn_lib.tasks.jsb.train", "train an RNN or LSTM on JSB Chorales (Chapter 9)"
     ),
     "jsb-analysis": Command(
-        "stablernn_lib.tasks.jsb.analysis",
+        "stablernn_lib.tasks.jsb.measurements",
         "gradient, truncation and Jacobian measurements on the JSB models (Chapter 9)",
     ),
     "lm-analysis": Command(
-        "stablernn_lib.tasks.wikitext2.analysis",
+        "stablernn_lib.tasks.wikitext2.measurements",
         "Figure 2, truncated evaluation, Jacobians, weights close (WikiText-2)",
     ),
     "paper-run": Command(
@@ -88,11 +83,8 @@ def run_command(
     description: str = DESCRIPTION,
     distribution: str = "stablernn_lib",
 ) -> int:
-    """Parse ``argv`` (default: ``sys.argv[1:]``) and run the chosen command of
-    ``commands``; returns the exit status.
-
-    A command whose extra is not installed says which one to install (status 2); any
-    other error prints its message, no traceback (status 1): ``--debug`` shows it.
+    """Run the command of ``commands`` that ``argv`` names; its exit status.  A missing extra
+    says which to install (2); an error prints its message (1), its traceback with ``--debug``.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.nn.functional import cross_entropy
 
-from stablernn_lib.tasks.wikitext2 import analysis as lma
+from stablernn_lib.tasks.wikitext2 import measurements as lma
 from stablernn_lib.tasks.wikitext2.data import Corpus, batchify, write_synthetic_corpus
 from stablernn_lib.tasks.wikitext2.model import (
     WordLanguageModel,

@@ -78,7 +78,7 @@ def test_the_evidence_page_shows_its_set_check_and_the_check_holds_here() -> Non
 
 
 def test_the_figures_name_models_in_words_and_sort_k() -> None:
-    from stablernn_lib.tasks.wikitext2 import analysis as lma
+    from stablernn_lib.tasks.wikitext2 import measurements as lma
 
     distances = {"k=10": [0.1], "k=2": [0.3], "k=5": [0.2]}
     record = {"step": [1], "relative_distance": distances}

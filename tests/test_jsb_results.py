@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from stablernn_lib.core.io import same_config
-from stablernn_lib.tasks.jsb import analysis as ma
+from stablernn_lib.tasks.jsb import measurements as ma
 from stablernn_lib.tasks.jsb import results as mr
-from stablernn_lib.tasks.jsb.analysis import ANALYSIS
 from stablernn_lib.tasks.jsb.data import JSB_SPLIT_SIZES
+from stablernn_lib.tasks.jsb.measurements import ANALYSIS
 from stablernn_lib.tasks.jsb.results import ALL_VARIANTS, TABLE_VARIANTS
 from stablernn_lib.tasks.jsb.train import (
     CONFIGS,

@@ -9,8 +9,8 @@ import torch
 
 from stablernn_lib.core.contraction import project_spectral_ball
 from stablernn_lib.core.norms import spectral_norm
-from stablernn_lib.tasks.wikitext2.analysis import layer_map
 from stablernn_lib.tasks.wikitext2.data import batchify
+from stablernn_lib.tasks.wikitext2.measurements import layer_map
 from stablernn_lib.tasks.wikitext2.model import (
     WordLanguageModel,
     detach_state,

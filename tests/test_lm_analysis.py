@@ -9,19 +9,19 @@ import pytest
 import torch
 
 from stablernn_lib.core.io import atomic_write_json
-from stablernn_lib.tasks.wikitext2.analysis import (
+from stablernn_lib.tasks.wikitext2.data import (
+    WIKITEXT2_TOKENS,
+    Corpus,
+    batchify,
+    write_synthetic_corpus,
+)
+from stablernn_lib.tasks.wikitext2.measurements import (
     gradient_by_distance,
     gradient_by_distance_naive,
     layer_map,
     state_jacobian_norms,
     truncated_eval_curve,
     weights_close_experiment,
-)
-from stablernn_lib.tasks.wikitext2.data import (
-    WIKITEXT2_TOKENS,
-    Corpus,
-    batchify,
-    write_synthetic_corpus,
 )
 from stablernn_lib.tasks.wikitext2.model import WordLanguageModel, project_stable_
 from stablernn_lib.tasks.wikitext2.results import (

@@ -28,7 +28,7 @@ from stablernn_lib.tasks.jsb.train import (
     train_music_model,
 )
 from stablernn_lib.tasks.training import published_config, with_seed
-from stablernn_lib.tasks.wikitext2.analysis import (
+from stablernn_lib.tasks.wikitext2.measurements import (
     gradient_by_distance,
     gradient_by_distance_naive,
     state_jacobian_norms,
@@ -439,7 +439,7 @@ def test_train_music_command_takes_a_seed(rolls, tmp_path, monkeypatch):
 
 def test_jacobian_norms_of_a_float32_lstm_come_from_a_float64_svd():
     from stablernn_lib.core.contraction import jacobian_norms, state_jacobians
-    from stablernn_lib.tasks.wikitext2.analysis import layer_map
+    from stablernn_lib.tasks.wikitext2.measurements import layer_map
 
     torch.manual_seed(0)
     model = MusicModel("lstm", hidden_size=8).eval()

@@ -14,7 +14,7 @@ from stablernn_lib.core import style
 from stablernn_lib.figures import full_vs_truncated
 from stablernn_lib.figures.jsb import plot_truncated_nll
 from stablernn_lib.tasks.jsb import results as mr
-from stablernn_lib.tasks.wikitext2 import analysis as lm_analysis
+from stablernn_lib.tasks.wikitext2 import measurements as lm_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")

@@ -16,8 +16,8 @@ import pytest
 from chapter8_text import chapter8_numbers, chapter8_prose
 
 from stablernn_lib.core.io import same_config
-from stablernn_lib.tasks.wikitext2.analysis import ANALYSIS_CONFIGS
 from stablernn_lib.tasks.wikitext2.data import WIKITEXT2_TOKENS, WIKITEXT2_VOCAB_SIZE
+from stablernn_lib.tasks.wikitext2.measurements import ANALYSIS_CONFIGS
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, results_folder
 from stablernn_lib.tasks.wikitext2.variants import MODEL_VARIANTS, variant_name
 
@@ -150,7 +150,9 @@ def test_table_by_scale_and_claim_readings_say_what_ran_and_what_did_not() -> No
                ("stability_cost", "truncation", "gradient_vanishes"))  # fmt: skip
     # a measurement of one trained model is labelled indicative, never a claim
     assert all(r.indicative for r in readings.values() if r.claim != "stability_cost")
-    assert "one trained model: indicative" in claims_table(list(readings.values()), "cpu")
+    claims = claims_table(list(readings.values()), "cpu")
+    assert "one trained model: indicative" in claims
+    assert "| gradient at 20, % of at 0 | 0.1% |" in claims  # the ratio 1e-3, in percent
     # three seeds each: the seed means, judged by the criteria file
     seeds = {
         "rnn-unconstrained": {

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from stablernn_lib.core import criteria, paper_claims
 from stablernn_lib.core.plot_helpers import finish_axis, legends_below
 from stablernn_lib.core.style import BOUND_COLOR, PHONE_WIDTH_IN, model_color
-from stablernn_lib.tasks.wikitext2.analysis import plot_figure2
+from stablernn_lib.tasks.wikitext2.measurements import plot_figure2
 from stablernn_lib.tasks.wikitext2.results import (
     PAIR,
     PAPER_TEST_PPL_KEYS,
@@ -64,7 +64,7 @@ def cost_of_stability_figure(
 
 
 def figure2_figure(analysis: dict[str, Any], title: str = "") -> Figure:
-    """:func:`~stablernn_lib.tasks.wikitext2.analysis.plot_figure2` (gradient norm against
+    """:func:`~stablernn_lib.tasks.wikitext2.measurements.plot_figure2` (gradient norm against
     distance, log scale), ``PHONE_WIDTH_IN`` wide with its legend below the axes."""
     figure = plot_figure2(analysis, title)
     figure.set_size_inches(PHONE_WIDTH_IN, figure.get_figheight())

@@ -5,10 +5,8 @@ In a homework notebook, after each solution cell::
     from stablernn_lib.homework import check
     check("hw04.q1", spectral_projection)
 
-prints which visible checks passed and why the others failed.  Grading is the
-separate package ``stablernn_grader`` (``python -m stablernn_grader grade|questions``).
-The names below are imported on first use, so that the grader's limited helper
-processes (:mod:`stablernn_grader.reader`) import neither torch nor the checks.
+prints which visible checks passed and why the others failed.  The names below are
+imported on first use, so that the grader's reader imports neither torch nor the checks.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The cells of a homework notebook: their tags and the question each belongs to.
 
-A code cell tagged ``solution`` (with ``{"homework": {"question": "hw04.q1"}}`` metadata)
-defines a question's function; a code cell tagged ``check`` calls ``check(...)``; a
-Markdown cell tagged ``answer`` holds a proof question's answer, which the student
-edition replaces by :data:`ANSWER_PLACEHOLDER`; cells tagged ``rubric`` or
-``instructor`` are the instructor's only.
+``solution`` (metadata ``{"homework": {"question": "hw04.q1"}}``): a question's function;
+``check``: calls ``check(...)``; ``answer``: a proof's answer (:data:`ANSWER_PLACEHOLDER` in
+the student edition); ``rubric``, ``instructor``: the instructor's only.
 """
 
 from __future__ import annotations

@@ -84,10 +84,8 @@ class QuestionResult:
 
 @contextmanager
 def time_limit(seconds: float):
-    """Raise :class:`CheckTimeoutError` after ``seconds`` (and every 0.5 s after that).
-
-    Does nothing where ``SIGALRM`` is unavailable or off the main thread.
-    """
+    """Raise :class:`CheckTimeoutError` after ``seconds``, then every 0.5 s (without
+    ``SIGALRM`` or off the main thread: nothing)."""
     usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     if not usable or seconds <= 0:
         yield

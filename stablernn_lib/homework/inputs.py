@@ -1,8 +1,7 @@
 """Functions that a check hands to the student's function as *inputs*, not as answers.
 
-They are described completely by their tensors and numbers (``arguments``), so that the
-grader's sandbox (:mod:`stablernn_grader.sandbox`) sends them to the student's process as
-data and rebuilds them there, never sending any code of the checks.
+Each is described by its tensors and numbers (``arguments``): the grader's sandbox sends
+them as data and rebuilds them, never sending code of the checks.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The homework registry: homeworks, their questions, and each question's checks.
 
-A homework ``hwNN`` (the ``HOMEWORK`` of ``questions/hwNN.py``) belongs to one chapter.
-A code question names the function the student writes and carries its checks; a proof
-question is graded by hand with the rubric of its instructor notebook.  A check
-``run(answer, ctx) -> str`` returns what held, or raises :class:`CheckFailedError` naming
-the expected value, the value obtained and the input.  Visible checks use fixed instances;
-hidden ones draw from ``ctx.generator``, seeded from the grading seed.
+A homework ``hwNN`` is the ``HOMEWORK`` of ``questions/hwNN.py``.  A check
+``run(answer, ctx) -> str`` returns what held, or raises :class:`CheckFailedError` naming the
+expected value, the value obtained and the input; hidden checks draw from ``ctx.generator``.
 """
 
 from __future__ import annotations
@@ -111,11 +108,7 @@ CheckFunction = Callable[[Any, CheckContext], str]
 
 @dataclass(frozen=True)
 class Check:
-    """One check of a question: a name, the function, visibility, weight, time limit.
-
-    A failed ``required`` check sets the question's score to zero (used for the
-    check that the student did not just call the library's implementation).
-    """
+    """One check of a question; a failed ``required`` check zeroes the question's score."""
 
     name: str
     run: CheckFunction
@@ -128,11 +121,9 @@ class Check:
 
 @dataclass(frozen=True)
 class Question:
-    """A question ``hwNN.qM``: ``function`` is the name the solution cell defines (code
-    questions), ``task`` the statement, ``tests`` what it tests (instructor page),
-    ``forbidden`` the names that would answer it for the student.  A proof question's
-    rubric lives only in its instructor notebook, never in the installed library.
-    """
+    """A question ``hwNN.qM``: ``task`` its statement, ``tests`` what it tests, ``function``
+    the solution cell defines (None for a proof: its rubric is in the instructor notebook),
+    ``forbidden`` names that would answer it."""
 
     id: str
     title: str
@@ -205,9 +196,7 @@ def gate_verdict(forbidden: tuple[str, ...], used: set[str]) -> str:
 
 def independence_check(forbidden: tuple[str, ...]) -> Check:
     """A visible gate (weight 0, required): the answer uses neither ``forbidden`` nor the
-    reference code, aliases of the notebook followed; source it cannot parse fails.  A
-    computed ``getattr`` passes it; the grader's sandbox holds no reference code at all.
-    """
+    reference code, the notebook's aliases followed (a computed ``getattr`` passes it)."""
 
     def run(answer: Any, ctx: CheckContext) -> str:
         if ctx.source is None:

@@ -1,8 +1,7 @@
 """Reading the source of an answer: names it uses, aliases, the homework's reference code.
 
-Each cell is read once into a *scan* (:func:`scan_tree`: plain lists, so that the grader
-can read submissions in a limited process, :mod:`stablernn_grader.reader`).  This module
-imports neither torch nor the rest of the homework package.
+Each cell is read once into a *scan* of plain lists (:func:`scan_tree`), which the grader
+reads in a limited process; this module imports neither torch nor the rest of the package.
 """
 
 from __future__ import annotations
@@ -19,11 +18,8 @@ CELL_BREAK = "\n# ---- next cell ----\n"  # joins cells that are parsed one by o
 
 
 def parse_cells(source: str) -> list[ast.Module]:
-    """Every cell of ``source`` (cells joined by :data:`CELL_BREAK`) as a syntax tree.
-
-    A cell Python cannot parse is read through IPython's input transformer (magics,
-    ``!`` commands); SyntaxError if it still does not parse.
-    """
+    """Every cell of ``source`` (joined by :data:`CELL_BREAK`) as a syntax tree, through
+    IPython's input transformer when needed; SyntaxError if it still does not parse."""
     trees = []
     for cell in source.split(CELL_BREAK):
         try:
@@ -69,9 +65,8 @@ def _mentions_reference(node: ast.AST) -> bool:
 
 def scan_tree(tree: ast.Module) -> dict[str, Any]:
     """What one cell uses, as JSON-able lists: ``names`` it imports, calls or reads as
-    attributes, ``loaded`` names, the ``aliases`` it defines (``import m.f as g``, ``from m
-    import f as g``, ``g = m.f``); a use of the reference code counts as the name
-    :data:`REFERENCE_CODE` (and makes the names it binds aliases of it)."""
+    attributes, ``loaded`` names, the ``aliases`` it defines (``g = m.f``, ...); the reference
+    code counts as the name :data:`REFERENCE_CODE`."""
     names: set[str] = set()
     loaded: set[str] = set()
     aliases: dict[str, set[str]] = {}

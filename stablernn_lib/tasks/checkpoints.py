@@ -1,14 +1,11 @@
 """The run folder of a training run: its progress, checkpoints, resume and stop requests.
 
-A run folder holds ``checkpoint.pt`` (weights, optimizer, the task's extra state, the
-progress of :func:`new_progress`, the random-number state; written atomically),
-``metrics.jsonl`` (a line per epoch), then ``model.pt`` and ``result.json``.  A resumed
-run computes exactly what the uninterrupted one does; Ctrl-C and SIGTERM ask to stop
-after the current step (a second Ctrl-C stops at once).  ``stop_below_lr`` ends a run
-whose learning rate fell below it: a clipped SGD step moves the weights by at most
-``lr * clip`` (a projection onto a convex set holding the previous iterate moves them no
-further), so the skipped epochs could have changed them by at most
-``epochs_left * steps_per_epoch * lr * clip``, which is recorded.
+``checkpoint.pt`` (weights, optimizer, extra state, progress, random state; atomic),
+``metrics.jsonl``, then ``model.pt`` and ``result.json``.  A resumed run computes exactly
+what the uninterrupted one does; Ctrl-C and SIGTERM stop after the current step (twice: at
+once).  ``stop_below_lr`` ends a run whose lr fell below it: a clipped, projected SGD step
+moves the weights by at most ``lr * clip``, so the skipped epochs could have moved them by
+at most ``epochs_left * steps_per_epoch * lr * clip`` (recorded).
 """
 
 from __future__ import annotations
@@ -101,9 +98,8 @@ def finished_result(path: Path, identity: dict[str, Any], config: Any) -> dict[s
 def finished_or_fresh(
     out: Path, name: str, identity: dict[str, Any], config: Any, resume: bool, progress: bool
 ) -> dict[str, Any] | None:
-    """Before run ``name`` starts in ``out``: refuse a used folder unless resuming
-    (:func:`check_fresh_start`); when resuming, the completed result of this very run if
-    there is one (said when ``progress``: a rerun has nothing to do), else None."""
+    """Refuse a used folder unless resuming (:func:`check_fresh_start`); when resuming, the
+    completed result of this very run if there is one, else None."""
     check_fresh_start(out, resume)
     finished = finished_result(out / "result.json", identity, config) if resume else None
     if finished is not None and progress:
@@ -112,14 +108,13 @@ def finished_or_fresh(
 
 
 def run_provenance(state: dict[str, Any], device: torch.device | str | None) -> dict[str, Any]:
-    """:func:`~stablernn_lib.core.io.provenance` of a result written now, plus the checkouts
-    that trained the run (``trained_at_commits``: its first session and every other commit)."""
+    """:func:`~stablernn_lib.core.io.provenance` now, plus ``trained_at_commits``."""
     return {**provenance(device), "trained_at_commits": list(state["trained_at_commits"])}
 
 
 def save_best_model(task: Any, state: dict[str, Any], path: Path, **saved: Any) -> None:
-    """Load the best weights of a completed run into ``task.model`` and save them to ``path``
-    with the config, the run's identity and ``saved`` (what the task's loader needs)."""
+    """Load the best weights into ``task.model``; save them to ``path`` with the config, the
+    identity and ``saved``."""
     task.model.load_state_dict(state["best_model_state"])
     atomic_torch_save(
         {
@@ -144,8 +139,7 @@ def load_best_model(run_dir: str | Path, command: str) -> dict[str, Any]:
 
 
 def moved(state: Any, device: torch.device) -> Any:
-    """A carried state (None, a tensor or a tuple of states, e.g. a model group's) on
-    ``device``, detached."""
+    """A carried state (None, a tensor or a tuple of states) on ``device``, detached."""
     if state is None:
         return None
     if isinstance(state, Tensor):
@@ -167,8 +161,8 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 
 class RunFolder:
-    """The checkpoint, log and stop requests of ``task``'s run in the folder ``out``
-    (a context manager: the signal handlers hold inside it); ``state`` is the progress."""
+    """The checkpoint, log and stop requests of ``task``'s run in ``out`` (a context manager
+    for the signal handlers); ``state`` is the progress."""
 
     def __init__(
         self,
@@ -211,8 +205,6 @@ class RunFolder:
         renamed = {_RENAMED.get(key, key): value for key, value in saved["progress"].items()}
         return {**new_progress(), **renamed}
 
-    # -- signals ----------------------------------------------------------------------
-
     def _handle(self, signum: int, frame: Any) -> None:
         if self.stop_requested:
             raise KeyboardInterrupt
@@ -231,11 +223,8 @@ class RunFolder:
             for sig, handler in self._previous.items():
                 signal.signal(sig, handler)
 
-    # -- the loop's points ------------------------------------------------------------
-
     def lr_below(self, stop_below_lr: float | None, lr: float, progress: bool) -> bool:
-        """Whether the run ends before its next epoch (after the first) because ``lr`` is
-        below ``stop_below_lr``; records when and the bound on what was skipped."""
+        """Whether ``lr < stop_below_lr`` ends the run (after epoch 1); records the bound."""
         state = self.state
         if stop_below_lr is None or lr >= stop_below_lr or state["epoch"] == 0:
             return False
@@ -251,7 +240,7 @@ class RunFolder:
         return True
 
     def start_epoch(self, device: torch.device) -> Any:
-        """Start (or continue) the epoch's clock and order; the carried state on ``device``."""
+        """Start the epoch's clock and order; the carried state on ``device``."""
         if self.state["order"] is None:
             self.state["order"] = self.task.epoch_order()
         self._epoch_clock = time.perf_counter() - self.state["epoch_seconds"]

@@ -1,15 +1,12 @@
 """How the training loop takes one optimizer step: the plain step or the fast one.
 
-Both zero the gradients, compute the task's loss, back-propagate, clip each parameter
-group's gradient by its own global norm, step the optimizer and project.
-:class:`PlainStep` reads the loss on the host every step; :class:`FastStep` keeps it on
-the device and the loop reads it every ``sync_every`` steps, and on CUDA it can capture
-the whole step as a CUDA graph (``mode="graph"``, the learning rate in a device tensor)
-or compile the forward (``mode="compile"``); ``mode="eager"`` equals the plain step.
-``tf32=True`` lets float32 matrix products use TF32 (the projections switch it off).
-A task a fast step trains provides ``batch(index)``, ``forward_loss(inputs, targets,
-carried) -> (mean loss, carried)`` and ``step_value(loss)`` (a device copy of what the
-loop reads).
+Both zero the gradients, back-propagate the task's loss, clip each parameter group's
+gradient norm, step and project.  :class:`PlainStep` reads the loss every step;
+:class:`FastStep` keeps it on the device (read every ``sync_every`` steps) and on CUDA can
+capture the step as a CUDA graph (``mode="graph"``) or compile the forward
+(``mode="compile"``); ``tf32=True`` lets float32 products use TF32.  Its task provides
+``batch(index)``, ``forward_loss(inputs, targets, carried) -> (mean loss, carried)`` and
+``step_value(loss)``.
 """
 
 from __future__ import annotations
@@ -95,11 +92,8 @@ def _copy_state_(into: Any, state: Any) -> None:
 
 @dataclass
 class FastStep:
-    """The training step without a host synchronization per step (see the module's text).
-
-    One instance trains one task (the captured graph holds that model's buffers).
-    ``warmup``: eager steps before the capture (cuBLAS and cuDNN set up their workspaces).
-    """
+    """The step without a host synchronization per step, for one task (a captured graph
+    holds its buffers); ``warmup`` eager steps before the capture."""
 
     mode: StepMode = "eager"
     sync_every: int = 100
@@ -146,8 +140,6 @@ class FastStep:
         task.optimizer.step()
         task.project()
         return task.step_value(loss), targets.numel(), carried
-
-    # -- the captured step (CUDA) ---------------------------------------------------------
 
     def _update_(self, task: Any, clip: float) -> None:
         """Clip and SGD with the learning rate of the device tensor, then the projection."""

@@ -6,23 +6,15 @@
         [--seeds S ...] [--budget-s S] [--together yes|no|auto] [--archive FILE.tgz]
     python -m stablernn_lib paper-run submit|status --out DIR [--cluster local|slurm] ...
 
-A job is one model (a variant ``<rnn|lstm>-<unconstrained|stable>[@config]`` and a seed).
-``run`` trains the jobs here with the fast step (:mod:`~stablernn_lib.tasks.fast_step`),
-one after the other or as one model group (``--together``), until the budget minus
-``--reserve-s`` (the last validation, the test evaluation, the archive).  ``submit`` hands
-the same call (:class:`TableRun`) to submitit: ``local``, one detached process for the
-table; ``slurm``, one job per model, one GPU each.  At a time limit or a preemption
-submitit calls :meth:`TableRun.checkpoint`, which requeues the call; a requeued, killed or
-repeated call resumes every model from its checkpoint and skips the finished ones.
-
-The run folder: ``plan.json`` (the jobs, every config field); ``results/<job>.json``
-(``completed``, ``diverged`` or ``unfinished``, with the epochs so far);
-``results/table.json`` (one row per job); ``runs/<job>/`` or ``runs/group-.../``
-(checkpoints, ``metrics.jsonl``); ``jobs/`` (submitit's logs).
-
-submitit is imported only in :func:`submit` (``checkpoint`` is what
-``submitit.helpers.Checkpointable`` provides, written out): training in this process, as
-Chapter 8's full mode does on Colab, needs only the base dependencies.
+A job is one model (``<rnn|lstm>-<unconstrained|stable>[@config]`` and a seed).  ``run``
+trains the jobs here with the fast step, one after the other or as one model group
+(``--together``), until the budget minus ``--reserve-s``; ``submit`` hands the same call
+(:class:`TableRun`) to submitit (``local``: one detached process; ``slurm``: one GPU job per
+model), which requeues it at a time limit; every call resumes from the checkpoints.  The run
+folder: ``plan.json``, ``results/<job>.json`` and ``results/table.json``, ``runs/``
+(checkpoints, ``metrics.jsonl``), ``jobs/`` (submitit's logs).  submitit is imported only in
+:func:`submit` (``checkpoint`` is ``Checkpointable``'s, written out), so that training here,
+as Chapter 8's full mode on Colab, needs only the base dependencies.
 """
 
 from __future__ import annotations
@@ -81,8 +73,7 @@ class Job:
 def make_jobs(
     variants: list[str], config: str = "full", seeds: list[int] | None = None
 ) -> list[Job]:
-    """The jobs of ``variants`` (``rnn-stable``, ``lstm-unconstrained@cpu``, ...) x ``seeds``
-    (None: each config's own seed)."""
+    """The jobs of ``variants`` (``lstm-unconstrained@cpu``, ...) x ``seeds`` (None: own)."""
     jobs = []
     for variant in variants:
         match = _VARIANT.match(variant)
@@ -115,8 +106,7 @@ def final_result(out: Path, name: str) -> dict[str, Any] | None:
 
 
 def archive_run(out: str | Path, archive: str | Path) -> Path:
-    """Write the small files of the run folder ``out`` (``plan.json``, ``results/``,
-    ``runs/*/metrics.jsonl``; never a checkpoint) to the gzipped tar ``archive``, atomically."""
+    """``out``'s ``plan.json``, ``results/``, ``runs/*/metrics.jsonl`` to the .tgz ``archive``."""
     out, archive = Path(out), Path(archive)
     members = [out / "plan.json", out / "results", *sorted(out.glob("runs/*/metrics.jsonl"))]
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -136,8 +126,7 @@ def _metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def job_record(job: Job, run_dir: Path, device: str, status: str, **fields: Any) -> dict[str, Any]:
-    """The record of a job with no result from the loop (not started within the budget, or
-    diverged): ``fields`` and its epochs so far."""
+    """The record of a job the loop gave no result (not started, or diverged)."""
     return {
         "task": "wikitext2",
         "job": job.name,
@@ -167,10 +156,8 @@ class Training:
 def train_jobs(
     jobs: list[Job], out: Path, corpus: Corpus, how: Training, stop_at: float | None
 ) -> None:
-    """Train ``jobs`` of the folder ``out`` to their end or to ``stop_at`` (a
-    ``time.monotonic()`` deadline) from their checkpoint: one job in ``runs/<job>``,
-    several as one model group in ``runs/group-<n>-<hash of the names>``; writes each
-    ``results/<job>.json`` (a group stops when one member diverges)."""
+    """Train ``jobs`` until their end or ``stop_at`` (monotonic) in ``runs/<job>`` or, several,
+    as one group in ``runs/group-<n>-<hash>``; writes ``results/<job>.json``."""
     from stablernn_lib.tasks.wikitext2.train import train_language_model
 
     alone, start = len(jobs) == 1, time.monotonic()
@@ -222,10 +209,8 @@ def run_table(
     together: bool = False,
     archive: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train ``jobs`` in ``out`` within ``budget_s`` seconds (None: no budget), one after
-    the other or, ``together``, the unfinished ones as one group; finished jobs are
-    skipped, cut ones resume.  Returns the summary written to ``results/table.json``
-    (and the ``archive``) after every job."""
+    """Train the unfinished ``jobs`` in ``out`` within ``budget_s`` seconds, one after the other
+    or ``together``; the summary written to ``results/table.json`` after every job."""
     if budget_s is not None and budget_s <= reserve_s:
         raise ValueError(
             f"the budget ({budget_s} s) must exceed the reserve ({reserve_s} s) kept for the "
@@ -260,8 +245,7 @@ def run_table(
 
 
 def write_plan(out: Path, jobs: list[Job], **fields: Any) -> list[dict[str, Any]]:
-    """Add ``jobs`` to ``out/plan.json`` (with ``fields``; it keeps the jobs of every call,
-    so that status and table cover calls side by side); returns the plan's jobs."""
+    """Add ``jobs`` and ``fields`` to ``out/plan.json`` (it keeps every call's jobs); its jobs."""
     earlier = (read_json(out / "plan.json") or {"jobs": []})["jobs"]
     known = {record["name"]: record for record in [*earlier, *map(Job.to_json, jobs)]}
     plan = {"jobs": list(known.values()), **fields, "provenance": provenance(fields.get("device"))}
@@ -270,8 +254,7 @@ def write_plan(out: Path, jobs: list[Job], **fields: Any) -> list[dict[str, Any]
 
 
 def _row(out: Path, record: dict[str, Any]) -> dict[str, Any]:
-    """A job's row of ``results/table.json``: its status (``pending`` without a result) and
-    how far it got (its last validation perplexity, from its metrics while it trains)."""
+    """A job's row of ``results/table.json``: its status and last validation perplexity."""
     result = read_json(out / "results" / f"{record['name']}.json") or {"status": "pending"}
     keys = ("status", "test_ppl", "best_val_ppl", "mean_step_ms", "step_implementation", "error")
     row = {"job": record["name"], **{key: result[key] for key in keys if key in result}}
@@ -284,9 +267,8 @@ def _row(out: Path, record: dict[str, Any]) -> dict[str, Any]:
 def time_steps(
     jobs: list[Job], corpus: Corpus, how: Training, steps: int = 50, warmup: int = 5
 ) -> tuple[float, Any]:
-    """Milliseconds of one step of new models of ``jobs`` (one, or all as one group) by
-    ``torch.utils.benchmark.Timer`` over ``steps`` steps after ``warmup`` (a graph capture
-    included); returns ``(ms, task)``, the task with ``last_loss`` and ``step_description``."""
+    """``(ms, task)``: one step of new models of ``jobs`` (one group if several) timed by
+    ``torch.utils.benchmark.Timer`` after ``warmup``."""
     from torch.utils.benchmark import Timer
 
     from stablernn_lib.tasks.wikitext2.train import LanguageModelTask, prepare_corpus
@@ -320,9 +302,8 @@ def time_steps(
 
 
 def estimate_table(jobs: list[Job], corpus: Corpus, how: Training, steps: int = 50) -> str:
-    """Per job and for the table, the estimated training time as lines a reader can act on:
-    epochs x (steps x the step time of :func:`time_steps` + a validation pass) + the test
-    pass, a pass taken as a third of a step per window of data (forward only)."""
+    """Estimated training time per job and in all: epochs x (steps x :func:`time_steps` + a
+    validation pass) + the test pass, a pass taken as a third of a step per window."""
     name = torch.cuda.get_device_name() if how.device == "cuda" else "this CPU (no GPU found)"
     lines, total = [f"estimated on {name}:"], 0.0
     for job in jobs:
@@ -339,9 +320,8 @@ def estimate_table(jobs: list[Job], corpus: Corpus, how: Training, steps: int = 
 
 
 def group_pays_off(bench: dict[str, Any] | None, seconds_left: float) -> bool:
-    """Whether to train a fast-step benchmark's jobs as one group: its step beats the jobs'
-    steps alone, summed, by 5%, and its whole run fits in 90% of ``seconds_left`` (a cut
-    group finishes no job at all)."""
+    """Whether a group's step beats the jobs' alone by 5% and its run fits in 90% of
+    ``seconds_left`` (a cut group finishes no job)."""
     group = (bench or {}).get("group")
     if not group or not group.get("sum_of_alone_step_ms"):
         return False
@@ -367,8 +347,7 @@ def format_status(out: str | Path) -> str:
 
 @dataclass
 class TableRun:
-    """A picklable call of :func:`run_table` with the keyword arguments ``table`` (the
-    corpus read where it runs): what ``run`` calls here and submitit runs elsewhere."""
+    """A picklable call of :func:`run_table` (the corpus read where it runs)."""
 
     jobs: list[Job]
     out: str
@@ -381,8 +360,7 @@ class TableRun:
         return run_table(self.jobs, self.out, corpus=corpus, **self.table)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        """Called by submitit at a time limit or preemption: requeue this call (it resumes
-        from the checkpoints of its run folder)."""
+        """Requeue this call at a time limit or preemption (submitit calls it)."""
         from submitit.helpers import DelayedSubmission
 
         return DelayedSubmission(self, *args, **kwargs)
@@ -399,10 +377,8 @@ def submit(
     data_dir: str | None = None,
     **table: Any,
 ) -> list[Any]:
-    """Hand the jobs of ``out`` that have no final result to a submitit executor; returns
-    the submitit jobs.  ``cluster``: ``"local"`` (one detached process for the whole
-    table), ``"slurm"`` (one job per model, one GPU each), ``"debug"`` (in this process),
-    None (Slurm when found, else local).  ``table``: :func:`run_table`'s keyword arguments."""
+    """Hand the unfinished jobs of ``out`` to submitit (``cluster``: ``"local"``, ``"slurm"``,
+    ``"debug"`` or None: Slurm when found); the submitit jobs."""
     import submitit  # `python -m stablernn_lib paper-run` names the extra when it is missing
 
     out = Path(out).resolve()
@@ -423,8 +399,7 @@ def submit(
 
 
 def default_checkpoint_dir() -> Path:
-    """``stablernn-runs`` on the reader's Google Drive when it is mounted (Colab), else
-    ``data/runs/wikitext2/full-table`` here."""
+    """``stablernn-runs`` on a mounted Google Drive, else ``data/runs/wikitext2/full-table``."""
     if GOOGLE_DRIVE.is_dir():
         return GOOGLE_DRIVE / "stablernn-runs"
     return DATA_ROOT / "runs" / "wikitext2" / "full-table"
@@ -435,11 +410,8 @@ def run_full_table_on_this_gpu(
     seeds: tuple[int, ...] = (1111,),
     estimate_steps: int = 50,
 ) -> dict[str, Any]:
-    """Train the table at paper scale (``FULL_TABLE_VARIANTS`` of ``FULL_TABLE_CONFIG`` x
-    ``seeds``) on this GPU in this process: print the estimated time of the unfinished
-    models (:func:`estimate_table`), then train them one after the other, checkpointing
-    every five minutes to ``checkpoint_dir`` (:func:`default_checkpoint_dir`), so that a
-    call after a disconnection or the stop button resumes.  Returns the table summary."""
+    """Train the paper-scale table on this GPU after :func:`estimate_table`, checkpointing
+    every five minutes to ``checkpoint_dir`` (a later call resumes); the table summary."""
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else default_checkpoint_dir()
     jobs = make_jobs(list(FULL_TABLE_VARIANTS), FULL_TABLE_CONFIG, list(seeds))
     how = Training(checkpoint_every=300.0, progress=True)
@@ -499,8 +471,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, config: str, variants: li
 
 
 def load_corpus(corpus_folder: str | None, data_dir: str | None) -> Corpus:
-    """The ``train/valid/test.txt`` of ``corpus_folder`` (unchecked: tests and dry runs),
-    else WikiText-2 from ``data_dir`` / ``$STABLERNN_DATA`` / the download."""
+    """``corpus_folder``'s ``train/valid/test.txt`` (unchecked), else WikiText-2."""
     return Corpus.from_folder(corpus_folder) if corpus_folder else load_wikitext2(data_dir)
 
 

@@ -1,12 +1,10 @@
-"""The one training loop of the course; a task plugs in its data, model and metric.
+"""The one training loop of the course; a :class:`Task` plugs in its data, model and metric.
 
-Epochs of optimizer steps over :meth:`Task.epoch_order`, each minimizing
-:meth:`Task.loss` with each parameter group's gradient norm clipped to ``clip`` and
-:meth:`Task.project` after it (projected gradient descent); a loss per token that is not
-finite or above ``diverge_above`` stops the run.  After each epoch the validation loss:
-the best model is kept, the learning rate divided by ``lr_decay`` when
-:meth:`Task.should_decay` says so.  Checkpoints, resume and stop requests:
-:mod:`stablernn_lib.tasks.checkpoints`.
+Projected gradient descent: each step minimizes :meth:`Task.loss`, clips the gradient norm
+to ``clip`` and calls :meth:`Task.project`; a loss per token not finite or above
+``diverge_above`` stops the run.  After each epoch the best model is kept and the learning
+rate divided by ``lr_decay`` when :meth:`Task.should_decay` says so.  Checkpoints, resume
+and stop requests: :mod:`stablernn_lib.tasks.checkpoints`.
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ from stablernn_lib.tasks.checkpoints import RunFolder, kept_checkpoint
 from stablernn_lib.tasks.fast_step import FastStep, PlainStep, diverged
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
-# In a checkout of the course, data/ of the repository; for an installed
-# library (e.g. on Colab), data/ of the working directory.
+# data/ of the checkout, or of the working directory for an installed library.
 DATA_ROOT = (_CHECKOUT if (_CHECKOUT / "pyproject.toml").exists() else Path.cwd()) / "data"
 
 
@@ -50,16 +47,14 @@ def named_config(
 
 
 def with_seed(config: Any, seed: int) -> Any:
-    """A config dataclass (with ``name`` and ``seed``) for another seed, named
-    ``<name>-seed<seed>``; the config itself for its own seed."""
+    """A config for another seed, named ``<name>-seed<seed>`` (itself for its own seed)."""
     if seed == config.seed:
         return config
     return replace(config, seed=seed, name=f"{config.name}-seed{seed}")
 
 
 def planned_seeds(own: int, needed: int, first_extra: int) -> tuple[int, ...]:
-    """The seeds a comparison is planned with: a config's ``own`` seed, then ``needed - 1``
-    more counted up from ``first_extra`` (WikiText-2: 1111, 2, 3; JSB: the config's, 1-4)."""
+    """``own``, then ``needed - 1`` seeds counted up from ``first_extra``."""
     return (own, *range(first_extra, first_extra + needed - 1))
 
 
@@ -72,8 +67,7 @@ def split_seed(name: str) -> tuple[str, int | None]:
 def published_config(
     name: str, configs: dict[str, ConfigT], published: Collection[str]
 ) -> ConfigT | None:
-    """The config a (possibly seeded, ``<base>-seed<N>``) name stands for when its base is
-    one of the ``published`` configs (:func:`with_seed` of ``configs[base]``), else None."""
+    """The config a name ``<base>[-seed<N>]`` stands for when ``base`` is published, else None."""
     base, seed = split_seed(name)
     if base not in published:
         return None
@@ -97,8 +91,8 @@ def add_run_arguments(
 
 
 def config_of_arguments(args: argparse.Namespace, get_config: Callable[[str], ConfigT]) -> ConfigT:
-    """The config of ``--config``; with ``--seed N`` config ``<name>-seed<N>`` (published under
-    ``seed<N>/``), with ``--epochs N`` config ``<name>-<N>ep`` (never published)."""
+    """The config of ``--config``, ``<name>-seed<N>`` with ``--seed N``, ``<name>-<N>ep`` with
+    ``--epochs N`` (never published)."""
     config: Any = get_config(args.config)
     if args.seed is not None:
         config = with_seed(config, args.seed)
@@ -119,8 +113,7 @@ class TrainingDivergedError(RuntimeError):
 
 @dataclass(frozen=True)
 class EpochStats:
-    """What the loop measured in epoch ``epoch``: the mean training loss per token,
-    the validation loss, the learning rate it ran at, its seconds and its tokens."""
+    """An epoch's mean training loss per token, validation loss, lr, seconds and tokens."""
 
     epoch: int
     train_loss: float
@@ -133,11 +126,9 @@ class EpochStats:
 class Task:
     """One run of a task: its model, optimizer, data and metric (a subclass fills them in).
 
-    Attributes set by the subclass: ``name`` (the run's name), ``config`` (a dataclass with
-    ``epochs``, ``clip``, ``lr_decay``), ``identity`` (what makes two runs the same run,
-    e.g. ``{"model": "lstm", "stable": True}``; saved in checkpoints and results),
-    ``model``, ``optimizer``, ``diverge_above`` (the largest loss per token a step may
-    have), ``loss_name`` (how messages name that loss), ``steps_per_epoch``.
+    ``config``: a dataclass with ``epochs``, ``clip``, ``lr_decay``; ``identity``: what makes
+    two runs the same run (e.g. ``{"model": "lstm", "stable": True}``); ``diverge_above``: the
+    largest loss per token a step may have.
     """
 
     name: str
@@ -154,16 +145,15 @@ class Task:
         return list(range(self.steps_per_epoch))
 
     def loss(self, index: int, carried: Any) -> tuple[Tensor, float, int, Any]:
-        """Step ``index``: ``(loss to differentiate, loss per token, tokens, state carried
-        to the next step)``; ``carried`` is None at the start of an epoch."""
+        """``(loss to differentiate, loss per token, tokens, carried state)`` of step
+        ``index`` (``carried`` is None at the start of an epoch)."""
         raise NotImplementedError
 
     def project(self) -> None:
         """Called after every optimizer step (a stable variant projects here)."""
 
     def validate(self) -> float:
-        """After an epoch's steps: the validation loss per token of the current model (a task
-        finishes the epoch's own work first, e.g. certifies its projection)."""
+        """The validation loss per token after an epoch's steps."""
         raise NotImplementedError
 
     def should_decay(
@@ -173,8 +163,7 @@ class Task:
         return not improved
 
     def epoch_record(self, stats: EpochStats) -> tuple[dict[str, Any], str]:
-        """An epoch's line of ``metrics.jsonl`` (and of the result's ``epochs``), and the
-        sentence printed after it."""
+        """An epoch's line of ``metrics.jsonl`` and the sentence printed after it."""
         raise NotImplementedError
 
     def extra_state(self) -> dict[str, Any]:
@@ -188,8 +177,8 @@ class Task:
 def read_losses(
     task: Task, runner: PlainStep | FastStep, pending: list[tuple[int, Any, int]], run: RunFolder
 ) -> list[float]:
-    """Read the ``pending`` steps' losses per token (one host synchronization), stop the run
-    at a diverged one, add them to the epoch's sums; empties ``pending``."""
+    """Read the ``pending`` steps' losses per token (one host sync) into the epoch's sums,
+    stopping at a diverged one; empties ``pending``."""
     values = runner.values([loss for _, loss, _ in pending])
     for (position, _, tokens), per_token in zip(pending, values, strict=True):
         if diverged(task, per_token):
@@ -218,13 +207,10 @@ def train(
     step: PlainStep | FastStep | None = None,
     stop_at: float | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Train ``task`` in the run folder ``out``; returns ``(status, progress)``, ``status``
+    """Train ``task`` in the run folder ``out``; ``(status, progress)``, status
     ``"completed"`` or ``"interrupted"`` (a stop request or the ``stop_at`` deadline).
-
-    ``on_step(step, model)`` runs after every step; ``step`` takes the steps
-    (:mod:`~stablernn_lib.tasks.fast_step`, default :class:`PlainStep`), whose losses are
-    read every ``sync_every`` steps.  ``resume``, ``checkpoint_every``, ``stop_below_lr``
-    and ``stop_at``: :class:`~stablernn_lib.tasks.checkpoints.RunFolder`.
+    ``on_step(step, model)`` runs after every step; ``step``: :mod:`~stablernn_lib.tasks.fast_step`;
+    the rest: :class:`~stablernn_lib.tasks.checkpoints.RunFolder`.
     """
     config, runner = task.config, step if step is not None else PlainStep()
     with RunFolder(task, out, resume, checkpoint_every, stop_at) as run:

@@ -213,7 +213,7 @@ def overhead(
 ) -> dict[str, Any]:
     """Per cell, the stable step (``rnn-stable``, ``lstm-course``) against the unconstrained
     one, the projection alone, tokens/s and epoch times; Figure 2's two methods."""
-    from stablernn_lib.tasks.wikitext2 import analysis  # matplotlib: not on the fast-step path
+    from stablernn_lib.tasks.wikitext2 import measurements  # matplotlib: not on the fast-step path
 
     lm, where, vocab, tokens = _setup(config, device)
     train_rows = (lm.train_tokens or WIKITEXT2_TOKENS["train"]) // lm.batch_size
@@ -247,7 +247,10 @@ def overhead(
     model = build_model("lstm", False, lm, vocab).to(where).eval()
     source = random_batches(figure2_distance + 2)
     figure2: dict[str, Any] = {"max_distance": figure2_distance}
-    methods = {"fast": analysis.gradient_by_distance, "naive": analysis.gradient_by_distance_naive}
+    methods = {
+        "fast": measurements.gradient_by_distance,
+        "naive": measurements.gradient_by_distance_naive,
+    }
     profiles = {}
     for name, method in methods.items():
         run = partial(method, model, source, figure2_distance, max_windows=1)

@@ -1,13 +1,8 @@
 """The no-memory baseline of JSB Chorales: every key on at its training frequency.
 
-Key ``j`` of every next frame is predicted with ``q_j = clip(f_j, floor, 1 - floor)``,
-``f_j`` its frequency among the predicted training frames (frames ``2..T``); the NLL per
-time step, in nats summed over the 88 keys, is
-
-    NLL = -(1/n) sum_t sum_j [v_{t,j} log q_j + (1 - v_{t,j}) log(1 - q_j)]
-
-(the floor keeps a key never heard in training from an infinite NLL).  A model "uses
-memory" only when it beats this clearly (``beats_baseline`` in ``data/results/criteria.json``).
+``q_j = clip(f_j, floor, 1 - floor)``, ``f_j`` key ``j``'s frequency among the predicted
+training frames; ``NLL = -(1/n) sum_t sum_j [v_{t,j} log q_j + (1 - v_{t,j}) log(1 - q_j)]``
+nats per step (the floor keeps a key never heard in training from an infinite NLL).
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
-"""Polyphonic music on JSB Chorales: the authors' model and training, with a correct LSTM.
+"""Polyphonic music on JSB Chorales: the authors' model and training (millerjohnp/TCN).
 
-The model of the authors' code (millerjohnp/TCN, ``TCN/poly_music``)::
-
-    h_t = phi_w(h_{t-1}, v_t)       one nn.RNN(tanh) or nn.LSTM layer of H units on the
-                                    piano-roll frame v_t in {0,1}^88
-    logits_t = D h_t + d            88 independent Bernoulli outputs for v_{t+1}
-
-The loss of a step is the NLL of the next frame summed over the 88 keys (nats per time
-step).  Training as in their ``music_test.py``: SGD at lr 0.01 on one chorale a step in
-a shuffled order, the loss summed over its steps, gradient norm clipped to 1; after epoch
-10 the lr is divided by 10 when the validation loss exceeds the largest of the three
-before; the best-validation model is evaluated on the test set.  Departures, on purpose:
-the LSTM is recurrent (theirs reads ``T`` sequences of length 1; variant ``"authors-bug"``
-reproduces it) with forget bias 10 once (theirs 20); the RNN keeps PyTorch's
-initialization; a stable model is projected at initialization too, a stable LSTM onto
-Chapter 4's certified set (:func:`project_music_stable_`); losses use
-``binary_cross_entropy_with_logits``.  Their input layer ``x_t = A v_t + a``, which their
-forward never calls, is the labelled ablation ``MusicConfig.input_encoder``.
+``h_t = phi_w(h_{t-1}, v_t)`` (one tanh RNN or LSTM layer of H units on the frame
+``v_t`` in {0,1}^88), ``logits_t = D h_t + d`` (88 Bernoulli outputs for ``v_{t+1}``); a
+step's loss is the next frame's NLL summed over the keys (nats).  Training as their
+``music_test.py``: SGD at 0.01, one chorale a step in shuffled order, its loss summed,
+gradient norm clipped to 1, lr / 10 after epoch 10 when the validation loss exceeds the max
+of the three before.  Departures: the LSTM is recurrent (``"authors-bug"`` reproduces
+theirs: ``T`` sequences of length 1), forget bias 10 once (theirs 20), a stable model is
+projected at initialization too (:func:`project_music_stable_`); their input layer, which
+their forward never calls, is the ablation ``MusicConfig.input_encoder``.
 """
 
 from __future__ import annotations
@@ -51,17 +43,10 @@ VARIANTS: tuple[str, ...] = ("unconstrained", "stable", "authors-bug")
 
 @dataclass(frozen=True)
 class MusicConfig:
-    """Every knob of a JSB run (``CONFIGS`` gives the values and why).
-
-    H = ``hidden_size``; ``optimizer`` (``OPTIMIZERS``) at ``lr``, gradient norm clipped to
-    ``clip``; after epoch ``decay_after`` the lr is divided by ``lr_decay`` when the
-    validation loss exceeds the max of the previous ``decay_window``; the LSTM's initial
-    ``forget_bias``; a stable LSTM's inputs bounded by ``input_bound``; ``seed`` fixes the
-    initialization and the chorales' order; the first ``train_sequences`` /
-    ``eval_sequences`` chorales (None: all); a step NLL above ``divergence_factor * 88 log 2``
-    stops the run; ``input_encoder``: an input layer 88 -> 88; ``dropout`` on ``h_t`` before
-    the decoder, in training only.
-    """
+    """Every knob of a JSB run (``CONFIGS`` gives the values and why): the schedule of
+    :func:`should_decay`, ``train_sequences`` / ``eval_sequences`` (None: all), a step NLL
+    above ``divergence_factor * 88 log 2`` stops the run, ``input_encoder`` an input layer
+    88 -> 88, ``dropout`` on ``h_t`` before the decoder."""
 
     name: str
     epochs: int
@@ -90,20 +75,17 @@ class MusicConfig:
 
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 CONFIGS: dict[str, MusicConfig] = {
-    # Seconds per model, live in the book: the full run's code path at toy scale (64 units,
-    # 6 epochs, 40 training chorales, lr 0.05: at 0.01 so few clipped steps barely move).
+    # Seconds per model: the full run's code path at toy scale (lr 0.05: at 0.01 it barely moves).
     "smoke": MusicConfig(
         name="smoke", epochs=6, hidden_size=64, lr=0.05, train_sequences=40, input_encoder=False
     ),
-    # The authors' scale (music_test.py defaults), WITH the input layer their forward never
-    # calls (the ablation row); 0.5 to 1 h a model on one core.
+    # The authors' scale, with the input layer their forward never calls (the ablation row).
     "full": MusicConfig(name="full", epochs=500),
     # A diagnostic: "full" trained by Adam at lr 1e-3 (upstream locuslab/TCN's default), 50 epochs.
     "adam": MusicConfig(name="adam", epochs=50, optimizer="adam", lr=1e-3),
     # The authors' architecture (no input layer) with their SGD schedule.
     "authors": MusicConfig(name="authors", epochs=500, input_encoder=False),
-    # The authors' model with upstream TCN's music_test.py defaults: Adam lr 1e-3, clip 0.2,
-    # dropout 0.25 (on h_t before the decoder, never inside the recurrence), 100 epochs.
+    # The authors' model with upstream TCN's music_test.py defaults.
     "adam-tcn": MusicConfig(
         name="adam-tcn",
         epochs=100,
@@ -124,10 +106,8 @@ PUBLISHED_RESULTS: dict[str, tuple[str, str]] = {
 
 
 def result_file_name(model: str, variant: str, config: str) -> str:
-    """Where a published config's result is committed, relative to ``data/results/jsb``:
-    ``<model>-<variant>.json`` (``full``), ``<model>-<variant>-adam.json`` (``adam``),
-    ``<folder>/<model>-<variant>.json`` (the others), with ``seed<N>/`` before the file
-    name for a config ``<name>-seed<N>``."""
+    """A published config's result file under ``data/results/jsb``:
+    ``<folder>/[seed<N>/]<model>-<variant><suffix>.json`` (``PUBLISHED_RESULTS``)."""
     base, seed = training.split_seed(config)
     if base not in PUBLISHED_RESULTS:
         raise ValueError(f"config {config!r} commits no results; {list(PUBLISHED_RESULTS)} do")
@@ -150,14 +130,8 @@ def check_variant(model: str, variant: str) -> str:
 
 
 class MusicModel(SequenceModel):
-    """One recurrent layer of H units on the frames, decoder H -> 88 logits; piano rolls
-    ``(T, B, 88)``.
-
-    ``stable``: training projects the weights (:func:`project_music_stable_`), for inputs
-    with ``||x_t||_inf <= input_bound`` (frames need ``>= 1``); ``authors_bug``: every time
-    step its own length-1 sequence and the forget bias in both bias vectors;
-    ``input_encoder``: ``x_t = A v_t + a`` before the recurrent layer; ``dropout`` on
-    ``h_t`` before the decoder.
+    """One recurrent layer of H units on piano rolls ``(T, B, 88)``, decoder H -> 88 logits;
+    ``stable`` for inputs ``||x_t||_inf <= input_bound``, ``input_encoder``: ``x_t = A v_t + a``.
     """
 
     def __init__(
@@ -204,16 +178,12 @@ class MusicModel(SequenceModel):
         return self.encoder is not None
 
     def embed(self, rolls: Tensor) -> Tensor:
-        """``(T, B, 88)`` piano-roll frames -> ``(T, B, 88)`` input vectors ``x_t``
-        (the frames themselves without an input layer)."""
+        """``(T, B, 88)`` frames -> ``(T, B, 88)`` inputs ``x_t`` (frames without an encoder)."""
         return rolls if self.encoder is None else self.encoder(rolls)
 
     def recur(self, inputs: Tensor, state: State = None) -> tuple[Tensor, State]:
-        """``(T, B, 88)`` inputs -> outputs ``(T, B, H)`` and the final state.
-
-        With ``authors_bug`` every ``x_t`` is run alone from the zero state (the final
-        state returned is then None).
-        """
+        """``(T, B, 88)`` inputs -> outputs ``(T, B, H)`` and the final state (None with
+        ``authors_bug``: every ``x_t`` runs alone from the zero state)."""
         if not self.authors_bug:
             return self.rnn(inputs, state)
         steps, batch = inputs.shape[:2]
@@ -221,26 +191,20 @@ class MusicModel(SequenceModel):
         return outputs.view(steps, batch, -1), None
 
     def decode(self, outputs: Tensor) -> Tensor:
-        """``(..., H)`` outputs -> ``(..., 88)`` logits of the next frame's keys (dropout on
-        the outputs first, in training mode)."""
+        """``(..., H)`` outputs -> ``(..., 88)`` logits of the next frame (after dropout)."""
         return self.decoder(self.drop(outputs))
 
     def token_nll(self, outputs: Tensor, targets: Tensor) -> Tensor:
-        """NLL of the next frame in nats, summed over the keys: ``(..., H), (..., 88) -> (...)``.
-
-        ``-sum_j [v_j log p_j + (1 - v_j) log(1 - p_j)]`` with ``p = sigmoid(logits)``.
-        """
+        """``-sum_j [v_j log p_j + (1 - v_j) log(1 - p_j)]``, ``p = sigmoid(logits)``:
+        ``(..., H), (..., 88) -> (...)`` nats."""
         logits = self.decode(outputs)
         return binary_cross_entropy_with_logits(logits, targets, reduction="none").sum(-1)
 
 
 @torch.no_grad()
 def project_input_layer_(layer: nn.Linear, bound: float) -> None:
-    """Project every row ``[A_i, a_i]`` of a linear layer onto the l1 ball of radius ``bound``.
-
-    Then ``|(A v + a)_i| <= ||A_i||_1 ||v||_inf + |a_i| <= bound`` for every ``v`` in
-    ``[0, 1]^n`` (piano-roll frames included).
-    """
+    """Project every row ``[A_i, a_i]`` onto the l1 ball of radius ``bound``: then
+    ``|(A v + a)_i| <= bound`` for every ``v`` in ``[0, 1]^n``."""
     joint = torch.cat([layer.weight, layer.bias[:, None]], dim=1)
     joint = project_l1_ball(joint, bound)
     layer.weight.copy_(joint[:, :-1])
@@ -249,13 +213,9 @@ def project_input_layer_(layer: nn.Linear, bound: float) -> None:
 
 @torch.no_grad()
 def project_music_stable_(model: MusicModel) -> None:
-    """Project a model onto its stable set, in place (at initialization and after every step).
-
-    RNN: ``W = weight_hh_l0`` onto ``{||W||_2 <= 1}`` (SVD clipping; tanh is 1-Lipschitz,
-    so the state map is a contraction in ``||.||_2`` with ``lambda <= 1`` for every input).
-    LSTM: the input layer, if any, so that ``||x_t||_inf <= b`` (:func:`project_input_layer_`;
-    without it the inputs are frames in ``[0, 1]^88`` and ``b >= 1``), then the LSTM layer
-    onto the constraint of Chapter 4 for inputs bounded by ``b``.
+    """Project a model onto its stable set, in place.  RNN: ``weight_hh_l0`` onto
+    ``{||W||_2 <= 1}``.  LSTM: the input layer, if any, so that ``||x_t||_inf <= b``
+    (:func:`project_input_layer_`), then the LSTM onto Chapter 4's set for inputs bounded by b.
     """
     rnn = model.rnn
     if model.cell == "rnn":
@@ -291,11 +251,8 @@ def build_music_model(cell: str, variant: str, config: MusicConfig) -> MusicMode
 
 
 def pad_rolls(rolls: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-    """Inputs ``(T-1, N, 88)``, targets one step later, and a mask ``(T-1, N)`` of real steps.
-
-    Shorter chorales are padded with zeros at the end; a recurrent model is causal, so
-    the padding changes none of the outputs at real steps.
-    """
+    """Inputs ``(T-1, N, 88)``, targets one step later, and a mask ``(T-1, N)`` of real steps
+    (zeros pad the end of shorter chorales: a causal model's real outputs do not change)."""
     padded = pad_sequence(rolls)  # (T_max, N, 88)
     lengths = torch.tensor([roll.shape[0] for roll in rolls])
     mask = torch.arange(padded.shape[0] - 1)[:, None] < (lengths - 1)[None, :]
@@ -304,8 +261,7 @@ def pad_rolls(rolls: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
 
 @torch.no_grad()
 def evaluate_nll(model: MusicModel, rolls: list[Tensor]) -> float:
-    """NLL per time step (nats, summed over the 88 keys) over every predicted step: a
-    chorale of ``T`` frames gives the ``T - 1`` predictions of frames ``2..T``."""
+    """NLL per predicted step (nats): ``T - 1`` predictions of a chorale of ``T`` frames."""
     model.eval()
     inputs, targets, mask = pad_rolls(rolls)
     outputs, _ = model.recur(model.embed(inputs))
@@ -331,15 +287,13 @@ def music_run_name(model: str, variant: str, config: MusicConfig) -> str:
 
 
 def should_decay(epoch: int, val_loss: float, previous: list[float], config: MusicConfig) -> bool:
-    """The authors' rule: after epoch ``decay_after``, decay when ``val_loss`` exceeds the
-    max of the previous ``decay_window`` validation losses."""
+    """After epoch ``decay_after``: ``val_loss`` above the max of the last ``decay_window``."""
     window = previous[-config.decay_window :]
     return epoch > config.decay_after and bool(window) and val_loss > max(window)
 
 
 class MusicTask(training.Task):
-    """JSB Chorales for the training loop: one chorale a step in a shuffled order, the loss
-    summed over its time steps; the metric is the NLL per time step (nats)."""
+    """JSB Chorales for the training loop: one chorale a step, the loss summed over it."""
 
     loss_name = "NLL per step"
 
@@ -412,13 +366,8 @@ def train_music_model(
     on_step: Any = None,
     stop_below_lr: float | None = None,
 ) -> dict[str, Any]:
-    """Train one JSB model (``"rnn"`` or ``"lstm"``, a variant of ``VARIANTS``) in its run
-    folder and return the result written to ``result.json`` (``status`` ``"completed"`` or
-    ``"interrupted"``); a completed run of a published config also writes it to
-    ``results_dir`` (default ``data/results/jsb``) at :func:`result_file_name`.  ``rolls``
-    default to :func:`~stablernn_lib.tasks.jsb.data.load_jsb` of ``data_dir``; ``on_step`` and
-    ``stop_below_lr``: :func:`~stablernn_lib.tasks.training.train`.
-    """
+    """Train one JSB model in its run folder; the result written to ``result.json`` (and, for
+    a completed published config, at :func:`result_file_name` under ``results_dir``)."""
     cell = check_cell(model)
     variant = check_variant(cell, variant)
     config = get_config(config)

@@ -64,12 +64,8 @@ def _milliseconds(seconds: float) -> str:
 
 
 def training_time_table(benchmarks: dict[str, dict[str, Any]]) -> str:
-    """Markdown table: per benchmark and model, the training time its step times imply.
-
-    Each cell gives unconstrained / stable.  Epoch time = steps per epoch x
-    median step time (evaluation excluded): an extrapolation from measured
-    steps, not the time of a run.
-    """
+    """Markdown table: per benchmark and model, unconstrained / stable training time, an
+    epoch = steps per epoch x median step time (an extrapolation, evaluation excluded)."""
     lines = [
         "| config | measured on | model | one step | steps per epoch | one epoch | all epochs |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: |",

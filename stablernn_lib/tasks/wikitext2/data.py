@@ -1,12 +1,9 @@
 """WikiText-2 for word-level language modeling: files, vocabulary, batches.
 
-The corpus of PyTorch's ``word_language_model`` example: ``train.txt``, ``valid.txt``,
-``test.txt``, a line of ``n`` words giving ``n + 1`` tokens (the words, then ``<eos>``).
-The files come from ``data_dir`` or ``$STABLERNN_DATA`` (the ``wikitext-2`` folder or
-its parent), else from a cache (``data/cache`` in a checkout, ``~/.cache/stablernn_lib``
-otherwise) filled by a download; every file is checked against its sha256.  Batching as
-the authors': the stream cut into ``B`` contiguous columns of an ``(N, B)`` tensor, read
-in windows of ``bptt`` rows.
+PyTorch's ``word_language_model`` corpus: a line of ``n`` words gives ``n + 1`` tokens
+(then ``<eos>``).  The files come from ``data_dir`` or ``$STABLERNN_DATA``, else a download
+cache (``data/cache`` or ``~/.cache/stablernn_lib``), each checked against its sha256.  The
+stream is cut into ``B`` columns of an ``(N, B)`` tensor, read in windows of ``bptt`` rows.
 """
 
 from __future__ import annotations
@@ -269,11 +266,8 @@ def load_wikitext2(data_dir: str | Path | None = None, **ensure_kwargs) -> Corpu
 
 
 def batchify(tokens: Tensor, batch_size: int) -> Tensor:
-    """Cut a token stream ``(N,)`` into ``batch_size`` contiguous streams ``(N // B, B)``.
-
-    Column ``b`` is ``tokens[b * n : (b + 1) * n]`` with ``n = N // B``; the last
-    ``N mod B`` tokens are dropped.
-    """
+    """A token stream ``(N,)`` as ``B`` contiguous streams ``(N // B, B)``: column ``b`` is
+    ``tokens[b * n : (b + 1) * n]``, ``n = N // B`` (the last ``N mod B`` dropped)."""
     if tokens.dim() != 1:
         raise ValueError(f"tokens must be 1-D, got shape {tuple(tokens.shape)}; flatten it first")
     if batch_size < 1 or tokens.numel() < batch_size:
@@ -286,10 +280,8 @@ def batchify(tokens: Tensor, batch_size: int) -> Tensor:
 
 
 def get_batch(source: Tensor, start: int, bptt: int) -> tuple[Tensor, Tensor]:
-    """Inputs ``source[start : start + L]`` and targets one row later, both ``(L, B)``.
-
-    ``L = min(bptt, len(source) - 1 - start)``.
-    """
+    """Inputs ``source[start : start + L]`` and targets one row later, both ``(L, B)``,
+    ``L = min(bptt, len(source) - 1 - start)``."""
     length = min(bptt, source.shape[0] - 1 - start)
     if length < 1:
         raise ValueError(f"start {start} leaves no target in a source of {source.shape[0]} rows")

@@ -1,11 +1,9 @@
 """Several language models trained as one task: one step for all, each model on its own.
 
-:class:`ModelGroup` puts ``M`` runs that read the same batches into one
-:class:`~stablernn_lib.tasks.training.Task`: one forward over the members, one backward
-of the sum of their losses (each member gets exactly its own gradient), each member's
-gradient clipped by its own norm, SGD at its own learning rate, its own projection, best
-weights and learning-rate cuts.  On a CPU without dropout a member trains as the same run
-alone does; with dropout the masks come from one generator in member order.
+:class:`ModelGroup`: one forward over ``M`` runs that read the same batches, one backward of
+the sum of their losses (each member gets its own gradient), then each member's own clipping,
+learning rate, projection, best weights and cuts.  On a CPU without dropout a member trains
+as it does alone; dropout masks come from one generator in member order.
 """
 
 from __future__ import annotations
@@ -66,16 +64,13 @@ class ModelGroup(training.Task):
         self.records = [new_record() for _ in members]
         self.val_losses: list[float] = []
 
-    # -- steps ------------------------------------------------------------------------
-
     def batch(self, index: int) -> tuple[Tensor, Tensor]:
         return self.members[0].batch(index)
 
     def forward_loss(
         self, tokens: Tensor, targets: Tensor, carried: tuple[State, ...] | None
     ) -> tuple[Tensor, tuple[State, ...]]:
-        """The sum of the members' mean losses (and their states); each member's loss is
-        added, times the window's tokens, to its sum on the device."""
+        """The sum of the members' mean losses and their states (each added to its sum)."""
         carried = carried if carried is not None else (None,) * len(self.members)
         losses, states = [], []
         for member, state in zip(self.members, carried, strict=True):
@@ -100,19 +95,15 @@ class ModelGroup(training.Task):
         for member in self.members:
             member.project()
 
-    # -- epochs -----------------------------------------------------------------------
-
     def validate(self) -> float:
-        """Every member's validation loss (each after its own end-of-epoch work, kept for the
-        epoch's records); returns their mean."""
+        """The mean of the members' validation losses (each kept for its record)."""
         self.val_losses = [member.validate() for member in self.members]
         return sum(self.val_losses) / len(self.val_losses)
 
     def should_decay(
         self, epoch: int, val_loss: float, improved: bool, previous: list[float]
     ) -> bool:
-        """Each member's own schedule: its best weights kept, its learning rate cut when its
-        validation loss did not improve.  Returns False (the loop cuts no rate itself)."""
+        """Each member's best weights and lr cut by its own loss; False for the loop itself."""
         for member, record, group, loss in zip(
             self.members, self.records, self.optimizer.param_groups, self.val_losses, strict=True
         ):
@@ -127,8 +118,7 @@ class ModelGroup(training.Task):
         return False
 
     def epoch_record(self, stats: training.EpochStats) -> tuple[dict[str, Any], str]:
-        """The group's line: each member's metrics (its own training and validation loss and
-        the learning rate it ran the epoch at), which also go to its record."""
+        """The group's line: each member's metrics, which also go to its record."""
         tokens = stats.tokens
         sums = self.train_sums.tolist()
         members = {}
@@ -177,9 +167,8 @@ def train_language_models_together(
     checkpoint_every: float | None = 600.0,
     stop_at: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Train ``runs`` (``(cell, stable, LMConfig)`` each) as one :class:`ModelGroup` in the
-    folder ``out_dir`` (one checkpoint for the group); returns one result per run, in order
-    (``status`` ``"completed"`` or ``"interrupted"``, as the loop ended)."""
+    """Train ``runs`` (``(cell, stable, LMConfig)``) as one :class:`ModelGroup` in ``out_dir``;
+    one result per run, in order."""
     device = torch.device(device)
     members = [
         LanguageModelTask(

@@ -415,7 +415,7 @@ def claim_readings(
 _CLAIMS = {
     "stability_cost": ("stability costs little", "stable vs unconstrained, seed means"),
     "truncation": ("a model of short context", "smallest k within 1% (unconstrained)"),
-    "gradient_vanishes": ("the gradient vanishes with distance", "gradient at 20 / at 0"),
+    "gradient_vanishes": ("the gradient vanishes with distance", "gradient at 20, % of at 0"),
 }
 
 
@@ -432,7 +432,7 @@ def claims_table(readings: list[ClaimReading], scale: str) -> str:
         else:
             value = {
                 "stability_cost": f"{r.value:+.1f}%",
-                "gradient_vanishes": f"{r.value:.1e}",
+                "gradient_vanishes": f"{r.value:.1%}",
                 "truncation": f"k = {r.value}",
             }[r.claim]
         verdict = r.verdict + (" (one trained model: indicative)" if r.indicative and ran else "")

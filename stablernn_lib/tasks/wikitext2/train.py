@@ -1,16 +1,12 @@
-"""Training word-level language models on WikiText-2, with the authors' procedure.
+"""Word-level language models on WikiText-2, trained as PyTorch's ``word_language_model``.
 
-PyTorch's ``word_language_model`` procedure: SGD at ``lr``, gradient norm clipped to
-``clip``, ``lr /= lr_decay`` after an epoch without a better validation loss, the best
-model evaluated on the test set; ``batch_size`` contiguous streams read in windows of
-``bptt`` tokens, the state carried across windows (not the gradient) and reset each
-epoch.  A stable model is projected (:func:`~stablernn_lib.tasks.wikitext2.model.project_stable_`)
-at initialization and after every step, on every layer (the authors projected layer 0
-after steps only), so every iterate is a stable model.
-
-A run folder (default ``data/runs/wikitext2/<run name>/``) holds ``checkpoint.pt``,
-``model.pt`` (best weights), ``metrics.jsonl`` and ``result.json``; a published config
-also writes its result under ``data/results/wikitext2`` (:func:`results_folder`).
+SGD at ``lr``, gradient norm clipped to ``clip``, ``lr /= lr_decay`` after an epoch without
+a better validation loss; ``batch_size`` streams read in windows of ``bptt`` tokens, the state
+carried across windows and reset each epoch.  A stable model is projected
+(:func:`~stablernn_lib.tasks.wikitext2.model.project_stable_`) at initialization and after
+every step, on every layer (the authors: layer 0, after steps only).  A run folder
+(``data/runs/wikitext2/<run name>/``) holds ``checkpoint.pt``, ``model.pt``, ``metrics.jsonl``
+and ``result.json``; a published config also writes :func:`results_folder`.
 """
 
 from __future__ import annotations
@@ -56,16 +52,12 @@ RESULTS_DIR = results_path("wikitext2")  # committed results, in the checkout or
 class LMConfig:
     """Every knob of a language-model run (``CONFIGS`` gives the values and why).
 
-    Model: E = ``embedding_size``, H = ``hidden_size``, ``num_layers``, ``dropout``;
-    ``output`` ``"softmax"`` or ``"adaptive"`` (``nn.AdaptiveLogSoftmaxWithLoss`` with
-    ``adaptive_cutoffs``, ``adaptive_div_value``: exact probabilities, ~10x cheaper on a CPU).
-    Stable: embeddings clamped to ``[-input_bound, input_bound]``; the first
-    ``projected_layers`` layers projected (None: all); an LSTM kept in ``lstm_constraint``
-    (``"course"``: the certified set; the others are Chapter 8's uncertified ablations).
-    Data: the first ``train_tokens`` / ``eval_tokens`` tokens (None: all), the
-    ``vocab_size`` most frequent words (None: all 33,278).  A batch loss above
-    ``divergence_factor * log(V)`` stops the run; ``stop_below_lr`` ends it, completed, at
-    an epoch whose learning rate is below it (None: every epoch runs).
+    ``output``: ``"softmax"`` or ``"adaptive"`` (``nn.AdaptiveLogSoftmaxWithLoss``, exact,
+    ~10x cheaper on a CPU).  Stable: embeddings clamped to ``[-input_bound, input_bound]``,
+    the first ``projected_layers`` layers projected (None: all), an LSTM kept in
+    ``lstm_constraint`` (``"course"``: the certified set; the others: Chapter 8's ablations).
+    ``train_tokens`` / ``eval_tokens`` / ``vocab_size``: None for all.  A batch loss above
+    ``divergence_factor * log(V)`` stops the run; ``stop_below_lr``: see ``training.train``.
     """
 
     name: str
@@ -95,9 +87,7 @@ class LMConfig:
 
 
 CONFIGS: dict[str, LMConfig] = {
-    # CPU, seconds per model: the code path of the full run at toy scale (one small
-    # layer, 1,000 words, the first 200k training tokens, 3 epochs, no dropout, lr 5:
-    # at lr 20 such a small model overshoots). Its perplexities say that training works.
+    # CPU, seconds per model: the full run's code path at toy scale (lr 5: at 20 it overshoots).
     "smoke": LMConfig(
         name="smoke",
         lr=5.0,
@@ -110,17 +100,9 @@ CONFIGS: dict[str, LMConfig] = {
         eval_tokens=5_000,
         vocab_size=1_000,
     ),
-    # CPU, real data: what a 2-core machine trains in about two hours (Chapter 8 shows the
-    # budget). The authors' data, vocabulary, schedule, clip, batch, BPTT, seed and 2 x 200
-    # units with dropout 0.2, except:
-    # - lr 5, not 20: at lr 20 the unconstrained tanh RNN's training perplexity explodes
-    #   from the first steps, at lr 10 it oscillates, at lr 5 it falls (lr-probe-cpu.json,
-    #   `python -m stablernn_tools benchmark lr-probe --config cpu`);
-    # - an adaptive softmax (cutoffs 2,000 / 10,000): the plain one is ~90% of a CPU step
-    #   (benchmark-cpu-output-layer.json); its probabilities are exact and the projection
-    #   acts on the recurrent weights only;
-    # - 6 epochs, not 40 (~2.5 min an epoch): the models are under-trained, and their
-    #   perplexities are labeled with this scale, never the paper's.
+    # CPU, real data, about two hours on 2 cores: the authors' settings except lr 5 (at 20 the
+    # RNN explodes: lr-probe-cpu.json), an adaptive softmax (the plain one is ~90% of a CPU
+    # step: benchmark-cpu-output-layer.json) and 6 epochs, not 40 (under-trained: labeled so).
     "cpu": LMConfig(
         name="cpu",
         embedding_size=200,
@@ -131,8 +113,7 @@ CONFIGS: dict[str, LMConfig] = {
         lr=5.0,
         output="adaptive",
     ),
-    # GPU, paper scale: the authors' public code (PyTorch's word_language_model with a
-    # projection, defaults unchanged); whether the paper's table used exactly these is unknown.
+    # GPU, paper scale: the defaults of the authors' public code.
     "full": LMConfig(
         name="full",
         embedding_size=200,
@@ -141,8 +122,7 @@ CONFIGS: dict[str, LMConfig] = {
         dropout=0.2,
         epochs=40,
     ),
-    # GPU, the example's "medium" setting (2 x 650, dropout 0.5), otherwise as `full`: the
-    # likely scale of the paper's LSTM perplexity (Chapter 8 gives the anchors).
+    # GPU, the example's "medium" setting: the likely scale of the paper's LSTM perplexity.
     "full-650": LMConfig(
         name="full-650",
         embedding_size=650,
@@ -158,15 +138,9 @@ CONFIGS: dict[str, LMConfig] = {
 CONFIGS["cpu-first-layer"] = replace(CONFIGS["cpu"], name="cpu-first-layer", projected_layers=1)
 
 
-# Chapter 8's ablation of the stable LSTM's gap, one factor at a time from `cpu`:
-# - cpu-authors-first / -all: the authors' column rescaling (`authors_lstm_rescaling_`,
-#   embedding clamped to [-1, 1]) on the first layer / every layer; not certified;
-# - cpu-free-forget (-upper): the course's set with the forget-gate cap lifted (on the
-#   second layer only); not certified;
-# - cpu-lr20: the authors' learning rate (the RNN diverges there);
-# - cpu-converged: until the decay is used up: at most 40 epochs, ended at the first epoch
-#   whose rate is below 0.02 (after the fourth cut, 5 / 4^4); a step then moves the
-#   weights by at most 0.0195 * 0.25, a 256th of what it could at lr 5.
+# Chapter 8's ablation of the stable LSTM's gap, one factor at a time from `cpu` (the
+# authors' rescaling, the forget-gate cap lifted, lr 20, and until the rate is below 0.02,
+# after the fourth cut 5 / 4^4).
 CONFIGS["cpu-authors-first"] = replace(
     CONFIGS["cpu"], name="cpu-authors-first", projected_layers=1, lstm_constraint="authors"
 )
@@ -184,13 +158,11 @@ CONFIGS["cpu-converged"] = replace(
     CONFIGS["cpu"], name="cpu-converged", epochs=40, stop_below_lr=0.02
 )
 
-# GPU, paper scale, lr 2 for the RNN pair: at lr 20 the unconstrained RNN diverges (loss
-# 33.2 > 3 log V in epoch 1); a 14-epoch probe gave validation perplexity 432 at lr 10, 210
-# at lr 5 and 193 at lr 2 (not the authors' setting, which is unknown).
+# GPU, paper scale, lr 2 for the RNN pair: at 20 it diverges; a probe gave val ppl 432 at
+# lr 10, 210 at 5 and 193 at 2.
 CONFIGS["full-rnn-lr2"] = replace(CONFIGS["full"], name="full-rnn-lr2", lr=2.0)
 
-# The configs whose results are committed, and their folders; config ``<name>-seed<N>``
-# (``--seed N``) goes to ``seed<N>/`` inside its config's folder.
+# The configs whose results are committed, and their folders (``<name>-seed<N>``: ``seed<N>/``).
 PUBLISHED_RESULTS: dict[str, str] = {
     "full": "",
     "cpu": "cpu",
@@ -209,18 +181,16 @@ def results_folder(config_name: str) -> Path:
 def published_result_path(
     config: LMConfig, cell: str, stable: bool, results_dir: str | Path | None = None
 ) -> Path | None:
-    """Where a finished run's result is committed, or ``None`` when it is not one of the
-    published runs: only a config equal to the published config of its name (a run with,
-    say, fewer epochs must never replace the committed result)."""
+    """Where a finished run's result is committed; None unless the config equals the
+    published config of its name."""
     if config != training.published_config(config.name, CONFIGS, PUBLISHED_RESULTS):
         return None
     where = Path(results_dir) if results_dir is not None else results_folder(config.name)
     return where / f"{variant_name(cell, stable)}.json"
 
 
-# How a stable RNN is projected after every step: "exact" (an SVD or eigendecomposition,
-# on the host for CUDA weights) or "iterative" (matrix products on the device, certified
-# exactly once an epoch; stablernn_lib.core.iterative_projection).
+# A stable RNN's projection: "exact" (SVD, on the host) or "iterative" (on the device,
+# certified exactly once an epoch).
 PROJECTIONS = ("exact", "iterative")
 
 
@@ -276,8 +246,8 @@ def build_model(cell: str, stable: bool, config: LMConfig, vocab_size: int) -> W
 
 
 class LanguageModelTask(training.Task):
-    """WikiText-2 for the training loop: windows of ``bptt`` tokens of ``batch_size``
-    streams, the state carried from window to window; the metric is the NLL per token."""
+    """WikiText-2 for the training loop: ``(bptt, batch_size)`` windows, the state carried;
+    the metric is the NLL per token."""
 
     loss_name = "loss"
 
@@ -330,8 +300,7 @@ class LanguageModelTask(training.Task):
             project_stable_(self.model, iterative=self.projection == "iterative")
 
     def validate(self) -> float:
-        """The validation NLL per token; a stable RNN projected iteratively first gets the
-        exact certificate (float64 SVD)."""
+        """The validation NLL per token (an iteratively projected RNN certified first)."""
         if self.stable and self.projection == "iterative" and self.model.cell == "rnn":
             self.certificate = certify_stable_rnn_(self.model)
         return evaluate_loss(self.model, self.valid_source, self.config.bptt)
@@ -373,13 +342,9 @@ def train_language_model(
     projection: str = "exact",
     stop_at: float | None = None,
 ) -> dict[str, Any]:
-    """Train one model (``"rnn"`` or ``"lstm"``, stable or not) in its run folder and return
-    the result written to ``result.json`` (``status`` ``"completed"`` or ``"interrupted"``);
-    a completed run of a published config also writes it under ``results_dir`` (default
-    :func:`results_folder`).  ``corpus`` defaults to :func:`load_wikitext2` of ``data_dir``;
-    ``projection``: ``PROJECTIONS``; ``on_step``, ``checkpoint_every`` (seconds between
-    mid-epoch checkpoints), ``step`` and ``stop_at``: :func:`~stablernn_lib.tasks.training.train`.
-    """
+    """Train one model in its run folder; the result written to ``result.json`` (and, for a
+    completed published config, under ``results_dir``, default :func:`results_folder`).
+    The loop's arguments: :func:`~stablernn_lib.tasks.training.train`."""
     cell = check_cell(model)
     config = get_config(config)
     device = torch.device(device) if device is not None else _default_device()
@@ -425,9 +390,8 @@ def model_result(
     device: torch.device,
     record: dict[str, Any],
 ) -> dict[str, Any]:
-    """The result of one model trained alone or in a group: ``record`` holds its ``history``,
-    ``best_val_loss`` and ``best_model_state`` (the loop's progress, or a group member's);
-    once completed, the best weights are loaded and scored on the test set."""
+    """The result of one model alone or in a group (``record``: its progress), with the test
+    loss of its best weights once completed."""
     result: dict[str, Any] = {
         "task": "wikitext2",
         "model": task.model.cell,

@@ -1,4 +1,4 @@
-"""Chapter 8's measurements (:mod:`stablernn_lib.tasks.wikitext2.analysis`) on the JSB Chorales
+"""Chapter 8's measurements (:mod:`stablernn_lib.tasks.wikitext2.measurements`) on the JSB Chorales
 models (Chapter 9), on the first ``frames`` frames of every test chorale: ``(frames, 77, 88)``.
 ``python -m stablernn_lib jsb-analysis --config full|adam-tcn|authors|smoke`` measures the
 trained models of a config (seed 1111) and writes :func:`analysis_path`.
@@ -27,16 +27,13 @@ from stablernn_lib.tasks.jsb.train import (
     load_music_model,
     music_run_name,
 )
-from stablernn_lib.tasks.wikitext2 import analysis as lma
+from stablernn_lib.tasks.wikitext2 import measurements as lma
 from stablernn_lib.tasks.wikitext2.model import truncated_outputs
 
 
 @dataclass(frozen=True)
 class MusicAnalysisConfig:
-    """The first ``frames`` frames of every test chorale; gradients up to ``max_distance``;
-    contexts ``ks``; ``jacobian_positions`` states after ``burn_in`` steps; the piano roll of
-    test chorale ``roll_chorale`` (frames ``:roll_frames``, keys ``roll_keys``, contexts
-    ``roll_ks``)."""
+    """Sizes of the measurements; the piano roll of test chorale ``roll_chorale``."""
 
     frames: int = 32
     max_distance: int = 24
@@ -55,8 +52,7 @@ MEASUREMENTS = ("truncated_eval", "truncated_eval_after", "figure2", "jacobian_n
 
 
 def measurements_of(recurrent: bool) -> tuple[str, ...]:
-    """The measurements of a model: all of them, less the state Jacobians of a model without
-    recurrence (the authors' bug), which has no state map."""
+    """The measurements of a model (no state Jacobians without recurrence)."""
     return tuple(m for m in MEASUREMENTS if recurrent or m != "jacobian_norms")
 
 
@@ -72,11 +68,8 @@ def chorale_source(rolls: list[Tensor], frames: int) -> Tensor:
 def piano_roll_probabilities(
     model: MusicModel, roll: Tensor, ks: tuple[int, ...], keys: tuple[int, int]
 ) -> dict[str, Any]:
-    """The model's probability of every key at every step, as a context-``k`` model.
-
-    ``probs[k][t][j]`` is the predicted probability that key ``keys[0] + j`` sounds at
-    frame ``t + 1`` given frames ``max(0, t-k+1) .. t``; ``roll`` is ``(T, 88)``.
-    """
+    """``probs[k][t][j]``: the probability that key ``keys[0] + j`` sounds at frame ``t + 1``
+    given frames ``max(0, t-k+1) .. t`` of ``roll (T, 88)``."""
     model.eval()
     source = roll[:, None]  # (T, 1, 88)
     low, high = keys
@@ -92,14 +85,9 @@ def piano_roll_probabilities(
 def truncated_eval_after(
     model: MusicModel, chorales: list[Tensor], ks: tuple[int, ...], start: int
 ) -> dict[str, Any]:
-    """NLL per frame of the context-``k`` models and of the recurrent model, scored only where
-    every ``k`` truncates: the prediction of frame ``t + 1`` from frames ``0 .. t`` (0-based)
-    for every ``t >= start`` of every chorale ``(T, 88)`` with ``T >= start + 2`` frames; with
-    ``start = 32``, each chorale's frames from the 34th on.
-
-    A row ``t < k`` sees its whole prefix, equals the recurrent model and would add a zero gap;
-    with ``max(ks) <= start`` every scored prediction of every ``k`` is a truncated one.
-    """
+    """NLL per frame of the context-``k`` models and of the recurrent model on the predictions
+    of frame ``t + 1`` for ``t >= start >= max(ks)`` only (where every ``k`` truncates; a row
+    ``t < k`` would equal the recurrent model)."""
     if max(ks) > start:
         raise ValueError(
             f"context k = {max(ks)} exceeds the first scored row {start}: a row t < k is not "
@@ -133,8 +121,7 @@ def truncated_eval_after(
 def analyze_model(
     model: MusicModel, rolls: PianoRolls, config: MusicAnalysisConfig, done: tuple[str, ...] = ()
 ) -> dict:
-    """Every measurement of one trained model (except those named in ``done``), with the
-    wall time of each."""
+    """Every measurement of one trained model not in ``done``, with its ``seconds``."""
     source = chorale_source(rolls.test, config.frames)
     measurements = {
         "truncated_eval": lambda: lma.truncated_eval_curve(model, source, list(config.ks)),
@@ -162,8 +149,8 @@ def analyze_model(
 
 
 def analysis_path(config: str, runs_dir: str | Path | None = None) -> Path:
-    """Where the measurements of a config's models go: committed for ``full`` and for the
-    published configs with their own folder, else in the runs folder."""
+    """Where a config's measurements go: committed for ``full`` and published configs with a
+    folder, else the runs folder."""
     folder = PUBLISHED_RESULTS.get(config, ("",))[0]
     if config == "full" or folder:
         return RESULTS_DIR / folder / "analysis.json"
@@ -179,12 +166,8 @@ def run_music_analysis(
     results_path: str | Path | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Measure every trained model of a config (those not trained yet are listed as missing).
-
-    Reads ``<runs_dir>/<model>-<variant>-<config>/model.pt``; writes the result (after
-    every model, atomically) to ``results_path`` (default: :func:`analysis_path`).  A rerun
-    keeps the models already measured with the same settings.
-    """
+    """Measure every trained model of a config (the others listed as ``missing``), written to
+    ``results_path`` (:func:`analysis_path`) after each; a rerun keeps what is measured."""
     music_config = CONFIGS[config]
     runs = Path(runs_dir) if runs_dir is not None else RUNS_DIR
     results_path = Path(results_path) if results_path is not None else analysis_path(config, runs)

@@ -84,8 +84,8 @@ def _profile_by_distance(
     window_norms: WindowNorms,
     progress: bool = False,
 ) -> dict[str, list[float]]:
-    """``distance``, ``mean_norm`` and ``count`` over windows of ``max_distance + 1`` rows of
-    ``source (N, B)``, each from the state carried along the stream, every dropout off."""
+    """``distance``, ``mean_norm``, ``count`` over windows of ``max_distance + 1`` rows of
+    ``source (N, B)`` from the carried state, dropout off."""
     length_max = max_distance + 1
     sums = torch.zeros(length_max, dtype=torch.float64)
     counts = torch.zeros(length_max, dtype=torch.float64)
@@ -146,11 +146,9 @@ def gradient_by_distance(
 ) -> dict[str, list[float]]:
     """Mean ``||grad_{x_t} p_{t+i}||_2`` for ``i = 0..max_distance`` over held-out windows.
 
-    ``x_t`` is the input (embedding) at row ``t`` of ``source (N, B)``, ``p_s`` the loss at
-    row ``s >= t`` of the same window.  The window is copied ``W = max_distance + 1`` times
-    along the batch and copy ``j`` keeps only its loss at row ``j``, so one backward pass gives
-    ``grad_{x_t} p_j`` for every pair.  Train mode with dropout off: eval's function, with a
-    cuDNN backward pass.  Returns ``distance``, ``mean_norm`` and ``count``.
+    ``x_t``: the embedding at row ``t`` of ``source (N, B)``; ``p_s``: the loss at row ``s``.
+    The window is copied ``max_distance + 1`` times along the batch and copy ``j`` keeps its
+    loss at row ``j``: one backward pass gives every pair.
     """
     return _profile_by_distance(model, source, max_distance, max_windows, _norms_batched, progress)
 
@@ -165,10 +163,8 @@ def gradient_by_distance_naive(
 def truncated_eval_curve(
     model: WordLanguageModel, source: Tensor, ks: list[int], bptt: int = 35, progress: bool = False
 ) -> dict[str, Any]:
-    """Held-out loss per position (``loss``) and perplexity (``ppl``) of the model run with
-    context ``k``, for each ``k``, and of the recurrent model itself (state carried over the
-    whole stream).  Any model with ``embed``/``recur``/``token_nll`` works, e.g. a
-    :class:`~stablernn_lib.tasks.jsb.train.MusicModel` on frames ``(N, B, 88)``."""
+    """Held-out ``loss`` and ``ppl`` of the model with context ``k`` for each ``k``, and of the
+    recurrent model (any model with ``embed``/``recur``/``token_nll``)."""
     losses = [truncated_loss(model, source, k) for k in tqdm(ks, disable=not progress)]
     full = evaluate_loss(model, source, bptt)
     return {
@@ -205,13 +201,8 @@ def state_jacobian_norms(
     burn_in: int = 50,
     chunk: int = 64,
 ) -> list[list[float]]:
-    """Per layer, ``||d phi / d h||_2`` at the states the held-out data visits.
-
-    The stack runs from the zero state over the first ``burn_in + positions / B``
-    rows of ``source (N, B)``; after the burn-in, every (row, column) gives one
-    point ``(h_{t-1}, x_t)`` per layer (for the LSTM the state is ``(c, h)``).
-    Norms below 1 mean the layer is locally contractive there.
-    """
+    """Per layer, ``||d phi / d h||_2`` at ``positions`` points ``(h_{t-1}, x_t)`` the held-out
+    rows of ``source (N, B)`` visit after ``burn_in`` rows (LSTM state ``(c, h)``)."""
     model.eval()
     rows = min(source.shape[0], burn_in + math.ceil(positions / source.shape[1]))
     if rows <= burn_in:
@@ -256,13 +247,9 @@ def weights_close_experiment(
     device: str | torch.device = "cpu",
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Train a recurrent model and context-``k`` models in lockstep; record weight distances.
-
-    Same initialization (``config.seed``), batches, constant learning rate ``config.lr`` and
-    clipping; dropout off.  The recurrent model carries its state across BPTT windows, the
-    context-``k`` model predicts each token from the ``k`` tokens up to it.  Every
-    ``record_every`` steps: ``||W_rec - W_k||_F / ||W_rec||_F`` over all matrices ``W_hh``.
-    """
+    """Train a recurrent model and context-``k`` models in lockstep (same initialization,
+    batches, constant lr, clipping; dropout off); every ``record_every`` steps
+    ``||W_rec - W_k||_F / ||W_rec||_F`` over all ``W_hh``."""
     config = replace(config, dropout=0.0)
     device = torch.device(device)
     source = batchify(corpus.train, config.batch_size).to(device)
@@ -329,8 +316,7 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
         weights_steps=20,
         weights_record_every=4,
     ),
-    # The `cpu` models on the first 50,000 test tokens (10 streams of 5,000); about 40 min at
-    # one CPU thread, most of it the LSTMs' truncated evaluations (~50 us per token and unit of k).
+    # The `cpu` models on the first 50,000 test tokens; about 40 min at one CPU thread.
     "cpu": AnalysisConfig(
         name="cpu",
         test_tokens=50_000,
@@ -342,9 +328,7 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
         weights_steps=150,
         weights_record_every=10,
     ),
-    # Figure 2 over the whole test set up to distance 50; truncated evaluation
-    # up to k = 200 (far beyond where it should saturate); 1,000 Jacobians per
-    # layer; weights-close runs for one epoch of the full config (2,983 steps).
+    # The whole test set; weights close for one epoch of the full config (2,983 steps).
     "full": AnalysisConfig(
         name="full",
         test_tokens=None,
@@ -359,16 +343,15 @@ ANALYSIS_CONFIGS: dict[str, AnalysisConfig] = {
 }
 
 
-# Every other cpu-scale LM config (the first-layer-only stable LSTM, Chapter 8's ablation rows):
-# the measurements of `cpu`, on the same test tokens, so that the curves compare directly.
+# Every other cpu-scale config: the measurements of `cpu`, so that the curves compare.
 for _name in CONFIGS:
     if _name.startswith("cpu-"):
         ANALYSIS_CONFIGS[_name] = replace(ANALYSIS_CONFIGS["cpu"], name=_name)
 
 
 def resumed(path: Path, fresh: dict[str, Any], config_key: str, config: Any) -> dict[str, Any]:
-    """The result file at ``path`` if it was written with ``fresh["config"]`` and ``config`` (saved
-    under ``config_key``), with ``fresh["provenance"]``; else ``fresh``, in its JSON form."""
+    """The result at ``path`` if written with the same configs (with ``fresh``'s provenance),
+    else ``fresh`` as JSON."""
     fresh = json.loads(json.dumps(fresh))
     if path.is_file():
         previous = json.loads(path.read_text(encoding="utf8"))
@@ -393,14 +376,9 @@ def run_analysis(
     device: str | torch.device | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """All measurements on the models trained with the LM config of the same name.
-
-    Reads ``<runs_dir>/<model>-<variant>-<config>/model.pt`` for each of ``variants``
-    (default: all four) and evaluates on the test split.  Writes ``results_path`` (default:
-    ``analysis.json`` in :func:`~stablernn_lib.tasks.wikitext2.train.results_folder`, or
-    ``analysis-<config>.json`` in the runs folder for smoke) atomically after every
-    measurement; a rerun with the same configs computes only what is missing.  Each
-    measurement records its wall time in ``seconds``.
+    """Every measurement on the test split of the ``variants`` of the LM config of the same
+    name, written with its ``seconds`` to ``results_path`` (``analysis.json`` of the results
+    folder, else ``analysis-<config>.json`` of the runs) after each; a rerun adds what is missing.
     """
     analysis = ANALYSIS_CONFIGS[config]
     lm_config = CONFIGS[config]
