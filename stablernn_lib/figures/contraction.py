@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import math
+import re
 from functools import lru_cache
 
 import matplotlib.pyplot as plt
@@ -16,8 +16,8 @@ from stablernn_lib.core.models import LSTMMap, random_vanilla_rnn
 from stablernn_lib.core.norms import spectral_norm
 from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
 from stablernn_lib.core.tables import format_value, markdown_table
+from stablernn_lib.theory import lstm_certificate
 from stablernn_lib.theory.contraction_experiments import DescentHistory
-from stablernn_lib.theory.lstm_certificate import gate_blocks, induced_norm
 
 MATRIX_KINDS = ("scaled orthogonal", "gaussian")
 
@@ -220,16 +220,10 @@ def contraction_table(rows: list[dict[str, object]]) -> str:
 
 
 def gate_norm_table(model: LSTMMap) -> str:
-    """Markdown table: largest column sum (induced 1-norm) and row sum (induced inf-norm)
-    of each recurrent gate block ``W_g`` and of the forget gate's input block ``U_f``."""
-    blocks = [(f"W_{g}", w) for g, w in gate_blocks(model.weight_hh.detach()).items()]
-    blocks.append(("U_f", gate_blocks(model.weight_ih.detach())["f"]))
-    lines = ["| block | max column sum | max row sum |", "| --- | ---: | ---: |"]
-    for name, block in blocks:
-        lines.append(
-            f"| ${name}$ | {induced_norm(block, 1):.4f} | {induced_norm(block, math.inf):.4f} |"
-        )
-    return "\n".join(lines)
+    """:func:`~stablernn_lib.theory.lstm_certificate.gate_norm_table` with the blocks in math
+    (``$W_i$``), without its forget-bias line."""
+    table = lstm_certificate.gate_norm_table(model).split("\n\n")[0]
+    return re.sub(r"^\| `(\w+)` \|", r"| $\1$ |", table, flags=re.MULTILINE)
 
 
 def lstm_verification_figure(rows: list[dict[str, object]]) -> Figure:
