@@ -129,9 +129,8 @@ def _unit_ball_boundary(family: str, radius: float, points: int = 721) -> np.nda
 
 
 def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.0) -> Figure:
-    """The stable set ``{||W||_2 <= radius}`` in three planes of ``2 x 2`` matrices; in each the
-    Frobenius norm is a multiple of ``sqrt(a^2 + b^2)`` and the SVD projection stays in the
-    plane, so the picture shows the Euclidean projection."""
+    """``{||W||_2 <= radius}`` and the projection of ``W(a, b)`` in three planes of ``2 x 2``
+    matrices (each closed under it, Frobenius norm a multiple of ``sqrt(a^2 + b^2)``)."""
     apply_style()
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6))
     names = {"diagonal": "[[a,0],[0,b]]", "symmetric": "[[a,b],[b,a]]"}
@@ -176,11 +175,8 @@ def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) ->
 
 
 def verification_table(rows: list[dict[str, object]]) -> str:
-    """Markdown table of the rows of
-    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`: the proved
-    constants for ``p = inf`` and ``p = 1``, the largest measured Jacobian norm and pair ratio
-    in the certificate's norm ("cert.") and the Euclidean one ("Eucl."); short headers fit the
-    784 px column of a 1400 px window."""
+    """The rows of ``lstm_verification_rows``: proved constants (``p = inf``, 1), largest
+    Jacobian norm and pair ratio in the certificate's and the Euclidean norm."""
     headers = {
         "model": "model",
         "certificate": "proved (∞)",
@@ -197,10 +193,8 @@ def verification_table(rows: list[dict[str, object]]) -> str:
 
 
 def contraction_table(rows: list[dict[str, object]]) -> str:
-    """Markdown table of the rows of
-    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`: the proved
-    ``lambda_inf`` and the largest measured one-step constant (Jacobians and pairs of states)
-    in the certificate's norm and in the Euclidean norm, each with its verdict "< 1"."""
+    """Per row of ``lstm_verification_rows``: proved ``lambda_inf`` and largest measured one-step
+    constant in the certificate's and the Euclidean norm, each with its verdict "< 1"."""
     lines = [
         "| model | certified λ | measured, certificate's norm | measured, Euclidean |",
         "| --- | ---: | ---: | ---: |",
