@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from stablernn_lib.core.tables import text_table
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 CHECKED, RECALLED = "checked", "recalled"
@@ -162,12 +164,9 @@ def marked(key: str) -> str:
 
 def claims_markdown(keys: Iterable[str] | None = None) -> str:
     """A Markdown table of the claims (all by default): value, mark, quantity, source."""
-    lines = [
-        "| number | what it is | source | version |",
-        "| ---: | --- | --- | --- |",
-    ]
+    rows = []
     for key in keys if keys is not None else REGISTRY:
         entry = claim(key)
         where = f"checked: {entry.source}" if entry.status == CHECKED else "recalled, not checked"
-        lines.append(f"| {marked(key)} | {entry.quantity} | {where} | {VERSIONS[entry.version]} |")
-    return "\n".join(lines)
+        rows.append([marked(key), entry.quantity, where, VERSIONS[entry.version]])
+    return text_table("number | what it is | source | version", rows, right=[0])

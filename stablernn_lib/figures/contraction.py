@@ -15,7 +15,7 @@ from stablernn_lib.core.contraction import project_spectral_ball
 from stablernn_lib.core.models import LSTMMap, random_vanilla_rnn
 from stablernn_lib.core.norms import spectral_norm
 from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
-from stablernn_lib.core.tables import format_value, markdown_table
+from stablernn_lib.core.tables import format_value, markdown_table, text_table
 from stablernn_lib.theory import lstm_certificate
 from stablernn_lib.theory.contraction_experiments import DescentHistory
 
@@ -195,22 +195,20 @@ def verification_table(rows: list[dict[str, object]]) -> str:
 def contraction_table(rows: list[dict[str, object]]) -> str:
     """Per row of ``lstm_verification_rows``: proved ``lambda_inf`` and largest measured one-step
     constant in the certificate's and the Euclidean norm, each with its verdict "< 1"."""
-    lines = [
-        "| model | certified λ | measured, certificate's norm | measured, Euclidean |",
-        "| --- | ---: | ---: | ---: |",
-    ]
+    cells = []
     for row in rows:
         proved = float(row["certificate"])
         measured = max(
             float(row["jacobian_certificate_norm"]), float(row["pairs_certificate_norm"])
         )
         euclidean = max(float(row["jacobian_euclidean"]), float(row["pairs_euclidean"]))
-        cells = [
+        verdicts = (
             f"{format_value(v)} ({'< 1' if v < 1 else '≥ 1'})"
             for v in (proved, measured, euclidean)
-        ]
-        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        )
+        cells.append([f"{row['model']}", *verdicts])
+    columns = "model | certified λ | measured, certificate's norm | measured, Euclidean"
+    return text_table(columns, cells, right=(1, 2, 3))
 
 
 def gate_norm_table(model: LSTMMap) -> str:
