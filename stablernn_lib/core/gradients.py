@@ -1,13 +1,6 @@
-"""Backpropagation through time for the vanilla RNN: Jacobians, their products, clipping.
-
-For ``h_t = rho(a_t)`` with ``a_t = W h_{t-1} + U x_t + b`` the state Jacobian is
-
-    J_t = d h_t / d h_{t-1} = diag(rho'(a_t)) W,
-
-and BPTT multiplies them: ``d h_T / d h_s = J_T J_{T-1} ... J_{s+1}``.  With
-``|rho'| <= gamma`` every factor has spectral norm at most ``gamma ||W||_2``, so
-``||d h_T / d h_s||_2 <= (gamma ||W||_2)^(T-s)``.
-"""
+"""BPTT for ``h_t = rho(a_t)``, ``a_t = W h_{t-1} + U x_t + b``: the Jacobians
+``J_t = diag(rho'(a_t)) W``, their products ``d h_T / d h_s = J_T ... J_{s+1}`` (norm at most
+``(gamma ||W||_2)^(T-s)`` when ``|rho'| <= gamma``), clipping."""
 
 from __future__ import annotations
 

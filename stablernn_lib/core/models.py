@@ -1,8 +1,5 @@
-"""Recurrent models as explicit state-transition maps ``state' = phi_w(state, x)``, ``h_0 = 0``.
-
-Inputs are time-first ``(T, B, D)``; a state is one tensor ``(B, S)`` (for the LSTM
-``S = 2H``, the concatenation ``[c, h]``), so truncation and Jacobians treat every model alike.
-"""
+"""Recurrent models as maps ``state' = phi_w(state, x)``, ``h_0 = 0``: inputs ``(T, B, D)``, one
+state tensor ``(B, S)`` (the LSTM's ``[c, h]``, ``S = 2H``)."""
 
 from __future__ import annotations
 

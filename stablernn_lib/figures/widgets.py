@@ -210,15 +210,12 @@ def _checked_figure(draw: Callable[..., Figure], values: dict[str, Any]) -> Figu
     figure = draw(**values)
     if not isinstance(figure, Figure):
         plt.close("all")
+        called = ", ".join(f"{name}={value!r}" for name, value in values.items())
         raise TypeError(
-            f"draw({_format_values(values)}) returned {type(figure).__name__}, not a "
-            "matplotlib Figure; end draw with `return fig` (e.g. `fig, ax = plt.subplots()`)."
+            f"draw({called}) returned {type(figure).__name__}, not a matplotlib Figure; "
+            "end draw with `return fig` (e.g. `fig, ax = plt.subplots()`)."
         )
     return finish(figure)  # every frame in the course style, whoever wrote draw
-
-
-def _format_values(values: dict[str, Any]) -> str:
-    return ", ".join(f"{name}={value!r}" for name, value in values.items())
 
 
 FRAME_HTML = '<img src="data:image/png;base64,{data}" alt="{alt}">'
