@@ -167,17 +167,15 @@ def context_diagram_figure(k: int = 8, length: int = 16) -> Figure:
         for t in positions:
             ax.plot(t, 0, "o", ms=6, color=used if t in active else unused)
 
-    # recurrent: a chain of states, every input feeds the last state
-    inputs(axes[0], positions)
-    axes[0].plot(positions, [1] * length, "-o", ms=5, color=FULL_COLOR)
-    for t in positions:
-        axes[0].plot([t, t], [0, 1], color=FULL_COLOR, lw=0.8)
-    # truncated: a chain of k states from zero
-    inputs(axes[1], window)
-    axes[1].plot([window[0] - 1, *window], [1] * (k + 1), "-o", ms=5, color=FULL_COLOR)
+    def chain(ax, active, states):  # the active inputs feed a chain of states
+        inputs(ax, active)
+        ax.plot(states, [1] * len(states), "-o", ms=5, color=FULL_COLOR)
+        for t in active:
+            ax.plot([t, t], [0, 1], color=FULL_COLOR, lw=0.8)
+
+    chain(axes[0], positions, positions)  # recurrent: every input feeds the last state
+    chain(axes[1], window, [window[0] - 1, *window])  # truncated: k states from zero
     axes[1].annotate("0", (window[0] - 1, 1), xytext=(-12, 4), textcoords="offset points")
-    for t in window:
-        axes[1].plot([t, t], [0, 1], color=FULL_COLOR, lw=0.8)
     # dilated convolutions: the tree of connections behind the last output
     tree = _dilated_tree(length, dilations)
     inputs(axes[2], {source for source, _ in tree[0]})
