@@ -105,16 +105,11 @@ def family_matrix(family: str, a: float, b: float) -> torch.Tensor:
     return torch.tensor(FAMILIES[family][0](a, b), dtype=torch.float64)
 
 
-def family_coordinates(family: str, matrix: torch.Tensor) -> tuple[float, float]:
-    """Read ``(a, b)`` back from a matrix of the family."""
-    (i, j), (k, m) = FAMILIES[family][1]
-    return float(matrix[i, j]), float(matrix[k, m])
-
-
 def projected_point(family: str, a: float, b: float, radius: float = 1.0) -> tuple[float, float]:
-    """Coordinates of the SVD projection of the family's matrix onto ``{||W||_2 <= radius}``."""
+    """``(a, b)`` of the projection of the family's matrix onto ``{||W||_2 <= radius}``."""
     projected = project_spectral_ball(family_matrix(family, a, b), radius)
-    return family_coordinates(family, projected)
+    (i, j), (k, m) = FAMILIES[family][1]
+    return float(projected[i, j]), float(projected[k, m])
 
 
 @lru_cache(maxsize=8)

@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 
 from stablernn_lib.core.models import random_vanilla_rnn
 from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
+from stablernn_lib.core.tables import text_table
 from stablernn_lib.core.truncation import truncated_states, truncated_states_reference
 
 FUSED_COLOR = "#2e7d32"
@@ -97,25 +98,19 @@ def time_truncated_evaluation(
 
 def timings_table(rows: Sequence[dict]) -> str:
     """Markdown table of :func:`time_truncated_evaluation` rows (times in ms, then ratios)."""
-    lines = [
-        "| device | T | k | sequential, ms | parallel, ms | per-window, ms | fused, ms "
-        "| seq/par | win/par | seq/fused |",
-        "| --- |" + " ---: |" * 9,
-    ]
+    cells = []
     for row in rows:
         window = "–" if row["per_window_s"] is None else f"{row['per_window_s'] * 1e3:.2f}"
-        window_ratio = (
-            "–"
-            if row["per_window_over_parallel"] is None
-            else f"{row['per_window_over_parallel']:.1f}"
-        )
-        lines.append(
-            f"| {row['device']} | {row['T']:,} | {row['k']} | {row['sequential_s'] * 1e3:.2f} "
+        ratio = row["per_window_over_parallel"]
+        window_ratio = "–" if ratio is None else f"{ratio:.1f}"
+        cells.append(
+            f"{row['device']} | {row['T']:,} | {row['k']} | {row['sequential_s'] * 1e3:.2f} "
             f"| {row['parallel_s'] * 1e3:.2f} | {window} | {row['fused_s'] * 1e3:.2f} "
             f"| {row['sequential_over_parallel']:.1f} | {window_ratio} "
-            f"| {row['sequential_over_fused']:.1f} |"
+            f"| {row['sequential_over_fused']:.1f}"
         )
-    return "\n".join(lines)
+    columns = "device | T | k | sequential, ms | parallel, ms | per-window, ms | fused, ms"
+    return text_table(f"{columns} | seq/par | win/par | seq/fused", cells, right=range(1, 10))
 
 
 def timing_figure(rows: Sequence[dict]) -> Figure:
