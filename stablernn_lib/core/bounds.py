@@ -1,10 +1,6 @@
-"""Explicit constants of the course's bounds.
-
-Lemma 1 (outputs close): if ``phi_w`` is ``lambda``-contractive, ``L_x``-Lipschitz
-in ``x``, ``phi_w(0, 0) = 0`` and ``||x_t|| <= B_x``, then
-``||h_s|| <= L_x B_x / (1 - lambda)`` for every ``s`` and
-``||h_t - h^k_t|| <= lambda^k L_x B_x / (1 - lambda)``.
-"""
+"""Explicit constants of the bounds.  Lemma 1: if ``phi_w`` is ``lambda``-contractive,
+``L_x``-Lipschitz in ``x``, ``phi_w(0, 0) = 0`` and ``||x_t|| <= B_x``, then
+``||h_t - h^k_t|| <= lambda^k L_x B_x / (1 - lambda)``."""
 
 from __future__ import annotations
 
@@ -42,11 +38,7 @@ def lemma1_truncation_bound(lam: float, lx: float, bx: float, k: int) -> float:
 
 
 def lemma1_context(lam: float, lx: float, bx: float, eps: float) -> int:
-    """Smallest ``k`` with ``lambda^k L_x B_x / (1 - lambda) <= eps``.
-
-    Equals ``ceil(log(L_x B_x / ((1 - lambda) eps)) / log(1 / lambda))``, and 0
-    when the state bound is already below ``eps``.
-    """
+    """Smallest ``k`` with ``lambda^k L_x B_x / (1 - lambda) <= eps`` (0 when ``k = 0`` does)."""
     if eps <= 0:
         raise ValueError(f"eps must be positive, got {eps}")
     radius = state_norm_bound(lam, lx, bx)
@@ -77,10 +69,7 @@ ACTIVATION_SECOND_DERIVATIVE: dict[str, float] = {
 
 
 def activation_smoothness(name: str) -> float:
-    """``L2_rho = sup |rho''|`` of a smooth activation with ``rho(0) = 0``.
-
-    ReLU is not smooth and the sigmoid has ``sigma(0) = 1/2``, so neither is listed.
-    """
+    """``L2_rho = sup |rho''|`` of a smooth activation with ``rho(0) = 0`` (not ReLU, sigmoid)."""
     if name not in ACTIVATION_SECOND_DERIVATIVE:
         raise ValueError(
             f"Lemmas 2 and 3 need a smooth activation with rho(0) = 0, got {name!r}; "
@@ -98,10 +87,7 @@ def _check_open_contraction(lam: float) -> None:
 
 
 def squared_loss_constants(state_bound: float, target_norm: float) -> tuple[float, float]:
-    """``(L_p, S_p)`` of ``l(h) = ||h - y||^2 / 2`` on the ball ``||h|| <= B_h``.
-
-    ``grad l(h) = h - y``, so ``||grad l|| <= B_h + ||y||`` and ``S_p = 1``.
-    """
+    """``(L_p, S_p) = (B_h + ||y||, 1)`` of ``l(h) = ||h - y||^2 / 2`` on ``||h|| <= B_h``."""
     _check_nonnegative(state_bound=state_bound, target_norm=target_norm)
     return state_bound + target_norm, 1.0
 
@@ -113,13 +99,7 @@ def gradient_input_bound(lam: float, lx: float, bx: float) -> float:
 
 @dataclass(frozen=True)
 class GradientConstants:
-    """The constants that Lemmas 2 and 3 assume of the RNN, its inputs and its loss.
-
-    ``lam`` = lambda with ``L_rho ||W||_2 <= lambda`` (each lemma checks its range);
-    ``lx`` = ``L_x >= L_rho ||U||_2``; ``bx`` = ``B_x >= ||x_t||``; ``lp`` = ``L_p``,
-    ``sp`` = ``S_p`` (loss gradient bound and its Lipschitz constant on ``||h|| <= B_h``);
-    ``l_rho``, ``l2_rho`` = bounds on ``|rho'|``, ``|rho''|`` (defaults: tanh).
-    """
+    """``lambda, L_x, B_x, L_p, S_p, L_rho, L2_rho`` of the comment above (default: tanh's)."""
 
     lam: float
     lx: float
@@ -137,16 +117,13 @@ class GradientConstants:
 
 
 def lemma2_gamma(c: GradientConstants) -> float:
-    """The constant of Lemma 2: ``||grad_w p_T - grad_w p^k_T|| <= gamma k lambda^k``.
-
-    Needs ``0 < lambda < 1``.  Exactly::
+    """Lemma 2's ``gamma`` (``0 < lambda < 1``)::
 
         gamma = B_z * (L2_rho L_p B_h / (L_rho (1 - lambda)) + L_rho S_p B_h
                        + L_rho L_p / (1 - lambda))
                 + L_rho L_p B_h / lambda
 
-    with ``B_h = L_x B_x / (1 - lambda)``, ``B_z = sqrt(B_h^2 + B_x^2)``.
-    """
+    in ``||grad_w p_T - grad_w p^k_T|| <= gamma k lambda^k``."""
     _check_open_contraction(c.lam)
     bh = state_norm_bound(c.lam, c.lx, c.bx)
     bz = math.hypot(bh, c.bx)
@@ -156,15 +133,13 @@ def lemma2_gamma(c: GradientConstants) -> float:
 
 
 def lemma3_beta(c: GradientConstants) -> float:
-    """The constant of Lemma 3: ``||grad p_T(w) - grad p_T(w')|| <= beta ||w - w'||``.
-
-    Holds for ``w, w'`` both in ``{L_rho ||W||_2 <= lambda, L_rho ||U||_2 <= L_x}``;
-    here ``lambda = 0`` is allowed.  Exactly::
+    """Lemma 3's ``beta`` (``0 <= lambda < 1``)::
 
         beta = (L2_rho L_p + L_rho^2 S_p) B_z^2 / (1 - lambda)^2
                + lambda L2_rho L_p B_z^2 / (1 - lambda)^3
                + 2 L_rho^2 L_p B_z / (1 - lambda)^2
-    """
+
+    in ``||grad p_T(w) - grad p_T(w')|| <= beta ||w - w'||``."""
     _check_contraction(c.lam)
     bz = gradient_input_bound(c.lam, c.lx, c.bx)
     gap = 1 - c.lam

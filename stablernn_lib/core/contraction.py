@@ -1,11 +1,6 @@
-"""Contraction: the constant ``lambda``, the projection onto the stable set, measured Lipschitz
-constants.
-
-A model is ``lambda``-contractive when
-``||phi_w(h, x) - phi_w(h', x)|| <= lambda ||h - h'||`` for all ``h, h', x``
-with ``lambda < 1``.  For the vanilla RNN ``h' = rho(W h + U x)`` this holds with
-``lambda = L_rho ||W||_2``.
-"""
+"""Contraction ``||phi_w(h, x) - phi_w(h', x)|| <= lambda ||h - h'||``, ``lambda < 1``: the constant
+(``L_rho ||W||_2`` for ``h' = rho(W h + U x)``), the projection onto the stable set, measured
+Lipschitz constants."""
 
 from __future__ import annotations
 
@@ -28,15 +23,9 @@ def contraction_constant(model: VanillaRNN) -> float:
 
 
 def project_spectral_ball(matrix: Tensor, radius: float = 1.0) -> Tensor:
-    """The Euclidean projection of ``W`` onto ``{||W||_2 <= radius}``.
-
-    With ``W = U diag(s) V^T``, the nearest matrix in Frobenius norm is
-    ``U diag(min(s, radius)) V^T``.  Works on ``(m, n)`` or batches ``(..., m, n)``.
-    When the SVD fails, by raising or by returning factors that do not reproduce ``W``
-    (:func:`svd_reproduces`; LAPACK's CPU SVD returned NaN factors, and later wrong finite
-    ones, for the 256 x 256 recurrent matrix of the JSB stable RNN, seed 3), the
-    eigendecomposition route :func:`project_spectral_ball_by_eigh` projects.
-    """
+    """``U diag(min(s, radius)) V^T`` for ``W = U diag(s) V^T`` ``(..., m, n)``: the nearest
+    matrix of ``{||W||_2 <= radius}`` in Frobenius norm; by
+    :func:`project_spectral_ball_by_eigh` when the SVD raises or fails :func:`svd_reproduces`."""
     check_matrix(matrix)
     if not radius > 0:
         raise ValueError(f"the radius must be positive, got {radius}")
@@ -53,13 +42,8 @@ def project_spectral_ball(matrix: Tensor, radius: float = 1.0) -> Tensor:
 def svd_reproduces(
     matrix: Tensor, U: Tensor, s: Tensor, Vh: Tensor, tolerance: float = 1e-3
 ) -> bool:
-    """Whether ``||U diag(s) Vh - W||_F <= tolerance ||W||_F`` (for every matrix of a batch).
-
-    LAPACK's CPU SVD can return, without raising, NaN factors or finite but wrong ones
-    (a residual of 0.1 per entry) for a float32 matrix with many singular values at the
-    radius, which is what repeated projection produces.  The float32 rounding of a correct
-    SVD of a 256 x 256 matrix is about 1e-6 of ``||W||_F``; NaN fails the test.
-    """
+    """Whether ``||U diag(s) Vh - W||_F <= tolerance ||W||_F`` for every matrix (NaN fails):
+    LAPACK's CPU SVD can silently return wrong factors for many singular values at the radius."""
     residual = torch.linalg.matrix_norm((U * s.unsqueeze(-2)) @ Vh - matrix)
     return bool((residual <= tolerance * torch.linalg.matrix_norm(matrix)).all())
 
@@ -76,19 +60,9 @@ def check_finite(matrix: Tensor) -> None:
 def project_spectral_ball_by_eigh(
     matrix: Tensor, radius: float, dtype: torch.dtype = torch.float64
 ) -> Tensor:
-    """The projection of :func:`project_spectral_ball` from ``W^T W = V diag(s^2) V^T``.
-
-    ``W V diag(min(1, radius / s)) V^T = U diag(min(s, radius)) V^T``, computed in ``dtype``
-    and returned in the matrix's dtype; ``(m, n)`` or batches ``(..., m, n)``.  The
-    symmetric eigensolver is cheaper than an SVD (the fast path of
-    :func:`~stablernn_lib.tasks.wikitext2.model.project_spectral_balls_` uses it), and it has no
-    trouble with repeated eigenvalues, while LAPACK's SVD can fail to converge on a matrix
-    with many equal singular values, which is exactly what repeated projections produce
-    (every clipped value equals ``radius``).  The error stays at the rounding of ``dtype``
-    times ``||W||_2^2``: ``min(1, radius / sqrt(lambda))`` is a Lipschitz function of the
-    eigenvalues ``lambda`` of ``W^T W``; singular values far below ``radius`` lose relative
-    accuracy in ``s^2``, but their factor is 1 either way.
-    """
+    """:func:`project_spectral_ball` from ``W^T W = V diag(s^2) V^T`` ``(..., m, n)``:
+    ``W V diag(min(1, radius / s)) V^T``, in ``dtype``, returned in the matrix's dtype
+    (cheaper than an SVD, and safe with the repeated singular values projections make)."""
     wide = matrix.shape[-2] < matrix.shape[-1]
     w = matrix.to(dtype).mT if wide else matrix.to(dtype)
     eigenvalues, V = torch.linalg.eigh(w.mT @ w)
@@ -130,13 +104,8 @@ def state_jacobians(model: RecurrentMap, states: Tensor, inputs: Tensor) -> Tens
 
 
 def jacobian_norms(model: RecurrentMap, states: Tensor, inputs: Tensor) -> Tensor:
-    """Spectral norms of the state Jacobians at ``N`` points, shape ``(N,)``.
-
-    The largest of them is a lower bound on the Lipschitz constant of ``phi_w``
-    in ``h`` (Euclidean norm), and equals it when the points include the worst case.
-    The SVD runs in float64: LAPACK's float32 SVD fails to converge on some trained
-    LSTM Jacobians (a JSB LSTM's, with many singular values near 1).
-    """
+    """Spectral norms ``(N,)`` of the state Jacobians at ``N`` points (their maximum: a lower
+    bound on the Lipschitz constant in ``h``); in float64, where LAPACK's SVD converges."""
     jacobians = state_jacobians(model, states, inputs).detach()
     return torch.linalg.matrix_norm(jacobians.double(), ord=2).to(jacobians.dtype)
 
@@ -149,12 +118,8 @@ def empirical_lipschitz(
     scale: float = 1.0,
     generator: torch.Generator | None = None,
 ) -> float:
-    """Largest ratio ``||phi(h, x) - phi(h', x)|| / ||h - h'||`` over random pairs.
-
-    For each input row ``x`` (shape ``(N, D)``), ``num_pairs // N`` pairs of
-    states are drawn with i.i.d. ``N(0, scale^2)`` entries.  The result is a lower
-    bound on the Lipschitz constant in ``h`` (Euclidean norm).
-    """
+    """Largest ``||phi(h, x) - phi(h', x)|| / ||h - h'||`` over ``num_pairs // N`` pairs of
+    ``N(0, scale^2)`` states per input row ``(N, D)``: a lower bound on the Lipschitz constant."""
     if inputs.dim() != 2 or inputs.shape[1] != model.input_size:
         raise ValueError(
             f"inputs must have shape (N, {model.input_size}), got {tuple(inputs.shape)}"

@@ -1,8 +1,6 @@
-"""The pre-registered criteria (``data/results/criteria.json``) and the verdicts they give.
-
-Values over seeds are mean +- sample sd (``n - 1``); two models differ "beyond seed noise"
-when their means are more than ``k`` pooled sds apart, ``pooled = sqrt((sd_a^2 + sd_b^2) / 2)``.
-"""
+"""The pre-registered criteria (``data/results/criteria.json``) and their verdicts.  Over seeds:
+mean +- sample sd; "beyond seed noise": means over ``k`` pooled sds ``sqrt((sd_a^2 + sd_b^2) / 2)``
+apart."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""Backpropagation through time for the vanilla RNN: Jacobians, their products, clipping.
-
-For ``h_t = rho(a_t)`` with ``a_t = W h_{t-1} + U x_t + b`` the state Jacobian is
-
-    J_t = d h_t / d h_{t-1} = diag(rho'(a_t)) W,
-
-and BPTT multiplies them: ``d h_T / d h_s = J_T J_{T-1} ... J_{s+1}``.  With
-``|rho'| <= gamma`` every factor has spectral norm at most ``gamma ||W||_2``, so
-``||d h_T / d h_s||_2 <= (gamma ||W||_2)^(T-s)``.
-"""
+"""BPTT for ``h_t = rho(a_t)``, ``a_t = W h_{t-1} + U x_t + b``: the Jacobians
+``J_t = diag(rho'(a_t)) W``, their products ``d h_T / d h_s = J_T ... J_{s+1}`` (norm at most
+``(gamma ||W||_2)^(T-s)`` when ``|rho'| <= gamma``), clipping."""
 
 from __future__ import annotations
 
@@ -47,10 +40,7 @@ def _check_vanilla(model: VanillaRNN) -> None:
 
 
 def state_jacobians(model: VanillaRNN, inputs: Tensor) -> Tensor:
-    """``J_t = diag(rho'(a_t)) W`` for ``t = 1..T`` along the trajectory of ``inputs``.
-
-    Shapes: inputs ``(T, B, D)`` -> Jacobians ``(T, B, H, H)``.
-    """
+    """``J_t = diag(rho'(a_t)) W`` for ``t = 1..T``: inputs ``(T, B, D)`` -> ``(T, B, H, H)``."""
     _check_vanilla(model)
     with torch.no_grad():
         states = model.run(inputs)
@@ -60,10 +50,7 @@ def state_jacobians(model: VanillaRNN, inputs: Tensor) -> Tensor:
 
 
 def state_jacobians_autograd(model: nn.Module, inputs: Tensor) -> Tensor:
-    """The same Jacobians as :func:`state_jacobians`, by automatic differentiation.
-
-    Works for any :class:`~stablernn_lib.core.models.RecurrentMap`: ``(T, B, D) -> (T, B, S, S)``.
-    """
+    """:func:`state_jacobians` by autograd, any ``RecurrentMap``: ``(T, B, D) -> (T, B, S, S)``."""
     with torch.no_grad():
         states = model.run(inputs)
     previous = torch.cat([model.zero_state(inputs.shape[1]).unsqueeze(0), states[:-1]])
@@ -77,14 +64,10 @@ def state_jacobians_autograd(model: nn.Module, inputs: Tensor) -> Tensor:
 
 
 def bptt_gradients(model: VanillaRNN, inputs: Tensor, state_grads: Tensor) -> dict[str, Tensor]:
-    """Backpropagation through time written out, for ``L`` with ``dL/dh_t = state_grads[t]``
-    through its direct dependence on ``h_t`` (shapes ``(T, B, H)``).
-
-    Backwards from ``t = T``: ``delta_t = state_grads[t] + J_{t+1}^T delta_{t+1}`` is the total
-    ``dL/dh_t``; with ``g_t = rho'(a_t) * delta_t`` (``= dL/da_t``), the gradients are
-    ``dL/dW = sum_t g_t h_{t-1}^T``, ``dL/dU = sum_t g_t x_t^T``, ``dL/db = sum_t g_t``
-    (summed over the batch too).  Returns ``{"weight_hh", "weight_ih", "bias"}``.
-    """
+    """BPTT written out for direct gradients ``dL/dh_t = state_grads[t]`` ``(T, B, H)``:
+    ``delta_t = state_grads[t] + J_{t+1}^T delta_{t+1}``, ``g_t = rho'(a_t) * delta_t``, and
+    ``dL/dW = sum g_t h_{t-1}^T``, ``dL/dU = sum g_t x_t^T``, ``dL/db = sum g_t`` (over ``t``
+    and the batch), as ``{"weight_hh", "weight_ih", "bias"}``."""
     _check_vanilla(model)
     if state_grads.shape != (*inputs.shape[:2], model.hidden_size):
         raise ValueError(
@@ -112,10 +95,7 @@ def bptt_gradients(model: VanillaRNN, inputs: Tensor, state_grads: Tensor) -> di
 
 
 def jacobian_products(jacobians: Tensor) -> Tensor:
-    """``P_s = d h_T / d h_s = J_T ... J_{s+1}`` for ``s = 0..T`` (``P_T = I``).
-
-    Shapes: Jacobians ``(T, B, S, S)`` -> products ``(T + 1, B, S, S)``.
-    """
+    """``P_s = J_T ... J_{s+1}`` for ``s = 0..T``: ``(T, B, S, S)`` -> ``(T + 1, B, S, S)``."""
     T, B, S, _ = jacobians.shape
     product = torch.eye(S, dtype=jacobians.dtype, device=jacobians.device).expand(B, S, S)
     products = [product]
@@ -126,10 +106,7 @@ def jacobian_products(jacobians: Tensor) -> Tensor:
 
 
 def jacobian_product_norms(model: VanillaRNN, inputs: Tensor) -> Tensor:
-    """``||d h_T / d h_s||_2`` for ``s = 0..T`` (entry ``s``; the lag is ``T - s``).
-
-    Shapes: inputs ``(T, B, D)`` -> norms ``(T + 1, B)``; the last row is 1.
-    """
+    """``||d h_T / d h_s||_2`` for ``s = 0..T``: inputs ``(T, B, D)`` -> ``(T + 1, B)``."""
     products = jacobian_products(state_jacobians(model, inputs))
     return torch.linalg.matrix_norm(products, ord=2)
 
@@ -150,19 +127,9 @@ def recurrent_matrix(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> Tensor:
-    """A recurrent matrix ``(H, H)`` with spectral norm ``weight_norm``, of one of three kinds.
-
-    - ``"gaussian"``: i.i.d. Gaussian entries (singular values spread from ~0 to the top,
-      spectral radius about half the norm);
-    - ``"orthogonal"``: a random orthogonal matrix times ``weight_norm`` (all singular
-      values equal; ``||W^n||_2 = ||W||_2^n``, so the norm bound is attained for linear RNNs);
-    - ``"low_rank"``: our stand-in for a *trained-looking* matrix, a network that keeps a
-      few quantities in memory: ``sum_i s_i q_i q_i^T`` over ``rank`` random orthonormal
-      directions ``q_i`` with ``s_i = 1, 1/2, ...``, plus Gaussian noise of norm 0.1, then
-      rescaled to norm ``weight_norm``; each kept direction maps onto itself, so the top
-      eigenvalue is close to the norm.  This is an assumption made for illustration, not
-      a measured trained matrix (Chapter 8 measures those).
-    """
+    """A matrix ``(H, H)`` of spectral norm ``weight_norm``: ``"gaussian"`` (i.i.d. entries),
+    ``"orthogonal"`` (all singular values equal) or ``"low_rank"`` (an illustrative memory:
+    ``sum_i 2^-i q_i q_i^T`` over ``rank`` orthonormal ``q_i``, plus noise of norm 0.1)."""
     if kind not in MATRIX_KINDS:
         raise ValueError(f"unknown matrix kind {kind!r}: use one of {MATRIX_KINDS}")
     if hidden_size < 1 or weight_norm <= 0:
@@ -224,11 +191,8 @@ def lag_norm_curve(
     input_scale: float = 1.0,
     seed: int = 0,
 ) -> Tensor:
-    """Median over a batch of ``||d h_T / d h_{T - lag}||_2`` for ``lag = 0..steps``.
-
-    The RNN has ``W = recurrent_matrix(kind, ...)``, Gaussian ``U`` and Gaussian inputs
-    of standard deviation ``input_scale``.  Returns ``(steps + 1,)`` indexed by lag.
-    """
+    """Batch median of ``||d h_T / d h_{T - lag}||_2``, ``lag = 0..steps`` ``(steps + 1,)``, for
+    ``W = recurrent_matrix(kind, ...)``, Gaussian ``U`` and inputs of sd ``input_scale``."""
     generator = torch.Generator().manual_seed(seed)
     weight = recurrent_matrix(kind, hidden_size, weight_norm, generator=generator)
     model = vanilla_rnn_with_weight(weight, activation, hidden_size, generator=generator)
@@ -258,11 +222,8 @@ def nilpotent_weight(dtype: torch.dtype = torch.float64) -> Tensor:
 
 
 def steering_inputs(model: VanillaRNN, steps: int, saturation: float = 10.0) -> Tensor:
-    """Inputs ``(steps, 1, 2)`` that keep unit 1 at preactivation 0 (slope 1) and push
-    unit 2 to ``saturation`` (slope ~0), for a two-unit RNN with ``U = I``.
-
-    For the nilpotent ``W`` this maximises each factor ``8 |rho'(a_1) - rho'(a_2)|``.
-    """
+    """Inputs ``(steps, 1, 2)`` holding unit 1 at preactivation 0 and unit 2 at ``saturation``
+    (two units, ``U = I``): each factor ``8 |rho'(a_1) - rho'(a_2)|`` near its largest."""
     if model.hidden_size != 2 or model.input_size != 2:
         raise ValueError("steering_inputs is written for the two-unit RNN with U = I (2 x 2)")
     state = model.zero_state(1)
@@ -277,13 +238,9 @@ def steering_inputs(model: VanillaRNN, steps: int, saturation: float = 10.0) -> 
 
 
 def constant_input_growth(inputs: Tensor, steps: int = 600, burn_in: int = 100) -> Tensor:
-    """Average ``log(8 |rho'(a_1) - rho'(a_2)|)`` along the orbit of the nilpotent tanh RNN
-    driven by a constant input, for each row of ``inputs (N, 2)``; shape ``(N,)``.
-
-    By ``W D W = 8 (d_1 - d_2) W`` this is the exponential growth rate per step of
-    ``||d h_T / d h_s||`` (a Lyapunov exponent): positive means the products grow.
-    The first ``burn_in`` steps are discarded.
-    """
+    """Mean of ``log(8 |rho'(a_1) - rho'(a_2)|)`` after ``burn_in`` steps of the nilpotent tanh
+    RNN under each constant input ``(N, 2)`` -> ``(N,)``: by ``W D W = 8 (d_1 - d_2) W``, the
+    growth rate per step of ``||d h_T / d h_s||`` (a Lyapunov exponent)."""
     if inputs.dim() != 2 or inputs.shape[1] != 2:
         raise ValueError(f"inputs must have shape (N, 2), got {tuple(inputs.shape)}")
     if not 0 <= burn_in < steps:
@@ -306,17 +263,9 @@ def _growth_rate(long: Tensor, short: Tensor, extra_steps: int) -> float:
 
 
 def nilpotent_check(steps: int = 60, batch: int = 256, seed: int = 0) -> dict[str, dict]:
-    """Jacobian products of the tanh RNN with the nilpotent ``W`` under four input regimes.
-
-    Returns, per regime, ``norms`` (``(steps + 1,)`` median ``||d h_T/d h_{T-lag}||_2`` by lag)
-    and ``rate``, the median growth factor per step over the second half of the lags,
-    ``(||d h_T / d h_0|| / ||d h_T / d h_{T/2}||)^(2/T)`` (0 when the products are 0):
-
-    - ``"zero input"``: ``h_t = 0``, equal slopes, so the product is 0 from lag 2 on;
-    - ``"gaussian input"``: i.i.d. ``N(0, 1)`` inputs;
-    - ``"constant input"``: ``x_t = (1.8, -2.2)`` (a constant bias): a chaotic orbit;
-    - ``"steered input"``: :func:`steering_inputs`, close to the largest possible growth.
-    """
+    """Per input regime of the nilpotent tanh RNN ("zero", "gaussian", "constant" (chaotic),
+    "steered input"): ``norms``, the median ``||d h_T/d h_{T-lag}||_2`` by lag ``(steps + 1,)``,
+    and ``rate = (||d h_T / d h_0|| / ||d h_T / d h_{T/2}||)^(2/T)`` (0 for zero products)."""
     generator = torch.Generator().manual_seed(seed)
     model = vanilla_rnn_with_weight(nilpotent_weight(), "tanh")
     regimes = {
@@ -339,12 +288,8 @@ def nilpotent_check(steps: int = 60, batch: int = 256, seed: int = 0) -> dict[st
 
 
 def clip_gradient_norm_(parameters: Iterable[Tensor] | Tensor, threshold: float) -> float:
-    """Pascanu et al.'s rule, in place on the ``.grad`` of ``parameters``:
-
-    with ``g`` the concatenation of all gradients, if ``||g||_2 > threshold`` then
-    ``g <- threshold * g / ||g||_2`` (same direction, norm ``threshold``).
-    Returns ``||g||_2`` before clipping.
-    """
+    """Pascanu et al.'s rule on the ``.grad``s, ``g``: if ``||g||_2 > threshold`` then
+    ``g <- threshold * g / ||g||_2``.  Returns ``||g||_2`` before clipping."""
     if not threshold > 0:
         raise ValueError(f"the clipping threshold must be positive, got {threshold}")
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
@@ -370,14 +315,9 @@ def clipping_experiment(
     delay: int = 3,
     seed: int = 0,
 ) -> dict[str, list[float]]:
-    """Train a tanh RNN with a linear readout by plain gradient descent, clipped or not.
-
-    Task: output ``y_t = x_{t - delay}`` from scalar Gaussian inputs (squared error).
-    ``W`` starts orthogonal times ``weight_norm`` (3 by default: far outside the
-    stable region, where gradients explode).  ``threshold=None`` does not clip.
-    Returns per iteration the ``loss`` and the gradient norm before clipping
-    (``grad_norm``); a run stops early once the loss is no longer finite.
-    """
+    """Gradient descent on a tanh RNN + linear readout for ``y_t = x_{t - delay}`` (squared
+    error), ``W`` orthogonal times ``weight_norm``, clipped at ``threshold`` (None: not).
+    Returns ``loss`` and ``grad_norm`` (before clipping) per iteration, up to a non-finite loss."""
     generator = torch.Generator().manual_seed(seed)
     weight = recurrent_matrix("orthogonal", hidden_size, weight_norm, generator=generator)
     model = vanilla_rnn_with_weight(weight, "tanh", 1, generator=generator)

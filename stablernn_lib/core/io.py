@@ -48,9 +48,7 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
 
 
 def _git(*args: str, cwd: Path) -> str:
-    """The stripped standard output of ``git args`` run in ``cwd``.
-
-    Raises OSError or CalledProcessError when git is missing or fails."""
+    """The stripped output of ``git args`` in ``cwd`` (OSError, CalledProcessError on failure)."""
     return subprocess.run(
         ["git", *args], cwd=cwd, capture_output=True, text=True, check=True
     ).stdout.strip()

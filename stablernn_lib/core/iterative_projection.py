@@ -1,15 +1,9 @@
-"""The spectral projection with matrix products only (no SVD, no host synchronization).
+"""The spectral projection by matrix products only (no SVD, no host sync, CUDA-graph safe):
 
-With the polar factor ``Q = U V^T`` of ``W = U diag(s) V^T`` and ``M = Q^T W - r I``
-(eigenvalues ``s - r``), the projection onto ``{||W||_2 <= r}`` is
+    P_r(W) = W - Q relu(M) = W - Q (M + sign(M) M) / 2,   M = Q^T W - r I,  Q = U V^T,
 
-    P_r(W) = W - Q relu(M) = W - Q (M + sign(M) M) / 2,
-
-``Q`` and ``sign(M)`` from Newton--Schulz iterations ``X <- (3 X - X X^T X) / 2``, batched
-``(..., m, n)`` on the device in a fixed number of kernels (a CUDA graph can capture them).
-A singular value ``s < r`` is never changed; one within the sign iteration's resolution of
-``r`` (:func:`iterative_projection_error_bound`) is clipped to within half of it.
-:func:`spectral_norms_float64` is the exact check (an SVD in float64) to run each epoch.
+``Q`` and ``sign(M)`` by Newton--Schulz ``X <- (3 X - X X^T X) / 2`` on ``(..., m, n)``;
+:func:`spectral_norms_float64` is the exact check to run each epoch.
 """
 
 from __future__ import annotations
@@ -31,12 +25,8 @@ def _newton_schulz(x: Tensor, iterations: int) -> Tensor:
 
 
 def polar_factor(matrices: Tensor, iterations: int = POLAR_ITERATIONS) -> Tensor:
-    """``U V^T`` of ``W = U diag(s) V^T`` by Newton--Schulz, ``(..., m, n)``.
-
-    ``W`` is first divided by its Frobenius norm (``>= ||W||_2``), so every singular value
-    starts in ``(0, 1]``; one of relative size ``s / ||W||_F`` needs about
-    ``log(||W||_F / s) / log 1.5`` steps, then converges quadratically.
-    """
+    """``U V^T`` of ``W = U diag(s) V^T`` ``(..., m, n)`` by Newton--Schulz on ``W / ||W||_F``
+    (``s`` converges after about ``log(||W||_F / s) / log 1.5`` steps)."""
     scale = torch.linalg.matrix_norm(matrices).clamp(min=torch.finfo(matrices.dtype).tiny)
     return _newton_schulz(matrices / scale[..., None, None], iterations)
 
@@ -47,11 +37,7 @@ def project_spectral_ball_iterative(
     polar_iterations: int = POLAR_ITERATIONS,
     sign_iterations: int = SIGN_ITERATIONS,
 ) -> Tensor:
-    """``P_r(W) = W - Q relu(Q^T W - r I)`` with ``Q`` and ``relu`` from Newton--Schulz.
-
-    ``(..., m, n)`` with ``m >= n`` or ``m < n`` (a wide matrix is projected through its
-    transpose); the dtype of the input.  Matrix products only: no host synchronization.
-    """
+    """``P_r(W) = W - Q relu(Q^T W - r I)`` of ``(..., m, n)`` (wide: through the transpose)."""
     if not radius > 0:
         raise ValueError(f"the radius must be positive, got {radius}")
     if matrices.dim() < 2 or not matrices.is_floating_point():
@@ -72,12 +58,8 @@ def project_spectral_ball_iterative(
 def iterative_projection_error_bound(
     matrices: Tensor, radius: float = 1.0, sign_iterations: int = SIGN_ITERATIONS
 ) -> Tensor:
-    """The sign iteration's resolution ``(sqrt(n) max(||W||_2, r)) 1.5^-k`` per matrix ``(...)``.
-
-    A singular value farther than this from ``r`` is clipped exactly (up to rounding and a
-    converged polar factor); one closer is left at most half of it above ``r``.  Uses the
-    Frobenius norm as the bound on ``||W||_2``; a statement of tolerance, not a certificate.
-    """
+    """The sign iteration's resolution ``(||W||_F + sqrt(n) r) 1.5^-k`` per matrix ``(...)``: a
+    singular value farther from ``r`` is clipped exactly, a closer one to within half of it."""
     n = min(matrices.shape[-2:])
     frobenius = torch.linalg.matrix_norm(matrices.detach().double())
     return (frobenius + radius * n**0.5) * 1.5 ** (-sign_iterations)

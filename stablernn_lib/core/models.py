@@ -1,18 +1,18 @@
-"""Recurrent models as explicit state-transition maps ``state' = phi_w(state, x)``, ``h_0 = 0``.
-
-Inputs are time-first ``(T, B, D)``; a state is one tensor ``(B, S)`` (for the LSTM
-``S = 2H``, the concatenation ``[c, h]``), so truncation and Jacobians treat every model alike.
-"""
+"""Recurrent models as maps ``state' = phi_w(state, x)``, ``h_0 = 0``: inputs ``(T, B, D)``, one
+state tensor ``(B, S)`` (the LSTM's ``[c, h]``, ``S = 2H``)."""
 
 from __future__ import annotations
 
 import math
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from stablernn_lib.core.norms import activation_lipschitz, spectral_norm
 
+Map = TypeVar("Map", bound="RecurrentMap")
+Torch = TypeVar("Torch", bound=nn.RNNBase)
 ACTIVATIONS = {
     "tanh": torch.tanh,
     "relu": torch.relu,
@@ -48,27 +48,72 @@ class RecurrentMap(nn.Module):
         """The hidden part ``h`` of states ``(..., S) -> (..., H)``."""
         return states
 
+    def _init_weights(
+        self,
+        input_size: int,
+        hidden_size: int,
+        state_size: int,
+        rows: int,
+        bias: bool,
+        dtype: torch.dtype,
+        device: torch.device | str | None,
+    ) -> None:
+        """``weight_hh (rows, H)``, ``weight_ih (rows, D)`` uniform in ``+-1 / sqrt(H)``; a zero
+        ``bias (rows,)`` or None."""
+        if input_size < 1 or hidden_size < 1:
+            raise ValueError("input_size and hidden_size must be positive integers")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.state_size = state_size
+        factory = {"dtype": dtype, "device": device}
+        bound = 1.0 / math.sqrt(hidden_size)
+        self.weight_hh = nn.Parameter(torch.empty(rows, hidden_size, **factory))
+        self.weight_ih = nn.Parameter(torch.empty(rows, input_size, **factory))
+        self.bias = nn.Parameter(torch.zeros(rows, **factory)) if bias else None
+        for weight in (self.weight_hh, self.weight_ih):
+            nn.init.uniform_(weight, -bound, bound)
+
     def zero_state(self, batch: int) -> Tensor:
         """The initial state ``h_0 = 0`` of shape ``(B, S)``."""
         weight = next(self.parameters())
         return weight.new_zeros(batch, self.state_size)
 
-    @torch.no_grad()
-    def load_torch_layer0(self, module: nn.RNNBase) -> None:
-        """Copy layer 0 of a fused ``torch.nn.RNN``/``LSTM`` (its two biases summed into one)."""
-        self.weight_hh.copy_(module.weight_hh_l0)
-        self.weight_ih.copy_(module.weight_ih_l0)
-        if module.bias:
-            self.bias.copy_(module.bias_ih_l0 + module.bias_hh_l0)
+    @classmethod
+    def _from_layer0(cls: type[Map], module: nn.RNNBase, **options: Any) -> Map:
+        """The map with layer 0 of a fused ``torch.nn.RNN``/``LSTM`` (its two biases summed)."""
+        weight = module.weight_hh_l0
+        model = cls(
+            module.input_size,
+            module.hidden_size,
+            bias=module.bias,
+            dtype=weight.dtype,
+            device=weight.device,
+            **options,
+        )
+        with torch.no_grad():
+            model.weight_hh.copy_(module.weight_hh_l0)
+            model.weight_ih.copy_(module.weight_ih_l0)
+            if module.bias:
+                model.bias.copy_(module.bias_ih_l0 + module.bias_hh_l0)
+        return model
 
-    @torch.no_grad()
-    def store_torch_layer0(self, module: nn.RNNBase) -> nn.RNNBase:
-        """Write these weights into layer 0 of ``module`` (bias in ``bias_ih``, ``bias_hh = 0``)."""
-        module.weight_hh_l0.copy_(self.weight_hh)
-        module.weight_ih_l0.copy_(self.weight_ih)
-        if self.bias is not None:
-            module.bias_ih_l0.copy_(self.bias)
-            module.bias_hh_l0.zero_()
+    def _to_layer0(self, module_class: type[Torch], **options: Any) -> Torch:
+        """A one-layer ``module_class`` with these weights (``bias_ih = b``, ``bias_hh = 0``)."""
+        weight = self.weight_hh
+        module = module_class(
+            self.input_size,
+            self.hidden_size,
+            bias=self.bias is not None,
+            dtype=weight.dtype,
+            device=weight.device,
+            **options,
+        )
+        with torch.no_grad():
+            module.weight_hh_l0.copy_(self.weight_hh)
+            module.weight_ih_l0.copy_(self.weight_ih)
+            if self.bias is not None:
+                module.bias_ih_l0.copy_(self.bias)
+                module.bias_hh_l0.zero_()
         return module
 
     def check_inputs(self, inputs: Tensor) -> None:
@@ -117,19 +162,8 @@ class VanillaRNN(RecurrentMap):
     ) -> None:
         super().__init__()
         _check_activation(activation)
-        if input_size < 1 or hidden_size < 1:
-            raise ValueError("input_size and hidden_size must be positive integers")
-        self.input_size = input_size
-        self.hidden_size = hidden_size
-        self.state_size = hidden_size
         self.activation = activation
-        factory = {"dtype": dtype, "device": device}
-        bound = 1.0 / math.sqrt(hidden_size)
-        self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size, **factory))
-        self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size, **factory))
-        self.bias = nn.Parameter(torch.zeros(hidden_size, **factory)) if bias else None
-        for weight in (self.weight_hh, self.weight_ih):
-            nn.init.uniform_(weight, -bound, bound)
+        self._init_weights(input_size, hidden_size, hidden_size, hidden_size, bias, dtype, device)
 
     def preactivation(self, state: Tensor, x: Tensor) -> Tensor:
         """``W h + U x + b``, shape ``(B, H)``."""
@@ -145,17 +179,7 @@ class VanillaRNN(RecurrentMap):
         if not isinstance(module, nn.RNN):
             raise TypeError(f"expected torch.nn.RNN, got {type(module).__name__}")
         activation = {"RNN_TANH": "tanh", "RNN_RELU": "relu"}[module.mode]
-        weight = module.weight_hh_l0
-        model = cls(
-            module.input_size,
-            module.hidden_size,
-            activation=activation,
-            bias=module.bias,
-            dtype=weight.dtype,
-            device=weight.device,
-        )
-        model.load_torch_layer0(module)
-        return model
+        return cls._from_layer0(module, activation=activation)
 
     def to_torch(self) -> nn.RNN:
         """A one-layer ``torch.nn.RNN`` with the same weights (tanh or ReLU only)."""
@@ -164,16 +188,7 @@ class VanillaRNN(RecurrentMap):
                 f"torch.nn.RNN supports tanh and relu, not {self.activation!r}; "
                 "use activation='tanh' or 'relu' to convert"
             )
-        weight = self.weight_hh
-        module = nn.RNN(
-            self.input_size,
-            self.hidden_size,
-            nonlinearity=self.activation,
-            bias=self.bias is not None,
-            dtype=weight.dtype,
-            device=weight.device,
-        )
-        return self.store_torch_layer0(module)
+        return self._to_layer0(nn.RNN, nonlinearity=self.activation)
 
 
 class LinearRNN(VanillaRNN):
@@ -213,18 +228,9 @@ class LSTMMap(RecurrentMap):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        if input_size < 1 or hidden_size < 1:
-            raise ValueError("input_size and hidden_size must be positive integers")
-        self.input_size = input_size
-        self.hidden_size = hidden_size
-        self.state_size = 2 * hidden_size
-        factory = {"dtype": dtype, "device": device}
-        bound = 1.0 / math.sqrt(hidden_size)
-        self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size, **factory))
-        self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size, **factory))
-        self.bias = nn.Parameter(torch.zeros(4 * hidden_size, **factory)) if bias else None
-        for weight in (self.weight_hh, self.weight_ih):
-            nn.init.uniform_(weight, -bound, bound)
+        self._init_weights(
+            input_size, hidden_size, 2 * hidden_size, 4 * hidden_size, bias, dtype, device
+        )
 
     def split_state(self, state: Tensor) -> tuple[Tensor, Tensor]:
         """``(..., 2H) -> (c, h)``, each ``(..., H)``."""
@@ -255,28 +261,11 @@ class LSTMMap(RecurrentMap):
             raise TypeError(f"expected torch.nn.LSTM, got {type(module).__name__}")
         if module.proj_size:
             raise ValueError("LSTMs with proj_size > 0 are not supported; use proj_size=0")
-        weight = module.weight_hh_l0
-        model = cls(
-            module.input_size,
-            module.hidden_size,
-            bias=module.bias,
-            dtype=weight.dtype,
-            device=weight.device,
-        )
-        model.load_torch_layer0(module)
-        return model
+        return cls._from_layer0(module)
 
     def to_torch(self) -> nn.LSTM:
         """A one-layer ``torch.nn.LSTM`` with the same weights."""
-        weight = self.weight_hh
-        module = nn.LSTM(
-            self.input_size,
-            self.hidden_size,
-            bias=self.bias is not None,
-            dtype=weight.dtype,
-            device=weight.device,
-        )
-        return self.store_torch_layer0(module)
+        return self._to_layer0(nn.LSTM)
 
 
 def random_vanilla_rnn(

@@ -1,20 +1,7 @@
-"""Numbers the course attributes to the paper, each with the source it was checked against.
-
-Every number that the book presents as the paper's (a test perplexity, a negative
-log-likelihood, ...) lives here once, as a :class:`PaperClaim`: its value exactly as
-quoted, what it measures, whether it was **checked** against a stored source (and
-which) or is **recalled, not checked**, and the version of the paper it refers to.
-
-The book renders a claim with its mark, never as a bare number:
-
-- in Markdown (chapters, ``intro.md``): the role ``{paper}`wt2-rnn-unconstrained-ppl```
-  of the book's Sphinx extension prints ``146.7`` followed by the mark ✓ (checked) or
-  † (recalled, not checked), whose tooltip names the source and the version;
-- in code cells and library tables: :func:`marked` gives the same text, ``"146.7 ✓"``;
-- ``{paper-claims}`` (a directive) prints the whole registry as a table.
-
-:mod:`stablernn_tools.paper_claims_check` finds paper numbers written without the
-mechanism (``python -m stablernn_tools book check-claims``) and holds the Sphinx role.
+"""Every number the course attributes to the paper, once, as a :class:`PaperClaim`: the value as
+quoted, what it measures, checked against a stored source (✓) or recalled (†), and the paper's
+version.  The book shows a claim with its mark: ``{paper}`key``` in Markdown, :func:`marked` in
+code, the ``{paper-claims}`` directive for the registry (``stablernn_tools.paper_claims_check``).
 """
 
 from __future__ import annotations
@@ -23,6 +10,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from stablernn_lib.core.tables import text_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,12 +41,8 @@ TALK = (
 
 @dataclass(frozen=True)
 class PaperClaim:
-    """One number attributed to the paper.
-
-    ``value`` is the text quoted (``"146.7"``); ``status`` is ``"checked"`` or
-    ``"recalled"``; ``source`` names where it was checked (empty when recalled);
-    ``version`` is a key of :data:`VERSIONS`.
-    """
+    """One number attributed to the paper: ``value`` as quoted (``"146.7"``), ``status``
+    (``"checked"``, with its ``source``, or ``"recalled"``), ``version`` (a key of ``VERSIONS``)."""
 
     key: str
     value: str
@@ -179,12 +164,9 @@ def marked(key: str) -> str:
 
 def claims_markdown(keys: Iterable[str] | None = None) -> str:
     """A Markdown table of the claims (all by default): value, mark, quantity, source."""
-    lines = [
-        "| number | what it is | source | version |",
-        "| ---: | --- | --- | --- |",
-    ]
+    rows = []
     for key in keys if keys is not None else REGISTRY:
         entry = claim(key)
         where = f"checked: {entry.source}" if entry.status == CHECKED else "recalled, not checked"
-        lines.append(f"| {marked(key)} | {entry.quantity} | {where} | {VERSIONS[entry.version]} |")
-    return "\n".join(lines)
+        rows.append([marked(key), entry.quantity, where, VERSIONS[entry.version]])
+    return text_table("number | what it is | source | version", rows, right=[0])

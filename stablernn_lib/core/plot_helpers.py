@@ -59,13 +59,8 @@ _BELOW = ("outside lower left", "outside lower right", "outside lower center")
 
 
 def legends_below(figure: Figure, columns: int = 2) -> Figure:
-    """Move the legends of ``figure``'s axes below all axes, where no curve is drawn.
-
-    Axes with the same legend entries share one figure legend; at most three distinct ones
-    fit side by side, each with its title and ``columns`` columns. The figure must use the
-    constrained layout; it grows by 0.35 in per row of the tallest legend and is finished
-    again (:func:`~stablernn_lib.core.style.finish`).
-    """
+    """Move the axes' legends below all axes (at most three distinct ones, with ``columns``
+    columns; same entries share one); a constrained-layout figure grows 0.35 in per row."""
     if (
         figure.get_layout_engine() is None
         or "Constrained" not in type(figure.get_layout_engine()).__name__

@@ -1,10 +1,6 @@
-"""The course's figure style: one colour per model in every figure, text legible on the site.
-
-:func:`finish` (every plotting function ends with ``return finish(fig)``) draws a figure at
-:data:`DPI`, at most :data:`MAX_WIDTH_IN` wide (the site's text column), every text at least
-:data:`MIN_PT` points, and gives markers to lines that colour alone would tell apart.
-:func:`legibility_problems` and :func:`colour_only_series` list what breaks these rules.
-"""
+"""The figure style: one colour per model; :func:`finish` (every plot ends with it) fits the site's
+column at :data:`DPI`, raises texts to :data:`MIN_PT` and marks lines told apart by colour alone;
+:func:`legibility_problems` and :func:`colour_only_series` list what breaks these rules."""
 
 from __future__ import annotations
 
@@ -173,10 +169,8 @@ def colour_only_series(fig: Figure) -> list[str]:
 
 
 def distinguish_series(fig: Figure) -> Figure:
-    """Give a marker to every labelled line that colour alone tells apart from another of its
-    axes: within a group of lines of one style and marker, each colour after the first gets
-    the next of :data:`SERIES_MARKERS` (its legend entry too). A second call changes nothing.
-    """
+    """In each group of labelled lines of one style and marker, give each colour after the first
+    the next of :data:`SERIES_MARKERS` (legend too); idempotent."""
     for axis in fig.get_axes():
         groups: dict[tuple[str, str], list[Line2D]] = {}
         for line in _series(axis):

@@ -1,9 +1,5 @@
-"""The truncated (feed-forward) model of context ``k``.
-
-``h^k_t`` runs the same map on the last ``k`` inputs only:
-``h^k_t = phi_w(h^k_{t-1}, x_t)`` with ``h^k_{t-k} = 0``.  For ``t <= k`` the
-window reaches back to ``h_0 = 0`` and ``h^k_t = h_t``.
-"""
+"""The truncated model of context ``k``: ``h^k_t = phi_w(h^k_{t-1}, x_t)`` with ``h^k_{t-k} = 0``
+(the last ``k`` inputs only; ``h^k_t = h_t`` for ``t <= k``)."""
 
 from __future__ import annotations
 
@@ -21,15 +17,8 @@ def _check_context(k: int) -> None:
 
 
 def truncated_states(model: RecurrentMap, inputs: Tensor, k: int) -> Tensor:
-    """All truncated states ``h^k_1, ..., h^k_T``, computed in parallel over ``t``.
-
-    The ``T`` windows ``x_{t-k+1..t}`` are stacked along the batch axis and the
-    map is applied ``k`` times to all of them at once, so the sequential depth is
-    ``min(k, T)`` instead of ``T``.  Window positions before ``x_1`` leave the
-    state at zero, which makes the result exact even when ``phi_w(0, 0) != 0``.
-
-    Shapes: inputs ``(T, B, D)`` -> states ``(T, B, S)``.
-    """
+    """``h^k_1, ..., h^k_T``: inputs ``(T, B, D)`` -> ``(T, B, S)``, the ``T`` windows stacked
+    along the batch (depth ``min(k, T)``); positions before ``x_1`` leave the state at zero."""
     model.check_inputs(inputs)
     _check_context(k)
     T, B, D = inputs.shape

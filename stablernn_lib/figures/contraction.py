@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import math
+import re
 from functools import lru_cache
 
 import matplotlib.pyplot as plt
@@ -15,9 +15,9 @@ from stablernn_lib.core.contraction import project_spectral_ball
 from stablernn_lib.core.models import LSTMMap, random_vanilla_rnn
 from stablernn_lib.core.norms import spectral_norm
 from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
-from stablernn_lib.core.tables import format_value, markdown_table
+from stablernn_lib.core.tables import format_value, markdown_table, text_table
+from stablernn_lib.theory import lstm_certificate
 from stablernn_lib.theory.contraction_experiments import DescentHistory
-from stablernn_lib.theory.lstm_certificate import gate_blocks, induced_norm
 
 MATRIX_KINDS = ("scaled orthogonal", "gaussian")
 
@@ -105,16 +105,11 @@ def family_matrix(family: str, a: float, b: float) -> torch.Tensor:
     return torch.tensor(FAMILIES[family][0](a, b), dtype=torch.float64)
 
 
-def family_coordinates(family: str, matrix: torch.Tensor) -> tuple[float, float]:
-    """Read ``(a, b)`` back from a matrix of the family."""
-    (i, j), (k, m) = FAMILIES[family][1]
-    return float(matrix[i, j]), float(matrix[k, m])
-
-
 def projected_point(family: str, a: float, b: float, radius: float = 1.0) -> tuple[float, float]:
-    """Coordinates of the SVD projection of the family's matrix onto ``{||W||_2 <= radius}``."""
+    """``(a, b)`` of the projection of the family's matrix onto ``{||W||_2 <= radius}``."""
     projected = project_spectral_ball(family_matrix(family, a, b), radius)
-    return family_coordinates(family, projected)
+    (i, j), (k, m) = FAMILIES[family][1]
+    return float(projected[i, j]), float(projected[k, m])
 
 
 @lru_cache(maxsize=8)
@@ -129,9 +124,8 @@ def _unit_ball_boundary(family: str, radius: float, points: int = 721) -> np.nda
 
 
 def projection_figure(a: float, b: float, radius: float = 1.0, limit: float = 2.0) -> Figure:
-    """The stable set ``{||W||_2 <= radius}`` in three planes of ``2 x 2`` matrices; in each the
-    Frobenius norm is a multiple of ``sqrt(a^2 + b^2)`` and the SVD projection stays in the
-    plane, so the picture shows the Euclidean projection."""
+    """``{||W||_2 <= radius}`` and the projection of ``W(a, b)`` in three planes of ``2 x 2``
+    matrices (each closed under it, Frobenius norm a multiple of ``sqrt(a^2 + b^2)``)."""
     apply_style()
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.6))
     names = {"diagonal": "[[a,0],[0,b]]", "symmetric": "[[a,b],[b,a]]"}
@@ -176,11 +170,8 @@ def projected_descent_figure(runs: list[DescentHistory], radius: float = 1.0) ->
 
 
 def verification_table(rows: list[dict[str, object]]) -> str:
-    """Markdown table of the rows of
-    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`: the proved
-    constants for ``p = inf`` and ``p = 1``, the largest measured Jacobian norm and pair ratio
-    in the certificate's norm ("cert.") and the Euclidean one ("Eucl."); short headers fit the
-    784 px column of a 1400 px window."""
+    """The rows of ``lstm_verification_rows``: proved constants (``p = inf``, 1), largest
+    Jacobian norm and pair ratio in the certificate's and the Euclidean norm."""
     headers = {
         "model": "model",
         "certificate": "proved (∞)",
@@ -197,39 +188,29 @@ def verification_table(rows: list[dict[str, object]]) -> str:
 
 
 def contraction_table(rows: list[dict[str, object]]) -> str:
-    """Markdown table of the rows of
-    :func:`~stablernn_lib.theory.contraction_experiments.lstm_verification_rows`: the proved
-    ``lambda_inf`` and the largest measured one-step constant (Jacobians and pairs of states)
-    in the certificate's norm and in the Euclidean norm, each with its verdict "< 1"."""
-    lines = [
-        "| model | certified λ | measured, certificate's norm | measured, Euclidean |",
-        "| --- | ---: | ---: | ---: |",
-    ]
+    """Per row of ``lstm_verification_rows``: proved ``lambda_inf`` and largest measured one-step
+    constant in the certificate's and the Euclidean norm, each with its verdict "< 1"."""
+    cells = []
     for row in rows:
         proved = float(row["certificate"])
         measured = max(
             float(row["jacobian_certificate_norm"]), float(row["pairs_certificate_norm"])
         )
         euclidean = max(float(row["jacobian_euclidean"]), float(row["pairs_euclidean"]))
-        cells = [
+        verdicts = (
             f"{format_value(v)} ({'< 1' if v < 1 else '≥ 1'})"
             for v in (proved, measured, euclidean)
-        ]
-        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        )
+        cells.append([f"{row['model']}", *verdicts])
+    columns = "model | certified λ | measured, certificate's norm | measured, Euclidean"
+    return text_table(columns, cells, right=(1, 2, 3))
 
 
 def gate_norm_table(model: LSTMMap) -> str:
-    """Markdown table: largest column sum (induced 1-norm) and row sum (induced inf-norm)
-    of each recurrent gate block ``W_g`` and of the forget gate's input block ``U_f``."""
-    blocks = [(f"W_{g}", w) for g, w in gate_blocks(model.weight_hh.detach()).items()]
-    blocks.append(("U_f", gate_blocks(model.weight_ih.detach())["f"]))
-    lines = ["| block | max column sum | max row sum |", "| --- | ---: | ---: |"]
-    for name, block in blocks:
-        lines.append(
-            f"| ${name}$ | {induced_norm(block, 1):.4f} | {induced_norm(block, math.inf):.4f} |"
-        )
-    return "\n".join(lines)
+    """:func:`~stablernn_lib.theory.lstm_certificate.gate_norm_table` with the blocks in math
+    (``$W_i$``), without its forget-bias line."""
+    table = lstm_certificate.gate_norm_table(model).split("\n\n")[0]
+    return re.sub(r"^\| `(\w+)` \|", r"| $\1$ |", table, flags=re.MULTILINE)
 
 
 def lstm_verification_figure(rows: list[dict[str, object]]) -> Figure:

@@ -1,9 +1,4 @@
-"""Chapter 3: recurrent models, truncated BPTT, truncated models, and models of context k.
-
-Gradients of ``l(h_T)`` (:func:`last_step_gradients`): ``full`` backpropagates through all
-``T`` steps; ``truncated_bptt`` runs the recurrent model but stops at ``h_{T-k}`` (detached);
-``truncated_model`` differentiates the truncated model, whose last window starts from zero.
-"""
+"""Chapter 3: recurrent models, truncated BPTT, truncated models, and models of context k."""
 
 from __future__ import annotations
 
@@ -24,9 +19,8 @@ from stablernn_lib.figures.widgets import InteractivePlot, interactive_plot
 def input_influence(
     lam: float, k: int | None, steps: int = 40, hidden_size: int = 16, seed: int = 0
 ) -> Tensor:
-    """``||d h_T / d x_{T - lag}||_2`` for ``lag = 0..steps-1`` (a random tanh RNN with
-    contraction constant ``lam``, one Gaussian input sequence): of the recurrent model's
-    ``h_T`` (``k=None``) or of the truncated model's ``h^k_T``."""
+    """``||d h_T / d x_{T - lag}||_2``, ``lag = 0..steps-1``, of ``h_T`` (``k=None``) or ``h^k_T``
+    for a random tanh RNN with ``lambda = lam`` on one Gaussian input sequence."""
     generator = torch.Generator().manual_seed(seed)
     model = random_vanilla_rnn(1, hidden_size, lam, generator=generator)
     inputs = torch.randn(steps, 1, 1, generator=generator, dtype=torch.float64)
@@ -87,7 +81,8 @@ def last_step_gradients(
     model: RecurrentMap, inputs: Tensor, target: Tensor, k: int
 ) -> dict[str, dict[str, Tensor]]:
     """Gradients of ``l = ||h_T - target||^2 / 2`` (inputs ``(T, B, D)``, target ``(B, S)``):
-    ``{"full" | "truncated_bptt" | "truncated_model": {parameter name: gradient}}``."""
+    ``{"full" | "truncated_bptt" | "truncated_model": {parameter name: gradient}}`` (through all
+    ``T`` steps; stopped at a detached ``h_{T-k}``; the last ``k`` steps from zero)."""
     if not 1 <= k <= inputs.shape[0]:
         raise ValueError(f"the context k must be between 1 and T = {inputs.shape[0]}, got {k}")
     names = [name for name, _ in model.named_parameters()]
@@ -172,17 +167,15 @@ def context_diagram_figure(k: int = 8, length: int = 16) -> Figure:
         for t in positions:
             ax.plot(t, 0, "o", ms=6, color=used if t in active else unused)
 
-    # recurrent: a chain of states, every input feeds the last state
-    inputs(axes[0], positions)
-    axes[0].plot(positions, [1] * length, "-o", ms=5, color=FULL_COLOR)
-    for t in positions:
-        axes[0].plot([t, t], [0, 1], color=FULL_COLOR, lw=0.8)
-    # truncated: a chain of k states from zero
-    inputs(axes[1], window)
-    axes[1].plot([window[0] - 1, *window], [1] * (k + 1), "-o", ms=5, color=FULL_COLOR)
+    def chain(ax, active, states):  # the active inputs feed a chain of states
+        inputs(ax, active)
+        ax.plot(states, [1] * len(states), "-o", ms=5, color=FULL_COLOR)
+        for t in active:
+            ax.plot([t, t], [0, 1], color=FULL_COLOR, lw=0.8)
+
+    chain(axes[0], positions, positions)  # recurrent: every input feeds the last state
+    chain(axes[1], window, [window[0] - 1, *window])  # truncated: k states from zero
     axes[1].annotate("0", (window[0] - 1, 1), xytext=(-12, 4), textcoords="offset points")
-    for t in window:
-        axes[1].plot([t, t], [0, 1], color=FULL_COLOR, lw=0.8)
     # dilated convolutions: the tree of connections behind the last output
     tree = _dilated_tree(length, dilations)
     inputs(axes[2], {source for source, _ in tree[0]})

@@ -1,6 +1,5 @@
-"""Figure 1b (Chapter 7) from :func:`stablernn_lib.theory.weights_close.run_figure1`: the
-distance between recurrent and truncated weights against the Proposition 2 bound, and the
-``figure1`` command (run the experiment, write its PNG)."""
+"""Figure 1b (Chapter 7): recurrent against truncated weights with the Proposition 2 bound, from
+:func:`stablernn_lib.theory.weights_close.run_figure1`; the ``figure1`` command."""
 
 from __future__ import annotations
 
@@ -84,9 +83,8 @@ def _draw_figure1_row(axes: Sequence[Any], units: Sequence[dict[str, Any]]) -> N
 
 
 def plot_figure1(results: dict[str, Any], activation: str | None = None) -> Figure:
-    """Figure 1b, one row per activation (or ``activation`` only): distance versus steps for
-    each ``k`` with ``alpha/t`` and constant steps, the final distance and prediction gap
-    versus ``k`` (Theorem 1)."""
+    """Figure 1b, a row per activation: distance against steps per ``k`` for both schedules,
+    and the final distance and prediction gap against ``k``."""
     units = results["units"]
     activations = [activation] if activation else sorted({u["activation"] for u in units})
     figure = Figure(figsize=(13, 3.8 * len(activations)), layout="constrained")

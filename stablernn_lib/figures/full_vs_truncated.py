@@ -57,9 +57,8 @@ def truncation_example(
     steps: int = 80,
     seed: int = 0,
 ) -> TruncationExample:
-    """Run :func:`stablernn_lib.core.models.random_vanilla_rnn` (tanh, ``||W||_2 = lam``) and
-    its truncation ``k`` on i.i.d. standard Gaussian inputs (one ``seed``: one model and
-    input sequence for every ``k``)."""
+    """A random tanh RNN (``||W||_2 = lam``) and its truncation ``k`` on Gaussian inputs (one
+    model and sequence per ``seed``, for every ``k``)."""
     model, inputs, full = _example_model_and_inputs(lam, input_size, hidden_size, steps, seed)
     with torch.no_grad():
         truncated = truncated_states(model, inputs, k)

@@ -1,7 +1,5 @@
-"""Chapter 9's figures: every seed's test NLL on JSB Chorales, the learning curves, the
-truncated models' NLL against their context, and a chorale's piano roll beside a model's
-predictions.
-"""
+"""Chapter 9's figures: JSB Chorales test NLL per seed, learning curves, NLL against the context,
+and a chorale's piano roll beside a model's predictions."""
 
 from __future__ import annotations
 
@@ -29,10 +27,8 @@ MARKERS = ("o", "s", "^")
 def seed_results_figure(
     runs_by_label: dict[str, dict[str, dict[int, dict[str, Any]]]], baseline: float
 ) -> Figure:
-    """Test NLL per time step of every seed (dots) and the mean (bar) of each model, one
-    group of columns per model and one column per labelled set of runs
-    (``{label: load_seed_results(config)}``); a star marks the paper's number, the dashed
-    line the no-memory ``baseline``."""
+    """Test NLL per step of every seed (dots) and the mean (bar), a column per model and
+    ``{label: load_seed_results(config)}`` entry; star: the paper; dashed: ``baseline``."""
     figure, axis = plt.subplots(figsize=(PHONE_WIDTH_IN, 3.6), layout="constrained")
     width = 0.8 / max(len(runs_by_label), 1)
     for group, (cell, variant) in enumerate(TABLE_VARIANTS):

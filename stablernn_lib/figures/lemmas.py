@@ -140,9 +140,8 @@ def gradient_gap_frame(
 
 
 def smoothness_figure(results: list[SmoothnessResult], labels: list[str]) -> Figure:
-    """Lemma 3: the largest Lipschitz ratio of ``grad p_T`` found per ``lambda`` (solid), ``beta``
-    (dashed) and ``c (1 - lambda)^-3`` through the first point (dotted), against
-    ``1 / (1 - lambda)`` (log-log)."""
+    """Lemma 3: largest measured Lipschitz ratio of ``grad p_T`` (solid), ``beta`` (dashed) and
+    ``c (1 - lambda)^-3`` (dotted) against ``1 / (1 - lambda)``."""
     fig, ax = plt.subplots(figsize=STYLE["figure.figsize"], layout="constrained")
     for result, label, color in zip(results, labels, _colors(len(results)), strict=True):
         x = 1 / (1 - result.lams)

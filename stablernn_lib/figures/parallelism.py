@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 
 from stablernn_lib.core.models import random_vanilla_rnn
 from stablernn_lib.core.style import BOUND_COLOR, FULL_COLOR, TRUNCATED_COLOR, apply_style, finish
+from stablernn_lib.core.tables import text_table
 from stablernn_lib.core.truncation import truncated_states, truncated_states_reference
 
 FUSED_COLOR = "#2e7d32"
@@ -57,12 +58,9 @@ def time_truncated_evaluation(
     per_window_max_length: int = 256,
     seed: int = 0,
 ) -> list[dict]:
-    """Time the four evaluations of a random stable tanh RNN (``lambda = 0.9``, float32, input
-    size 8) for each ``T`` in ``lengths`` at context ``k``; the per-window loop only for
-    ``T <= per_window_max_length``. Each row: ``device, T, k``, the ``<method>_s`` times
-    (``per_window_s`` None when skipped), the ratios ``sequential_over_parallel``,
-    ``per_window_over_parallel``, ``sequential_over_fused``, and ``max_difference`` between
-    the parallel and per-window states (both compute the same thing)."""
+    """Rows ``device, T, k``, ``<method>_s``, their ratios and ``max_difference`` (parallel
+    against per-window) of a random tanh RNN (``lambda = 0.9``, float32) per ``T`` of
+    ``lengths``; the per-window loop only up to ``per_window_max_length``."""
     device = torch.device(device)
     if any(length < 1 for length in lengths) or k < 1:
         raise ValueError("every length T and the context k must be positive integers")
@@ -100,25 +98,19 @@ def time_truncated_evaluation(
 
 def timings_table(rows: Sequence[dict]) -> str:
     """Markdown table of :func:`time_truncated_evaluation` rows (times in ms, then ratios)."""
-    lines = [
-        "| device | T | k | sequential, ms | parallel, ms | per-window, ms | fused, ms "
-        "| seq/par | win/par | seq/fused |",
-        "| --- |" + " ---: |" * 9,
-    ]
+    cells = []
     for row in rows:
         window = "–" if row["per_window_s"] is None else f"{row['per_window_s'] * 1e3:.2f}"
-        window_ratio = (
-            "–"
-            if row["per_window_over_parallel"] is None
-            else f"{row['per_window_over_parallel']:.1f}"
-        )
-        lines.append(
-            f"| {row['device']} | {row['T']:,} | {row['k']} | {row['sequential_s'] * 1e3:.2f} "
+        ratio = row["per_window_over_parallel"]
+        window_ratio = "–" if ratio is None else f"{ratio:.1f}"
+        cells.append(
+            f"{row['device']} | {row['T']:,} | {row['k']} | {row['sequential_s'] * 1e3:.2f} "
             f"| {row['parallel_s'] * 1e3:.2f} | {window} | {row['fused_s'] * 1e3:.2f} "
             f"| {row['sequential_over_parallel']:.1f} | {window_ratio} "
-            f"| {row['sequential_over_fused']:.1f} |"
+            f"| {row['sequential_over_fused']:.1f}"
         )
-    return "\n".join(lines)
+    columns = "device | T | k | sequential, ms | parallel, ms | per-window, ms | fused, ms"
+    return text_table(f"{columns} | seq/par | win/par | seq/fused", cells, right=range(1, 10))
 
 
 def timing_figure(rows: Sequence[dict]) -> Figure:

@@ -1,10 +1,7 @@
-"""One helper for every widget-driven plot of the course: :func:`interactive_plot`.
-
-It renders ``draw(**values)`` at every point of a grid of slider values (PNG frames with
-their text alternatives) and nests the frames in ``ipywidgets.Stack`` containers, one level
-per slider, each linked in the browser (``jslink``) to its slider: the widget works on the
-static site with no kernel. On Colab, without ``Stack`` (ipywidgets < 8), or with
-``STABLERNN_WIDGETS=live`` it redraws on the kernel instead (``interactive_output``).
+""":func:`interactive_plot`: ``draw(**values)`` rendered on a grid of slider values into PNG
+frames (with text alternatives) in ``ipywidgets.Stack``s ``jslink``-ed to the sliders, so the
+static site needs no kernel; on Colab, without ``Stack`` or with ``STABLERNN_WIDGETS=live`` it
+redraws on the kernel.
 """
 
 from __future__ import annotations
@@ -33,8 +30,8 @@ WIDGET_MODE_VARIABLE = "STABLERNN_WIDGETS"
 
 
 class InteractivePlot(ipywidgets.VBox):
-    """The widget of :func:`interactive_plot`: ``sliders`` (name -> slider), ``links`` (the
-    browser-side links) and ``num_frames`` (precomputed images); no links nor frames live."""
+    """:func:`interactive_plot`'s widget: ``sliders``, ``links`` (browser-side) and
+    ``num_frames`` (none of either live)."""
 
     def __init__(
         self,
@@ -57,20 +54,12 @@ def interactive_plot(
     labels: Mapping[str, str] | None = None,
     alt: str | Callable[..., str] | None = None,
 ) -> InteractivePlot:
-    """Return a widget that shows ``draw(**values)`` for slider-chosen ``values``.
+    """A widget showing ``draw(**values)`` (a ``Figure``) for the sliders' ``values``.
 
-    Args:
-        draw: one keyword argument per slider -> a matplotlib ``Figure`` (closed once drawn).
-        sliders: 1 to 3 entries ``name -> grid of distinct values``; at most ``MAX_FRAMES``
-            frames (the product of the grid sizes).
-        description: a sentence above the sliders (HTML; math in Unicode and ``<sub>``,
-            as the static site does not typeset TeX in widgets).
-        labels: ``name -> label`` in place of ``SLIDER_LABELS`` for this plot.
-        alt: every frame's text alternative (what is plotted and its finding, about 250
-            characters at most), or a function of the slider values returning it; the
-            slider values shown are appended. Default: the description.
-
-    The sliders start at the first value of each grid.
+    ``sliders``: 1 to 3 ``name -> grid of distinct values`` (at most ``MAX_FRAMES`` frames),
+    starting at each first value; ``description``: HTML above them (no TeX); ``labels``:
+    in place of ``SLIDER_LABELS``; ``alt``: the frames' text alternative (about 250
+    characters), or a function of the values giving it (default: the description).
     """
     grids = _validate(draw, sliders, description)
     if alt is not None and not (callable(alt) or (isinstance(alt, str) and alt.strip())):
@@ -221,15 +210,12 @@ def _checked_figure(draw: Callable[..., Figure], values: dict[str, Any]) -> Figu
     figure = draw(**values)
     if not isinstance(figure, Figure):
         plt.close("all")
+        called = ", ".join(f"{name}={value!r}" for name, value in values.items())
         raise TypeError(
-            f"draw({_format_values(values)}) returned {type(figure).__name__}, not a "
-            "matplotlib Figure; end draw with `return fig` (e.g. `fig, ax = plt.subplots()`)."
+            f"draw({called}) returned {type(figure).__name__}, not a matplotlib Figure; "
+            "end draw with `return fig` (e.g. `fig, ax = plt.subplots()`)."
         )
     return finish(figure)  # every frame in the course style, whoever wrote draw
-
-
-def _format_values(values: dict[str, Any]) -> str:
-    return ", ".join(f"{name}={value!r}" for name, value in values.items())
 
 
 FRAME_HTML = '<img src="data:image/png;base64,{data}" alt="{alt}">'
@@ -237,8 +223,7 @@ FRAME_PATTERN = re.compile(r'^<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"
 
 
 def frame_widget(png: bytes, alt: str) -> ipywidgets.HTML:
-    """One frame: the PNG ``png`` inline (a data URL) with the text alternative ``alt`` (an
-    ``ipywidgets.Image`` has no ``alt``, and the static site does not draw one with a tooltip)."""
+    """One frame: ``png`` as a data URL with the text alternative ``alt`` (``Image`` has none)."""
     data = base64.b64encode(png).decode("ascii")
     return ipywidgets.HTML(FRAME_HTML.format(data=data, alt=html.escape(alt, quote=True)))
 
@@ -254,8 +239,7 @@ def frame_contents(frame: ipywidgets.HTML) -> tuple[bytes, str]:
 def _frame_text(
     alt: str | Callable[..., str] | None, labels: Mapping[str, str]
 ) -> Callable[[dict[str, Any]], str]:
-    """The text alternative of the frame drawn at ``values``: ``alt`` (called with the
-    values when it is a function; HTML tags dropped), then the values under their labels."""
+    """``describe(values)``: ``alt`` (or ``alt(**values)``) without HTML tags, then the values."""
 
     def describe(values: dict[str, Any]) -> str:
         text = alt(**values) if callable(alt) else alt or "Plot"

@@ -1,7 +1,5 @@
-"""Chapter 8's figures from committed results: the test perplexity of the four WikiText-2 models
-over their seeds beside the paper's numbers, Figure 2 (``PHONE_WIDTH_IN`` wide, legends below
-the axes), and the evidence page's validation curves.
-"""
+"""Chapter 8's figures from committed results: WikiText-2 test perplexity per seed beside the
+paper's, Figure 2, and the evidence page's validation curves."""
 
 from __future__ import annotations
 
@@ -34,9 +32,8 @@ from stablernn_lib.tasks.wikitext2.variants import (
 def cost_of_stability_figure(
     seed_runs: dict[str, dict[int, dict[str, Any]]], scale: str = "cpu scale"
 ) -> Figure:
-    """One column per model (RNN and LSTM, unconstrained and stable): each seed's test
-    perplexity (dots), their mean ± sd (bar), and the paper's number (open diamond, with
-    its mark: ✓ checked, † recalled).  ``seed_runs``: ``load_seed_results(config)``."""
+    """Per model of ``seed_runs`` (``load_seed_results(config)``): each seed's test perplexity
+    (dots), mean ± sd (bar) and the paper's number (open diamond)."""
     figure, axis = plt.subplots(figsize=(PHONE_WIDTH_IN, 3.4), layout="constrained")
     labels, paper_drawn = [], False
     for position, (cell, stable) in enumerate(MODEL_VARIANTS):
@@ -64,8 +61,8 @@ def cost_of_stability_figure(
 
 
 def figure2_figure(analysis: dict[str, Any], title: str = "") -> Figure:
-    """:func:`~stablernn_lib.tasks.wikitext2.measurements.plot_figure2` (gradient norm against
-    distance, log scale), ``PHONE_WIDTH_IN`` wide with its legend below the axes."""
+    """:func:`~stablernn_lib.tasks.wikitext2.measurements.plot_figure2`, ``PHONE_WIDTH_IN`` wide,
+    legend below."""
     figure = plot_figure2(analysis, title)
     figure.set_size_inches(PHONE_WIDTH_IN, figure.get_figheight())
     figure.set_layout_engine("constrained")
@@ -87,8 +84,8 @@ def _plot_runs(axis: Any, runs: dict[str, Run], label: Any) -> None:
 
 
 def plot_convergence(runs: dict[str, Run], title: str = "") -> Figure:
-    """Left: validation perplexity per epoch of the converged pair (log scale), the 6 epochs of
-    the cpu scale marked. Right: the stable model's relative gap per common epoch, in percent."""
+    """Validation perplexity per epoch of the converged pair (log), and the stable model's gap
+    per epoch in percent; the cpu scale's 6 epochs marked."""
     figure, (curves, gaps) = plt.subplots(1, 2, figsize=(8.2, 3.4))
     _plot_runs(
         curves,

@@ -37,14 +37,8 @@ def activation_lipschitz_symbolic(name: str) -> tuple[sp.Expr, sp.Expr]:
 
 
 def sigmoid_slope_facts() -> dict[str, sp.Expr]:
-    """Facts used for the gate slopes; every value simplifies to 0.
-
-    ``derivative_in_gate_terms``: ``sigma' = sigma (1 - sigma)``;
-    ``even``: ``sigma'(-u) = sigma'(u)``;
-    ``second_derivative``: ``sigma'' = sigma' (1 - 2 sigma)`` (negative for ``u > 0``, so
-    ``sigma'`` decreases in ``|u|`` and its maximum over an interval sits at the point
-    nearest 0); ``tanh_derivative``: ``tanh' = 1 - tanh^2``.
-    """
+    """Gate-slope facts, each simplifying to 0: ``sigma' = sigma (1 - sigma)``, ``sigma'`` even,
+    ``sigma'' = sigma' (1 - 2 sigma)`` (``sigma'`` decreases in ``|u|``), ``tanh' = 1 - tanh^2``."""
     sigma = ACTIVATION_EXPRESSIONS["sigmoid"]
     slope = sp.diff(sigma, u)
     return {
@@ -56,12 +50,9 @@ def sigmoid_slope_facts() -> dict[str, sp.Expr]:
 
 
 def lstm_difference_identities() -> dict[str, sp.Expr]:
-    """The algebra of the LSTM proof; every value expands to 0.
-
-    ``cell``: ``i z + f c - (i~ z~ + f~ c~) = (i - i~) z + i~ (z - z~) + (f - f~) c + f~ (c - c~)``;
-    ``hidden``: ``o t - o~ t~ = (o - o~) t + o~ (t - t~)`` with ``t = tanh(c')``;
-    ``cell_bound``: ``C = ibar zbar / (1 - fbar)`` solves ``C = ibar zbar + fbar C``.
-    """
+    """The LSTM proof's algebra, each expanding to 0 (``cell``: ``i z + f c - (i~ z~ + f~ c~)
+    = (i - i~) z + i~ (z - z~) + (f - f~) c + f~ (c - c~)``; ``hidden``: ``o t - o~ t~ =
+    (o - o~) t + o~ (t - t~)``; ``cell_bound``: ``C = ibar zbar / (1 - fbar)``, its fixed point)."""
     i, f, z, c, o, t = sp.symbols("i f z c o t", real=True)
     i2, f2, z2, c2, o2, t2 = sp.symbols("itilde ftilde ztilde ctilde otilde ttilde", real=True)
     cell = (i * z + f * c) - (i2 * z2 + f2 * c2)
@@ -78,12 +69,8 @@ def lstm_difference_identities() -> dict[str, sp.Expr]:
 
 
 def perron_2x2() -> dict[str, sp.Expr]:
-    """Perron root ``rho`` and vector ``v`` of ``M = [[m11, m12], [m21, m22]]`` (positive entries).
-
-    Returns ``root``, ``vector`` (a Matrix), ``eigen_residual`` (``M v - rho v``, simplifies
-    to zeros), ``char_poly_at_one`` (``det(I - M)``: with ``m11, m22 < 1`` the root is
-    ``< 1`` exactly when this is ``> 0``).
-    """
+    """``matrix`` ``M > 0`` (2 x 2), its Perron ``root`` and ``vector``, ``eigen_residual``
+    (zeros), ``char_poly_at_one = det(I - M)`` (root ``< 1`` iff ``> 0``, if ``m11, m22 < 1``)."""
     m11, m12, m21, m22 = sp.symbols("m11 m12 m21 m22", positive=True)
     M = sp.Matrix([[m11, m12], [m21, m22]])
     root = (m11 + m22 + sp.sqrt((m11 - m22) ** 2 + 4 * m12 * m21)) / 2

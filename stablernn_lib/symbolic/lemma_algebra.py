@@ -23,11 +23,7 @@ def evaluate_sum(expression: sp.Expr) -> sp.Expr:
 
 
 def state_norm_series() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
-    """``||h_s|| <= sum_{j=0}^{s-1} lambda^j L_x B_x``: the sum, its closed form, its limit.
-
-    Returns ``(Sum, closed form for 0 < lambda < 1, limit as s -> infinity)``; the
-    limit drops ``lambda^s``, which tends to 0 when ``lambda < 1``.
-    """
+    """``(Sum, closed form, limit s -> oo)`` of ``||h_s|| <= sum_{j<s} lambda^j L_x B_x``."""
     series = sp.Sum(lam**j * Lx * Bx, (j, 0, s - 1))
     closed = Lx * Bx * (1 - lam**s) / (1 - lam)
     limit = Lx * Bx / (1 - lam)
@@ -84,11 +80,7 @@ def lemma3_beta_expression() -> sp.Expr:
 
 
 def unfold_state_bounds(expression: sp.Expr) -> sp.Expr:
-    """Put in ``B_z = |(B_h, B_x)|`` and ``B_h = L_x B_x / (1 - lambda)`` (the vanilla RNN).
-
-    Both bounds grow like ``1 / (1 - lambda)``; so do the RNN's Lipschitz constant in the
-    weights, ``L_rho B_z``, and its other constants that contain ``B_z``.
-    """
+    """Put in ``B_z = |(B_h, B_x)|`` and ``B_h = L_x B_x / (1 - lambda)`` (the vanilla RNN)."""
     expression = expression.subs(Bz, sp.sqrt(Bh**2 + Bx**2))
     return expression.subs(Bh, Lx * Bx / (1 - lam))
 

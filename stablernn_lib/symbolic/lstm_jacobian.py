@@ -1,14 +1,5 @@
-"""The state Jacobian of the one-unit LSTM by sympy (Chapter 1), checked against autograd.
-
-The one-unit LSTM map ``(c, h) -> (c', h')``::
-
-    i = sigma(w_i h + u_i x + b_i),  f = sigma(w_f h + u_f x + b_f),
-    z = tanh(w_z h + u_z x + b_z),   o = sigma(w_o h + u_o x + b_o),
-    c' = i z + f c,                  h' = o tanh(c'),
-
-and its state Jacobian ``d(c', h') / d(c, h)`` (a 2 x 2 matrix), written in
-terms of the gate values ``i, f, z, o`` and ``tanh(c')``.
-"""
+"""The state Jacobian ``d(c', h') / d(c, h)`` of the one-unit LSTM by sympy, in the gate values
+(Chapter 1), checked against autograd: ``c' = i z + f c``, ``h' = o tanh(c')``."""
 
 from __future__ import annotations
 

@@ -1,29 +1,13 @@
-"""Word-level language models with RNN (tanh) or LSTM cells, unconstrained or stable.
-
-The model is the one of PyTorch's ``word_language_model`` example, on which the
-authors built their experiments::
+"""Word-level language models (PyTorch's ``word_language_model``), unconstrained or stable::
 
     x_t = E[w_t]                    embedding, (T, B) tokens -> (T, B, E)
-    h_t = phi_w(h_{t-1}, x_t)       nn.RNN(tanh) or nn.LSTM, L layers (fused cuDNN kernels)
+    h_t = phi_w(h_{t-1}, x_t)       nn.RNN(tanh) or nn.LSTM, L layers
     logits_t = D h_t + d            decoder, (T, B, H) -> (T, B, V)
 
-with dropout on the embeddings, between layers and on the outputs.  With
-``output="adaptive"`` the decoder is PyTorch's ``nn.AdaptiveLogSoftmaxWithLoss``
-(Grave et al., 2017): a head softmax over the most frequent words and a few
-cluster tokens, and smaller tail softmaxes for the rarer words.  It still gives
-exact, normalized log-probabilities over the whole vocabulary, so losses and
-perplexities mean the same as with the plain softmax; it is ~10x cheaper on a CPU.
-Every loss goes through :meth:`WordLanguageModel.token_nll`, which computes only
-the target's log-probability (cheap for the adaptive softmax).
-
-The *stable* variant is the same model projected after every optimizer step
-(:func:`project_stable_`): each RNN layer's ``W`` onto ``{||W||_2 <= 1}``; each
-LSTM layer's weights onto the constraint of Chapter 4, with the embedding
-clamped so that the inputs are bounded.
-
-A model of *context k* (the truncated model) predicts token ``t + 1`` from
-``h^k_t``: the same layers run from the zero state over the last ``k`` inputs
-only (:func:`truncated_outputs`).
+with dropout on embeddings, between layers and on outputs; ``output="adaptive"``: the exact,
+normalized ``nn.AdaptiveLogSoftmaxWithLoss`` (~10x cheaper on a CPU).  Stable: projected after
+every step (:func:`project_stable_`).  Context ``k``: ``h^k_t`` from the zero state over the
+last ``k`` inputs (:func:`truncated_outputs`).
 """
 
 from __future__ import annotations
@@ -51,13 +35,9 @@ from stablernn_lib.tasks.wikitext2.data import batch_starts, get_batch
 Cell = Literal["rnn", "lstm"]
 State = Tensor | tuple[Tensor, Tensor] | None
 Output = Literal["softmax", "adaptive"]
-# How a stable LSTM is kept stable (Chapter 8's ablation):
-# "course": the course's certified set (every part projected, Chapter 4's certificate);
-# "free-forget": the same set with the forget gate uncapped (forget bias and U_f rows get the
-#     generous bounds of the other gates): NOT certified contractive;
-# "free-forget-upper": the course's set on the first layer, the uncapped set on the layers
-#     above: the first layer certified, the model NOT;
-# "authors": the authors' column rescaling (``authors_lstm_rescaling_``): NOT certified.
+# How a stable LSTM is kept stable: "course" (Chapter 4's certified set); "free-forget" (its
+# forget gate uncapped), "free-forget-upper" (uncapped above layer 1) and "authors" (the
+# authors' column rescaling): not certified contractive.
 LSTMConstraintName = Literal["course", "free-forget", "free-forget-upper", "authors"]
 
 
@@ -68,9 +48,8 @@ def check_cell(cell: str) -> Cell:
 
 
 class SequenceModel(nn.Module):
-    """An input layer ``encoder``, a recurrent stack ``rnn`` (``nn.RNN`` or ``nn.LSTM``) and
-    an output layer: the interface that the training loop and the analyses use
-    (:meth:`embed`, ``recur``, ``decode``, ``token_nll``), for words and for music alike."""
+    """``encoder``, a recurrent stack ``rnn`` and an output layer, for words and music:
+    :meth:`embed`, ``recur``, ``decode``, ``token_nll``."""
 
     encoder: nn.Module
     rnn: nn.RNNBase
@@ -94,20 +73,10 @@ class SequenceModel(nn.Module):
 
 
 class WordLanguageModel(SequenceModel):
-    """Embedding -> L recurrent layers -> linear decoder over the vocabulary.
-
-    Args:
-        cell: ``"rnn"`` (``nn.RNN`` with tanh) or ``"lstm"`` (``nn.LSTM``).
-        vocab_size: ``V``; embedding_size: ``E``; hidden_size: ``H``; num_layers: ``L``.
-        dropout: probability used on embeddings, between layers and on outputs.
-        stable: whether training projects the weights after every step.
-        input_bound: for a stable LSTM, embeddings are clamped to ``[-b, b]``.
-        projected_layers: a stable model projects its first that many layers (None: all;
-            1 is what the authors' code did, which certifies only the first layer).
-        output: ``"softmax"`` (a linear decoder to ``V`` logits) or ``"adaptive"``
-            (``nn.AdaptiveLogSoftmaxWithLoss`` with ``cutoffs`` and ``div_value``).
-        lstm_constraint: how a stable LSTM is kept stable (see ``LSTMConstraintName``).
-    """
+    """Embedding ``(V, E)`` -> ``L`` layers of ``H`` units (``cell``: "rnn" or "lstm") ->
+    decoder (``output``: "softmax", or "adaptive" with ``cutoffs``, ``div_value``).
+    ``stable``: projected after every step, the first ``projected_layers`` (None: all),
+    a stable LSTM's embeddings clamped to ``[-input_bound, input_bound]``."""
 
     def __init__(
         self,
@@ -177,11 +146,7 @@ class WordLanguageModel(SequenceModel):
         return self.rnn(self.drop(inputs), state)
 
     def decode(self, outputs: Tensor) -> Tensor:
-        """``(..., H)`` outputs -> ``(..., V)`` logits (adaptive: the log-probabilities).
-
-        Either way ``log_softmax`` of the result is the model's log-probabilities, so
-        ``cross_entropy`` of it is the exact loss.  For losses prefer :meth:`token_nll`.
-        """
+        """``(..., H)`` outputs -> ``(..., V)`` logits (adaptive: log-probabilities)."""
         outputs = self.drop(outputs)
         if self.output == "softmax":
             return self.decoder(outputs)
@@ -189,11 +154,7 @@ class WordLanguageModel(SequenceModel):
         return flat.view(*outputs.shape[:-1], -1)
 
     def token_nll(self, outputs: Tensor, targets: Tensor) -> Tensor:
-        """``-log p(target | h)`` in nats: outputs ``(..., H)``, targets ``(...)`` -> ``(...)``.
-
-        The adaptive softmax computes only the head and the target's cluster (exact and
-        normalized all the same); the plain softmax the whole ``V`` logits.
-        """
+        """``-log p(target | h)`` in nats: outputs ``(..., H)``, targets ``(...)`` -> ``(...)``."""
         flat = self.drop(outputs).reshape(-1, outputs.shape[-1])
         if self.output == "softmax":
             nll = cross_entropy(self.decoder(flat), targets.reshape(-1), reduction="none")
@@ -204,12 +165,7 @@ class WordLanguageModel(SequenceModel):
 
 @contextmanager
 def dropout_off(model: WordLanguageModel) -> Iterator[WordLanguageModel]:
-    """Train mode with every dropout set to 0, restored on exit.
-
-    The model then computes the same function as in eval mode, and gradients
-    can flow through the fused cuDNN kernels (whose backward pass refuses to
-    run in eval mode).
-    """
+    """Train mode with every dropout at 0 (eval's function; cuDNN's backward refuses eval mode)."""
     drop = getattr(model, "drop", None)  # a model without a dropout module has none
     saved = (model.training, drop.p if drop is not None else 0.0, model.rnn.dropout)
     if drop is not None:
@@ -240,18 +196,11 @@ _BOUND_SLACK = 1e-6
 
 
 def spectral_norm_upper_bounds(matrices: Tensor, squarings: int = 6) -> Tensor:
-    """Guaranteed upper bounds on ``||W||_2`` of matrices ``(..., m, n) -> (...)``.
+    """Upper bounds on ``||W||_2`` of matrices ``(..., m, n) -> (...)``, matrix products only:
 
-    With ``G = W^T W`` (``||G||_2 = ||W||_2^2``) and ``q = 2^squarings``,
-    ``||G||_2^q = ||G^q||_2 <= ||G^q||_F <= sqrt(n) ||G||_2^q``, so
+        ||W||_2  <=  ||G^q||_F^(1 / 2q)  <=  n^(1 / 4q) ||W||_2,   G = W^T W,  q = 2^squarings,
 
-        ||W||_2  <=  ||G^q||_F^(1 / 2q)  <=  n^(1 / 4q) ||W||_2,
-
-    a bound within a factor ``650^(1/256) ~ 1.026`` for ``n = 650`` and the default 6
-    squarings.  ``G^q`` is formed by repeated squaring in float64, rescaled to unit
-    Frobenius norm before every squaring (the scales are kept as logarithms).  Matrix
-    products only: the result stays on the device, with no host synchronization.
-    """
+    ``G^q`` by repeated squaring in float64, rescaled (logs of the scales kept)."""
     gram = matrices.detach().double()
     gram = gram.mT @ gram
     log_scale = torch.zeros(gram.shape[:-2], dtype=gram.dtype, device=gram.device)
@@ -270,22 +219,10 @@ SMALL_MATRIX = 1024
 
 
 def spectral_solver(matrices: Tensor) -> tuple[torch.device, str]:
-    """Where and how :func:`project_spectral_balls_` projects ``matrices (L, m, n)``.
-
-    ``(cpu, "eigh")`` for CUDA matrices with at most ``SMALL_MATRIX`` rows and columns,
-    else ``(their device, "svd")``.  Why: a GPU solver is slow on small matrices and
-    synchronizes the host on every call (measured on an H100, issue 24: one 200 x 200 SVD
-    took 5.6 ms on the GPU, more than half of an unconstrained RNN training step, and with
-    several processes sharing the GPU these calls queue up: 7x the unconstrained step).
-    On the CPU the whole stack of layers costs one transfer each way and one
-    synchronization, and LAPACK's symmetric eigensolver on ``W^T W`` in float32 is cheaper
-    than the float32 SVD (two 200 x 200 matrices on this course's busy 2-core CPU, one
-    thread: 29 ms against 40 ms, ``solver_seconds`` of ``benchmark-cpu-cpu-ratios.json``).
-    CPU weights keep the SVD in their dtype, the projection every CPU run of the course was
-    trained with.  ``python -m stablernn_tools benchmark ratios`` times every solver on the
-    machine at hand; 1024 is a guess above every model of the course (at most 650 units),
-    not a measured crossover.
-    """
+    """Where and how :func:`project_spectral_balls_` projects ``matrices (L, m, n)``:
+    ``(cpu, "eigh")`` for CUDA matrices of at most ``SMALL_MATRIX`` rows and columns (a GPU
+    solver is slow on small matrices and synchronizes on every call; the host's eigensolver
+    on ``W^T W`` beats its SVD), else ``(their device, "svd")``."""
     if matrices.is_cuda and max(matrices.shape[-2:]) <= SMALL_MATRIX:
         return torch.device("cpu"), "eigh"
     return matrices.device, "svd"
@@ -295,28 +232,10 @@ def spectral_solver(matrices: Tensor) -> tuple[torch.device, str]:
 def project_spectral_balls_(
     weights: Sequence[Tensor], radius: float = 1.0, check_first: bool = False
 ) -> None:
-    """Project every matrix in place onto ``{||W||_2 <= radius}`` (``weights``: same shape).
-
-    All matrices are projected as one stack ``(L, m, n)``, where and how
-    :func:`spectral_solver` says:
-
-    * weights on the CPU: the SVD in the weights' dtype
-      (:func:`~stablernn_lib.core.contraction.project_spectral_ball`), as every CPU run of the
-      course was trained;
-    * CUDA weights of a small size: copied to the host in one transfer (the one host
-      synchronization of the call), projected there through the eigendecomposition of
-      ``W^T W`` in the weights' dtype
-      (:func:`~stablernn_lib.core.contraction.project_spectral_ball_by_eigh`, the same projection
-      up to rounding), copied back without waiting;
-    * larger CUDA weights: the SVD on the GPU.
-
-    With ``check_first`` the projection is skipped for a matrix whose guaranteed upper
-    bound (:func:`spectral_norm_upper_bounds`) is already ``<= radius``: that matrix is
-    its own projection, so the skip is exact.  The bound costs a few matrix products.
-    Off by default: during training every SGD step pushes the clipped singular values
-    just above the radius, so the check never skips there (measured on an H100, issue 24);
-    it pays off for weights that are usually inside (e.g. after loading a model).
-    """
+    """Project every matrix in place onto ``{||W||_2 <= radius}``, as one stack ``(L, m, n)``
+    where and how :func:`spectral_solver` says (small CUDA weights: one transfer each way).
+    ``check_first``: skip a matrix whose :func:`spectral_norm_upper_bounds` is ``<= radius``
+    (exact; it never skips during training, where each step leaves the norm just above)."""
     stacked = torch.stack([w.detach() for w in weights])
     if not stacked.is_floating_point():
         raise TypeError(f"expected floating weights, got {stacked.dtype}")
@@ -359,13 +278,8 @@ def full_precision_matmuls() -> Iterator[None]:
 def project_spectral_balls_iteratively_(
     weights: Sequence[Tensor], radius: float = 1.0, check_first: bool = True
 ) -> None:
-    """:func:`project_spectral_balls_` on the weights' device by matrix products only
-    (:func:`~stablernn_lib.core.iterative_projection.project_spectral_ball_iterative`), with
-    no host synchronization, so that a CUDA graph can capture it.
-
-    ``check_first``: a matrix whose certified upper bound (:func:`spectral_norm_upper_bounds`)
-    is ``<= radius`` is kept bit for bit (``torch.where``: both are computed, nothing waits).
-    """
+    """:func:`project_spectral_balls_` by matrix products on the device (no host sync, CUDA
+    graph safe); ``check_first``: a matrix with bound ``<= radius`` is kept bit for bit."""
     stacked = torch.stack([w.detach() for w in weights])
     with full_precision_matmuls():
         projected = project_spectral_ball_iterative(stacked, radius)
@@ -389,10 +303,8 @@ def recurrent_weights(model: WordLanguageModel) -> list[Tensor]:
 
 @torch.no_grad()
 def certify_stable_rnn_(model: WordLanguageModel) -> dict[str, Any]:
-    """The end-of-epoch certificate of a stable RNN: ``||W||_2`` of every projected layer by
-    an SVD in float64; a layer above ``1 + CERTIFICATE_SLACK`` is projected exactly (SVD in
-    float64) and checked again.  Returns the norms before, which layers were re-projected
-    and the norms after (a host synchronization: once an epoch)."""
+    """``||W||_2`` of every projected layer in float64; a layer above ``1 + CERTIFICATE_SLACK``
+    is projected exactly.  Returns ``norms``, ``reprojected_layers``, ``norms_after``."""
     weights = recurrent_weights(model)
     before = spectral_norms_float64(torch.stack(weights)).tolist()
     failed = [n for n, norm in enumerate(before) if norm > 1.0 + CERTIFICATE_SLACK]
@@ -405,29 +317,13 @@ def certify_stable_rnn_(model: WordLanguageModel) -> dict[str, Any]:
 
 @torch.no_grad()
 def project_stable_(model: WordLanguageModel, iterative: bool = False) -> None:
-    """Project the model onto its stable set, in place (after every optimizer step).
+    """Project the first ``model.projected_layers`` layers onto the stable set, in place.
 
-    RNN: every layer's ``weight_hh_l{n}`` onto ``{||W||_2 <= 1}`` (SVD clipping,
-    as the authors did; radius 1 with tanh gives ``lambda <= 1``), all layers at once
-    (:func:`project_spectral_balls_`, on a GPU through the host CPU).
-    LSTM: the embedding is clamped to ``[-b, b]`` (so ``||x_t||_inf <= b``); the
-    inputs of layers above are LSTM outputs, already in ``(-1, 1)``; then every
-    layer's weights and biases go through
-    :func:`stablernn_lib.theory.lstm_certificate.project_lstm_weights_` with that input bound
-    (its default set, :func:`~stablernn_lib.theory.lstm_certificate.course_lstm_constraint`: the
-    authors' constants read as row sums, forget bias <= 0, which Chapter 4 certifies
-    contractive, plus generous bounds on the input rows and the biases that make the set
-    compact, as Chapter 7's theorem for the LSTM needs).  "Every layer" means the first
-    ``model.projected_layers`` (all of them unless the model was built otherwise).
-    ``model.lstm_constraint`` replaces the course's set by the same set with the forget gate
-    uncapped (``"free-forget"``; ``"free-forget-upper"``: on the layers above the first only)
-    or by the authors' column rescaling (``"authors"``, :func:`rescale_authors_lstm_`); none
-    of them certifies the model contractive (Chapter 8's ablation).  ``iterative``: a stable
-    RNN is projected on its device by matrix products
-    (:func:`project_spectral_balls_iteratively_`; no host synchronization, within the stated
-    tolerance of the exact projection, certified once an epoch by
-    :func:`certify_stable_rnn_`); the LSTM's projections are exact and synchronization-free
-    either way.
+    RNN: each ``weight_hh_l{n}`` onto ``{||W||_2 <= 1}`` (``iterative``: by matrix products,
+    certified each epoch by :func:`certify_stable_rnn_`).  LSTM: the embedding clamped to
+    ``[-b, b]``, then each layer through
+    :func:`~stablernn_lib.theory.lstm_certificate.project_lstm_weights_` (input bound ``b``,
+    then 1), in the set that ``model.lstm_constraint`` names (``LSTMConstraintName``).
     """
     rnn = model.rnn
     layers = range(model.projected_layers)
@@ -460,13 +356,8 @@ def project_stable_(model: WordLanguageModel, iterative: bool = False) -> None:
 
 @torch.no_grad()
 def rescale_authors_lstm_(model: WordLanguageModel) -> None:
-    """The authors' LSTM rule on the first ``model.projected_layers`` layers, in place.
-
-    :func:`~stablernn_lib.theory.lstm_certificate.authors_lstm_rescaling_` on each layer (every
-    recurrent block to fixed column sums, ``U_f`` too) and the embedding clamped to
-    ``[-1, 1]``: what the authors' code applies after every step.  Not certified
-    contractive (Chapter 4); no host synchronization.
-    """
+    """:func:`~stablernn_lib.theory.lstm_certificate.authors_lstm_rescaling_` on the first
+    ``model.projected_layers`` layers, in place (not certified contractive)."""
     if model.cell != "lstm":
         raise ValueError(f"the authors' rescaling is for LSTMs, got a {model.cell!r} model")
     from stablernn_lib.theory.lstm_certificate import authors_lstm_rescaling_
@@ -481,11 +372,7 @@ def rescale_authors_lstm_(model: WordLanguageModel) -> None:
 
 @torch.no_grad()
 def evaluate_loss(model: WordLanguageModel, source: Tensor, bptt: int = 35) -> float:
-    """Mean loss per token of the full recurrent model on a batchified source ``(N, B)``.
-
-    The state starts at zero and is carried across windows, as in the authors'
-    evaluation; perplexity is ``exp`` of the result.
-    """
+    """Mean loss per token on a batchified source ``(N, B)``, the state carried across windows."""
     model.eval()
     total, count, state = 0.0, 0, None
     for start in batch_starts(source.shape[0], bptt):
@@ -505,14 +392,9 @@ def truncated_outputs(
     k: int,
     max_window_tokens: int = 1 << 18,
 ) -> Tensor:
-    """Top-layer outputs of the context-``k`` model at rows ``start .. start+length-1``.
-
-    Row ``t`` of column ``b`` gets ``h^k_t``: the layers run from the zero state over
-    ``source[max(0, t-k+1) : t+1, b]``.  Rows ``t < k - 1`` see the whole prefix
-    (one run from row 0); the others are ``k``-token windows, all run at once as
-    one batch of ``k`` steps (in chunks of at most ``max_window_tokens`` tokens).
-    Returns ``(length, B, H)``; gradients flow when grad mode is on.
-    """
+    """``h^k_t`` of rows ``start .. start+length-1``, shape ``(length, B, H)``: the layers from
+    the zero state over ``source[max(0, t-k+1) : t+1]``, the windows run as one batch (in
+    chunks of at most ``max_window_tokens`` tokens)."""
     if k < 1:
         raise ValueError(f"the context k must be >= 1, got {k}")
     if start < 0 or length < 1 or start + length > source.shape[0]:
@@ -547,10 +429,7 @@ def truncated_loss(
     rows_per_block: int = 512,
     max_window_tokens: int = 1 << 18,
 ) -> float:
-    """Mean loss per token of the trained model evaluated as a context-``k`` model.
-
-    Same targets as :func:`evaluate_loss`; with ``k >= N - 1`` the two agree.
-    """
+    """Mean loss per token of the context-``k`` model (:func:`evaluate_loss` for ``k >= N - 1``)."""
     model.eval()
     total, count = 0.0, 0
     for start in batch_starts(source.shape[0], rows_per_block):
