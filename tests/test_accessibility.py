@@ -14,10 +14,12 @@ from browser_support import (
     CHROMIUM,
     COLLAPSIBLES,
     OPEN_COLLAPSIBLES_SCRIPT,
+    TYPESET_SCRIPT,
     alt_problem,
     axe_violations,
     chromium,
     describe_violations,
+    measure_accessibility,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,4 +140,34 @@ def test_axe_fails_on_an_image_without_alt_and_an_unnamed_slider():
         assert len(found) == 1 and "image-alt" in found[0] and "#folded" in found[0], found
         page.evaluate("""() => { document.querySelector("#folded").alt = "A folded plot of k"; }""")
         assert axe_violations(page) == []
+        page.close()
+
+
+MATH_PAGE = """<!doctype html><html lang="en"><head><title>Formulas</title>
+<script>MathJax = {{options: {{menuOptions: {{settings: {{inTabOrder: false}}}}}}}};</script>
+<script src="{mathjax}"></script></head><body><main><h1>Formulas</h1>
+<p>A plain formula \\(x^2 + y\\) and a coloured one
+<math><mstyle mathcolor="#f4f4f4"><mi>z</mi></mstyle></math>.</p>
+<img id="plot" src="data:image/png;base64,{png}"></main></body></html>"""
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make browser-deps)")
+def test_formulas_set_aside_for_axe_hide_no_violation_and_a_coloured_one_fails(tmp_path):
+    """axe runs with each formula's rendering set aside and put back afterwards; a violation
+    beside the formulas is still found, and a formula with a colour of its own fails."""
+    mathjax = Path(__file__).resolve().parents[1] / "book/vendor/mathjax/tex-mml-chtml.js"
+    page_path = tmp_path / "formulas.html"
+    page_path.write_text(MATH_PAGE.format(mathjax=mathjax.as_uri(), png=PIXEL))
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.evaluate(TYPESET_SCRIPT)
+        shown = "() => document.querySelectorAll('mjx-container > mjx-math').length"
+        assert page.evaluate(shown) == 2
+        record = measure_accessibility(page)
+        assert page.evaluate(shown) == 2  # put back
+        found = {v["id"]: v["nodes"] for v in record["axe"]["collapsibles open"]}
+        assert "image-alt" in found, found
+        assert [node["html"] for node in found["math-own-colour"]] == ["z"], found
         page.close()

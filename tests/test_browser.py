@@ -316,7 +316,7 @@ def measure_page(page_name: str, page) -> dict[int, dict]:
         record["table_fit"] = page.evaluate(TABLE_FIT_SCRIPT)
         shot = SCREENSHOTS / str(width) / page_name.replace("/", "_").replace(".html", ".png")
         page.screenshot(path=str(shot))
-        records[width] = {**record, **measure_accessibility(page)}
+        records[width] = {**record, **measure_accessibility(page, closed_too=width == WIDTHS[0])}
     return records
 
 
