@@ -75,8 +75,12 @@ class Tab:
     """A page in a context of its own, with what went wrong since its last navigation:
     requests refused by ``allowed`` (aborted), JavaScript errors, HTTP errors."""
 
-    def __init__(self, browser: Any, allowed: Callable[[str], bool]) -> None:
+    def __init__(
+        self, browser: Any, allowed: Callable[[str], bool], init_script: str | None = None
+    ) -> None:
         self.context = browser.new_context()
+        if init_script:
+            self.context.add_init_script(init_script)
         self.page = self.context.new_page()
         self.problems: list[str] = []
         self.job: Any = None
@@ -115,14 +119,16 @@ def visit_pages(
     measure: Callable[[Any, Any], Any],
     allowed: Callable[[str], bool],
     tabs: int = TABS,
+    init_script: str | None = None,
 ) -> dict[Any, tuple[Any, list[str]]]:
     """``{job: (measure(job, page), problems)}`` for each ``(job, url, width)``.
 
     Every page is loaded to its load event and typeset (:data:`TYPESET_SCRIPT`), then
     ``measure`` runs on it; ``problems`` are the requests refused by ``allowed``, the
-    JavaScript errors and the HTTP errors of that page's visit."""
+    JavaScript errors and the HTTP errors of that page's visit. ``init_script`` runs in each
+    page before its own scripts."""
     queue = list(jobs)
-    open_tabs = [Tab(browser, allowed) for _ in range(min(tabs, len(queue)))]
+    open_tabs = [Tab(browser, allowed, init_script) for _ in range(min(tabs, len(queue)))]
     results: dict[Any, tuple[Any, list[str]]] = {}
     try:
         for tab in open_tabs:

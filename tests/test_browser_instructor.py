@@ -3,6 +3,7 @@ to the student site (the chapters' solutions, homework with model answers and ru
 instructor pages) passes axe-core's WCAG 2.1 A and AA rules at both widths, every collapsible
 open. Its own test file, so that it runs beside the student site's visits on another worker."""
 
+import json
 import re
 
 import pytest
@@ -35,6 +36,25 @@ def browser():
 # The blocks that the instructor edition of a chapter adds (sphinx-exercise's solutions).
 SOLUTIONS = "div.solution"
 
+# Run in a page before its scripts: on the pages listed (%%s: their paths), MathJax is
+# configured not to typeset the page when it starts (the page's configuration gets
+# ``startup.typeset = false`` as it is assigned), since only the solutions are checked there.
+TYPESET_LATER_SCRIPT = """(() => {
+  const later = %s;
+  if (!later.some(path => location.pathname.endsWith("/" + path))) return;
+  let value;
+  Object.defineProperty(window, "MathJax", {configurable: true, get: () => value, set(given) {
+    if (given && !given.version) given.startup = {...(given.startup || {}), typeset: false};
+    value = given;
+  }});
+})();"""
+
+# Typesets the solutions alone (on a page loaded with TYPESET_LATER_SCRIPT).
+TYPESET_SOLUTIONS_SCRIPT = f"""async () => {{
+  await MathJax.typesetPromise(Array.from(document.querySelectorAll("{SOLUTIONS}")));
+  await new Promise(resolve => requestAnimationFrame(() => resolve(null)));
+}}"""
+
 
 @pytest.fixture(scope="module")
 def instructor_visits(browser) -> dict[int, dict[str, dict]]:
@@ -54,6 +74,8 @@ def instructor_visits(browser) -> dict[int, dict[str, dict]]:
     selectors = {name: added_part(site / name, HTML_DIR / name) for name in changed}
 
     def measure(name: str, page) -> dict[int, dict]:
+        if selectors[name] == SOLUTIONS:
+            page.evaluate(TYPESET_SOLUTIONS_SCRIPT)
         records = {}
         for width in WIDTHS:
             if width != WIDTHS[0]:
@@ -63,8 +85,13 @@ def instructor_visits(browser) -> dict[int, dict[str, dict]]:
 
     with serve(site) as url:
         jobs = [(name, url + name, WIDTHS[0]) for name in changed]
+        only_solutions = [name for name in changed if selectors[name] == SOLUTIONS]
         results = visit_pages(
-            browser, jobs, measure, lambda u: u.startswith((url, "data:", "blob:"))
+            browser,
+            jobs,
+            measure,
+            lambda u: u.startswith((url, "data:", "blob:")),
+            init_script=TYPESET_LATER_SCRIPT % json.dumps(only_solutions),
         )
     records = {width: {} for width in WIDTHS}
     for name, (by_width, _) in results.items():
