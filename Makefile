@@ -56,8 +56,9 @@ $(AXE): tests/axe/package-lock.json
 	touch $(AXE)
 
 ## Run the whole test suite (unit tests, notebooks, book build, browser check) on
-## TEST_WORKERS processes (pytest-xdist): the tests that execute or read the book share one
-## of them (tests/conftest.py's scheduler), the other test files run beside it, a file at a time.
+## TEST_WORKERS processes (pytest-xdist): the tests that execute the notebooks and build the
+## book go first to one of them, each site's browser tests then to whichever is free, the other
+## test files beside them, a file at a time (tests/conftest.py's scheduler).
 TEST_WORKERS ?= 2
 test: venv browser-deps $(AXE)
 	$(BIN)/ruff check .
