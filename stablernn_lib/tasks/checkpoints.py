@@ -1,11 +1,10 @@
-"""The run folder of a training run: its progress, checkpoints, resume and stop requests.
+"""A training run's folder: ``checkpoint.pt`` (weights, optimizer, extra state, progress,
+random state; atomic), ``metrics.jsonl``, then ``model.pt`` and ``result.json``.
 
-``checkpoint.pt`` (weights, optimizer, extra state, progress, random state; atomic),
-``metrics.jsonl``, then ``model.pt`` and ``result.json``.  A resumed run computes exactly
-what the uninterrupted one does; Ctrl-C and SIGTERM stop after the current step (twice: at
-once).  ``stop_below_lr`` ends a run whose lr fell below it: a clipped, projected SGD step
-moves the weights by at most ``lr * clip``, so the skipped epochs could have moved them by
-at most ``epochs_left * steps_per_epoch * lr * clip`` (recorded).
+A resumed run computes exactly what the uninterrupted one does; Ctrl-C and SIGTERM stop after
+the current step (twice: at once).  ``stop_below_lr`` ends a run whose lr fell below it: the
+skipped epochs could have moved the weights by at most ``epochs_left * steps_per_epoch * lr *
+clip`` (recorded), a clipped, projected SGD step moving them by at most ``lr * clip``.
 """
 
 from __future__ import annotations
