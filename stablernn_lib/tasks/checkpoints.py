@@ -51,6 +51,9 @@ def new_progress() -> dict[str, Any]:
     }
 
 
+# The progress entries a new epoch starts afresh.
+_EPOCH_ENTRIES = ("order", "next", "carried_state", "epoch_sum", "epoch_count", "epoch_seconds")
+
 # Older names of progress entries, read from the checkpoints that used them.
 _RENAMED = {
     "next_batch": "next",
@@ -86,8 +89,7 @@ def finished_result(path: Path, identity: dict[str, Any], config: Any) -> dict[s
     """The completed result at ``path`` of this very run (same identity and config), else None."""
     if not path.is_file():
         return None
-    with open(path, encoding="utf8") as handle:
-        result = json.load(handle)
+    result = json.loads(path.read_text(encoding="utf8"))
     same_run = all(result.get(key) == value for key, value in identity.items())
     if result.get("status") != "completed" or not same_run:
         return None
@@ -275,15 +277,8 @@ class RunFolder:
         """Record a finished epoch: progress, checkpoint, a line of ``metrics.jsonl``."""
         self.state["val_losses"].append(val_loss)
         self.state["history"].append(metrics)
-        self.state.update(
-            epoch=epoch,
-            order=None,
-            next=0,
-            carried_state=None,
-            epoch_sum=0.0,
-            epoch_count=0,
-            epoch_seconds=0.0,
-        )
+        fresh = new_progress()
+        self.state.update({key: fresh[key] for key in _EPOCH_ENTRIES}, epoch=epoch)
         self._save()
         with open(self.log, "a", encoding="utf8") as log:
             log.write(json.dumps(metrics) + "\n")
