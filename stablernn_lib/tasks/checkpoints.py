@@ -99,8 +99,7 @@ def finished_result(path: Path, identity: dict[str, Any], config: Any) -> dict[s
 def finished_or_fresh(
     out: Path, name: str, identity: dict[str, Any], config: Any, resume: bool, progress: bool
 ) -> dict[str, Any] | None:
-    """Refuse a used folder unless resuming (:func:`check_fresh_start`); when resuming, the
-    completed result of this very run if there is one, else None."""
+    """Refuse a used folder unless resuming; resuming, this very run's completed result or None."""
     check_fresh_start(out, resume)
     finished = finished_result(out / "result.json", identity, config) if resume else None
     if finished is not None and progress:
@@ -114,8 +113,7 @@ def run_provenance(state: dict[str, Any], device: torch.device | str | None) -> 
 
 
 def save_best_model(task: Any, state: dict[str, Any], path: Path, **saved: Any) -> None:
-    """Load the best weights into ``task.model``; save them to ``path`` with the config, the
-    identity and ``saved``."""
+    """Load the best weights into ``task.model``; save them, config and identity to ``path``."""
     task.model.load_state_dict(state["best_model_state"])
     atomic_torch_save(
         {
