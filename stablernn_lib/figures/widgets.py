@@ -54,13 +54,11 @@ def interactive_plot(
     labels: Mapping[str, str] | None = None,
     alt: str | Callable[..., str] | None = None,
 ) -> InteractivePlot:
-    """A widget showing ``draw(**values)`` (a ``Figure``) for the sliders' ``values``.
-
-    ``sliders``: 1 to 3 ``name -> grid of distinct values`` (at most ``MAX_FRAMES`` frames),
-    starting at each first value; ``description``: HTML above them (no TeX); ``labels``:
-    in place of ``SLIDER_LABELS``; ``alt``: the frames' text alternative (about 250
-    characters), or a function of the values giving it (default: the description).
-    """
+    """A widget showing ``draw(**values)`` (a ``Figure``) for the sliders' ``values``:
+    ``sliders`` 1 to 3 ``name -> grid of distinct values`` (at most ``MAX_FRAMES`` frames),
+    starting at each first value; ``description`` HTML above them (no TeX); ``labels`` in place
+    of ``SLIDER_LABELS``; ``alt`` the frames' text alternative (about 250 characters) or a
+    function of the values giving it (default: the description)."""
     grids = _validate(draw, sliders, description)
     if alt is not None and not (callable(alt) or (isinstance(alt, str) and alt.strip())):
         raise TypeError(

@@ -1,8 +1,5 @@
-"""Running a question's checks: time limits, crash capture, scores, readable reports.
-
-Time limits use ``signal.setitimer`` (POSIX, main thread, where Jupyter and Colab run
-cells); elsewhere only the grader's per-cell time limit guards.
-"""
+"""Running a question's checks: time limits (``signal.setitimer``: POSIX, main thread; else the
+grader's per-cell limit), crash capture, scores, readable reports."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The homework registry: homeworks, their questions, and each question's checks.
-
-A homework ``hwNN`` is the ``HOMEWORK`` of ``questions/hwNN.py``.  A check
-``run(answer, ctx) -> str`` returns what held, or raises :class:`CheckFailedError` naming the
-expected value, the value obtained and the input; hidden checks draw from ``ctx.generator``.
-"""
+"""Homeworks (``HOMEWORK`` of ``questions/hwNN.py``), their questions and checks: a check
+``run(answer, ctx) -> str`` returns what held or raises :class:`CheckFailedError` naming the
+expected value, the value obtained and the input; hidden checks draw from ``ctx.generator``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
-"""The run folder of a training run: its progress, checkpoints, resume and stop requests.
+"""A training run's folder: ``checkpoint.pt`` (weights, optimizer, extra state, progress,
+random state; atomic), ``metrics.jsonl``, then ``model.pt`` and ``result.json``.
 
-``checkpoint.pt`` (weights, optimizer, extra state, progress, random state; atomic),
-``metrics.jsonl``, then ``model.pt`` and ``result.json``.  A resumed run computes exactly
-what the uninterrupted one does; Ctrl-C and SIGTERM stop after the current step (twice: at
-once).  ``stop_below_lr`` ends a run whose lr fell below it: a clipped, projected SGD step
-moves the weights by at most ``lr * clip``, so the skipped epochs could have moved them by
-at most ``epochs_left * steps_per_epoch * lr * clip`` (recorded).
+A resumed run computes exactly what the uninterrupted one does; Ctrl-C and SIGTERM stop after
+the current step (twice: at once).  ``stop_below_lr`` ends a run whose lr fell below it: the
+skipped epochs could have moved the weights by at most ``epochs_left * steps_per_epoch * lr *
+clip`` (recorded), a clipped, projected SGD step moving them by at most ``lr * clip``.
 """
 
 from __future__ import annotations
@@ -52,6 +51,9 @@ def new_progress() -> dict[str, Any]:
     }
 
 
+# The progress entries a new epoch starts afresh.
+_EPOCH_ENTRIES = ("order", "next", "carried_state", "epoch_sum", "epoch_count", "epoch_seconds")
+
 # Older names of progress entries, read from the checkpoints that used them.
 _RENAMED = {
     "next_batch": "next",
@@ -87,8 +89,7 @@ def finished_result(path: Path, identity: dict[str, Any], config: Any) -> dict[s
     """The completed result at ``path`` of this very run (same identity and config), else None."""
     if not path.is_file():
         return None
-    with open(path, encoding="utf8") as handle:
-        result = json.load(handle)
+    result = json.loads(path.read_text(encoding="utf8"))
     same_run = all(result.get(key) == value for key, value in identity.items())
     if result.get("status") != "completed" or not same_run:
         return None
@@ -98,8 +99,7 @@ def finished_result(path: Path, identity: dict[str, Any], config: Any) -> dict[s
 def finished_or_fresh(
     out: Path, name: str, identity: dict[str, Any], config: Any, resume: bool, progress: bool
 ) -> dict[str, Any] | None:
-    """Refuse a used folder unless resuming (:func:`check_fresh_start`); when resuming, the
-    completed result of this very run if there is one, else None."""
+    """Refuse a used folder unless resuming; resuming, this very run's completed result or None."""
     check_fresh_start(out, resume)
     finished = finished_result(out / "result.json", identity, config) if resume else None
     if finished is not None and progress:
@@ -113,8 +113,7 @@ def run_provenance(state: dict[str, Any], device: torch.device | str | None) -> 
 
 
 def save_best_model(task: Any, state: dict[str, Any], path: Path, **saved: Any) -> None:
-    """Load the best weights into ``task.model``; save them to ``path`` with the config, the
-    identity and ``saved``."""
+    """Load the best weights into ``task.model``; save them, config and identity to ``path``."""
     task.model.load_state_dict(state["best_model_state"])
     atomic_torch_save(
         {
@@ -276,15 +275,8 @@ class RunFolder:
         """Record a finished epoch: progress, checkpoint, a line of ``metrics.jsonl``."""
         self.state["val_losses"].append(val_loss)
         self.state["history"].append(metrics)
-        self.state.update(
-            epoch=epoch,
-            order=None,
-            next=0,
-            carried_state=None,
-            epoch_sum=0.0,
-            epoch_count=0,
-            epoch_seconds=0.0,
-        )
+        fresh = new_progress()
+        self.state.update({key: fresh[key] for key in _EPOCH_ENTRIES}, epoch=epoch)
         self._save()
         with open(self.log, "a", encoding="utf8") as log:
             log.write(json.dumps(metrics) + "\n")

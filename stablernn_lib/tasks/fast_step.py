@@ -1,10 +1,7 @@
-"""How the training loop takes one optimizer step: the plain step or the fast one.
-
-Both zero the gradients, back-propagate the task's loss, clip each parameter group's
-gradient norm, step and project.  :class:`PlainStep` reads the loss every step;
-:class:`FastStep` keeps it on the device (read every ``sync_every`` steps) and on CUDA can
-capture the step as a CUDA graph (``mode="graph"``) or compile the forward
-(``mode="compile"``); ``tf32=True`` lets float32 products use TF32.  Its task provides
+"""One optimizer step of the loop (zero, backward, clip each parameter group, step, project):
+:class:`PlainStep` reads the loss every step; :class:`FastStep` keeps it on the device (read
+every ``sync_every`` steps) and on CUDA captures a CUDA graph (``mode="graph"``) or compiles
+the forward (``"compile"``); ``tf32=True``: float32 products in TF32.  Its task provides
 ``batch(index)``, ``forward_loss(inputs, targets, carried) -> (mean loss, carried)`` and
 ``step_value(loss)``.
 """

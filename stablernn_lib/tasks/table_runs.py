@@ -1,20 +1,13 @@
 """The WikiText-2 table's runs: one run folder, trained here or handed to submitit.
 
-::
-
-    python -m stablernn_lib paper-run run --out DIR [--config full --variants V ...] \\
-        [--seeds S ...] [--budget-s S] [--together yes|no|auto] [--archive FILE.tgz]
-    python -m stablernn_lib paper-run submit|status --out DIR [--cluster local|slurm] ...
-
-A job is one model (``<rnn|lstm>-<unconstrained|stable>[@config]`` and a seed).  ``run``
-trains the jobs here with the fast step, one after the other or as one model group
-(``--together``), until the budget minus ``--reserve-s``; ``submit`` hands the same call
-(:class:`TableRun`) to submitit (``local``: one detached process; ``slurm``: one GPU job per
-model), which requeues it at a time limit; every call resumes from the checkpoints.  The run
-folder: ``plan.json``, ``results/<job>.json`` and ``results/table.json``, ``runs/``
-(checkpoints, ``metrics.jsonl``), ``jobs/`` (submitit's logs).  submitit is imported only in
-:func:`submit` (``checkpoint`` is ``Checkpointable``'s, written out), so that training here,
-as Chapter 8's full mode on Colab, needs only the base dependencies.
+A job is one model (``<rnn|lstm>-<unconstrained|stable>[@config]``, a seed).  ``run`` trains
+the jobs here with the fast step, one after another or as one group (``--together``), until
+``--budget-s`` minus ``--reserve-s``; ``submit`` hands the same call (:class:`TableRun`) to
+submitit (``local``: one detached process; ``slurm``: one GPU job per model), which requeues
+it at a time limit; every call resumes.  The folder: ``plan.json``, ``results/<job>.json``,
+``results/table.json``, ``runs/`` (checkpoints, ``metrics.jsonl``), ``jobs/`` (submitit's
+logs).  submitit is imported only in :func:`submit`, so training here (Chapter 8's full mode
+on Colab) needs only the base dependencies.
 """
 
 from __future__ import annotations
@@ -360,7 +353,7 @@ class TableRun:
         return run_table(self.jobs, self.out, corpus=corpus, **self.table)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        """Requeue this call at a time limit or preemption (submitit calls it)."""
+        """Requeue this call at a time limit (submitit's ``Checkpointable``'s, written out)."""
         from submitit.helpers import DelayedSubmission
 
         return DelayedSubmission(self, *args, **kwargs)

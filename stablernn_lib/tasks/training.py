@@ -1,10 +1,8 @@
-"""The one training loop of the course; a :class:`Task` plugs in its data, model and metric.
+"""The one training loop of the course: projected gradient descent on a :class:`Task`.
 
-Projected gradient descent: each step minimizes :meth:`Task.loss`, clips the gradient norm
-to ``clip`` and calls :meth:`Task.project`; a loss per token not finite or above
-``diverge_above`` stops the run.  After each epoch the best model is kept and the learning
-rate divided by ``lr_decay`` when :meth:`Task.should_decay` says so.  Checkpoints, resume
-and stop requests: :mod:`stablernn_lib.tasks.checkpoints`.
+A step minimizes :meth:`Task.loss`, clips the gradient norm to ``clip``, calls
+:meth:`Task.project`; a loss per token not finite or above ``diverge_above`` stops the run.
+After each epoch the best model is kept and ``lr /= lr_decay`` when :meth:`Task.should_decay`.
 """
 
 from __future__ import annotations
@@ -124,12 +122,9 @@ class EpochStats:
 
 
 class Task:
-    """One run of a task: its model, optimizer, data and metric (a subclass fills them in).
-
-    ``config``: a dataclass with ``epochs``, ``clip``, ``lr_decay``; ``identity``: what makes
-    two runs the same run (e.g. ``{"model": "lstm", "stable": True}``); ``diverge_above``: the
-    largest loss per token a step may have.
-    """
+    """One run of a task (a subclass fills in model, optimizer, data, metric); ``config`` has
+    ``epochs``, ``clip``, ``lr_decay``; ``identity``: what makes two runs the same run (e.g.
+    ``{"model": "lstm", "stable": True}``); ``diverge_above``: the largest loss per token."""
 
     name: str
     config: Any
@@ -207,11 +202,9 @@ def train(
     step: PlainStep | FastStep | None = None,
     stop_at: float | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Train ``task`` in the run folder ``out``; ``(status, progress)``, status
-    ``"completed"`` or ``"interrupted"`` (a stop request or the ``stop_at`` deadline).
-    ``on_step(step, model)`` runs after every step; ``step``: :mod:`~stablernn_lib.tasks.fast_step`;
-    the rest: :class:`~stablernn_lib.tasks.checkpoints.RunFolder`.
-    """
+    """Train ``task`` in the run folder ``out`` (:class:`~.checkpoints.RunFolder`); ``(status,
+    progress)``, status ``"completed"`` or ``"interrupted"`` (a stop request, ``stop_at``).
+    ``on_step(step, model)`` runs after every step; ``step``: :mod:`~.fast_step`."""
     config, runner = task.config, step if step is not None else PlainStep()
     with RunFolder(task, out, resume, checkpoint_every, stop_at) as run:
         state = run.state

@@ -1,14 +1,12 @@
 """Polyphonic music on JSB Chorales: the authors' model and training (millerjohnp/TCN).
 
-``h_t = phi_w(h_{t-1}, v_t)`` (one tanh RNN or LSTM layer of H units on the frame
-``v_t`` in {0,1}^88), ``logits_t = D h_t + d`` (88 Bernoulli outputs for ``v_{t+1}``); a
-step's loss is the next frame's NLL summed over the keys (nats).  Training as their
-``music_test.py``: SGD at 0.01, one chorale a step in shuffled order, its loss summed,
-gradient norm clipped to 1, lr / 10 after epoch 10 when the validation loss exceeds the max
-of the three before.  Departures: the LSTM is recurrent (``"authors-bug"`` reproduces
-theirs: ``T`` sequences of length 1), forget bias 10 once (theirs 20), a stable model is
-projected at initialization too (:func:`project_music_stable_`); their input layer, which
-their forward never calls, is the ablation ``MusicConfig.input_encoder``.
+``h_t = phi_w(h_{t-1}, v_t)`` (one tanh RNN or LSTM layer of H units, frames ``v_t`` in
+{0,1}^88), ``logits_t = D h_t + d`` (88 Bernoulli outputs for ``v_{t+1}``); a step's loss is
+the next frame's NLL summed over the keys (nats).  As their ``music_test.py``: SGD at 0.01, one
+chorale a step, shuffled, gradient norm clipped to 1, lr / 10 after epoch 10 when the validation
+loss exceeds the max of the three before.  Departures: the LSTM is recurrent (``"authors-bug"``:
+theirs, ``T`` sequences of length 1), forget bias 10 once (theirs 20), a stable model projected
+at initialization too; their input layer, never called by their forward, is an ablation.
 """
 
 from __future__ import annotations
@@ -214,9 +212,8 @@ def project_input_layer_(layer: nn.Linear, bound: float) -> None:
 @torch.no_grad()
 def project_music_stable_(model: MusicModel) -> None:
     """Project a model onto its stable set, in place.  RNN: ``weight_hh_l0`` onto
-    ``{||W||_2 <= 1}``.  LSTM: the input layer, if any, so that ``||x_t||_inf <= b``
-    (:func:`project_input_layer_`), then the LSTM onto Chapter 4's set for inputs bounded by b.
-    """
+    ``{||W||_2 <= 1}``.  LSTM: the input layer, if any, so that ``||x_t||_inf <= b``, then the
+    LSTM onto Chapter 4's set for inputs bounded by b."""
     rnn = model.rnn
     if model.cell == "rnn":
         project_spectral_balls_([rnn.weight_hh_l0])

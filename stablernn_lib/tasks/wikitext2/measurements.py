@@ -1,9 +1,5 @@
-"""The paper's measurements on trained language models (Chapter 8): Figure 2's gradient
-norms ``||grad_{x_t} p_{t+i}||`` against the distance ``i``, the context-``k`` perplexity, the
-state-Jacobian norms ``||d h_t / d h_{t-1}||_2`` and the distance of recurrent and truncated
-weights during training.  ``python -m stablernn_lib lm-analysis --config smoke|cpu|full``
-writes them to the config's ``analysis.json`` (smoke: the runs folder).
-"""
+"""The paper's measurements on trained language models (Chapter 8), written to a config's
+``analysis.json`` by ``python -m stablernn_lib lm-analysis --config smoke|cpu|full``."""
 
 from __future__ import annotations
 
@@ -144,12 +140,9 @@ def gradient_by_distance(
     max_windows: int | None = None,
     progress: bool = False,
 ) -> dict[str, list[float]]:
-    """Mean ``||grad_{x_t} p_{t+i}||_2`` for ``i = 0..max_distance`` over held-out windows.
-
-    ``x_t``: the embedding at row ``t`` of ``source (N, B)``; ``p_s``: the loss at row ``s``.
-    The window is copied ``max_distance + 1`` times along the batch and copy ``j`` keeps its
-    loss at row ``j``: one backward pass gives every pair.
-    """
+    """Mean ``||grad_{x_t} p_{t+i}||_2``, ``i = 0..max_distance``, ``x_t`` the embedding at row
+    ``t`` of ``source (N, B)``, ``p_s`` the loss at row ``s``: the window copied along the batch,
+    copy ``j`` keeping its loss at row ``j``, one backward pass gives every pair."""
     return _profile_by_distance(model, source, max_distance, max_windows, _norms_batched, progress)
 
 
@@ -350,8 +343,7 @@ for _name in CONFIGS:
 
 
 def resumed(path: Path, fresh: dict[str, Any], config_key: str, config: Any) -> dict[str, Any]:
-    """The result at ``path`` if written with the same configs (with ``fresh``'s provenance),
-    else ``fresh`` as JSON."""
+    """The result at ``path`` if of the same configs (``fresh``'s provenance), else ``fresh``."""
     fresh = json.loads(json.dumps(fresh))
     if path.is_file():
         previous = json.loads(path.read_text(encoding="utf8"))
