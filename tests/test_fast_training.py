@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from stablernn_tools.synthetic_corpus import write_synthetic_corpus
 
 from stablernn_lib.core.iterative_projection import (
     iterative_projection_error_bound,
@@ -17,7 +18,7 @@ from stablernn_lib.core.iterative_projection import (
 from stablernn_lib.tasks.fast_step import FastStep, PlainStep
 from stablernn_lib.tasks.training import TrainingDivergedError
 from stablernn_lib.tasks.wikitext2 import model as lm
-from stablernn_lib.tasks.wikitext2.data import Corpus, write_synthetic_corpus
+from stablernn_lib.tasks.wikitext2.data import Corpus
 from stablernn_lib.tasks.wikitext2.train import CONFIGS, train_language_model
 
 # The smoke config on a synthetic corpus: 30 steps an epoch, 7 epochs = 210 steps.
