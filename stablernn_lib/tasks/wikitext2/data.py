@@ -97,11 +97,6 @@ def find_data_dir(data_dir: str | Path | None, folder_name: str, marker: str) ->
     )
 
 
-def find_corpus_dir(data_dir: str | Path | None = None) -> Path | None:
-    """The WikiText-2 folder that ``data_dir`` or ``$STABLERNN_DATA`` names, else None."""
-    return find_data_dir(data_dir, FOLDER_NAME, "train.txt")
-
-
 def download_verified(
     url: str,
     destination: str | Path,
@@ -292,4 +287,3 @@ def batch_starts(rows: int, bptt: int) -> range:
     """The first row of each BPTT window of a ``rows``-row source: one a training step, every
     ``bptt`` rows (the last shorter; the last row is only ever a target)."""
     return range(0, rows - 1, bptt)
-
