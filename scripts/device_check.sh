@@ -59,7 +59,7 @@ import torch
 gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
 print(f"torch {torch.__version__}, GPU: {gpu}", flush=True)
 if sys.argv[1]:  # the dry run's corpus
-    from stablernn_lib.tasks.wikitext2.data import write_synthetic_corpus
+    from stablernn_tools.synthetic_corpus import write_synthetic_corpus
     write_synthetic_corpus(sys.argv[1], lines=(1500, 60, 60))
 PY
 read -r -a VARIANT_LIST <<< "$VARIANTS"

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from stablernn_tools.synthetic_corpus import write_synthetic_corpus
 from torch.nn.functional import cross_entropy
 
 from stablernn_lib.tasks.wikitext2 import measurements as lma
-from stablernn_lib.tasks.wikitext2.data import Corpus, batchify, write_synthetic_corpus
+from stablernn_lib.tasks.wikitext2.data import Corpus, batchify
 from stablernn_lib.tasks.wikitext2.model import (
     WordLanguageModel,
     evaluate_loss,

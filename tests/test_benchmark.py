@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from stablernn_tools import benchmark as bench
+from stablernn_tools.synthetic_corpus import write_synthetic_corpus
 
 from stablernn_lib.tasks.table_runs import Job
 from stablernn_lib.tasks.wikitext2 import benchmark_reports as reports
-from stablernn_lib.tasks.wikitext2.data import Corpus, write_synthetic_corpus
+from stablernn_lib.tasks.wikitext2.data import Corpus
 from stablernn_lib.tasks.wikitext2.train import CONFIGS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,6 +12,7 @@ import torch
 
 from stablernn_lib.tasks.wikitext2 import data
 from stablernn_lib.tasks.wikitext2.data import (
+    FOLDER_NAME,
     WIKITEXT2_SHA256,
     WIKITEXT2_TOKENS,
     WIKITEXT2_VOCAB_SIZE,
@@ -21,7 +22,7 @@ from stablernn_lib.tasks.wikitext2.data import (
     batchify,
     download_verified,
     ensure_wikitext2,
-    find_corpus_dir,
+    find_data_dir,
     get_batch,
     load_wikitext2,
 )
@@ -78,6 +79,11 @@ def test_missing_file_error(tmp_path: Path) -> None:
     (tmp_path / "test.txt").unlink()
     with pytest.raises(CorpusError, match=r"test\.txt is missing.*fix"):
         Corpus.from_folder(tmp_path, sums)
+
+
+def find_corpus_dir(data_dir: str | Path | None = None) -> Path | None:
+    """The WikiText-2 folder that ``data_dir`` or ``$STABLERNN_DATA`` names, else None."""
+    return find_data_dir(data_dir, FOLDER_NAME, "train.txt")
 
 
 def test_find_corpus_dir_accepts_folder_parent_and_env(tmp_path: Path, monkeypatch) -> None:

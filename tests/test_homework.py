@@ -14,6 +14,7 @@ from typing import Any
 import nbformat
 import pytest
 import torch
+from stablernn_grader.grading import is_check_cell
 from stablernn_grader.rubrics import rubric_items
 from stablernn_tools.student_notebooks import (
     remove_solution_directives,
@@ -24,7 +25,6 @@ from stablernn_tools.student_notebooks import (
 from stablernn_lib.homework import homeworks
 from stablernn_lib.homework.cells import (
     is_answer_cell,
-    is_check_cell,
     is_solution_cell,
     question_of,
 )

@@ -26,6 +26,7 @@ import nbformat
 import pytest
 from stablernn_grader.__main__ import main
 from stablernn_grader.answers import (
+    FORMER_ANSWER_PLACEHOLDERS,
     NOT_FOUND,
     TAGGED,
     UNDER_HEADING,
@@ -38,7 +39,6 @@ from stablernn_tools.student_notebooks import student_notebook
 from stablernn_lib.homework import get_homework, get_question
 from stablernn_lib.homework.cells import (
     ANSWER_PLACEHOLDER,
-    FORMER_ANSWER_PLACEHOLDERS,
     is_answer_cell,
     is_solution_cell,
     question_of,

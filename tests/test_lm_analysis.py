@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from stablernn_tools.synthetic_corpus import write_synthetic_corpus
 
 from stablernn_lib.core.io import atomic_write_json
 from stablernn_lib.tasks.wikitext2.data import (
     WIKITEXT2_TOKENS,
     Corpus,
     batchify,
-    write_synthetic_corpus,
 )
 from stablernn_lib.tasks.wikitext2.measurements import (
     gradient_by_distance,

@@ -10,9 +10,10 @@ from dataclasses import replace
 
 import pytest
 import torch
+from jsb_support import write_synthetic_jsb
 
 from stablernn_lib.core.io import same_config
-from stablernn_lib.tasks.jsb.data import NUM_KEYS, read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.jsb.data import NUM_KEYS, read_piano_rolls
 from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
     PUBLISHED_RESULTS,

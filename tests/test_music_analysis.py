@@ -7,12 +7,13 @@ from dataclasses import replace
 
 import matplotlib
 import pytest
+from jsb_support import write_synthetic_jsb
 
 from stablernn_lib.core import paper_claims
 from stablernn_lib.figures.jsb import draw_piano_roll
 from stablernn_lib.tasks.jsb import measurements as ma
 from stablernn_lib.tasks.jsb import results as mr
-from stablernn_lib.tasks.jsb.data import read_piano_rolls, write_synthetic_jsb
+from stablernn_lib.tasks.jsb.data import read_piano_rolls
 from stablernn_lib.tasks.jsb.train import (
     CONFIGS,
     build_music_model,

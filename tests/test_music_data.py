@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from jsb_support import write_synthetic_jsb
 
 from stablernn_lib.tasks.jsb.data import (
     FILE_NAME,
@@ -17,12 +18,10 @@ from stablernn_lib.tasks.jsb.data import (
     JSB_SPLIT_SIZES,
     NUM_KEYS,
     ensure_jsb,
-    find_jsb_file,
     load_jsb,
     read_piano_rolls,
-    write_synthetic_jsb,
 )
-from stablernn_lib.tasks.wikitext2.data import CorpusError, sha256_of
+from stablernn_lib.tasks.wikitext2.data import CorpusError, find_data_dir, sha256_of
 
 
 def _real_folder() -> Path | None:
@@ -86,7 +85,7 @@ def test_folder_or_parent_via_argument_and_variable(synthetic, monkeypatch):
     for folder in (synthetic.parent, synthetic.parent.parent):
         assert ensure_jsb(folder, expected_sha256=digest) == synthetic
     monkeypatch.setenv("STABLERNN_DATA", str(synthetic.parent.parent))
-    assert find_jsb_file() == synthetic
+    assert find_data_dir(None, FOLDER_NAME, FILE_NAME) == synthetic.parent
 
 
 def test_wrong_folder_and_wrong_sum_are_clear_errors(synthetic, tmp_path):

@@ -9,6 +9,7 @@ import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 
 from stablernn_lib.core import style
 from stablernn_lib.figures import full_vs_truncated
@@ -18,6 +19,48 @@ from stablernn_lib.tasks.wikitext2 import measurements as lm_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("rnn-unconstrained", "rnn-stable", "lstm-unconstrained", "lstm-stable")
+
+
+# The rest of the Okabe-Ito palette, for figures that draw more than the full and truncated model.
+EXTRA_COLORS = ("#009e73", "#cc79a7", "#56b4e9", "#e69f00", "#000000")
+
+
+def rendered_scale(fig: Figure) -> float:
+    """How much the site shrinks the figure's PNG: 1 when it fits the text column."""
+    width_px = fig.get_figwidth() * fig.get_dpi()
+    return min(1.0, style.COLUMN_PX / width_px) * fig.get_dpi() / style.DPI
+
+
+def legibility_problems(fig: Figure) -> list[str]:
+    """Texts below ``style.MIN_PT`` at the size the site shows ``fig``; a figure too wide."""
+    scale = rendered_scale(fig)
+    fig.canvas.draw()
+    problems = [
+        f"{text.get_text()[:30]!r}: {text.get_fontsize() * scale:.1f} pt on the page"
+        for text in style._texts(fig)
+        if text.get_fontsize() * scale < style.MIN_PT - 1e-6
+    ]
+    if fig.get_figwidth() > style.MAX_WIDTH_IN + 1e-6:
+        problems.append(f"{fig.get_figwidth():.1f} in wide, wider than the column")
+    return problems
+
+
+def colour_only_series(fig: Figure) -> list[str]:
+    """Pairs of labelled lines in one axes of ``fig`` told apart by colour alone (different
+    colours, the same line style and marker): ``"'a' and 'b' in axes 0"``."""
+    problems = []
+    for number, axis in enumerate(fig.get_axes()):
+        lines = style._series(axis)
+        for i, first in enumerate(lines):
+            for second in lines[i + 1 :]:
+                same_look = style._look(first) == style._look(second)
+                if same_look and mcolors.to_hex(first.get_color()) != mcolors.to_hex(
+                    second.get_color()
+                ):
+                    problems.append(
+                        f"{first.get_label()!r} and {second.get_label()!r} in axes {number}"
+                    )
+    return problems
 
 
 def line_colors(fig) -> dict[str, str]:
@@ -66,7 +109,7 @@ def test_histograms_and_theory_figures_are_legible_at_the_rendered_size():
     analysis = {name: {"jacobian_norms": [rng.random(200), rng.random(200)]} for name in MODELS}
     histograms = lm_analysis.plot_jacobian_norms(analysis, "smoke models")
     for fig in (histograms, full_vs_truncated.full_vs_truncated_figure(0.8, 5)):
-        assert style.legibility_problems(fig) == []
+        assert legibility_problems(fig) == []
         assert fig.get_figwidth() * fig.get_dpi() <= style.COLUMN_PX + 1e-6
     bars = {p.get_facecolor()[:3] for p in histograms.axes[0].patches}
     assert mcolors.to_rgb(style.model_color(MODELS[0])) in {tuple(c) for c in bars}
@@ -78,9 +121,9 @@ def test_finish_repairs_a_wide_figure_with_small_text():
     axis.plot([1, 2], [3, 4], label="a line")
     axis.legend(fontsize=6)
     axis.set_title("tiny", fontsize=5)
-    assert any("pt on the page" in p for p in style.legibility_problems(fig))
+    assert any("pt on the page" in p for p in legibility_problems(fig))
     assert style.finish(fig) is fig
-    assert style.legibility_problems(fig) == []
+    assert legibility_problems(fig) == []
     plt.close("all")
 
 
@@ -156,7 +199,7 @@ def test_the_palettes_stay_distinct_with_colour_vision_deficiencies():
     """The theory chapters' colours and the trained models' colours stay apart (CIE76
     distance above 10, a clearly visible difference) for deuteranopia, protanopia and
     tritanopia, as simulated by Machado et al. (2009); a red and a green do not."""
-    theory = [style.FULL_COLOR, style.TRUNCATED_COLOR, style.BOUND_COLOR, *style.EXTRA_COLORS]
+    theory = [style.FULL_COLOR, style.TRUNCATED_COLOR, style.BOUND_COLOR, *EXTRA_COLORS]
     for palette in (theory, list(style.MODEL_COLORS.values())):
         for deficiency in (None, *CVD):
             assert smallest_difference(palette, deficiency) > 10, (palette, deficiency)
@@ -169,9 +212,9 @@ def test_finish_gives_lines_told_apart_by_colour_alone_a_marker():
         axis.plot(np.arange(40), np.arange(40) * number, color=color, label=f"series {number}")
     axis.plot([0, 39], [1, 1], color="#000000", linestyle="--", label="bound")
     axis.legend()
-    assert len(style.colour_only_series(fig)) == 3  # every pair of the three solid lines
+    assert len(colour_only_series(fig)) == 3  # every pair of the three solid lines
     style.finish(fig)
-    assert style.colour_only_series(fig) == []
+    assert colour_only_series(fig) == []
     markers = [line.get_marker() for line in axis.get_lines()]
     assert markers[0] == "None" and len(set(markers[:3])) == 3 and markers[3] == "None"
     assert axis.get_lines()[1].get_markevery() == 40 // style.MARKS_PER_LINE
@@ -201,7 +244,7 @@ def test_the_figure_functions_never_tell_series_apart_by_colour_alone():
         "plot_figure2": lm_analysis.plot_figure2({n: {"figure2": profile} for n in MODELS}),
         "truncation_figure": lemma_plots.truncation_figure(result),
     }
-    problems = {name: style.colour_only_series(fig) for name, fig in figures.items()}
+    problems = {name: colour_only_series(fig) for name, fig in figures.items()}
     assert all(fig.axes and fig.axes[0].get_lines() for fig in figures.values())
     assert not any(problems.values()), problems
     plt.close("all")

@@ -14,9 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from stablernn_tools.synthetic_corpus import write_synthetic_corpus
 
 from stablernn_lib.tasks import table_runs as tr
-from stablernn_lib.tasks.wikitext2.data import Corpus, write_synthetic_corpus
+from stablernn_lib.tasks.wikitext2.data import Corpus
 from stablernn_lib.tasks.wikitext2.train import CONFIGS
 
 submitit = pytest.importorskip("submitit", reason="submitit is in the test extra")

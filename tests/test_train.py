@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from stablernn_tools.synthetic_corpus import write_synthetic_corpus
 
 from stablernn_lib.__main__ import main
 from stablernn_lib.core.io import same_config
 from stablernn_lib.tasks.training import TrainingDivergedError, with_seed
 from stablernn_lib.tasks.wikitext2 import data
-from stablernn_lib.tasks.wikitext2.data import Corpus, write_synthetic_corpus
+from stablernn_lib.tasks.wikitext2.data import Corpus
 from stablernn_lib.tasks.wikitext2.train import (
     CONFIGS,
     load_trained_model,

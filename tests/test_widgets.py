@@ -1,5 +1,8 @@
 """Tests of stablernn_lib.figures.widgets.interactive_plot (precomputed frames and live mode)."""
 
+import base64
+import html
+import re
 import sys
 import types
 
@@ -14,11 +17,19 @@ import pytest
 from stablernn_lib.figures.widgets import (
     MAX_FRAMES,
     InteractivePlot,
-    frame_contents,
     interactive_plot,
 )
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+FRAME_PATTERN = re.compile(r'^<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)">$')
+
+
+def frame_contents(frame: ipywidgets.HTML) -> tuple[bytes, str]:
+    """``(png, alt)`` of a frame made by ``widgets.frame_widget``."""
+    match = FRAME_PATTERN.match(frame.value)
+    if match is None:
+        raise ValueError(f"not a frame of interactive_plot: {frame.value[:80]!r}")
+    return base64.b64decode(match[1]), html.unescape(match[2])
 
 
 def line_figure(**values):

@@ -27,7 +27,6 @@ import nbformat
 
 from stablernn_lib.homework.cells import (
     ANSWER_PLACEHOLDER,
-    FORMER_ANSWER_PLACEHOLDERS,
     is_answer_cell,
     question_of,
 )
@@ -37,6 +36,11 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 TAGGED = "tagged answer cell"
 UNDER_HEADING = "cells under the question's heading (no tagged answer cell with text)"
 NOT_FOUND = "not found"
+# Placeholders of earlier student editions: submissions made from them still strip them.
+FORMER_ANSWER_PLACEHOLDERS = (
+    "**Your answer.** _Replace this text with your proof (Markdown, with LaTeX between "
+    "dollar signs)._",
+)
 _HEADING = re.compile(r"#{1,6}[ \t]*Question[ \t]+(\d+)\b", re.IGNORECASE)
 
 

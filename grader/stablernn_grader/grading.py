@@ -76,7 +76,7 @@ from stablernn_grader.submissions import (
     stated_homework,
 )
 from stablernn_lib.core.io import atomic_write_json, atomic_write_text
-from stablernn_lib.homework.cells import is_check_cell, question_of, tags
+from stablernn_lib.homework.cells import CHECK_TAG, question_of, tags
 from stablernn_lib.homework.checks import (
     CheckOutcome,
     CheckTimeoutError,
@@ -102,6 +102,13 @@ MAX_CHECK_BYTES = 32 * 2**20  # bytes read while one check runs
 MAX_EVENTS = 20_000  # lines read from all the student processes of one submission
 MAX_EVENTS_BYTES = 256 * 2**20  # bytes read from them
 STARTUP_S = 60.0  # importing torch in a fresh process on a loaded machine
+
+
+def is_check_cell(cell: dict[str, Any]) -> bool:
+    """A code cell tagged ``check`` or one that calls ``check(...)``."""
+    return cell["cell_type"] == "code" and (
+        CHECK_TAG in tags(cell) or cell["source"].lstrip().startswith("check(")
+    )
 
 
 @dataclass(frozen=True)

@@ -55,16 +55,6 @@ def project_spectral_ball_iterative(
     return projected.mT if wide else projected
 
 
-def iterative_projection_error_bound(
-    matrices: Tensor, radius: float = 1.0, sign_iterations: int = SIGN_ITERATIONS
-) -> Tensor:
-    """The sign iteration's resolution ``(||W||_F + sqrt(n) r) 1.5^-k`` per matrix ``(...)``: a
-    singular value farther from ``r`` is clipped exactly, a closer one to within half of it."""
-    n = min(matrices.shape[-2:])
-    frobenius = torch.linalg.matrix_norm(matrices.detach().double())
-    return (frobenius + radius * n**0.5) * 1.5 ** (-sign_iterations)
-
-
 def spectral_norms_float64(matrices: Tensor) -> Tensor:
     """``||W||_2`` of each matrix by an SVD in float64, ``(..., m, n) -> (...)``: the exact
     certificate (it synchronizes with the host on a GPU; run it once an epoch)."""

@@ -7,20 +7,10 @@ code, the ``{paper-claims}`` directive for the registry (``stablernn_tools.paper
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
-
-from stablernn_lib.core.tables import text_table
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 CHECKED, RECALLED = "checked", "recalled"
 MARKS = {CHECKED: "✓", RECALLED: "†"}
-LEGEND = (
-    "✓: checked against the source named in its tooltip; "
-    "†: recalled as the paper's, not checked against any stored source."
-)
 
 # The two versions of the paper, and what "version not known" means.
 VERSIONS = {
@@ -160,13 +150,3 @@ def marked(key: str) -> str:
     """The claim as plain text with its mark, e.g. ``"146.7 ✓"`` or ``"143.5 †"``."""
     entry = claim(key)
     return f"{entry.value} {entry.mark}"
-
-
-def claims_markdown(keys: Iterable[str] | None = None) -> str:
-    """A Markdown table of the claims (all by default): value, mark, quantity, source."""
-    rows = []
-    for key in keys if keys is not None else REGISTRY:
-        entry = claim(key)
-        where = f"checked: {entry.source}" if entry.status == CHECKED else "recalled, not checked"
-        rows.append([marked(key), entry.quantity, where, VERSIONS[entry.version]])
-    return text_table("number | what it is | source | version", rows, right=[0])

@@ -1,6 +1,5 @@
 """The figure style: one colour per model; :func:`finish` (every plot ends with it) fits the site's
-column at :data:`DPI`, raises texts to :data:`MIN_PT` and marks lines told apart by colour alone;
-:func:`legibility_problems` and :func:`colour_only_series` list what breaks these rules."""
+column at :data:`DPI`, raises texts to :data:`MIN_PT` and marks lines told apart by colour alone."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from matplotlib.text import Text
 FULL_COLOR = "#0b4f8a"  # the recurrent (full) model of the theory chapters
 TRUNCATED_COLOR = "#d55e00"  # its truncation
 BOUND_COLOR = "#6b6b6b"  # proved bounds and reference lines
-EXTRA_COLORS = ("#009e73", "#cc79a7", "#56b4e9", "#e69f00", "#000000")
 # The trained models of Chapters 8 and 9, by their result names ("rnn-stable-adam" is drawn
 # as "rnn-stable": a variant of a model keeps the model's colour).
 MODEL_COLORS = {
@@ -77,21 +75,13 @@ def model_color(name: str) -> str:
     return MODEL_COLORS[max(matches, key=len)]
 
 
-def _texts(fig: Figure, draw: bool = True) -> list[Text]:
+def _texts(fig: Figure) -> list[Text]:
     """Every visible, non-empty text of ``fig`` (tick labels only once it is drawn)."""
-    if draw:
-        fig.canvas.draw()
     return [
         text
         for text in fig.findobj(Text)
         if text.get_visible() and text.get_text().strip() and text.get_figure() is fig
     ]
-
-
-def rendered_scale(fig: Figure) -> float:
-    """How much the site shrinks the figure's PNG: 1 when it fits the text column."""
-    width_px = fig.get_figwidth() * fig.get_dpi()
-    return min(1.0, COLUMN_PX / width_px) * fig.get_dpi() / DPI
 
 
 def finish(fig: Figure) -> Figure:
@@ -109,7 +99,7 @@ def finish(fig: Figure) -> Figure:
         axis.tick_params(which="both", labelsize=max(MIN_PT, STYLE["xtick.labelsize"]))
         for offset in (axis.xaxis.get_offset_text(), axis.yaxis.get_offset_text()):
             offset.set_fontsize(max(offset.get_fontsize(), MIN_PT))
-    for text in _texts(fig, draw=False):
+    for text in _texts(fig):
         if text.get_fontsize() < MIN_PT:
             text.set_fontsize(MIN_PT)
             changed = True
@@ -117,19 +107,6 @@ def finish(fig: Figure) -> Figure:
     if changed and fig.get_layout_engine() is None:
         fig.tight_layout()
     return fig
-
-
-def legibility_problems(fig: Figure) -> list[str]:
-    """Texts below :data:`MIN_PT` at the size the site shows ``fig``; a figure too wide."""
-    scale = rendered_scale(fig)
-    problems = [
-        f"{text.get_text()[:30]!r}: {text.get_fontsize() * scale:.1f} pt on the page"
-        for text in _texts(fig)
-        if text.get_fontsize() * scale < MIN_PT - 1e-6
-    ]
-    if fig.get_figwidth() > MAX_WIDTH_IN + 1e-6:
-        problems.append(f"{fig.get_figwidth():.1f} in wide, wider than the column")
-    return problems
 
 
 def _series(axis) -> list[Line2D]:
@@ -150,22 +127,6 @@ def _look(line: Line2D) -> tuple[str, str]:
     """What tells a line apart besides its colour: its line style and marker."""
     style = line.get_linestyle()
     return ("" if style in ("None", "none", "", " ") else str(style)), _marker(line)
-
-
-def colour_only_series(fig: Figure) -> list[str]:
-    """Pairs of labelled lines in one axes of ``fig`` told apart by colour alone (different
-    colours, the same line style and marker): ``"'a' and 'b' in axes 0"``."""
-    problems = []
-    for number, axis in enumerate(fig.get_axes()):
-        lines = _series(axis)
-        for i, first in enumerate(lines):
-            for second in lines[i + 1 :]:
-                same_look = _look(first) == _look(second)
-                if same_look and to_hex(first.get_color()) != to_hex(second.get_color()):
-                    problems.append(
-                        f"{first.get_label()!r} and {second.get_label()!r} in axes {number}"
-                    )
-    return problems
 
 
 def distinguish_series(fig: Figure) -> Figure:

@@ -217,21 +217,12 @@ def _checked_figure(draw: Callable[..., Figure], values: dict[str, Any]) -> Figu
 
 
 FRAME_HTML = '<img src="data:image/png;base64,{data}" alt="{alt}">'
-FRAME_PATTERN = re.compile(r'^<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)">$')
 
 
 def frame_widget(png: bytes, alt: str) -> ipywidgets.HTML:
     """One frame: ``png`` as a data URL with the text alternative ``alt`` (``Image`` has none)."""
     data = base64.b64encode(png).decode("ascii")
     return ipywidgets.HTML(FRAME_HTML.format(data=data, alt=html.escape(alt, quote=True)))
-
-
-def frame_contents(frame: ipywidgets.HTML) -> tuple[bytes, str]:
-    """``(png, alt)`` of a frame made by :func:`frame_widget`."""
-    match = FRAME_PATTERN.match(frame.value)
-    if match is None:
-        raise ValueError(f"not a frame of interactive_plot: {frame.value[:80]!r}")
-    return base64.b64decode(match[1]), html.unescape(match[2])
 
 
 def _frame_text(

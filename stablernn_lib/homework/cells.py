@@ -18,11 +18,6 @@ ANSWER_PLACEHOLDER = (
     "**Your answer.** _Replace this text with your answer (Markdown, with LaTeX between "
     "dollar signs)._"
 )
-# Placeholders of earlier student editions: submissions made from them still strip them.
-FORMER_ANSWER_PLACEHOLDERS = (
-    "**Your answer.** _Replace this text with your proof (Markdown, with LaTeX between "
-    "dollar signs)._",
-)
 
 
 def tags(cell: dict[str, Any]) -> list[str]:
@@ -37,12 +32,6 @@ def question_of(cell: dict[str, Any]) -> str | None:
 
 def is_solution_cell(cell: dict[str, Any]) -> bool:
     return cell["cell_type"] == "code" and SOLUTION_TAG in tags(cell)
-
-
-def is_check_cell(cell: dict[str, Any]) -> bool:
-    return cell["cell_type"] == "code" and (
-        CHECK_TAG in tags(cell) or cell["source"].lstrip().startswith("check(")
-    )
 
 
 def is_answer_cell(cell: dict[str, Any]) -> bool:

@@ -40,7 +40,7 @@ import ast
 import copy
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -660,14 +660,26 @@ def notebook_problems(notebook: nbformat.NotebookNode, macros) -> list[str]:
 
 def claims_note(keys: list[str]) -> str:
     """The cell that replaces the site's tooltips on the marks of the paper's numbers."""
-    from stablernn_lib.core import paper_claims
-
     return (
         "**The paper's numbers in this notebook.** A number quoted from the paper carries a "
         "mark: ✓ checked against the source named here, † recalled, not checked. (On the "
-        "course website, the mark's tooltip says the same.)\n\n"
-        + paper_claims.claims_markdown(keys)
+        "course website, the mark's tooltip says the same.)\n\n" + claims_markdown(keys)
     )
+
+
+def claims_markdown(keys: Iterable[str]) -> str:
+    """A Markdown table of the claims ``keys``: value, mark, quantity, source, version."""
+    from stablernn_lib.core import paper_claims
+    from stablernn_lib.core.tables import text_table
+
+    rows = []
+    for key in keys:
+        entry = paper_claims.claim(key)
+        checked = entry.status == paper_claims.CHECKED
+        where = f"checked: {entry.source}" if checked else "recalled, not checked"
+        version = paper_claims.VERSIONS[entry.version]
+        rows.append([paper_claims.marked(key), entry.quantity, where, version])
+    return text_table("number | what it is | source | version", rows, right=[0])
 
 
 def install_ref(root: Path, branch: str) -> tuple[str, str]:

@@ -15,9 +15,13 @@ from collections.abc import Iterable
 from html.parser import HTMLParser
 from pathlib import Path
 
-from stablernn_lib.core.paper_claims import CHECKED, CLAIMS, LEGEND, REGISTRY, VERSIONS, claim
+from stablernn_lib.core.paper_claims import CHECKED, CLAIMS, REGISTRY, VERSIONS, claim
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+LEGEND = (
+    "✓: checked against the source named in its tooltip; "
+    "†: recalled as the paper's, not checked against any stored source."
+)
 
 
 # ---------------------------------------------------------------------------

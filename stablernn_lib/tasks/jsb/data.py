@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from stablernn_lib.tasks.wikitext2.data import CorpusError, ensure_files, find_data_dir
+from stablernn_lib.tasks.wikitext2.data import CorpusError, ensure_files
 
 FOLDER_NAME = "jsb-chorales"
 FILE_NAME = "JSB_Chorales.mat"
@@ -34,13 +34,6 @@ JSB_SPLIT_SIZES: dict[str, tuple[int, int]] = {
     "valid": (76, 4_602),
     "test": (77, 4_725),
 }
-
-
-def find_jsb_file(data_dir: str | Path | None = None) -> Path | None:
-    """``JSB_Chorales.mat`` in the folder that ``data_dir`` or ``$STABLERNN_DATA`` names
-    (:func:`~stablernn_lib.tasks.wikitext2.data.find_data_dir`), else None."""
-    folder = find_data_dir(data_dir, FOLDER_NAME, FILE_NAME)
-    return None if folder is None else folder / FILE_NAME
 
 
 def ensure_jsb(
@@ -102,33 +95,3 @@ def read_piano_rolls(path: str | Path) -> PianoRolls:
 def load_jsb(data_dir: str | Path | None = None, **ensure_kwargs) -> PianoRolls:
     """The verified JSB Chorales piano rolls (see the module docstring for where they come from)."""
     return read_piano_rolls(ensure_jsb(data_dir, **ensure_kwargs))
-
-
-def write_synthetic_jsb(
-    path: str | Path,
-    sequences: tuple[int, int, int] = (24, 6, 6),
-    length: tuple[int, int] = (12, 30),
-    seed: int = 0,
-) -> Path:
-    """Write a small ``.mat`` file with JSB's layout (for tests): three-note chords moving up
-    two keys a step (wrapping around 88), each held one or two steps at random."""
-    from scipy.io import savemat
-
-    generator = np.random.default_rng(seed)
-    contents = {}
-    for key, count in zip(MAT_KEYS.values(), sequences, strict=True):
-        arrays = np.empty((1, count), dtype=object)
-        for index in range(count):
-            steps = int(generator.integers(length[0], length[1] + 1))
-            roll = np.zeros((steps, NUM_KEYS), dtype=np.uint8)
-            root = int(generator.integers(NUM_KEYS))
-            for t in range(steps):
-                roll[t, [root % NUM_KEYS, (root + 4) % NUM_KEYS, (root + 7) % NUM_KEYS]] = 1
-                if generator.random() < 0.7:
-                    root += 2
-            arrays[0, index] = roll
-        contents[key] = arrays
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    savemat(path, contents)
-    return path
