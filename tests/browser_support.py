@@ -149,14 +149,16 @@ def visit_pages(
 
 
 # Resolves once every widget view of the page has been rendered (the widget manager draws
-# them after the load event), or after 20 s.
+# each after the load event, into a ``.widget-subarea`` beside its view's script), or after
+# 20 s.
 WIDGETS_SCRIPT = """async () => {
-  const views = document.querySelectorAll(
-    'script[type="application/vnd.jupyter.widget-view+json"]').length;
-  for (let waited = 0; views && waited < 20000; waited += 100) {
-    if (document.querySelectorAll(".jupyter-widgets img").length) break;
+  const views = Array.from(document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"]'));
+  const drawn = () => views.every(view => view.parentElement.querySelector(".widget-subarea"));
+  for (let waited = 0; !drawn() && waited < 20000; waited += 100) {
     await new Promise(resolve => setTimeout(resolve, 100));
   }
+  await new Promise(resolve => requestAnimationFrame(() => resolve(null)));
   await new Promise(resolve => setTimeout(resolve, 50));  // book/accessibility.js runs
 }"""
 
