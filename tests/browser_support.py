@@ -18,9 +18,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from stablernn_tools.book_config import toc_files
 
 CHROMIUM = Path("/usr/bin/chromium")
+# The marks of a test module that opens pages in Chromium.
+BROWSER_TEST = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make browser-deps)"),
+]
 ROOT = Path(__file__).resolve().parents[1]
 # Each page is loaded at the first width, then the window is narrowed to the second.
 WIDTHS = (1400, 400)
@@ -57,8 +64,6 @@ TYPESET_SCRIPT = """async () => {
 @contextmanager
 def chromium(args: list[str] = CHROMIUM_FLAGS) -> Iterator[Any]:
     """One headless Chromium (Debian's) for a whole test module."""
-    import pytest
-
     playwright_api = pytest.importorskip("playwright.sync_api")
     # Playwright gives the browser a fresh temporary profile (the --user-data-dir flag).
     with playwright_api.sync_playwright() as playwright:

@@ -41,6 +41,15 @@ def real_data_dir() -> Path:
     return Path(value)
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for a test module (tests/browser_support.py)."""
+    from browser_support import chromium
+
+    with chromium() as browser:
+        yield browser
+
+
 @pytest.fixture(autouse=True)
 def no_open_figures():
     """Start every test with no open matplotlib figure and close what it leaves open."""

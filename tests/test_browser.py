@@ -17,7 +17,7 @@ import json
 import pytest
 from book_support import BUILD_DIR, HTML_DIR, build_book
 from browser_support import (
-    CHROMIUM,
+    BROWSER_TEST,
     CLOSE_COLLAPSIBLES_SCRIPT,
     TYPESET_SCRIPT,
     WIDGETS_SCRIPT,
@@ -25,7 +25,6 @@ from browser_support import (
     alt_problem,
     axe_failures,
     book_pages,
-    chromium,
     measure_accessibility,
     resize,
     serve,
@@ -35,11 +34,7 @@ from browser_support import (
 CHAPTER_PAGE = "chapters/01_recurrent_models.html"
 SCREENSHOTS = BUILD_DIR / "screenshots"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make browser-deps)"),
-]
+pytestmark = BROWSER_TEST
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +43,6 @@ def site_url():
     assert (HTML_DIR / CHAPTER_PAGE).is_file(), f"the build wrote no {CHAPTER_PAGE}"
     with serve(HTML_DIR) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
 
 
 @pytest.fixture(scope="module")

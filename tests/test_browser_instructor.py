@@ -9,28 +9,17 @@ import re
 import pytest
 from book_support import HTML_DIR, build_book, build_instructor_site
 from browser_support import (
-    CHROMIUM,
+    BROWSER_TEST,
     WIDTHS,
     axe_failures,
     book_pages,
-    chromium,
     measure_accessibility,
     resize,
     serve,
     visit_pages,
 )
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make browser-deps)"),
-]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as browser:
-        yield browser
+pytestmark = BROWSER_TEST
 
 
 # The blocks that the instructor edition of a chapter adds (sphinx-exercise's solutions).
