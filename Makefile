@@ -20,11 +20,9 @@ venv: $(STAMP)
 
 $(STAMP): $(SETUP_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=68" wheel
+	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)" $(TORCH_INDEX)
-	# the three projects build with the setuptools just installed (one isolated build
-	# environment each would take longer than the rest of the install)
-	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[book,test]" -e ./grader -e ./tools
+	$(BIN)/python -m pip install --quiet -e ".[book,test]" -e ./grader -e ./tools
 	touch $(STAMP)
 
 ## The STUDENT site (the public one) into _build/html: the student edition of every notebook
