@@ -158,8 +158,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     The ``book`` tests (they execute the notebooks and build the site) go first, to the
     first worker; each site's browser tests go, once the ``book`` tests are done, to the
-    next worker that asks for work (one worker starts the student site's visits while the
-    other builds and visits the instructor site); the tests that grade in the sandbox go to
+    next worker that asks for work (one worker visits the student site while the other
+    visits the instructor site); the tests that grade in the sandbox go to
     one worker, one file after another; every other test file goes to one worker whole, so
     its module fixtures run once (:func:`_scope`).
     """
@@ -177,12 +177,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return _scope(str(root / nodeid.split("::", 1)[0]))
 
         def _book_done(self) -> bool:
-            pending = [
+            flags = [
                 done
                 for work in self.assigned_work.values()
                 for done in work.get("book", {}).values()
             ]
-            return "book" not in self.workqueue and all(pending)
+            return "book" not in self.workqueue and all(flags)
 
         def _assign_work_unit(self, node) -> None:  # noqa: ANN001 (xdist's WorkerController)
             # the book first; then a site's visits as soon as the book is built; else any
