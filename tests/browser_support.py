@@ -228,6 +228,27 @@ def resize(page: Any, width: int) -> None:
     page.evaluate(f"async () => {{ {SETTLED} }}")
 
 
+def at_each_width(page: Any, before_narrowing: str | None = None) -> Iterator[int]:
+    """Each of :data:`WIDTHS` in turn, the window that wide: the first as the page was loaded,
+    the next after :func:`resize` (``before_narrowing``, a script, run first)."""
+    for width in WIDTHS:
+        if width != WIDTHS[0]:
+            if before_narrowing:
+                page.evaluate(before_narrowing)
+            resize(page, width)
+        yield width
+
+
+def by_width(results: dict[Any, tuple[dict[int, dict], list[str]]]) -> dict[int, dict[Any, dict]]:
+    """:func:`visit_pages`' results of a ``{width: record}`` measure as ``{width: {page:
+    record}}``, each record with its page's ``problems``."""
+    records: dict[int, dict[Any, dict]] = {width: {} for width in WIDTHS}
+    for name, (measured, problems) in results.items():
+        for width, record in measured.items():
+            records[width][name] = {**record, "problems": problems}
+    return records
+
+
 @contextmanager
 def serve(folder: Path) -> Iterator[str]:
     """A local HTTP server of ``folder`` for the duration; yields its address (``.../``)."""
@@ -280,6 +301,17 @@ MATH_BACK_SCRIPT = """() => {
   for (const [box, math] of window.mathAside || []) box.replaceWith(math);
   window.mathAside = [];
 }"""
+
+
+@contextmanager
+def formulas_set_aside(page: Any) -> Iterator[list[str]]:
+    """The formulas' renderings set aside for the duration (:data:`MATH_ASIDE_SCRIPT`), put
+    back after; yields the formulas that set a colour of their own."""
+    coloured = page.evaluate(MATH_ASIDE_SCRIPT)
+    try:
+        yield coloured
+    finally:
+        page.evaluate(MATH_BACK_SCRIPT)
 
 
 def axe_violations(
@@ -347,15 +379,13 @@ def measure_accessibility(page, selector: str | None = None, closed_too: bool = 
     page.evaluate(WIDGETS_SCRIPT)
     found = {}
     if closed_too:
-        page.evaluate(MATH_ASIDE_SCRIPT)
-        found["collapsibles closed"] = axe_violations(
-            page, selector=COLLAPSIBLES, skip=LAYOUT_RULES
-        )
-        page.evaluate(MATH_BACK_SCRIPT)
+        with formulas_set_aside(page):
+            found["collapsibles closed"] = axe_violations(
+                page, selector=COLLAPSIBLES, skip=LAYOUT_RULES
+            )
     page.evaluate(OPEN_COLLAPSIBLES_SCRIPT)
-    coloured = page.evaluate(MATH_ASIDE_SCRIPT)
-    found["collapsibles open"] = axe_violations(page, selector=selector)
-    page.evaluate(MATH_BACK_SCRIPT)
+    with formulas_set_aside(page) as coloured:
+        found["collapsibles open"] = axe_violations(page, selector=selector)
     if coloured:
         nodes = [{"target": "mjx-container", "html": text} for text in coloured]
         found["collapsibles open"].append(

@@ -23,10 +23,11 @@ from browser_support import (
     WIDGETS_SCRIPT,
     WIDTHS,
     alt_problem,
+    at_each_width,
     axe_failures,
     book_pages,
+    by_width,
     measure_accessibility,
-    resize,
     serve,
     visit_pages,
 )
@@ -287,10 +288,7 @@ def measure_page(page_name: str, page) -> dict[int, dict]:
     each of :data:`WIDTHS` with its collapsibles closed (then opened for axe, and closed again
     before the window is narrowed), and a screenshot at each width."""
     records = {}
-    for width in WIDTHS:
-        if width != WIDTHS[0]:
-            page.evaluate(CLOSE_COLLAPSIBLES_SCRIPT)
-            resize(page, width)
+    for width in at_each_width(page, before_narrowing=CLOSE_COLLAPSIBLES_SCRIPT):
         record = {
             "raw_tex": page.evaluate(RAW_TEX_SCRIPT),
             "raw_tables": page.evaluate(RAW_TABLE_SCRIPT),
@@ -322,10 +320,7 @@ def visits(browser, site_url) -> dict[int, dict[str, dict]]:
     results = visit_pages(
         browser, jobs, measure_page, lambda url: url.startswith((site_url, "data:", "blob:"))
     )
-    records = {width: {} for width in WIDTHS}
-    for name, (by_width, problems) in results.items():
-        for width, record in by_width.items():
-            records[width][name] = {**record, "problems": problems}
+    records = by_width(results)
     for width, pages in records.items():
         counts = {
             name: {"wide_equations": len(record["wide_equations"]), **record["overflow"]}

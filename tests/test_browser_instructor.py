@@ -11,10 +11,11 @@ from book_support import HTML_DIR, build_book, build_instructor_site
 from browser_support import (
     BROWSER_TEST,
     WIDTHS,
+    at_each_width,
     axe_failures,
     book_pages,
+    by_width,
     measure_accessibility,
-    resize,
     serve,
     visit_pages,
 )
@@ -65,12 +66,10 @@ def instructor_visits(browser) -> dict[int, dict[str, dict]]:
     def measure(name: str, page) -> dict[int, dict]:
         if selectors[name] == SOLUTIONS:
             page.evaluate(TYPESET_SOLUTIONS_SCRIPT)
-        records = {}
-        for width in WIDTHS:
-            if width != WIDTHS[0]:
-                resize(page, width)
-            records[width] = measure_accessibility(page, selectors[name], closed_too=False)
-        return records
+        return {
+            width: measure_accessibility(page, selectors[name], closed_too=False)
+            for width in at_each_width(page)
+        }
 
     with serve(site) as url:
         jobs = [(name, url + name, WIDTHS[0]) for name in changed]
@@ -82,11 +81,7 @@ def instructor_visits(browser) -> dict[int, dict[str, dict]]:
             lambda u: u.startswith((url, "data:", "blob:")),
             init_script=TYPESET_LATER_SCRIPT % json.dumps(only_solutions),
         )
-    records = {width: {} for width in WIDTHS}
-    for name, (by_width, _) in results.items():
-        for width, record in by_width.items():
-            records[width][name] = record
-    return records
+    return by_width(results)
 
 
 def article(path) -> str:
