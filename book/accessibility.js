@@ -8,6 +8,12 @@
     return node ? (node.textContent || "").replace(/\s+/g, " ").trim() : "";
   }
 
+  // An attribute written only when its value changes: the observer below watches attributes,
+  // and every write, even of the same value, would call it again (a loop that never idles).
+  function set(node, name, value) {
+    if (node.getAttribute(name) !== String(value)) node.setAttribute(name, value);
+  }
+
   // A collapsible's <summary> holding only an icon (the sidebar's "show the sections" arrow):
   // named after the link of its entry.
   function nameSummaries(root) {
@@ -15,7 +21,7 @@
       if (text(summary) || summary.getAttribute("aria-label")) return;
       var entry = summary.closest("li");
       var link = entry ? entry.querySelector(":scope > a") : null;
-      summary.setAttribute("aria-label", link ? "Sections of " + text(link) : "Show or hide");
+      set(summary, "aria-label", link ? "Sections of " + text(link) : "Show or hide");
     });
   }
 
@@ -29,7 +35,7 @@
         if (node.closest(".jupyter-widgets")) return;
         var seen = text(node), label = node.getAttribute("aria-label");
         if (seen && label.toLowerCase().indexOf(seen.toLowerCase()) === -1) {
-          if (!node.getAttribute("title")) node.setAttribute("title", label);
+          if (!node.getAttribute("title")) set(node, "title", label);
           node.removeAttribute("aria-label");
         }
       });
@@ -39,7 +45,7 @@
   // role="list" container: plain list items.
   function bibliographyRoles(root) {
     root.querySelectorAll('[role="doc-biblioentry"]').forEach(function (entry) {
-      entry.setAttribute("role", "listitem");
+      set(entry, "role", "listitem");
     });
   }
 
@@ -53,18 +59,18 @@
       .forEach(function (widget) {
         var name = sliderName(widget), readout = widget.querySelector(".widget-readout");
         widget.querySelectorAll('.noUi-handle, [role="slider"]').forEach(function (handle) {
-          handle.setAttribute("aria-label", name);
-          if (readout && text(readout)) handle.setAttribute("aria-valuetext", text(readout));
+          set(handle, "aria-label", name);
+          if (readout && text(readout)) set(handle, "aria-valuetext", text(readout));
         });
       });
     root.querySelectorAll("div.widget-toggle-buttons").forEach(function (widget) {
       var buttons = widget.querySelectorAll("button");
       if (!buttons.length) return;
       var group = buttons[0].parentElement;
-      group.setAttribute("role", "group");
-      group.setAttribute("aria-label", text(widget.querySelector(".widget-label")) || "options");
+      set(group, "role", "group");
+      set(group, "aria-label", text(widget.querySelector(".widget-label")) || "options");
       buttons.forEach(function (button) {
-        button.setAttribute("aria-pressed", button.classList.contains("mod-active"));
+        set(button, "aria-pressed", button.classList.contains("mod-active"));
       });
     });
   }
@@ -91,7 +97,7 @@
     var wide = boxes.map(function (box) { return box.scrollWidth > box.clientWidth + 1; });
     boxes.forEach(function (box, i) {
       if (wide[i]) {
-        box.setAttribute("tabindex", "0");
+        set(box, "tabindex", "0");
       } else if (box.getAttribute("tabindex") === "0") {
         box.removeAttribute("tabindex");
       }
@@ -149,5 +155,4 @@
       focusableEquationsSoon();
     }
   });
-  window.addEventListener("resize", focusableEquations);
 })();

@@ -19,6 +19,7 @@ from book_support import BUILD_DIR, HTML_DIR, build_book
 from browser_support import (
     BROWSER_TEST,
     CLOSE_COLLAPSIBLES_SCRIPT,
+    THEME_RESIZE_DELAY_MS,
     TYPESET_SCRIPT,
     WIDGETS_SCRIPT,
     WIDTHS,
@@ -111,6 +112,28 @@ def test_math_is_typeset_offline(chapter_page):
     assert "\\phi_w" not in text and "$$" not in text
     assert not errors, f"JavaScript errors or missing files: {errors}"
     assert not blocked, f"the page tried to reach the network: {blocked}"
+
+
+# The changes made to the page in one second, counted once the theme's delayed changes of
+# the load are done (its tab stops, THEME_RESIZE_DELAY_MS after the last event).
+IDLE_CHANGES_SCRIPT = f"""async () => {{
+  await new Promise(resolve => setTimeout(resolve, {THEME_RESIZE_DELAY_MS} + 200));
+  let changes = 0;
+  const observer = new MutationObserver(records => {{ changes += records.length; }});
+  observer.observe(document.documentElement,
+                   {{childList: true, subtree: true, attributes: true, characterData: true}});
+  await new Promise(resolve => setTimeout(resolve, 1000));
+  observer.disconnect();
+  return changes;
+}}"""
+
+
+def test_a_page_left_alone_changes_nothing(chapter_page):
+    """Once typeset and its widgets drawn, a page is idle: no script keeps rewriting it, which
+    would cost a reader's battery (book/accessibility.js watches the page and writes only
+    what differs: a write of the same value would wake its observer again, and again)."""
+    page, _, _ = chapter_page
+    assert page.evaluate(IDLE_CHANGES_SCRIPT) == 0
 
 
 def test_every_image_loads(chapter_page):
