@@ -2,6 +2,7 @@
 
 import base64
 import html
+import io
 import re
 import sys
 import types
@@ -12,12 +13,16 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
+from PIL import Image
 
 from stablernn_lib.figures.widgets import (
+    FRAME_DPI,
     MAX_FRAMES,
     InteractivePlot,
     interactive_plot,
+    render_png,
 )
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -242,3 +247,42 @@ def test_every_frame_carries_its_text_alternative():
     )
     with pytest.raises(TypeError, match="alt must be a non-empty string"):
         interactive_plot(line_figure, {"k": [1, 2]}, alt="  ")
+
+
+def pixels(data: bytes) -> np.ndarray:
+    """A PNG's pixels as grey levels 0-255, ``(rows, columns)``."""
+    return np.asarray(Image.open(io.BytesIO(data)).convert("L"), dtype=float)
+
+
+def blocks(grey: np.ndarray, size: int = 8) -> np.ndarray:
+    """The mean of each ``size`` x ``size`` block (a one-pixel shift hardly changes it)."""
+    rows, columns = (n // size * size for n in grey.shape)
+    return grey[:rows, :columns].reshape(rows // size, size, columns // size, size).mean((1, 3))
+
+
+@pytest.mark.parametrize("legend_below", [False, True])
+def test_a_frame_is_cut_as_savefig_cuts_it(legend_below):
+    """A frame is the figure drawn once with its tight box (and savefig's padding) cut out of
+    the pixels: the size of ``savefig(bbox_inches="tight")``'s image to a pixel, the same
+    picture; a figure with an artist outside it (a legend below the figure) is saved by
+    savefig, which widens the image to hold it."""
+
+    def figure():
+        fig, ax = plt.subplots(figsize=(3, 2), layout="constrained")
+        ax.semilogy([1, 2, 3], [1e-3, 1, 1e3], marker="o", label="$h_t$ (full)")
+        ax.set_xlabel("time $t$")
+        if legend_below:
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.6))
+        else:
+            ax.legend()
+        return fig
+
+    saved = io.BytesIO()
+    reference = figure()
+    reference.savefig(saved, format="png", dpi=FRAME_DPI, bbox_inches="tight")
+    plt.close(reference)
+    ours, theirs = pixels(render_png(figure())), pixels(saved.getvalue())
+    assert np.abs(np.subtract(ours.shape, theirs.shape)).max() <= 1, (ours.shape, theirs.shape)
+    rows, columns = np.minimum(ours.shape, theirs.shape)
+    difference = np.abs(blocks(ours[:rows, :columns]) - blocks(theirs[:rows, :columns]))
+    assert difference.mean() < 2 and difference.max() < 40, (difference.mean(), difference.max())

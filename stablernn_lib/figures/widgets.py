@@ -19,7 +19,11 @@ from typing import Any
 
 import ipywidgets
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox
 
 from stablernn_lib.core.style import DPI, finish
 
@@ -84,13 +88,42 @@ def interactive_plot(
 
 
 def render_png(figure: Figure, dpi: int = FRAME_DPI) -> bytes:
-    """Render ``figure`` to PNG bytes and close it."""
+    """``figure`` as PNG bytes at ``dpi``, cut to its tight box plus ``savefig.pad_inches`` as
+    ``savefig(bbox_inches="tight")`` cuts it, and closed. Drawn once when the tight box lies
+    inside the figure (the box then cut out of the pixels); else by ``savefig``, which draws
+    it twice."""
     buffer = io.BytesIO()
     try:
-        figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+        figure.set_dpi(dpi)
+        canvas = FigureCanvasAgg(figure)
+        canvas.draw()
+        tight = figure.get_tightbbox(canvas.get_renderer())
+        width, height = figure.get_size_inches()
+        if tight.x0 >= 0 and tight.y0 >= 0 and tight.x1 <= width and tight.y1 <= height:
+            box = tight.padded(plt.rcParams["savefig.pad_inches"])
+            face = np.round(np.multiply(to_rgba(figure.get_facecolor()), 255)).astype(np.uint8)
+            cut = _cut(np.asarray(canvas.buffer_rgba()), box, dpi, face)
+            plt.imsave(buffer, cut, format="png", dpi=dpi)
+        else:  # laid out by the draw above, as savefig lays a figure out once
+            figure.set_layout_engine("none")
+            figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
     finally:
         plt.close(figure)
     return buffer.getvalue()
+
+
+def _cut(pixels: np.ndarray, box: Bbox, dpi: float, face: np.ndarray) -> np.ndarray:
+    """``box`` (inches from the bottom left) of ``pixels`` (rows from the top, columns, RGBA)
+    as savefig places it: ``floor(size * dpi)`` pixels, those outside ``pixels`` ``face``."""
+    rows, columns = math.floor(box.height * dpi), math.floor(box.width * dpi)
+    top, left = round(len(pixels) - box.y0 * dpi) - rows, round(box.x0 * dpi)
+    inside = pixels[max(top, 0) : top + rows, max(left, 0) : left + columns]
+    before = (max(-top, 0), max(-left, 0))
+    sizes = zip(before, (rows, columns), inside.shape[:2], strict=True)
+    margins = [(start, size - kept - start) for start, size, kept in sizes]
+    return np.stack(
+        [np.pad(inside[..., c], margins, constant_values=face[c]) for c in range(4)], axis=-1
+    )
 
 
 def _validate(
