@@ -89,9 +89,9 @@ def interactive_plot(
 
 def render_png(figure: Figure, dpi: int = FRAME_DPI) -> bytes:
     """``figure`` as PNG bytes at ``dpi``, cut to its tight box plus ``savefig.pad_inches`` as
-    ``savefig(bbox_inches="tight")`` cuts it, and closed. Drawn once when the tight box lies
-    inside the figure (the box then cut out of the pixels); else by ``savefig``, which draws
-    it twice."""
+    ``savefig(bbox_inches="tight")`` cuts it, and closed: drawn once, to find that box, and
+    the box cut out of the pixels when it lies inside the figure, else saved by ``savefig``
+    with that box (a second drawing)."""
     buffer = io.BytesIO()
     try:
         figure.set_dpi(dpi)
@@ -99,14 +99,14 @@ def render_png(figure: Figure, dpi: int = FRAME_DPI) -> bytes:
         canvas.draw()
         tight = figure.get_tightbbox(canvas.get_renderer())
         width, height = figure.get_size_inches()
+        box = tight.padded(plt.rcParams["savefig.pad_inches"])
         if tight.x0 >= 0 and tight.y0 >= 0 and tight.x1 <= width and tight.y1 <= height:
-            box = tight.padded(plt.rcParams["savefig.pad_inches"])
             face = np.round(np.multiply(to_rgba(figure.get_facecolor()), 255)).astype(np.uint8)
             cut = _cut(np.asarray(canvas.buffer_rgba()), box, dpi, face)
             plt.imsave(buffer, cut, format="png", dpi=dpi)
-        else:  # laid out by the draw above, as savefig lays a figure out once
+        else:  # laid out by the drawing above, as savefig lays a figure out once
             figure.set_layout_engine("none")
-            figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+            figure.savefig(buffer, format="png", dpi=dpi, bbox_inches=box)
     finally:
         plt.close(figure)
     return buffer.getvalue()
