@@ -118,12 +118,11 @@ def _cut(pixels: np.ndarray, box: Bbox, dpi: float, face: np.ndarray) -> np.ndar
     rows, columns = math.floor(box.height * dpi), math.floor(box.width * dpi)
     top, left = round(len(pixels) - box.y0 * dpi) - rows, round(box.x0 * dpi)
     inside = pixels[max(top, 0) : top + rows, max(left, 0) : left + columns]
-    before = (max(-top, 0), max(-left, 0))
-    sizes = zip(before, (rows, columns), inside.shape[:2], strict=True)
-    margins = [(start, size - kept - start) for start, size, kept in sizes]
-    return np.stack(
-        [np.pad(inside[..., c], margins, constant_values=face[c]) for c in range(4)], axis=-1
-    )
+    out = np.empty((rows, columns, 4), np.uint8)
+    out[:] = face
+    row, column = max(-top, 0), max(-left, 0)
+    out[row : row + inside.shape[0], column : column + inside.shape[1]] = inside
+    return out
 
 
 def _validate(
