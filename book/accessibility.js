@@ -62,6 +62,13 @@
           set(handle, "aria-label", name);
           if (readout && text(readout)) set(handle, "aria-valuetext", text(readout));
         });
+        // The widget manager makes the readout beside the handle editable: a Tab stop with no
+        // name or role, where a typed value changed the readout's text (and so the value read
+        // out) but not the slider or its figure. It shows the value; the handle carries it.
+        if (readout) {
+          set(readout, "contenteditable", "false");
+          set(readout, "aria-hidden", "true");
+        }
       });
     root.querySelectorAll("div.widget-toggle-buttons").forEach(function (widget) {
       var buttons = widget.querySelectorAll("button");
@@ -133,7 +140,7 @@
     fixAll();
     observer.observe(document.body, {
       childList: true, subtree: true, attributes: true,
-      attributeFilter: ["class", "aria-label", "title"],
+      attributeFilter: ["class", "aria-label", "title", "contenteditable"],
       characterData: true,
     });
   }

@@ -501,6 +501,13 @@ def test_math_is_read_to_screen_readers(chapter_page):
     assert counts["hidden"] == counts["formulas"], counts
 
 
+# Each slider's readout: whether it can be typed into, takes the focus, is hidden from
+# assistive technology (the handle's aria-valuetext carries the value).
+READOUTS_SCRIPT = """() => Array.from(document.querySelectorAll(".widget-readout")).map(r => ({
+  editable: r.isContentEditable, focusable: r.tabIndex >= 0,
+  hidden: r.getAttribute("aria-hidden") === "true"}))"""
+
+
 def focused(page) -> dict:
     """What has the keyboard focus: its tag, classes, accessible name and focus ring."""
     return page.evaluate(
@@ -550,4 +557,10 @@ def test_widgets_work_by_keyboard_alone(browser, site_url, page_name, kind):
         assert focused(page)["pressed"] == "true", "the focus did not follow the choice"
     shot = SCREENSHOTS / f"keyboard_{kind}.png"
     page.screenshot(path=str(shot))
+    if kind == "slider":  # the readout shows the value and takes neither focus nor typing
+        readouts = page.evaluate(READOUTS_SCRIPT)
+        assert readouts and not any(r["editable"] or r["focusable"] for r in readouts), readouts
+        assert all(r["hidden"] for r in readouts), readouts
+        page.keyboard.press("Tab")
+        assert "widget-readout" not in focused(page)["classes"], "Tab stopped at the readout"
     context.close()
