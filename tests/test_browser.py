@@ -501,10 +501,10 @@ def test_math_is_read_to_screen_readers(chapter_page):
     assert counts["hidden"] == counts["formulas"], counts
 
 
-# Each slider's readout: whether it can be typed into, takes the focus, is hidden from
+# Each slider's readout: whether it can be typed into, has a tab index, is hidden from
 # assistive technology (the handle's aria-valuetext carries the value).
 READOUTS_SCRIPT = """() => Array.from(document.querySelectorAll(".widget-readout")).map(r => ({
-  editable: r.isContentEditable, focusable: r.tabIndex >= 0,
+  editable: r.isContentEditable, focusable: r.hasAttribute("tabindex"),
   hidden: r.getAttribute("aria-hidden") === "true"}))"""
 
 
